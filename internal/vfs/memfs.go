@@ -240,9 +240,11 @@ type memInfo struct {
 	dir  bool
 }
 
-func (i memInfo) Name() string       { return i.name }
-func (i memInfo) Size() int64        { return i.size }
-func (i memInfo) Mode() os.FileMode  { return map[bool]os.FileMode{true: os.ModeDir | 0o755, false: 0o644}[i.dir] }
+func (i memInfo) Name() string { return i.name }
+func (i memInfo) Size() int64  { return i.size }
+func (i memInfo) Mode() os.FileMode {
+	return map[bool]os.FileMode{true: os.ModeDir | 0o755, false: 0o644}[i.dir]
+}
 func (i memInfo) ModTime() time.Time { return time.Time{} }
 func (i memInfo) IsDir() bool        { return i.dir }
 func (i memInfo) Sys() any           { return nil }
