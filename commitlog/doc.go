@@ -1,0 +1,90 @@
+// Package commitlog is raftmq's CommitLog: the raft log itself, stored as
+// segmented, checksummed entry files (design.md point 1). One write per
+// message: the bytes a producer sent are the bytes raft replicates and the
+// bytes a consumer reads back.
+//
+// # Files
+//
+// A log directory holds fixed-size segment files named by the global byte
+// offset of their first byte, as 20 zero-padded decimal digits
+// (00000000000000000000, 00000000001073741824, ...), a checkpoint file, and
+// for sealed segments an index sidecar named <segment>.idx. A byte's global
+// offset (its "physical offset") is the segment's name plus its position in
+// the segment; RocketMQ's offsetMsgId and the consume queues address
+// messages by it. Segments are preallocated to their full size and written
+// in place; unwritten bytes read as zero. An entry never straddles two
+// segments. All integers are big-endian, as in RocketMQ's own files.
+//
+// Segment header, 40 bytes at position 0 of every segment:
+//
+//	| off | size | field                                                  |
+//	|   0 |    4 | magic 0x524D514C ("RMQL")                              |
+//	|   4 |    4 | format version (1)                                     |
+//	|   8 |    8 | segment size in bytes                                  |
+//	|  16 |    8 | base: global offset of this segment (= its file name)  |
+//	|  24 |    8 | raft index of the segment's first entry (to be)        |
+//	|  32 |    4 | start: position of the first entry in this segment    |
+//	|  36 |    4 | CRC-32C of bytes 0..35                                 |
+//
+// start is 40 except in a log reset to a position inside a segment (a
+// follower installing a snapshot), where it is the position the leader's
+// next entry has, so every replica keeps identical physical offsets.
+//
+// Entry, a 40-byte header then the body:
+//
+//	| off | size | field                                                  |
+//	|   0 |    4 | magic 0x524D5145 ("RMQE")                              |
+//	|   4 |    4 | size: header + body length                             |
+//	|   8 |    8 | raft index                                             |
+//	|  16 |    8 | raft term                                              |
+//	|  24 |    4 | raft entry type (0 normal, 1 conf change, 2 v2)        |
+//	|  28 |    4 | body length                                            |
+//	|  32 |    4 | reserved, zero                                         |
+//	|  36 |    4 | CRC-32C (Castagnoli) of bytes 0..35 and the body       |
+//	|  40 |    n | body                                                   |
+//
+// Entries follow each other with no padding. When the next entry does not
+// fit in the rest of a segment, the writer puts an 8-byte seal there if room
+// allows (magic 0x524D5153 "RMQS", then the number of bytes left in the
+// segment as uint32), syncs the segment, and starts the next one. So every
+// segment but the last is fully synced and ends with a seal or with fewer
+// than 8 spare bytes; zeros where an entry should be in such a segment are
+// corruption, not a torn write.
+//
+// Checkpoint file "checkpoint": two 64-byte slots at offsets 0 and 4096,
+// written alternately and fsynced, the valid one with the higher sequence
+// winning:
+//
+//	| off | size | field                                        |
+//	|   0 |    4 | magic 0x524D5143 ("RMQC")                    |
+//	|   4 |    4 | reserved                                     |
+//	|   8 |    8 | sequence number                              |
+//	|  16 |    8 | durable index: entries <= it were synced     |
+//	|  24 |    4 | CRC-32C of bytes 0..23                       |
+//
+// It is a lower bound, refreshed by the flusher at most every
+// CheckpointInterval and lowered (durably, first) before a suffix is
+// truncated.
+//
+// Index sidecar <segment>.idx, written atomically once a segment is sealed,
+// so opening a large log need not scan its sealed segments:
+//
+//	| off | size | field                                        |
+//	|   0 |    4 | magic 0x524D5149 ("RMQI")                    |
+//	|   4 |    4 | entry count n                                |
+//	|   8 |    8 | first raft index                             |
+//	|  16 |  4*n | position of each entry in the segment        |
+//	| ... |    4 | CRC-32C of everything before it              |
+//
+// # Recovery
+//
+// Open scans the last segment (and any segment without a valid sidecar),
+// checking each entry's magic, size, CRC, index continuity and term order.
+// The first bad entry ends the log if its index is above the durable index
+// (the larger of the checkpoint and Options.DurableIndex): that is a torn
+// tail of unsynced writes, and it is cut, zeroed and synced. A bad entry at
+// or below the durable index is corruption of synced data: Open fails with a
+// *CorruptError naming the file and offset, and nothing is truncated.
+//
+// These constants are part of the on-disk format and must not change.
+package commitlog
