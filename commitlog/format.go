@@ -107,6 +107,9 @@ type Entry struct {
 	Term  uint64
 	Type  uint32
 	Data  []byte
+	// Pos is the global position of the entry's header; set by reads,
+	// ignored by Append.
+	Pos int64
 }
 
 // EncodedSize is the number of bytes an entry with a body of n bytes takes.

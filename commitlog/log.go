@@ -803,7 +803,8 @@ func (l *Log) Entries(lo, hi, maxSize uint64) ([]Entry, error) {
 		if err != nil {
 			return nil, err
 		}
-		b := s.data[s.pos[i-s.first]:]
+		p := s.pos[i-s.first]
+		b := s.data[p:]
 		n := binary.BigEndian.Uint32(b[entOffBodyLen:])
 		size += uint64(n)
 		if len(out) > 0 && size > maxSize {
@@ -814,6 +815,7 @@ func (l *Log) Entries(lo, hi, maxSize uint64) ([]Entry, error) {
 			Term:  binary.BigEndian.Uint64(b[entOffTerm:]),
 			Type:  binary.BigEndian.Uint32(b[entOffType:]),
 			Data:  append([]byte(nil), b[HeaderSize:HeaderSize+n]...),
+			Pos:   s.base + int64(p),
 		})
 	}
 	return out, nil

@@ -1,0 +1,193 @@
+package message
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Separators of the properties string: name NameValueSeparator value
+// PropertySeparator, for every pair including the last.
+const (
+	NameValueSeparator = '\x01'
+	PropertySeparator  = '\x02'
+)
+
+// KeySeparator separates the business keys in the KEYS property.
+const KeySeparator = " "
+
+// Property names (RocketMQ's MessageConst, plus names the 5.x broker and
+// clients use). They are part of the wire and on-disk format.
+const (
+	PropertyKeys                     = "KEYS"
+	PropertyTags                     = "TAGS"
+	PropertyWaitStoreMsgOK           = "WAIT"
+	PropertyDelayTimeLevel           = "DELAY"
+	PropertyRetryTopic               = "RETRY_TOPIC"
+	PropertyRealTopic                = "REAL_TOPIC"
+	PropertyRealQueueID              = "REAL_QID"
+	PropertyTransactionPrepared      = "TRAN_MSG"
+	PropertyProducerGroup            = "PGROUP"
+	PropertyMinOffset                = "MIN_OFFSET"
+	PropertyMaxOffset                = "MAX_OFFSET"
+	PropertyBuyerID                  = "BUYER_ID"
+	PropertyOriginMessageID          = "ORIGIN_MESSAGE_ID"
+	PropertyTransferFlag             = "TRANSFER_FLAG"
+	PropertyCorrectionFlag           = "CORRECTION_FLAG"
+	PropertyMQ2Flag                  = "MQ2_FLAG"
+	PropertyReconsumeTime            = "RECONSUME_TIME"
+	PropertyMsgRegion                = "MSG_REGION"
+	PropertyTraceSwitch              = "TRACE_ON"
+	PropertyUniqKey                  = "UNIQ_KEY"
+	PropertyExtendUniqInfo           = "EXTEND_UNIQ_INFO"
+	PropertyMaxReconsumeTimes        = "MAX_RECONSUME_TIMES"
+	PropertyConsumeStartTime         = "CONSUME_START_TIME"
+	PropertyInnerNum                 = "INNER_NUM"
+	PropertyInnerBase                = "INNER_BASE"
+	PropertyCheckImmunityTimeSeconds = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+	PropertyTranPreparedQueueOffset  = "TRAN_PREPARED_QUEUE_OFFSET"
+	PropertyTransactionID            = "__transactionId__"
+	PropertyTransactionCheckTimes    = "TRANSACTION_CHECK_TIMES"
+	PropertyInstanceID               = "INSTANCE_ID"
+	PropertyCorrelationID            = "CORRELATION_ID"
+	PropertyReplyToClient            = "REPLY_TO_CLIENT"
+	PropertyTTL                      = "TTL"
+	PropertyArriveTime               = "ARRIVE_TIME"
+	PropertyCluster                  = "CLUSTER"
+	PropertyMessageType              = "MSG_TYPE"
+	PropertyPopCK                    = "POP_CK"
+	PropertyFirstPopTime             = "1ST_POP_TIME"
+	PropertyShardingKey              = "__SHARDINGKEY"
+	PropertyTimerDeliverMS           = "TIMER_DELIVER_MS"
+	PropertyTimerDelaySec            = "TIMER_DELAY_SEC"
+	PropertyTimerDelayMS             = "TIMER_DELAY_MS"
+	PropertyTimerOutMS               = "TIMER_OUT_MS"
+	PropertyCRC32                    = "__CRC32#"
+	PropertyDLQOriginTopic           = "DLQ_ORIGIN_TOPIC"
+	PropertyDLQOriginMessageID       = "DLQ_ORIGIN_MESSAGE_ID"
+)
+
+// propertiesSize returns the encoded size of props, checking every pair.
+func propertiesSize(props map[string]string) (int, error) {
+	n := 0
+	for k, v := range props {
+		if err := checkProperty(k, v); err != nil {
+			return 0, err
+		}
+		n += len(k) + 1 + len(v) + 1
+	}
+	if n > MaxPropertiesSize {
+		return 0, fmt.Errorf("message: properties encode to %d bytes, limit %d: %w",
+			n, MaxPropertiesSize, ErrPropertiesTooLarge)
+	}
+	return n, nil
+}
+
+func checkProperty(k, v string) error {
+	switch {
+	case k == "":
+		return fmt.Errorf("message: property with empty name: %w", ErrBadProperty)
+	case strings.ContainsAny(k, "\x01\x02"):
+		return fmt.Errorf("message: property name %q contains a separator: %w", k, ErrBadProperty)
+	case strings.ContainsAny(v, "\x01\x02"):
+		return fmt.Errorf("message: value of property %q contains a separator: %w", k, ErrBadProperty)
+	}
+	return nil
+}
+
+// appendProperties appends the encoding of props with keys sorted. The
+// pairs must have been checked.
+func appendProperties(dst []byte, props map[string]string) []byte {
+	if len(props) == 0 {
+		return dst
+	}
+	var stack [16]string // typical messages have a handful of properties
+	keys := stack[:0]
+	for k := range props {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		dst = append(dst, k...)
+		dst = append(dst, NameValueSeparator)
+		dst = append(dst, props[k]...)
+		dst = append(dst, PropertySeparator)
+	}
+	return dst
+}
+
+// EncodeProperties returns the properties string of props as RocketMQ's
+// messageProperties2String writes it, every pair followed by \x02, with keys
+// sorted so that the result is deterministic. It does not check the pairs;
+// Append and Size do.
+func EncodeProperties(props map[string]string) string {
+	n := 0
+	for k, v := range props {
+		n += len(k) + len(v) + 2
+	}
+	return string(appendProperties(make([]byte, 0, n), props))
+}
+
+// DecodeProperties parses a properties string. Empty input gives a nil map;
+// the separator after the last pair is optional. Unlike Java's parser, which
+// skips what it cannot read, it returns an error wrapping ErrBadProperty for
+// an empty pair, a pair without \x01, a value containing \x01, an empty name
+// or a repeated name. Values may be empty (Java clients drop such pairs).
+func DecodeProperties(s string) (map[string]string, error) {
+	s = strings.TrimSuffix(s, string(PropertySeparator))
+	if s == "" {
+		return nil, nil
+	}
+	props := make(map[string]string, strings.Count(s, string(PropertySeparator))+1)
+	for i := 0; s != ""; i++ {
+		item, rest, more := strings.Cut(s, string(PropertySeparator))
+		if more && rest == "" {
+			// item was followed by a separator, and that one was the last.
+			return nil, fmt.Errorf("message: property %d: empty pair: %w", i+1, ErrBadProperty)
+		}
+		s = rest
+		k, v, ok := strings.Cut(item, string(NameValueSeparator))
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("message: property %d: no name/value separator: %w", i, ErrBadProperty)
+		case k == "":
+			return nil, fmt.Errorf("message: property %d: empty name: %w", i, ErrBadProperty)
+		case strings.IndexByte(v, NameValueSeparator) >= 0:
+			return nil, fmt.Errorf("message: property %q: value contains a separator: %w", k, ErrBadProperty)
+		}
+		if _, dup := props[k]; dup {
+			return nil, fmt.Errorf("message: property %q: repeated: %w", k, ErrBadProperty)
+		}
+		props[k] = v
+	}
+	return props, nil
+}
+
+// PropertyBytes finds the value of property key in raw, an encoded
+// properties string such as View.Properties, without building a map. The
+// value aliases raw. It returns the first match and skips malformed pairs.
+func PropertyBytes(raw []byte, key string) ([]byte, bool) {
+	for len(raw) > 0 {
+		item := raw
+		if i := bytes.IndexByte(raw, PropertySeparator); i >= 0 {
+			item, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		i := bytes.IndexByte(item, NameValueSeparator)
+		if i >= 0 && string(item[:i]) == key {
+			return item[i+1:], true
+		}
+	}
+	return nil, false
+}
+
+// PropertyValue is PropertyBytes returning a copy of the value as a string.
+func PropertyValue(raw []byte, key string) (string, bool) {
+	v, ok := PropertyBytes(raw, key)
+	if !ok {
+		return "", false
+	}
+	return string(v), true
+}

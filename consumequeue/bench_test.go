@@ -1,0 +1,60 @@
+package consumequeue
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftmq/raftmq/internal/vfs"
+)
+
+func benchFS(b *testing.B, f func(b *testing.B, fs vfs.FS, root string)) {
+	b.Run("os", func(b *testing.B) { f(b, vfs.Default(), b.TempDir()) })
+	b.Run("mem", func(b *testing.B) { f(b, vfs.NewMem(), "/cq") })
+}
+
+// BenchmarkPut appends units without syncing (the page-cache path).
+func BenchmarkPut(b *testing.B) {
+	benchFS(b, func(b *testing.B, fs vfs.FS, root string) {
+		q, err := OpenQueue(fs, root, "T", 0, Options{})
+		require.NoError(b, err)
+		b.SetBytes(UnitSize)
+		b.ReportAllocs()
+		i := int64(0)
+		for b.Loop() {
+			if err := q.Put(i, i*100, 100, i%7); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+		b.StopTimer()
+		require.NoError(b, q.Close())
+	})
+}
+
+// BenchmarkRead reads batches of 32 units from mapped, cached files.
+func BenchmarkRead(b *testing.B) {
+	const n = 100_000
+	benchFS(b, func(b *testing.B, fs vfs.FS, root string) {
+		q, err := OpenQueue(fs, root, "T", 0, Options{})
+		require.NoError(b, err)
+		for i := int64(0); i < n; i++ {
+			require.NoError(b, q.Put(i, i*100, 100, i%7))
+		}
+		b.SetBytes(UnitSize * 32)
+		b.ReportAllocs()
+		off := int64(0)
+		for b.Loop() {
+			units, next, err := q.Read(off, 32, nil)
+			if err != nil || len(units) != 32 {
+				b.Fatal(err, len(units))
+			}
+			off = next
+			if off+32 > n {
+				off = 0
+			}
+		}
+		b.StopTimer()
+		require.NoError(b, q.Close())
+	})
+}

@@ -1,0 +1,118 @@
+package consumequeue
+
+import (
+	"fmt"
+)
+
+// scanFactor bounds Read: one call examines at most max*scanFactor units, so
+// a selective filter cannot make it unbounded.
+const scanFactor = 64
+
+// rawLocked returns the unit at off and its file; ok is false when off is
+// not below max or not in a file. Callers hold q.mu (either mode) or q.w.
+func (q *Queue) rawLocked(off int64) (u rawUnit, s *segment, ok bool) {
+	segs := q.mu.segs
+	if len(segs) == 0 || off < segs[0].base || off >= q.mu.max {
+		return rawUnit{}, nil, false
+	}
+	s = segs[(off-segs[0].base)/q.perFile]
+	return s.raw(off - s.base), s, true
+}
+
+// unitLocked returns the unit at off, which is in [min, max).
+func (q *Queue) unitLocked(off int64) (Unit, error) {
+	u, s, _ := q.rawLocked(off)
+	if !u.valid() {
+		return Unit{}, corruptAt(s, off-s.base, "invalid unit %v", u)
+	}
+	return u.unit(off), nil
+}
+
+// Get returns the unit at offset; ErrOffsetOutOfRange outside [MinOffset,
+// MaxOffset).
+func (q *Queue) Get(offset int64) (Unit, error) {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if q.mu.closed {
+		return Unit{}, fmt.Errorf("consumequeue: get %s offset %d: %w", q.name(), offset, ErrClosed)
+	}
+	if offset < q.mu.min || offset >= q.mu.max {
+		return Unit{}, fmt.Errorf("consumequeue: get %s offset %d: queue holds [%d, %d): %w",
+			q.name(), offset, q.mu.min, q.mu.max, ErrOffsetOutOfRange)
+	}
+	u, err := q.unitLocked(offset)
+	if err != nil {
+		return Unit{}, fmt.Errorf("consumequeue: get %s: %w", q.name(), err)
+	}
+	return u, nil
+}
+
+// Read returns up to max units at or after offset whose tags code passes
+// filter (nil passes all), skipping the others. It examines at most
+// max*64 units and stops at MaxOffset; next is the offset after the last
+// unit examined, where the caller continues. offset == MaxOffset returns no
+// units and next == offset; offsets outside [MinOffset, MaxOffset] are
+// ErrOffsetOutOfRange. filter runs with the queue's read lock held and must
+// not call the Queue's methods.
+func (q *Queue) Read(offset int64, max int, filter func(tagsCode int64) bool) (units []Unit, next int64, err error) {
+	if max <= 0 {
+		return nil, offset, fmt.Errorf("consumequeue: read %s: max %d: %w", q.name(), max, ErrInvalidArgument)
+	}
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if q.mu.closed {
+		return nil, offset, fmt.Errorf("consumequeue: read %s offset %d: %w", q.name(), offset, ErrClosed)
+	}
+	if offset < q.mu.min || offset > q.mu.max {
+		return nil, offset, fmt.Errorf("consumequeue: read %s offset %d: queue holds [%d, %d): %w",
+			q.name(), offset, q.mu.min, q.mu.max, ErrOffsetOutOfRange)
+	}
+	end := q.mu.max
+	if int64(max) <= (end-offset)/scanFactor {
+		end = offset + int64(max)*scanFactor
+	}
+	units = make([]Unit, 0, min(int64(max), end-offset))
+	next = offset
+	for ; next < end && len(units) < max; next++ {
+		u, err := q.unitLocked(next)
+		if err != nil {
+			return nil, offset, fmt.Errorf("consumequeue: read %s: %w", q.name(), err)
+		}
+		if filter == nil || filter(u.TagsCode) {
+			units = append(units, u)
+		}
+	}
+	return units, next, nil
+}
+
+// SearchOffset returns the first offset in [MinOffset, MaxOffset) whose
+// message was stored at or after timestamp, or MaxOffset if none was; it
+// binary-searches, so store timestamps must not decrease along the queue.
+// storeTime returns a message's store timestamp, read from the commit log.
+// It is called without the queue's locks held.
+func (q *Queue) SearchOffset(timestamp int64, storeTime func(phyOffset int64, size int32) (int64, error)) (int64, error) {
+	q.mu.RLock()
+	lo, hi, closed := q.mu.min, q.mu.max, q.mu.closed
+	q.mu.RUnlock()
+	if closed {
+		return 0, fmt.Errorf("consumequeue: search %s: %w", q.name(), ErrClosed)
+	}
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		u, err := q.Get(mid)
+		if err != nil {
+			return 0, fmt.Errorf("consumequeue: search %s: %w", q.name(), err)
+		}
+		t, err := storeTime(u.PhyOffset, u.Size)
+		if err != nil {
+			return 0, fmt.Errorf("consumequeue: search %s: store time of offset %d (phy %d): %w",
+				q.name(), mid, u.PhyOffset, err)
+		}
+		if t >= timestamp {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo, nil
+}

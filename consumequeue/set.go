@@ -1,0 +1,180 @@
+package consumequeue
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/raftmq/raftmq/internal/vfs"
+)
+
+// Set manages every queue under one root directory. It is safe for
+// concurrent use; each Queue keeps its own one-writer contract.
+type Set struct {
+	fs   vfs.FS
+	root string
+	opts Options
+
+	mu struct {
+		sync.Mutex
+		queues map[queueKey]*Queue
+		closed bool
+	}
+}
+
+type queueKey struct {
+	topic string
+	id    int32
+}
+
+// OpenSet opens every queue found under root as <root>/<topic>/<queueId>,
+// creating root if needed. Entries with other names are ignored.
+func OpenSet(fs vfs.FS, root string, opts Options) (*Set, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Set{fs: fs, root: root, opts: opts}
+	s.mu.queues = map[queueKey]*Queue{}
+	if err := mkdirDurable(fs, root); err != nil {
+		return nil, fmt.Errorf("consumequeue: open set %s: %w", root, err)
+	}
+	if err := s.discover(); err != nil {
+		_ = s.Close() // the discovery error is the one to report
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Set) discover() error {
+	topics, err := s.fs.List(s.root)
+	if err != nil {
+		return fmt.Errorf("consumequeue: open set: list %s: %w", s.root, err)
+	}
+	for _, topic := range topics {
+		if checkName(topic, 0) != nil || !s.isDir(vfs.Join(s.root, topic)) {
+			s.opts.Logger.Debug("consumequeue: ignoring entry", "path", vfs.Join(s.root, topic))
+			continue
+		}
+		ids, err := s.fs.List(vfs.Join(s.root, topic))
+		if err != nil {
+			return fmt.Errorf("consumequeue: open set: list %s: %w", vfs.Join(s.root, topic), err)
+		}
+		for _, name := range ids {
+			id, ok := parseQueueID(name)
+			if !ok || !s.isDir(vfs.Join(s.root, topic, name)) {
+				s.opts.Logger.Debug("consumequeue: ignoring entry", "path", vfs.Join(s.root, topic, name))
+				continue
+			}
+			q, err := OpenQueue(s.fs, s.root, topic, id, s.opts)
+			if err != nil {
+				return err
+			}
+			s.mu.queues[queueKey{topic, id}] = q
+		}
+	}
+	return nil
+}
+
+func (s *Set) isDir(path string) bool {
+	fi, err := s.fs.Stat(path)
+	return err == nil && fi.IsDir()
+}
+
+// parseQueueID accepts a canonical non-negative decimal int32.
+func parseQueueID(name string) (int32, bool) {
+	n, err := strconv.ParseInt(name, 10, 32)
+	if err != nil || n < 0 || strconv.FormatInt(n, 10) != name {
+		return 0, false
+	}
+	return int32(n), true
+}
+
+// Queue returns the queue of topic/queueID, creating it if create is set.
+// A missing queue with create unset is ErrNoQueue.
+func (s *Set) Queue(topic string, queueID int32, create bool) (*Queue, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return nil, fmt.Errorf("consumequeue: queue %s/%d: %w", topic, queueID, ErrClosed)
+	}
+	if q, ok := s.mu.queues[queueKey{topic, queueID}]; ok {
+		return q, nil
+	}
+	if !create {
+		return nil, fmt.Errorf("consumequeue: queue %s/%d: %w", topic, queueID, ErrNoQueue)
+	}
+	q, err := OpenQueue(s.fs, s.root, topic, queueID, s.opts)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.queues[queueKey{topic, queueID}] = q
+	return q, nil
+}
+
+// Queues returns the open queues sorted by topic, then queue id.
+func (s *Set) Queues() []*Queue {
+	s.mu.Lock()
+	qs := make([]*Queue, 0, len(s.mu.queues))
+	for _, q := range s.mu.queues {
+		qs = append(qs, q)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(qs, func(a, b *Queue) int {
+		return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.queueID, b.queueID))
+	})
+	return qs
+}
+
+// SyncDirty syncs the queues written since they were last synced.
+func (s *Set) SyncDirty() error {
+	var errs []error
+	for _, q := range s.Queues() {
+		if q.needSync.Load() {
+			errs = append(errs, q.Sync())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// DeleteBefore applies Queue.DeleteBefore to every queue and returns the
+// number of files removed.
+func (s *Set) DeleteBefore(minPhyOffset int64) (int, error) {
+	total := 0
+	var errs []error
+	for _, q := range s.Queues() {
+		n, err := q.DeleteBefore(minPhyOffset)
+		total += n
+		errs = append(errs, err)
+	}
+	return total, errors.Join(errs...)
+}
+
+// TruncatePhy drops, in every queue, the units whose PhyOffset >=
+// phyOffset: the commit log was truncated there.
+func (s *Set) TruncatePhy(phyOffset int64) error {
+	var errs []error
+	for _, q := range s.Queues() {
+		errs = append(errs, q.TruncatePhy(phyOffset))
+	}
+	return errors.Join(errs...)
+}
+
+// Close closes every queue. Closing a closed Set is a no-op.
+func (s *Set) Close() error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.closed = true
+	s.mu.Unlock()
+	var errs []error
+	for _, q := range s.Queues() {
+		errs = append(errs, q.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,359 @@
+package consumequeue
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/raftmq/raftmq/internal/vfs"
+)
+
+// writableLocked returns why the queue refuses writes, or nil.
+func (q *Queue) writableLocked() error {
+	if q.mu.closed {
+		return ErrClosed
+	}
+	if q.w.err != nil {
+		return fmt.Errorf("refusing writes after an earlier failure: %w", q.w.err)
+	}
+	return nil
+}
+
+// fail records err as the queue's sticky write error and returns it.
+func (q *Queue) fail(err error) error {
+	if q.w.err == nil {
+		q.w.err = err
+	}
+	q.needSync.Store(true) // so Set.SyncDirty reports it
+	return err
+}
+
+// Put stores the unit for queueOffset, which must be MaxOffset. Putting a
+// unit identical to the one already stored at an offset in [MinOffset,
+// MaxOffset) is a no-op, so the owner can replay committed entries after a
+// crash; any other offset fails with ErrOffsetMismatch. A unit must have
+// size > 0 and phyOffset >= 0, and must not overlap the previous unit in the
+// commit log (ErrInvalidUnit). The unit is durable after the next Sync.
+func (q *Queue) Put(queueOffset, phyOffset int64, size int32, tagsCode int64) error {
+	u := rawUnit{phy: phyOffset, size: size, tags: tagsCode}
+	if !u.valid() {
+		return fmt.Errorf("consumequeue: put %s offset %d: unit %v: %w", q.name(), queueOffset, u, ErrInvalidUnit)
+	}
+	q.w.Lock()
+	defer q.w.Unlock()
+	if err := q.writableLocked(); err != nil {
+		return fmt.Errorf("consumequeue: put %s offset %d: %w", q.name(), queueOffset, err)
+	}
+	if queueOffset != q.mu.max {
+		return q.replayLocked(queueOffset, u)
+	}
+	if prev, _, ok := q.rawLocked(queueOffset - 1); ok && prev.valid() && u.phy < prev.end() {
+		return fmt.Errorf("consumequeue: put %s offset %d: unit %v overlaps previous unit %v: %w",
+			q.name(), queueOffset, u, prev, ErrInvalidUnit)
+	}
+	if err := q.appendLocked(u); err != nil {
+		return fmt.Errorf("consumequeue: put %s offset %d: %w", q.name(), queueOffset, q.fail(err))
+	}
+	return nil
+}
+
+// replayLocked handles a Put at an offset other than max.
+func (q *Queue) replayLocked(off int64, u rawUnit) error {
+	if off >= q.mu.min && off < q.mu.max {
+		have, _, _ := q.rawLocked(off)
+		if have == u {
+			return nil
+		}
+		return fmt.Errorf("consumequeue: put %s offset %d: unit %v differs from stored unit %v: %w",
+			q.name(), off, u, have, ErrOffsetMismatch)
+	}
+	return fmt.Errorf("consumequeue: put %s offset %d: queue holds [%d, %d): %w",
+		q.name(), off, q.mu.min, q.mu.max, ErrOffsetMismatch)
+}
+
+// appendLocked writes u at max and publishes it.
+func (q *Queue) appendLocked(u rawUnit) error {
+	s, err := q.segmentForWriteLocked(q.mu.max)
+	if err != nil {
+		return err
+	}
+	var buf [UnitSize]byte
+	encodeUnit(buf[:], u)
+	if _, err := s.f.WriteAt(buf[:], (q.mu.max-s.base)*UnitSize); err != nil {
+		return fmt.Errorf("write %s: %w", s.path, err)
+	}
+	s.dirty = true
+	q.needSync.Store(true)
+	q.mu.Lock()
+	q.mu.max++
+	q.mu.Unlock()
+	return nil
+}
+
+// segmentForWriteLocked returns the file that holds offset off, which is
+// max, creating it (after syncing the previous file) if needed.
+func (q *Queue) segmentForWriteLocked(off int64) (*segment, error) {
+	segs := q.mu.segs
+	n := len(segs)
+	if n > 0 && off < segs[n-1].base+q.perFile {
+		return segs[n-1], nil
+	}
+	if n > 0 && segs[n-1].dirty {
+		// Every file but the last is complete and durable.
+		prev := segs[n-1]
+		if err := prev.f.Sync(); err != nil {
+			return nil, fmt.Errorf("sync %s: %w", prev.path, err)
+		}
+		prev.dirty = false
+	}
+	s, err := q.createSegment(off-off%q.perFile, 0)
+	if err != nil {
+		return nil, err
+	}
+	q.mu.Lock()
+	q.mu.segs = append(q.mu.segs, s)
+	q.mu.Unlock()
+	return s, nil
+}
+
+// createSegment creates, preallocates and maps the file starting at queue
+// offset base, with blanks blank units at its start. The file and its
+// directory entry are durable when it returns.
+func (q *Queue) createSegment(base, blanks int64) (*segment, error) {
+	path := vfs.Join(q.dir, fileName(base*UnitSize))
+	f, err := q.fs.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", path, err)
+	}
+	fail := func(err error) (*segment, error) {
+		_ = f.Close() // err is the one to report
+		return nil, err
+	}
+	if err := f.Truncate(q.fileSize); err != nil {
+		return fail(fmt.Errorf("preallocate %s: %w", path, err))
+	}
+	if blanks > 0 {
+		buf := make([]byte, blanks*UnitSize)
+		for i := int64(0); i < blanks; i++ {
+			encodeUnit(buf[i*UnitSize:], rawUnit{size: blankSize})
+		}
+		if _, err := f.WriteAt(buf, 0); err != nil {
+			return fail(fmt.Errorf("write %s: %w", path, err))
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return fail(fmt.Errorf("sync %s: %w", path, err))
+	}
+	if err := q.fs.SyncDir(q.dir); err != nil {
+		return fail(fmt.Errorf("sync dir %s: %w", q.dir, err))
+	}
+	m, err := f.Map(q.fileSize)
+	if err != nil {
+		return fail(fmt.Errorf("map %s: %w", path, err))
+	}
+	return &segment{base: base, path: path, f: f, m: m, data: m.Bytes()}, nil
+}
+
+// Sync makes the units written since the last Sync durable (fdatasync).
+// After a failed write or sync it keeps returning that error.
+func (q *Queue) Sync() error {
+	q.w.Lock()
+	defer q.w.Unlock()
+	if q.mu.closed {
+		return fmt.Errorf("consumequeue: sync %s: %w", q.name(), ErrClosed)
+	}
+	if err := q.syncLocked(); err != nil {
+		return fmt.Errorf("consumequeue: sync %s: %w", q.name(), err)
+	}
+	return nil
+}
+
+func (q *Queue) syncLocked() error {
+	if q.w.err != nil {
+		return fmt.Errorf("earlier failure: %w", q.w.err)
+	}
+	for _, s := range q.mu.segs {
+		if !s.dirty {
+			continue
+		}
+		if err := s.f.Sync(); err != nil {
+			return q.fail(fmt.Errorf("sync %s: %w", s.path, err))
+		}
+		s.dirty = false
+	}
+	q.needSync.Store(false)
+	return nil
+}
+
+// TruncateTo drops the units at offsets >= offset (recovery, and raft log
+// suffix truncation): it zeroes them on disk, removes files left without
+// units and syncs, so the dropped units cannot reappear after a crash that
+// follows its return. A crash during TruncateTo may leave any part of the
+// dropped units in place; the owner repeats the truncation on recovery.
+// offset >= MaxOffset is a no-op; offset < MinOffset is ErrOffsetOutOfRange.
+func (q *Queue) TruncateTo(offset int64) error {
+	q.w.Lock()
+	defer q.w.Unlock()
+	if err := q.writableLocked(); err != nil {
+		return fmt.Errorf("consumequeue: truncate %s to %d: %w", q.name(), offset, err)
+	}
+	if offset >= q.mu.max {
+		return nil
+	}
+	if offset < q.mu.min {
+		return fmt.Errorf("consumequeue: truncate %s to %d: queue holds [%d, %d): %w",
+			q.name(), offset, q.mu.min, q.mu.max, ErrOffsetOutOfRange)
+	}
+	if err := q.truncateLocked(offset); err != nil {
+		return fmt.Errorf("consumequeue: truncate %s to %d: %w", q.name(), offset, q.fail(err))
+	}
+	return nil
+}
+
+// TruncatePhy drops the units whose PhyOffset >= phyOffset, as TruncateTo
+// does: the commit log was truncated at phyOffset.
+func (q *Queue) TruncatePhy(phyOffset int64) error {
+	q.w.Lock()
+	defer q.w.Unlock()
+	if err := q.writableLocked(); err != nil {
+		return fmt.Errorf("consumequeue: truncate %s to phy %d: %w", q.name(), phyOffset, err)
+	}
+	off := q.searchPhyLocked(q.mu.min, q.mu.max, phyOffset)
+	if off >= q.mu.max {
+		return nil
+	}
+	if err := q.truncateLocked(off); err != nil {
+		return fmt.Errorf("consumequeue: truncate %s to phy %d (offset %d): %w",
+			q.name(), phyOffset, off, q.fail(err))
+	}
+	return nil
+}
+
+// truncateLocked implements TruncateTo for min <= offset < max. Files are
+// removed last first, each removal made durable before the next, so a crash
+// never leaves a hole; then the kept file's tail is zeroed and synced.
+func (q *Queue) truncateLocked(offset int64) error {
+	segs := q.mu.segs
+	idx := (offset - segs[0].base) / q.perFile
+	keep := segs[idx]
+	cut := idx + 1
+	if offset == keep.base && idx > 0 {
+		cut = idx // keep would be left without units
+	}
+	oldMax := q.mu.max
+	q.mu.Lock()
+	q.mu.max = offset
+	q.mu.segs = segs[:cut:cut]
+	q.mu.Unlock()
+	for i := len(segs) - 1; i >= int(cut); i-- {
+		if err := q.removeSegment(segs[i]); err != nil {
+			return err
+		}
+	}
+	if cut > idx {
+		end := min(oldMax, keep.base+q.perFile)
+		if err := zeroRange(keep, offset-keep.base, end-keep.base); err != nil {
+			return err
+		}
+		keep.dirty = true
+	}
+	return q.syncLocked()
+}
+
+// searchPhyLocked returns the first offset in [lo, hi) whose unit has
+// PhyOffset >= phy, or hi. Units' PhyOffsets increase with their offsets.
+func (q *Queue) searchPhyLocked(lo, hi, phy int64) int64 {
+	if lo >= hi {
+		return hi
+	}
+	i := sort.Search(int(hi-lo), func(i int) bool {
+		u, _, _ := q.rawLocked(lo + int64(i))
+		return u.phy >= phy
+	})
+	return lo + int64(i)
+}
+
+// DeleteBefore applies retention once the commit log below minPhyOffset is
+// gone: it removes whole files whose last unit's PhyOffset < minPhyOffset
+// (never the last file, nor the one holding MaxOffset-1), then advances
+// MinOffset to the first unit with PhyOffset >= minPhyOffset (MaxOffset if
+// none), as RocketMQ's deleteExpiredFile and correctMinOffset do. It returns
+// the number of files removed.
+func (q *Queue) DeleteBefore(minPhyOffset int64) (removedFiles int, err error) {
+	q.w.Lock()
+	defer q.w.Unlock()
+	if err := q.writableLocked(); err != nil {
+		return 0, fmt.Errorf("consumequeue: delete %s before phy %d: %w", q.name(), minPhyOffset, err)
+	}
+	segs, maxOff := q.mu.segs, q.mu.max
+	if len(segs) == 0 {
+		return 0, nil
+	}
+	n := 0
+	for n < len(segs)-1 {
+		s := segs[n]
+		if s.base+q.perFile-1 >= maxOff-1 || s.raw(q.perFile-1).phy >= minPhyOffset {
+			break
+		}
+		n++
+	}
+	lo := max(q.mu.min, segs[n].base)
+	newMin := q.searchPhyLocked(lo, maxOff, minPhyOffset)
+	q.mu.Lock()
+	q.mu.segs = segs[n:]
+	q.mu.min = newMin
+	q.mu.Unlock()
+	// First file first, each removal durable before the next: a crash never
+	// leaves a hole.
+	for i, s := range segs[:n] {
+		if err := q.removeSegment(s); err != nil {
+			return i, fmt.Errorf("consumequeue: delete %s before phy %d: %w", q.name(), minPhyOffset, q.fail(err))
+		}
+	}
+	return n, nil
+}
+
+// ResetTo drops every unit and makes offset both MinOffset and MaxOffset,
+// for a replica that installs a snapshot and must continue the queue at the
+// leader's offset. The start of the new file is filled with blank units
+// (RocketMQ's fillPreBlank) so that the offset survives a restart. A crash
+// during ResetTo may leave the queue partly reset; the owner repeats it.
+func (q *Queue) ResetTo(offset int64) error {
+	if offset < 0 {
+		return fmt.Errorf("consumequeue: reset %s to %d: %w", q.name(), offset, ErrInvalidArgument)
+	}
+	q.w.Lock()
+	defer q.w.Unlock()
+	if err := q.writableLocked(); err != nil {
+		return fmt.Errorf("consumequeue: reset %s to %d: %w", q.name(), offset, err)
+	}
+	if err := q.resetLocked(offset); err != nil {
+		return fmt.Errorf("consumequeue: reset %s to %d: %w", q.name(), offset, q.fail(err))
+	}
+	return nil
+}
+
+func (q *Queue) resetLocked(offset int64) error {
+	segs := q.mu.segs
+	q.mu.Lock()
+	q.mu.segs = nil
+	q.mu.min, q.mu.max = offset, offset
+	q.mu.Unlock()
+	for i := len(segs) - 1; i >= 0; i-- {
+		if err := q.removeSegment(segs[i]); err != nil {
+			return err
+		}
+	}
+	q.needSync.Store(false)
+	if offset == 0 {
+		return nil
+	}
+	base := offset - offset%q.perFile
+	s, err := q.createSegment(base, offset-base)
+	if err != nil {
+		return err
+	}
+	q.mu.Lock()
+	q.mu.segs = []*segment{s}
+	q.mu.Unlock()
+	return nil
+}

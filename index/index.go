@@ -1,0 +1,641 @@
+package index
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"sync"
+
+	"github.com/raftmq/raftmq/internal/vfs"
+)
+
+// Defaults are RocketMQ's (MessageStoreConfig maxHashSlotNum, maxIndexNum,
+// maxMsgsNumBatch).
+const (
+	DefaultSlotCount   = 5_000_000
+	DefaultMaxEntries  = 20_000_000
+	DefaultMaxQueryNum = 64
+)
+
+// ErrInvalid is matched (errors.Is) by errors about a caller's arguments or
+// options; nothing was written.
+var ErrInvalid = errors.New("index: invalid argument")
+
+// Options configure an Index. The zero value means RocketMQ's defaults.
+// SlotCount and MaxEntries fix the file layout: an index must be reopened
+// with the values it was created with.
+type Options struct {
+	// SlotCount is the number of hash slots per file (default 5,000,000).
+	SlotCount int
+	// MaxEntries is the number of 20-byte entry positions per file,
+	// including the unused position 0, so a file holds MaxEntries-1 entries
+	// (default 20,000,000). At least 2.
+	MaxEntries int
+	// MaxQueryNum caps Query's maxNum (default 64, RocketMQ's
+	// maxMsgsNumBatch).
+	MaxQueryNum int
+	// Logger receives the index's log lines (default: discarded).
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.SlotCount == 0 {
+		o.SlotCount = DefaultSlotCount
+	}
+	if o.MaxEntries == 0 {
+		o.MaxEntries = DefaultMaxEntries
+	}
+	if o.MaxQueryNum == 0 {
+		o.MaxQueryNum = DefaultMaxQueryNum
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case o.SlotCount < 1 || o.SlotCount > math.MaxInt32:
+		return o, fmt.Errorf("index: SlotCount %d outside [1, MaxInt32]: %w", o.SlotCount, ErrInvalid)
+	case o.MaxEntries < 2 || o.MaxEntries > math.MaxInt32:
+		return o, fmt.Errorf("index: MaxEntries %d outside [2, MaxInt32]: %w", o.MaxEntries, ErrInvalid)
+	case o.MaxQueryNum < 0:
+		return o, fmt.Errorf("index: MaxQueryNum %d is negative: %w", o.MaxQueryNum, ErrInvalid)
+	}
+	g := geometry{slotCount: int32(o.SlotCount), maxEntries: int32(o.MaxEntries)}
+	if uint64(g.fileSize()) > uint64(math.MaxInt) {
+		return o, fmt.Errorf("index: file size %d does not fit in memory: %w", g.fileSize(), ErrInvalid)
+	}
+	return o, nil
+}
+
+// Checkpoint is the active file and its indexCount at a moment when every
+// entry up to it was durable. The caller persists it (with its own applied
+// position) and hands it to Recover after an unclean stop. The zero value
+// means "nothing synced".
+type Checkpoint struct {
+	File  string // base name of the active file
+	Count int32  // its indexCount: entries 1..Count-1 are durable
+}
+
+// FileInfo describes one index file: its name and header.
+type FileInfo struct {
+	Name           string
+	BeginTimestamp int64
+	EndTimestamp   int64
+	BeginPhyOffset int64
+	EndPhyOffset   int64
+	HashSlotCount  int32
+	IndexCount     int32
+}
+
+// file is one open index file.
+type file struct {
+	name string // base name, yyyyMMddHHmmssSSS
+	path string
+	f    vfs.File
+	m    vfs.Mapping // nil while incomplete
+	b    []byte      // m.Bytes(): the whole file, read-only
+	// hdr is the header as the index sees it. For the active file it runs
+	// ahead of the header on disk, which is written only by Sync, Close and
+	// sealing. Written by the writer under Index.mu; read by queries under
+	// Index.mu.RLock.
+	hdr header
+	// incomplete is set when Open found crash debris in this file (an
+	// all-zero header or a short size); such a file is not mapped.
+	incomplete *CorruptError
+}
+
+// Index is a directory of index files. See the package documentation for
+// the format and the concurrency contract.
+type Index struct {
+	fs       vfs.FS
+	dir      string
+	geo      geometry
+	maxQuery int
+	log      *slog.Logger
+
+	// Writer-owned: touched only by the writer goroutine.
+	werr     error   // sticky: the first failed write or sync; refuses further writes
+	unsynced []*file // sealed files whose data is not yet fsynced
+	dirDirty bool    // files created or removed since the last SyncDir
+
+	mu struct {
+		sync.RWMutex
+		// files are sorted by name, oldest first; the last is the active
+		// file. The writer changes the slice and the files' hdr and mappings
+		// under the write lock, and reads them without locking (it is the
+		// only mutator).
+		files []*file
+		// broken is non-nil while incomplete files await Recover.
+		broken error
+		closed bool
+	}
+}
+
+// Open loads the index files in dir, creating dir if needed. It checks each
+// file's size and header and the order of the files' physical offsets, and
+// returns a *CorruptError (errors.Is ErrCorrupt) naming the file and offset
+// of the first inconsistency. Crash debris — files with an all-zero header or
+// a short size — does not fail Open, but writes and queries return
+// ErrNeedsRecover until Recover runs. Names that are not 17 digits are
+// ignored.
+func Open(fs vfs.FS, dir string, opts Options) (*Index, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("index: create %q: %w", dir, err)
+	}
+	names, err := fs.List(dir)
+	if err != nil {
+		return nil, fmt.Errorf("index: list %q: %w", dir, err)
+	}
+	x := &Index{
+		fs:       fs,
+		dir:      dir,
+		geo:      geometry{slotCount: int32(opts.SlotCount), maxEntries: int32(opts.MaxEntries)},
+		maxQuery: opts.MaxQueryNum,
+		log:      opts.Logger,
+	}
+	for _, name := range names {
+		if _, ok := parseFileName(name); !ok {
+			x.log.Warn("index: ignoring file with a foreign name", "dir", dir, "name", name)
+			continue
+		}
+		f, err := x.openFile(name)
+		if err != nil {
+			x.closeAll()
+			return nil, err
+		}
+		x.mu.files = append(x.mu.files, f)
+		if f.incomplete != nil {
+			x.log.Warn("index: file incomplete after a crash; waiting for Recover", "err", f.incomplete)
+			if x.mu.broken == nil {
+				x.mu.broken = f.incomplete
+			}
+		}
+	}
+	if err := x.checkOrder(); err != nil {
+		x.closeAll()
+		return nil, err
+	}
+	return x, nil
+}
+
+// openFile opens, checks and maps one file.
+func (x *Index) openFile(name string) (*file, error) {
+	path := vfs.Join(x.dir, name)
+	f, err := x.fs.OpenReadWrite(path)
+	if err != nil {
+		return nil, fmt.Errorf("index: open %q: %w", path, err)
+	}
+	fl := &file{name: name, path: path, f: f}
+	if err := x.loadFile(fl); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return fl, nil
+}
+
+func (x *Index) loadFile(fl *file) error {
+	want := x.geo.fileSize()
+	size, err := fl.f.Size()
+	if err != nil {
+		return fmt.Errorf("index: size of %q: %w", fl.path, err)
+	}
+	if size > want {
+		return corruptf(fl.path, want, "file is %d bytes, want %d (SlotCount %d, MaxEntries %d: were the options changed?)",
+			size, want, x.geo.slotCount, x.geo.maxEntries)
+	}
+	hb, err := readHeaderBytes(fl.f, size)
+	if err != nil {
+		return fmt.Errorf("index: read header of %q: %w", fl.path, err)
+	}
+	fl.hdr = decodeHeader(hb)
+	if fl.hdr == (header{}) {
+		fl.incomplete = &CorruptError{File: fl.path, Offset: offIndexCount, needsRecover: true,
+			Reason: "header is all zeros (never synced)"}
+		return nil
+	}
+	if err := x.checkHeader(fl.path, fl.name, fl.hdr); err != nil {
+		return err
+	}
+	if size < want {
+		fl.incomplete = &CorruptError{File: fl.path, Offset: size, needsRecover: true,
+			Reason: fmt.Sprintf("file is %d bytes, want %d (SlotCount %d, MaxEntries %d)",
+				size, want, x.geo.slotCount, x.geo.maxEntries)}
+		return nil
+	}
+	return x.mapFile(fl)
+}
+
+// readHeaderBytes reads the header, or as much of it as the file holds; the
+// rest reads as zeros.
+func readHeaderBytes(f vfs.File, size int64) ([]byte, error) {
+	hb := make([]byte, headerSize)
+	n := int64(headerSize)
+	if size < n {
+		n = size
+	}
+	if n == 0 {
+		return hb, nil
+	}
+	if _, err := f.ReadAt(hb[:n], 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return hb, nil
+}
+
+func (x *Index) mapFile(fl *file) error {
+	m, err := fl.f.Map(x.geo.fileSize())
+	if err != nil {
+		return fmt.Errorf("index: map %q: %w", fl.path, err)
+	}
+	if int64(len(m.Bytes())) != x.geo.fileSize() {
+		m.Close()
+		return fmt.Errorf("index: map %q: got %d bytes, want %d: %w", fl.path, len(m.Bytes()), x.geo.fileSize(), ErrInvalid)
+	}
+	fl.m, fl.b = m, m.Bytes()
+	return nil
+}
+
+// checkHeader reports the first header field that no sequence of Puts could
+// have produced.
+func (x *Index) checkHeader(path, name string, h header) error {
+	if h.indexCount < firstOrdinal || h.indexCount > x.geo.maxEntries {
+		return corruptf(path, offIndexCount, "indexCount %d outside [1, %d]", h.indexCount, x.geo.maxEntries)
+	}
+	if h.indexCount == firstOrdinal {
+		if h != (header{indexCount: firstOrdinal}) {
+			return corruptf(path, offBeginTimestamp, "empty file (indexCount 1) has non-zero header fields")
+		}
+		return nil
+	}
+	if maxUsed := min(x.geo.slotCount, h.indexCount-1); h.hashSlotCount < 1 || h.hashSlotCount > maxUsed {
+		return corruptf(path, offHashSlotCount, "hashSlotCount %d outside [1, %d]", h.hashSlotCount, maxUsed)
+	}
+	if h.beginTimestamp < 0 {
+		return corruptf(path, offBeginTimestamp, "beginTimestamp %d is negative", h.beginTimestamp)
+	}
+	if h.endTimestamp < h.beginTimestamp {
+		return corruptf(path, offEndTimestamp, "endTimestamp %d before beginTimestamp %d", h.endTimestamp, h.beginTimestamp)
+	}
+	if h.beginPhyOffset < 0 {
+		return corruptf(path, offBeginPhyOffset, "beginPhyOffset %d is negative", h.beginPhyOffset)
+	}
+	if h.endPhyOffset < h.beginPhyOffset {
+		return corruptf(path, offEndPhyOffset, "endPhyOffset %d below beginPhyOffset %d", h.endPhyOffset, h.beginPhyOffset)
+	}
+	if ms, _ := parseFileName(name); ms < h.beginTimestamp {
+		return corruptf(path, offBeginTimestamp, "beginTimestamp %d is after the file's name time %d", h.beginTimestamp, ms)
+	}
+	return nil
+}
+
+// checkOrder checks that the files' physical offset ranges ascend with their
+// names. Every header ever written satisfies it, crash or not.
+func (x *Index) checkOrder() error {
+	var prev *file
+	for _, f := range x.mu.files {
+		if f.hdr.indexCount <= firstOrdinal {
+			continue
+		}
+		if prev != nil && f.hdr.beginPhyOffset < prev.hdr.endPhyOffset {
+			return corruptf(f.path, offBeginPhyOffset, "beginPhyOffset %d below endPhyOffset %d of %s",
+				f.hdr.beginPhyOffset, prev.hdr.endPhyOffset, prev.name)
+		}
+		prev = f
+	}
+	return nil
+}
+
+// active returns the newest file, or nil. Writer only.
+func (x *Index) active() *file {
+	if n := len(x.mu.files); n > 0 {
+		return x.mu.files[n-1]
+	}
+	return nil
+}
+
+// lastPhyOffset returns the physical offset of the newest entry, or -1.
+// Writer only.
+func (x *Index) lastPhyOffset() int64 {
+	for i := len(x.mu.files) - 1; i >= 0; i-- {
+		if h := x.mu.files[i].hdr; h.indexCount > firstOrdinal {
+			return h.endPhyOffset
+		}
+	}
+	return -1
+}
+
+// checkWritable returns the error that refuses a write, if any. Writer only.
+func (x *Index) checkWritable() error {
+	switch {
+	case x.mu.closed:
+		return ErrClosed
+	case x.werr != nil:
+		return x.werr
+	case x.mu.broken != nil:
+		return x.mu.broken
+	}
+	return nil
+}
+
+// fail makes err sticky and returns it.
+func (x *Index) fail(err error) error {
+	if x.werr == nil {
+		x.werr = err
+		x.log.Error("index: write failed; refusing further writes", "err", err)
+	}
+	return err
+}
+
+// Put indexes key (built by the caller as topic + "#" + key) at the
+// message's physical offset and store timestamp (ms since the Unix epoch).
+// Physical offsets must not decrease from one Put to the next; several keys
+// of one message share its offset. When the active file is full, Put seals
+// it (writes its header; Sync makes it durable) and starts a new file. After
+// a failed write every later write returns the same error.
+func (x *Index) Put(key string, phyOffset, storeTimestamp int64) error {
+	if err := x.checkWritable(); err != nil {
+		return err
+	}
+	if storeTimestamp < 0 || storeTimestamp > maxNameMillis {
+		return fmt.Errorf("index: put %q: store timestamp %d outside [0, %d]: %w", key, storeTimestamp, maxNameMillis, ErrInvalid)
+	}
+	if phyOffset < 0 {
+		return fmt.Errorf("index: put %q: negative physical offset %d: %w", key, phyOffset, ErrInvalid)
+	}
+	if last := x.lastPhyOffset(); phyOffset < last {
+		return fmt.Errorf("index: put %q: physical offset %d below the last indexed %d: %w", key, phyOffset, last, ErrInvalid)
+	}
+	act := x.active()
+	if act == nil || act.hdr.indexCount >= x.geo.maxEntries {
+		var err error
+		if act, err = x.roll(storeTimestamp); err != nil {
+			return err
+		}
+	}
+	return x.appendEntry(act, key, phyOffset, storeTimestamp)
+}
+
+// appendEntry appends one entry to act, which has room for it. Only the slot
+// write and header update take the write lock: no query reaches entry
+// indexCount before indexCount moves past it.
+func (x *Index) appendEntry(act *file, key string, phyOffset, ts int64) error {
+	h := keyHash(key)
+	slotOff := x.geo.slotOffset(h % x.geo.slotCount)
+	count := act.hdr.indexCount
+	head := int32(binary.BigEndian.Uint32(act.b[slotOff:]))
+	newSlot := head < firstOrdinal || head >= count // 0, or debris beyond the file's entries
+	if newSlot {
+		head = 0
+	}
+	begin := act.hdr.beginTimestamp
+	if count == firstOrdinal {
+		begin = ts
+	}
+	e := entry{keyHash: h, phyOffset: phyOffset, timeDiff: timeDiff(ts, begin), prevIndex: head}
+	if _, err := act.f.WriteAt(e.encode(), x.geo.entryOffset(count)); err != nil {
+		return x.fail(fmt.Errorf("index: put %q: write entry %d of %q: %w", key, count, act.path, err))
+	}
+	var sb [slotSize]byte
+	binary.BigEndian.PutUint32(sb[:], uint32(count))
+
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if _, err := act.f.WriteAt(sb[:], slotOff); err != nil {
+		return x.fail(fmt.Errorf("index: put %q: write slot of %q: %w", key, act.path, err))
+	}
+	hd := &act.hdr
+	if count == firstOrdinal {
+		hd.beginTimestamp, hd.beginPhyOffset, hd.endTimestamp = ts, phyOffset, ts
+	}
+	if newSlot {
+		hd.hashSlotCount++
+	}
+	hd.indexCount++
+	hd.endPhyOffset = phyOffset
+	hd.endTimestamp = max(hd.endTimestamp, ts)
+	return nil
+}
+
+// roll seals the active file, if any, and creates the next one, named after
+// ts or, if that would not sort after the previous name, the previous name
+// plus 1 ms.
+func (x *Index) roll(ts int64) (*file, error) {
+	ms := ts
+	if act := x.active(); act != nil {
+		if last, _ := parseFileName(act.name); ms <= last {
+			ms = last + 1
+		}
+		if ms > maxNameMillis {
+			return nil, fmt.Errorf("index: no file name after %q: %w", act.name, ErrInvalid)
+		}
+		if _, err := act.f.WriteAt(act.hdr.encode(), 0); err != nil {
+			return nil, x.fail(fmt.Errorf("index: seal %q: %w", act.path, err))
+		}
+		x.unsynced = append(x.unsynced, act)
+	}
+	name := fileName(ms)
+	path := vfs.Join(x.dir, name)
+	f, err := x.fs.Create(path)
+	if err != nil {
+		return nil, x.fail(fmt.Errorf("index: create %q: %w", path, err))
+	}
+	x.dirDirty = true
+	fl := &file{name: name, path: path, f: f, hdr: header{indexCount: firstOrdinal}}
+	if err := f.Truncate(x.geo.fileSize()); err != nil {
+		f.Close()
+		return nil, x.fail(fmt.Errorf("index: preallocate %q: %w", path, err))
+	}
+	if err := x.mapFile(fl); err != nil {
+		f.Close()
+		return nil, x.fail(err)
+	}
+	x.mu.Lock()
+	x.mu.files = append(x.mu.files, fl)
+	x.mu.Unlock()
+	x.log.Info("index: new file", "path", path)
+	return fl, nil
+}
+
+// Sync makes every entry put so far durable: it fsyncs sealed files not yet
+// synced, writes and fsyncs the active file's header and data, and fsyncs
+// the directory if files were created or removed. It returns the
+// checkpoint to hand to Recover after a crash; the zero Checkpoint when
+// there are no files.
+func (x *Index) Sync() (Checkpoint, error) {
+	if err := x.checkWritable(); err != nil {
+		return Checkpoint{}, err
+	}
+	for len(x.unsynced) > 0 {
+		f := x.unsynced[0]
+		if err := f.f.Sync(); err != nil {
+			return Checkpoint{}, x.fail(fmt.Errorf("index: sync %q: %w", f.path, err))
+		}
+		x.unsynced = x.unsynced[1:]
+	}
+	act := x.active()
+	if act != nil {
+		if _, err := act.f.WriteAt(act.hdr.encode(), 0); err != nil {
+			return Checkpoint{}, x.fail(fmt.Errorf("index: write header of %q: %w", act.path, err))
+		}
+		if err := act.f.Sync(); err != nil {
+			return Checkpoint{}, x.fail(fmt.Errorf("index: sync %q: %w", act.path, err))
+		}
+	}
+	if x.dirDirty {
+		if err := x.fs.SyncDir(x.dir); err != nil {
+			return Checkpoint{}, x.fail(fmt.Errorf("index: sync dir %q: %w", x.dir, err))
+		}
+		x.dirDirty = false
+	}
+	if act == nil {
+		return Checkpoint{}, nil
+	}
+	return Checkpoint{File: act.name, Count: act.hdr.indexCount}, nil
+}
+
+// Query returns the physical offsets of up to maxNum entries, newest first,
+// whose key hash equals key's and whose time (beginTimestamp + 1000 *
+// timeDiff, ms) lies in [begin, end]. maxNum is capped at
+// Options.MaxQueryNum.
+//
+// The offsets are CANDIDATES: only a 4-byte hash is stored, so the caller
+// must read each message and compare its real key before using it.
+//
+// Files are searched newest to oldest, skipping those whose [beginTimestamp,
+// endTimestamp] misses [begin, end]. Unlike RocketMQ, the search does not stop
+// early at an entry older than begin, because store timestamps need not
+// increase along the log.
+func (x *Index) Query(key string, maxNum int, begin, end int64) ([]int64, error) {
+	maxNum = min(maxNum, x.maxQuery)
+	h := keyHash(key)
+	slot := h % x.geo.slotCount
+
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	switch {
+	case x.mu.closed:
+		return nil, ErrClosed
+	case x.mu.broken != nil:
+		return nil, x.mu.broken
+	}
+	var out []int64
+	if maxNum <= 0 || begin > end {
+		return out, nil
+	}
+	for i := len(x.mu.files) - 1; i >= 0 && len(out) < maxNum; i-- {
+		f := x.mu.files[i]
+		if f.b == nil || f.hdr.indexCount <= firstOrdinal || f.hdr.endTimestamp < begin || f.hdr.beginTimestamp > end {
+			continue
+		}
+		var err error
+		if out, err = x.walkLocked(f, h, slot, maxNum, begin, end, out); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// walkLocked follows slot's chain in f from its head, appending matching
+// offsets to out until it holds maxNum. Ordinals strictly decrease along a
+// chain, so the walk ends even on corrupt data.
+func (x *Index) walkLocked(f *file, h, slot int32, maxNum int, begin, end int64, out []int64) ([]int64, error) {
+	count := f.hdr.indexCount
+	cur := int32(binary.BigEndian.Uint32(f.b[x.geo.slotOffset(slot):]))
+	if cur < firstOrdinal || cur >= count {
+		return out, nil
+	}
+	for {
+		off := x.geo.entryOffset(cur)
+		e := decodeEntry(f.b[off:])
+		if e.timeDiff < 0 {
+			return out, corruptf(f.path, off+offEntryTimeDiff, "entry %d: negative timeDiff %d", cur, e.timeDiff)
+		}
+		if t := entryTime(f.hdr.beginTimestamp, e.timeDiff); e.keyHash == h && t >= begin && t <= end {
+			if out = append(out, e.phyOffset); len(out) >= maxNum {
+				return out, nil
+			}
+		}
+		if e.prevIndex == 0 {
+			return out, nil
+		}
+		if e.prevIndex < firstOrdinal || e.prevIndex >= cur {
+			return out, corruptf(f.path, off+offEntryPrevIndex, "entry %d: prevIndex %d not in [1, %d)", cur, e.prevIndex, cur)
+		}
+		cur = e.prevIndex
+	}
+}
+
+// Files describes the index files, oldest first. For the active file the
+// header fields are the in-memory ones, which run ahead of the disk until
+// Sync.
+func (x *Index) Files() []FileInfo {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make([]FileInfo, 0, len(x.mu.files))
+	for _, f := range x.mu.files {
+		out = append(out, FileInfo{
+			Name:           f.name,
+			BeginTimestamp: f.hdr.beginTimestamp,
+			EndTimestamp:   f.hdr.endTimestamp,
+			BeginPhyOffset: f.hdr.beginPhyOffset,
+			EndPhyOffset:   f.hdr.endPhyOffset,
+			HashSlotCount:  f.hdr.hashSlotCount,
+			IndexCount:     f.hdr.indexCount,
+		})
+	}
+	return out
+}
+
+// Close syncs the index (unless a write failed or Recover is pending) and
+// closes its files. Later calls return ErrClosed; a second Close returns nil.
+func (x *Index) Close() error {
+	if x.mu.closed {
+		return nil
+	}
+	var err error
+	if x.werr == nil && x.mu.broken == nil {
+		_, err = x.Sync()
+	}
+	return errors.Join(err, x.closeAll())
+}
+
+// closeAll unmaps and closes every file and marks the index closed.
+func (x *Index) closeAll() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var errs []error
+	for _, f := range x.mu.files {
+		errs = append(errs, f.close())
+	}
+	x.mu.files = nil
+	x.mu.closed = true
+	return errors.Join(errs...)
+}
+
+// unmap closes f's mapping. Callers hold the write lock.
+func (f *file) unmap() error {
+	if f.m == nil {
+		return nil
+	}
+	err := f.m.Close()
+	f.m, f.b = nil, nil
+	if err != nil {
+		return fmt.Errorf("index: unmap %q: %w", f.path, err)
+	}
+	return nil
+}
+
+// close unmaps and closes f. Callers hold the write lock.
+func (f *file) close() error {
+	err := f.unmap()
+	if cerr := f.f.Close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("index: close %q: %w", f.path, cerr))
+	}
+	return err
+}

@@ -1,0 +1,189 @@
+package offsets
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/raftmq/raftmq/internal/vfs"
+)
+
+// DefaultLockTimeout is how long Open waits for another process to release
+// the database file when Options.Timeout is zero.
+const DefaultLockTimeout = time.Second
+
+// fileMode is the permission of a new database file.
+const fileMode = 0o600
+
+var (
+	// ErrLocked is returned (wrapped) by Open when another process holds
+	// the database file for longer than the lock timeout.
+	ErrLocked = errors.New("offsets: database is locked")
+	// ErrCorrupt is returned (wrapped) when a stored key or value does not
+	// decode, a bucket is missing, or the format version is unknown.
+	ErrCorrupt = errors.New("offsets: corrupt database")
+	// ErrAppliedRegress is returned (wrapped) by Tx.SetApplied when the new
+	// applied position is behind the stored one.
+	ErrAppliedRegress = errors.New("offsets: applied index regress")
+	// ErrInvalidConfig is returned (wrapped) by Tx.PutTopic,
+	// Tx.PutSubscriptionGroup and ImportConfig when a configuration or a
+	// config file fails validation.
+	ErrInvalidConfig = errors.New("offsets: invalid config")
+	// ErrInvalidArgument is returned (wrapped) by Tx setters when a name,
+	// queue id, offset, key or timestamp is out of range.
+	ErrInvalidArgument = errors.New("offsets: invalid argument")
+)
+
+// Options configure Open. The zero value is ready for production use.
+type Options struct {
+	// NoSync skips fsync on commit. For tests only: a crash loses commits.
+	NoSync bool
+	// Timeout is how long Open waits for the file lock; zero means
+	// DefaultLockTimeout.
+	Timeout time.Duration
+	// Logger receives the package's log records; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock used for the dataVersion timestamp of exported
+	// config files; nil means time.Now.
+	Now func() time.Time
+}
+
+// DB is the broker's replicated-state database. It is safe for concurrent
+// use: any number of View transactions run alongside at most one Update.
+type DB struct {
+	bolt   *bolt.DB
+	path   string
+	log    *slog.Logger
+	now    func() time.Time
+	fs     vfs.FS // config files
+}
+
+// Open opens or creates the database at path.
+func Open(path string, opts Options) (*DB, error) {
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = DefaultLockTimeout
+	}
+	db := &DB{path: path, log: opts.Logger, now: opts.Now, fs: vfs.Default()}
+	if db.log == nil {
+		db.log = slog.New(slog.DiscardHandler)
+	}
+	if db.now == nil {
+		db.now = time.Now
+	}
+	b, err := bolt.Open(path, fileMode, &bolt.Options{Timeout: timeout, NoSync: opts.NoSync})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("offsets: another raftmq process holds %s (waited %v): %w", path, timeout, ErrLocked)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("offsets: open %s: %w", path, err)
+	}
+	db.bolt = b
+	if err := b.Update(initBuckets); err != nil {
+		_ = b.Close()
+		return nil, fmt.Errorf("offsets: open %s: %w", path, err)
+	}
+	var index, term uint64
+	err = db.View(func(tx *Tx) (err error) { index, term, err = tx.AppliedIndex(); return err })
+	if err != nil {
+		_ = b.Close()
+		return nil, fmt.Errorf("offsets: open %s: %w", path, err)
+	}
+	db.log.Debug("offsets: opened", "path", path, "applied_index", index, "applied_term", term)
+	return db, nil
+}
+
+// initBuckets creates missing buckets and checks or writes the format version.
+func initBuckets(tx *bolt.Tx) error {
+	for _, name := range bucketNames() {
+		if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
+			return fmt.Errorf("create bucket %q: %w", name, err)
+		}
+	}
+	return checkFormat(tx, true)
+}
+
+// checkFormat verifies the stored format version; if it is absent and
+// initialize is set, it writes the current one.
+func checkFormat(tx *bolt.Tx, initialize bool) error {
+	meta := tx.Bucket([]byte(bucketMeta))
+	if meta == nil {
+		return fmt.Errorf("offsets: bucket %q missing: %w", bucketMeta, ErrCorrupt)
+	}
+	v := meta.Get(metaFormatKey())
+	if v == nil {
+		if !initialize {
+			return fmt.Errorf("offsets: format version missing: %w", ErrCorrupt)
+		}
+		return meta.Put(metaFormatKey(), encodeFormat(formatVersion))
+	}
+	got, err := decodeFormat(v)
+	if err != nil {
+		return err
+	}
+	if got != formatVersion {
+		return fmt.Errorf("offsets: format version %d, this build reads %d: %w", got, formatVersion, ErrCorrupt)
+	}
+	return nil
+}
+
+// Path returns the database file's path.
+func (db *DB) Path() string { return db.path }
+
+// Close closes the database. Transactions must have finished.
+func (db *DB) Close() error {
+	if err := db.bolt.Close(); err != nil {
+		return fmt.Errorf("offsets: close %s: %w", db.path, err)
+	}
+	return nil
+}
+
+// View runs fn in a read-only transaction. The Tx and any slice it returns
+// that is documented as not copied must not be used after fn returns.
+func (db *DB) View(fn func(*Tx) error) error {
+	return db.run(false, fn)
+}
+
+// Update runs fn in a read-write transaction and commits it (with fsync
+// unless Options.NoSync) if fn returns nil. If fn returns an error, or
+// panics, nothing fn wrote is kept. fn's error is returned unchanged.
+func (db *DB) Update(fn func(*Tx) error) error {
+	return db.run(true, fn)
+}
+
+// fnError marks an error returned by the caller's fn, so run can return it
+// without adding a prefix of its own.
+type fnError struct{ err error }
+
+func (e fnError) Error() string { return e.err.Error() }
+
+func (db *DB) run(writable bool, fn func(*Tx) error) error {
+	body := func(btx *bolt.Tx) error {
+		tx, err := newTx(btx)
+		if err != nil {
+			return err
+		}
+		if err := fn(tx); err != nil {
+			return fnError{err}
+		}
+		return nil
+	}
+	var err error
+	if writable {
+		err = db.bolt.Update(body)
+	} else {
+		err = db.bolt.View(body)
+	}
+	var fe fnError
+	if errors.As(err, &fe) {
+		return fe.err
+	}
+	if err != nil {
+		return fmt.Errorf("offsets: transaction on %s: %w", db.path, err)
+	}
+	return nil
+}

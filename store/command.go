@@ -1,0 +1,96 @@
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/raftmq/raftmq/offsets"
+)
+
+// Entry body kinds.
+const (
+	KindMessages byte = 1
+	KindCommand  byte = 2
+
+	bodyOffKind    = 0
+	bodyOffBatchID = 1
+	// BodyHeaderSize is the size of the kind and batch id before the payload.
+	BodyHeaderSize = 9
+)
+
+// Errors a caller sees in results. Apply-time errors are deterministic:
+// every replica reaches the same one.
+var (
+	// ErrUnknownTopic is returned for a message or command naming a topic
+	// that does not exist.
+	ErrUnknownTopic = errors.New("store: unknown topic")
+	// ErrBadQueue is returned for a queue id outside the topic's write queues.
+	ErrBadQueue = errors.New("store: queue id out of range")
+	// ErrNotWritable is returned for a message to a topic without PERM_WRITE.
+	ErrNotWritable = errors.New("store: topic not writable")
+	// ErrBadEntry is returned for an entry body that does not decode.
+	ErrBadEntry = errors.New("store: malformed entry body")
+	// ErrBadCommand is returned for a command that fails validation.
+	ErrBadCommand = errors.New("store: invalid command")
+	// ErrDiskFull is returned by writers while disk usage is above the
+	// full ratio.
+	ErrDiskFull = errors.New("store: disk full")
+	// ErrNotFound is returned by queries that find nothing.
+	ErrNotFound = errors.New("store: not found")
+)
+
+// AppendBodyHeader appends the kind and batch id of an entry body to dst.
+func AppendBodyHeader(dst []byte, kind byte, batchID uint64) []byte {
+	dst = append(dst, kind)
+	return binary.BigEndian.AppendUint64(dst, batchID)
+}
+
+// Command ops.
+const (
+	OpCreateTopic   = "createTopic" // create or update
+	OpDeleteTopic   = "deleteTopic"
+	OpUpdateGroup   = "updateGroup" // create or update
+	OpDeleteGroup   = "deleteGroup"
+	OpCommitOffsets = "commitOffsets"
+)
+
+// Command is a replicated change of state other than messages.
+type Command struct {
+	Op      string                           `json:"op"`
+	Topic   *offsets.TopicConfig             `json:"topic,omitempty"`
+	Group   *offsets.SubscriptionGroupConfig `json:"group,omitempty"`
+	Name    string                           `json:"name,omitempty"`
+	Offsets []OffsetCommit                   `json:"offsets,omitempty"`
+}
+
+// OffsetCommit sets a consumer group's next offset in one queue.
+type OffsetCommit struct {
+	Group   string `json:"group"`
+	Topic   string `json:"topic"`
+	QueueID int32  `json:"queueId"`
+	Offset  int64  `json:"offset"`
+}
+
+// EncodeCommand returns the entry body of a command.
+func EncodeCommand(batchID uint64, c *Command) ([]byte, error) {
+	js, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("store: encode command: %w", err)
+	}
+	b := AppendBodyHeader(make([]byte, 0, BodyHeaderSize+len(js)), KindCommand, batchID)
+	return append(b, js...), nil
+}
+
+// parseBody splits an entry body.
+func parseBody(b []byte) (kind byte, batchID uint64, payload []byte, err error) {
+	if len(b) < BodyHeaderSize {
+		return 0, 0, nil, fmt.Errorf("%w: %d bytes", ErrBadEntry, len(b))
+	}
+	kind = b[bodyOffKind]
+	if kind != KindMessages && kind != KindCommand {
+		return 0, 0, nil, fmt.Errorf("%w: kind %d", ErrBadEntry, kind)
+	}
+	return kind, binary.BigEndian.Uint64(b[bodyOffBatchID:]), b[BodyHeaderSize:], nil
+}

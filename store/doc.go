@@ -1,0 +1,54 @@
+// Package store is one node's message store: the commitlog (which is the
+// raft log), the consume queues, the key/time index and the bbolt database
+// of replicated state, tied together by Apply, which turns committed log
+// entries into queue positions, index entries and state changes. It does
+// not run raft: the raft loop (package raftlog / cluster) appends entries to
+// Log() and calls Apply with the commit index. A single-node mode (Put,
+// Exec) appends and applies directly, for the demo and for tests.
+//
+// # Directory layout
+//
+//	<dir>/lock                          flock held while open
+//	<dir>/abort                         exists while open; left behind by a crash
+//	<dir>/commitlog/                    segments (see package commitlog)
+//	<dir>/consumequeue/<topic>/<queue>/ consume queue files
+//	<dir>/index/                        IndexFiles
+//	<dir>/meta.db                       bbolt: applied index, offsets, config
+//
+// # Entry bodies
+//
+// The body of a normal raft entry is empty (raft's no-op on election) or:
+//
+//	| off | size | field                                               |
+//	|   0 |    1 | kind: 1 messages, 2 command                         |
+//	|   1 |    8 | batch id (big-endian), chosen by the proposer       |
+//	|   9 |    n | payload                                             |
+//
+// A messages payload is RocketMQ CommitLog records back to back (package
+// commitlog/message), each starting with its TOTALSIZE. A record's physical
+// offset is entry position + commitlog.HeaderSize + 9 + its offset in the
+// payload. Records are stored with QUEUEOFFSET and PHYSICALOFFSET zero; the
+// store patches both in the copies it serves, because both are a function
+// of where the record landed (design.md point 4), known only at apply time.
+// A command payload is a JSON Command.
+//
+// # Determinism
+//
+// Apply is a pure function of the committed log and the state it leaves:
+// queue offsets are assigned in log order, a message for an unknown topic or
+// queue is rejected the same way on every replica, and deduplication looks
+// a message's UNIQ_KEY up in the index (built from the same log), within
+// DedupeWindow of the message's store timestamp (set by the leader), never
+// the local clock.
+//
+// # Persistence and recovery
+//
+// Apply changes memory and the page cache only; acknowledging a send needs
+// no fsync beyond the raft log's. Every PersistInterval, Persist syncs the
+// consume queues and the index and then commits, in one bbolt transaction,
+// the applied index, the next queue offsets, consumer offsets, config and
+// the index checkpoint. On open, consume queues are cut back to the
+// persisted queue offsets and the index to its checkpoint, so files and
+// bbolt agree at the applied index; the entries after it are applied again
+// from the log (by Open itself in single-node mode, by raft otherwise).
+package store

@@ -1,0 +1,200 @@
+package store
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/raftmq/raftmq/commitlog/message"
+)
+
+// RetentionConfig says when whole commitlog segments are deleted, with the
+// consume-queue and index files that only point into them. The defaults are
+// RocketMQ's (research notes §3.11).
+type RetentionConfig struct {
+	// FileReservedTime: a segment whose newest message is older than this
+	// is expired (default 72 h).
+	FileReservedTime time.Duration
+	// DeleteWhen: hours of the day (local clock) at which expired segments
+	// are deleted whatever the disk usage (default [4]).
+	DeleteWhen []int
+	// CleanRatio: above this used fraction expired segments are deleted at
+	// any hour (default 0.75).
+	CleanRatio float64
+	// ForceRatio: above this the oldest segments are deleted even if not
+	// expired (default 0.85).
+	ForceRatio float64
+	// FullRatio: above this writes are refused with ErrDiskFull until usage
+	// falls back below it (default 0.90).
+	FullRatio float64
+	// CheckInterval: the disk check's own ticker (default 10 s).
+	CheckInterval time.Duration
+	// Floor, if set, returns the highest raft index that may be deleted
+	// (raft keeps what lagging followers still need); the applied index is
+	// always a bound too.
+	Floor func() uint64
+}
+
+func (r *RetentionConfig) fill() {
+	if r.FileReservedTime <= 0 {
+		r.FileReservedTime = 72 * time.Hour
+	}
+	if r.DeleteWhen == nil {
+		r.DeleteWhen = []int{4}
+	}
+	if r.CleanRatio <= 0 {
+		r.CleanRatio = 0.75
+	}
+	if r.ForceRatio <= 0 {
+		r.ForceRatio = 0.85
+	}
+	if r.FullRatio <= 0 {
+		r.FullRatio = 0.90
+	}
+	if r.CheckInterval <= 0 {
+		r.CheckInterval = 10 * time.Second
+	}
+}
+
+// DiskFull reports whether writes are being refused for lack of space.
+func (s *Store) DiskFull() bool { return s.diskFull.Load() }
+
+// DiskUsedRatio returns the used fraction of the store's device at the last
+// check.
+func (s *Store) DiskUsedRatio() float64 { return math.Float64frombits(s.usage.Load()) }
+
+func (s *Store) diskLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.Retention.CheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			if _, err := s.CheckDisk(); err != nil {
+				s.log.Error("store: disk check failed", "err", err)
+			}
+		}
+	}
+}
+
+// CheckDisk measures disk usage, updates the disk-full flag and deletes
+// segments as the retention rules say. It runs on its own ticker; tests
+// call it directly. It returns the number of segments deleted.
+func (s *Store) CheckDisk() (int, error) {
+	r := &s.cfg.Retention
+	u, err := s.fs.DiskUsage(s.cfg.Dir)
+	if err != nil {
+		return 0, fmt.Errorf("store: disk usage: %w", err)
+	}
+	ratio := u.UsedRatio()
+	s.usage.Store(math.Float64bits(ratio))
+	hour := s.cfg.Clock.Now().Hour()
+	timeToClean := ratio > r.CleanRatio
+	for _, h := range r.DeleteWhen {
+		if h == hour {
+			timeToClean = true
+		}
+	}
+	deleted := 0
+	if timeToClean || ratio > r.ForceRatio {
+		deleted, err = s.deleteSegments(ratio > r.ForceRatio)
+		if err != nil {
+			return deleted, err
+		}
+		if deleted > 0 {
+			if u2, err := s.fs.DiskUsage(s.cfg.Dir); err == nil {
+				ratio = u2.UsedRatio()
+				s.usage.Store(math.Float64bits(ratio))
+			}
+		}
+	}
+	full := ratio > r.FullRatio
+	if was := s.diskFull.Swap(full); was != full {
+		if full {
+			s.log.Error("store: disk full: refusing writes", "used", fmt.Sprintf("%.1f%%", 100*ratio), "limit", fmt.Sprintf("%.0f%%", 100*r.FullRatio))
+		} else {
+			s.log.Info("store: disk space available again: accepting writes", "used", fmt.Sprintf("%.1f%%", 100*ratio))
+		}
+	}
+	return deleted, nil
+}
+
+// deleteSegments drops expired segments from the front of the log (or, when
+// force is set, the oldest one regardless of age), never past the applied
+// index or the raft floor, then the queue and index files pointing below
+// the new start of the log. At most 10 segments go per call, as RocketMQ's
+// deleteFileBatchMax.
+func (s *Store) deleteSegments(force bool) (int, error) {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	floor := s.state.applied
+	if f := s.cfg.Retention.Floor; f != nil && f() < floor {
+		floor = f()
+	}
+	segs := s.clog.Segments()
+	now := s.cfg.Clock.Now().UnixMilli()
+	keepFrom := uint64(0) // DropPrefix argument: first index to keep
+	n := 0
+	for i, sg := range segs {
+		if i == len(segs)-1 || n >= 10 || sg.Entries == 0 {
+			break
+		}
+		last := sg.FirstIndex + uint64(sg.Entries) - 1
+		if last > floor {
+			break
+		}
+		expired := s.segmentNewest(sg.FirstIndex, last)+s.cfg.Retention.FileReservedTime.Milliseconds() < now
+		if !expired && !(force && n == 0) {
+			break
+		}
+		keepFrom = last + 1
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	if _, err := s.clog.DropPrefix(keepFrom); err != nil {
+		return 0, fmt.Errorf("store: retention: %w", err)
+	}
+	minPos := s.clog.MinPosition()
+	if _, err := s.cqs.DeleteBefore(minPos); err != nil {
+		return n, fmt.Errorf("store: retention of consume queues: %w", err)
+	}
+	if _, err := s.idx.DeleteBefore(minPos); err != nil {
+		return n, fmt.Errorf("store: retention of index: %w", err)
+	}
+	s.log.Info("store: deleted commitlog segments", "count", n, "forced", force, "new_min_offset", minPos)
+	return n, nil
+}
+
+// segmentNewest returns the newest store timestamp of the messages in
+// entries first..last, looking back over at most 64 entries from the end;
+// 0 when it holds no message.
+func (s *Store) segmentNewest(first, last uint64) int64 {
+	lo := first
+	if last-first > 64 {
+		lo = last - 64
+	}
+	ents, err := s.clog.Entries(lo, last+1, math.MaxUint64)
+	if err != nil {
+		return 0
+	}
+	var newest int64
+	for _, e := range ents {
+		kind, _, payload, err := parseBody(e.Data)
+		if err != nil || kind != KindMessages {
+			continue
+		}
+		for off := 0; off < len(payload); {
+			v, err := message.Parse(payload[off:], false)
+			if err != nil {
+				break
+			}
+			newest = max(newest, v.StoreTimestamp)
+			off += v.Size
+		}
+	}
+	return newest
+}

@@ -1,0 +1,192 @@
+package store
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/raftmq/raftmq/offsets"
+)
+
+type queueKey struct {
+	topic string
+	queue int32
+}
+
+type offsetKey struct {
+	group, topic string
+	queue        int32
+}
+
+// state is the replicated state other than messages, held in memory and
+// written to bbolt at each Persist. The apply goroutine writes it; readers
+// take mu.
+type state struct {
+	mu          sync.RWMutex
+	applied     uint64
+	appliedTerm uint64
+	topics      map[string]offsets.TopicConfig
+	groups      map[string]offsets.SubscriptionGroupConfig
+	consumer    map[offsetKey]int64
+	queues      map[queueKey]int64 // next queue offset to assign
+
+	dirtyTopics   map[string]bool
+	dirtyGroups   map[string]bool
+	dirtyConsumer map[offsetKey]bool
+	dirtyQueues   map[queueKey]bool
+	persisted     uint64 // applied index at the last persist
+}
+
+func loadState(db *offsets.DB) (*state, error) {
+	st := &state{
+		topics:   map[string]offsets.TopicConfig{},
+		groups:   map[string]offsets.SubscriptionGroupConfig{},
+		consumer: map[offsetKey]int64{},
+		queues:   map[queueKey]int64{},
+	}
+	st.clearDirty()
+	err := db.View(func(tx *offsets.Tx) error {
+		var err error
+		if st.applied, st.appliedTerm, err = tx.AppliedIndex(); err != nil {
+			return err
+		}
+		ts, err := tx.Topics()
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			st.topics[t.TopicName] = t
+		}
+		gs, err := tx.SubscriptionGroups()
+		if err != nil {
+			return err
+		}
+		for _, g := range gs {
+			st.groups[g.GroupName] = g
+		}
+		if err := tx.ForEachConsumerOffset(func(group, topic string, q int32, off int64) error {
+			st.consumer[offsetKey{group, topic, q}] = off
+			return nil
+		}); err != nil {
+			return err
+		}
+		return tx.ForEachQueueOffset(func(topic string, q int32, off int64) error {
+			st.queues[queueKey{topic, q}] = off
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: load state from meta.db: %w", err)
+	}
+	st.persisted = st.applied
+	return st, nil
+}
+
+func (st *state) clearDirty() {
+	st.dirtyTopics = map[string]bool{}
+	st.dirtyGroups = map[string]bool{}
+	st.dirtyConsumer = map[offsetKey]bool{}
+	st.dirtyQueues = map[queueKey]bool{}
+}
+
+// persist writes the dirty state and the applied index in one transaction.
+// The caller holds Store.applyMu, so nothing else mutates st meanwhile and
+// reading it without mu is safe.
+func (st *state) persist(db *offsets.DB, indexCheckpoint []byte) error {
+	err := db.Update(func(tx *offsets.Tx) error {
+		for name := range st.dirtyTopics {
+			if c, ok := st.topics[name]; ok {
+				if err := tx.PutTopic(c); err != nil {
+					return err
+				}
+			} else if _, err := tx.DeleteTopic(name); err != nil {
+				return err
+			}
+		}
+		for name := range st.dirtyGroups {
+			if c, ok := st.groups[name]; ok {
+				if err := tx.PutSubscriptionGroup(c); err != nil {
+					return err
+				}
+			} else if _, err := tx.DeleteSubscriptionGroup(name); err != nil {
+				return err
+			}
+		}
+		for k := range st.dirtyConsumer {
+			if off, ok := st.consumer[k]; ok {
+				if err := tx.SetConsumerOffset(k.group, k.topic, k.queue, off); err != nil {
+					return err
+				}
+			}
+		}
+		for k := range st.dirtyQueues {
+			if err := tx.SetQueueOffset(k.topic, k.queue, st.queues[k]); err != nil {
+				return err
+			}
+		}
+		if err := tx.SetMeta(metaIndexCheckpoint, indexCheckpoint); err != nil {
+			return err
+		}
+		if st.applied > st.persisted || st.applied == 0 {
+			return tx.SetApplied(st.applied, st.appliedTerm)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: persist state: %w", err)
+	}
+	st.mu.Lock()
+	st.clearDirty()
+	st.persisted = st.applied
+	st.mu.Unlock()
+	return nil
+}
+
+// Topic returns a topic's config.
+func (s *Store) Topic(name string) (offsets.TopicConfig, bool) {
+	s.state.mu.RLock()
+	defer s.state.mu.RUnlock()
+	c, ok := s.state.topics[name]
+	return c, ok
+}
+
+// Topics returns every topic, sorted by name.
+func (s *Store) Topics() []offsets.TopicConfig {
+	s.state.mu.RLock()
+	defer s.state.mu.RUnlock()
+	out := make([]offsets.TopicConfig, 0, len(s.state.topics))
+	for _, c := range s.state.topics {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TopicName < out[j].TopicName })
+	return out
+}
+
+// SubscriptionGroup returns a group's config.
+func (s *Store) SubscriptionGroup(name string) (offsets.SubscriptionGroupConfig, bool) {
+	s.state.mu.RLock()
+	defer s.state.mu.RUnlock()
+	c, ok := s.state.groups[name]
+	return c, ok
+}
+
+// ConsumerOffset returns a group's committed next offset in a queue.
+func (s *Store) ConsumerOffset(group, topic string, queueID int32) (int64, bool) {
+	s.state.mu.RLock()
+	defer s.state.mu.RUnlock()
+	off, ok := s.state.consumer[offsetKey{group, topic, queueID}]
+	return off, ok
+}
+
+// ConsumerOffsets lists a group's committed offsets in a topic.
+func (s *Store) ConsumerOffsets(group, topic string) map[int32]int64 {
+	s.state.mu.RLock()
+	defer s.state.mu.RUnlock()
+	out := map[int32]int64{}
+	for k, v := range s.state.consumer {
+		if k.group == group && k.topic == topic {
+			out[k.queue] = v
+		}
+	}
+	return out
+}

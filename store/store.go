@@ -1,0 +1,331 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/raftmq/raftmq/commitlog"
+	"github.com/raftmq/raftmq/consumequeue"
+	"github.com/raftmq/raftmq/index"
+	"github.com/raftmq/raftmq/internal/vfs"
+	"github.com/raftmq/raftmq/offsets"
+)
+
+// Clock tells the time; injected so tests control retention.
+type Clock interface{ Now() time.Time }
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// Config configures a Store. Zero values take the defaults noted.
+type Config struct {
+	// Dir is the store directory. It must be a real path: bbolt needs the
+	// operating system's files even when FS is an in-memory file system.
+	Dir string
+	// FS is the file system for commitlog, consume queues and index
+	// (default: the operating system's).
+	FS vfs.FS
+	// SegmentSize of commitlog files (default 1 GiB).
+	SegmentSize int64
+	// Flush is the commitlog durability mode (default FlushSync).
+	Flush commitlog.FlushMode
+	// CQUnitsPerFile (default 300,000), IndexSlots (5,000,000) and
+	// IndexMaxEntries (20,000,000) size the consume queue and index files.
+	CQUnitsPerFile  int
+	IndexSlots      int
+	IndexMaxEntries int
+	// DedupeWindow bounds how far apart (in store time) two sends with the
+	// same UNIQ_KEY count as one (default 10 minutes; negative disables).
+	DedupeWindow time.Duration
+	// PersistInterval is how often Persist runs from Apply (default 100 ms).
+	PersistInterval time.Duration
+	// MaxMessageSize bounds one message body (default 4 MiB).
+	MaxMessageSize int
+	// StoreHost is written into records and offsetMsgIds.
+	StoreHost netip.AddrPort
+	// Retention configures segment deletion and the disk checks.
+	Retention RetentionConfig
+	// NoSyncMeta skips bbolt fsyncs (tests only).
+	NoSyncMeta bool
+	Clock      Clock
+	Logger     *slog.Logger
+}
+
+func (c *Config) fill() error {
+	if c.Dir == "" {
+		return errors.New("store: no directory configured")
+	}
+	if c.FS == nil {
+		c.FS = vfs.Default()
+	}
+	if c.DedupeWindow == 0 {
+		c.DedupeWindow = 10 * time.Minute
+	}
+	if c.PersistInterval <= 0 {
+		c.PersistInterval = 100 * time.Millisecond
+	}
+	if c.MaxMessageSize <= 0 {
+		c.MaxMessageSize = 4 << 20
+	}
+	if !c.StoreHost.IsValid() {
+		c.StoreHost = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 10911)
+	}
+	if c.Clock == nil {
+		c.Clock = wallClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	c.Retention.fill()
+	return nil
+}
+
+// Store is one node's message store.
+type Store struct {
+	cfg Config
+	fs  vfs.FS
+	log *slog.Logger
+
+	lock  io.Closer
+	clog  *commitlog.Log
+	cqs   *consumequeue.Set
+	idx   *index.Index
+	db    *offsets.DB
+	state *state
+
+	// applyMu serialises Apply, Persist and retention: the consume queues
+	// and the index have one writer at a time.
+	applyMu     sync.Mutex
+	lastPersist time.Time
+	// cleanStart is false when the abort file was found at open.
+	cleanStart bool
+
+	diskFull atomic.Bool
+	usage    atomic.Uint64 // float64 bits of the last used ratio
+
+	changed  chan struct{} // closed and replaced after each Apply
+	changeMu sync.Mutex
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+const (
+	metaIndexCheckpoint = "index-checkpoint"
+	abortName           = "abort"
+	lockName            = "lock"
+)
+
+// Open opens or creates a store, recovering from an unclean stop.
+func Open(cfg Config) (*Store, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	s := &Store{cfg: cfg, fs: cfg.FS, log: cfg.Logger, changed: make(chan struct{}), stop: make(chan struct{})}
+	if err := s.open(); err != nil {
+		s.closeAll()
+		return nil, err
+	}
+	s.wg.Add(1)
+	go s.diskLoop()
+	return s, nil
+}
+
+func (s *Store) path(elem ...string) string { return vfs.Join(append([]string{s.cfg.Dir}, elem...)...) }
+
+func (s *Store) open() error {
+	if err := s.fs.MkdirAll(s.cfg.Dir, 0o755); err != nil {
+		return fmt.Errorf("store: create %s: %w", s.cfg.Dir, err)
+	}
+	// bbolt always lives on the real file system.
+	if err := os.MkdirAll(s.cfg.Dir, 0o755); err != nil {
+		return fmt.Errorf("store: create %s: %w", s.cfg.Dir, err)
+	}
+	lk, err := s.fs.Lock(s.path(lockName))
+	if err != nil {
+		return fmt.Errorf("store: %s is in use by another process: %w", s.cfg.Dir, err)
+	}
+	s.lock = lk
+	_, err = s.fs.Stat(s.path(abortName))
+	s.cleanStart = errors.Is(err, vfs.ErrNotExist)
+	if !s.cleanStart {
+		s.log.Warn("store: abort file found: the last stop was not clean; recovering", "dir", s.cfg.Dir)
+	}
+	if err := vfs.WriteFileAtomic(s.fs, s.cfg.Dir, abortName, []byte(strconv.Itoa(os.Getpid())+"\n")); err != nil {
+		return fmt.Errorf("store: write abort file: %w", err)
+	}
+
+	s.db, err = offsets.Open(filepath.Join(s.cfg.Dir, "meta.db"), offsets.Options{NoSync: s.cfg.NoSyncMeta, Logger: s.log})
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	s.state, err = loadState(s.db)
+	if err != nil {
+		return err
+	}
+	s.clog, err = commitlog.Open(s.fs, s.path("commitlog"), commitlog.Options{
+		SegmentSize: s.cfg.SegmentSize, Flush: s.cfg.Flush, DurableIndex: s.state.applied, Logger: s.log,
+	})
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if last := s.clog.LastIndex(); last < s.state.applied {
+		return fmt.Errorf("store: %w", &commitlog.CorruptError{File: s.clog.Dir(), Index: last + 1,
+			Reason: fmt.Sprintf("meta.db says index %d was applied but the log ends at %d", s.state.applied, last)})
+	}
+	s.cqs, err = consumequeue.OpenSet(s.fs, s.path("consumequeue"), consumequeue.Options{UnitsPerFile: s.cfg.CQUnitsPerFile, Logger: s.log})
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	s.idx, err = index.Open(s.fs, s.path("index"), index.Options{SlotCount: s.cfg.IndexSlots, MaxEntries: s.cfg.IndexMaxEntries, Logger: s.log})
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if err := s.recoverDerived(); err != nil {
+		return err
+	}
+	s.lastPersist = time.Now()
+	return nil
+}
+
+// recoverDerived cuts consume queues and the index back to the state
+// persisted in bbolt, so that both agree with the applied index.
+func (s *Store) recoverDerived() error {
+	for _, q := range s.cqs.Queues() {
+		want := s.state.queues[queueKey{q.Topic(), q.QueueID()}]
+		if q.MaxOffset() < want {
+			return fmt.Errorf("store: consume queue %s/%d ends at %d but meta.db says %d: %w",
+				q.Topic(), q.QueueID(), q.MaxOffset(), want, commitlog.ErrCorrupt)
+		}
+		if q.MaxOffset() > want {
+			s.log.Info("store: cutting consume queue back to the applied index", "topic", q.Topic(), "queue", q.QueueID(), "from", q.MaxOffset(), "to", want)
+			if err := q.TruncateTo(want); err != nil {
+				return fmt.Errorf("store: %w", err)
+			}
+		}
+	}
+	var cp index.Checkpoint
+	err := s.db.View(func(tx *offsets.Tx) error {
+		if b, ok := tx.Meta(metaIndexCheckpoint); ok {
+			return json.Unmarshal(b, &cp)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: read index checkpoint: %w", err)
+	}
+	if err := s.idx.Recover(cp); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
+}
+
+// Log returns the commitlog, which is the raft log.
+func (s *Store) Log() *commitlog.Log { return s.clog }
+
+// AppliedIndex returns the index of the last applied entry.
+func (s *Store) AppliedIndex() uint64 {
+	s.state.mu.RLock()
+	defer s.state.mu.RUnlock()
+	return s.state.applied
+}
+
+// CleanStart reports whether the previous stop was clean.
+func (s *Store) CleanStart() bool { return s.cleanStart }
+
+// Persist makes everything applied so far durable in the consume queues,
+// the index and bbolt (see the package documentation).
+func (s *Store) Persist() error {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	return s.persistLocked()
+}
+
+func (s *Store) persistLocked() error {
+	s.lastPersist = time.Now()
+	if err := s.cqs.SyncDirty(); err != nil {
+		return fmt.Errorf("store: persist: %w", err)
+	}
+	cp, err := s.idx.Sync()
+	if err != nil {
+		return fmt.Errorf("store: persist: %w", err)
+	}
+	cpb, err := json.Marshal(cp)
+	if err != nil {
+		return fmt.Errorf("store: persist: %w", err)
+	}
+	return s.state.persist(s.db, cpb)
+}
+
+// Changed returns a channel closed at the next Apply that changes anything
+// (for long polling).
+func (s *Store) Changed() <-chan struct{} {
+	s.changeMu.Lock()
+	defer s.changeMu.Unlock()
+	return s.changed
+}
+
+func (s *Store) notify() {
+	s.changeMu.Lock()
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.changeMu.Unlock()
+}
+
+// Close persists, stops background work and closes every file. The abort
+// file is removed only when everything closed cleanly.
+func (s *Store) Close() error {
+	close(s.stop)
+	s.wg.Wait()
+	err := s.Persist()
+	if cerr := s.closeAll(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		if rerr := s.fs.Remove(s.path(abortName)); rerr != nil {
+			err = fmt.Errorf("store: remove abort file: %w", rerr)
+		} else {
+			err = s.fs.SyncDir(s.cfg.Dir)
+		}
+	}
+	if s.lock != nil {
+		s.lock.Close()
+	}
+	return err
+}
+
+func (s *Store) closeAll() error {
+	var first error
+	keep := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	if s.idx != nil {
+		keep(s.idx.Close())
+	}
+	if s.cqs != nil {
+		keep(s.cqs.Close())
+	}
+	if s.clog != nil {
+		keep(s.clog.Close())
+	}
+	if s.db != nil {
+		keep(s.db.Close())
+	}
+	if first != nil && s.lock != nil && s.clog == nil {
+		s.lock.Close()
+	}
+	return first
+}
