@@ -51,6 +51,7 @@ func putRange(t testing.TB, q *Queue, from, to, gen int64) {
 
 func checkRange(t testing.TB, q *Queue, from, to, gen int64) {
 	t.Helper()
+	require.NoError(t, q.checkInvariants())
 	for i := from; i < to; i++ {
 		u, err := q.Get(i)
 		require.NoError(t, err, "offset %d", i)
@@ -62,6 +63,8 @@ func openQueue(t testing.TB, fs vfs.FS, root string, perFile int) *Queue {
 	t.Helper()
 	q, err := OpenQueue(fs, root, "TopicTest", 3, testOpts(t, perFile))
 	require.NoError(t, err)
+	require.NoError(t, q.checkInvariants())
+	t.Cleanup(func() { require.NoError(t, q.checkInvariants()) })
 	return q
 }
 

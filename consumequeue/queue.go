@@ -105,6 +105,7 @@ type Queue struct {
 	w struct {
 		sync.Mutex
 		err error // sticky: after a failed write or sync, refuse writes
+		buf [UnitSize]byte
 	}
 
 	// mu guards what readers see.
@@ -451,6 +452,32 @@ func (q *Queue) removeSegment(s *segment) error {
 	}
 	if err := q.fs.SyncDir(q.dir); err != nil {
 		return fmt.Errorf("sync dir %s: %w", q.dir, err)
+	}
+	return nil
+}
+
+// checkInvariants verifies the documented invariants of q.mu; tests call it.
+func (q *Queue) checkInvariants() error {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	segs, lo, hi := q.mu.segs, q.mu.min, q.mu.max
+	if len(segs) == 0 {
+		if q.mu.closed || lo == hi && hi == 0 {
+			return nil
+		}
+		return fmt.Errorf("no files but min %d max %d", lo, hi)
+	}
+	for i := 1; i < len(segs); i++ {
+		if segs[i].base != segs[i-1].base+q.perFile {
+			return fmt.Errorf("file %s does not follow %s", segs[i].path, segs[i-1].path)
+		}
+	}
+	last := segs[len(segs)-1]
+	if segs[0].base > lo || lo > hi || hi > last.base+q.perFile || hi < last.base {
+		return fmt.Errorf("files [%d, %d) min %d max %d", segs[0].base, last.base+q.perFile, lo, hi)
+	}
+	if hi < last.base+q.perFile && !last.raw(hi-last.base).empty() {
+		return fmt.Errorf("unit at max %d is written", hi)
 	}
 	return nil
 }

@@ -73,13 +73,18 @@ func (q *Queue) Read(offset int64, max int, filter func(tagsCode int64) bool) (u
 	}
 	units = make([]Unit, 0, min(int64(max), end-offset))
 	next = offset
-	for ; next < end && len(units) < max; next++ {
-		u, err := q.unitLocked(next)
-		if err != nil {
-			return nil, offset, fmt.Errorf("consumequeue: read %s: %w", q.name(), err)
-		}
-		if filter == nil || filter(u.TagsCode) {
-			units = append(units, u)
+	for next < end && len(units) < max {
+		s := q.mu.segs[(next-q.mu.segs[0].base)/q.perFile]
+		stop := min(end, s.base+q.perFile)
+		for ; next < stop && len(units) < max; next++ {
+			u := s.raw(next - s.base)
+			if !u.valid() {
+				return nil, offset, fmt.Errorf("consumequeue: read %s: %w", q.name(),
+					corruptAt(s, next-s.base, "invalid unit %v", u))
+			}
+			if filter == nil || filter(u.tags) {
+				units = append(units, u.unit(next))
+			}
 		}
 	}
 	return units, next, nil

@@ -76,9 +76,9 @@ func (q *Queue) appendLocked(u rawUnit) error {
 	if err != nil {
 		return err
 	}
-	var buf [UnitSize]byte
-	encodeUnit(buf[:], u)
-	if _, err := s.f.WriteAt(buf[:], (q.mu.max-s.base)*UnitSize); err != nil {
+	buf := q.w.buf[:]
+	encodeUnit(buf, u)
+	if _, err := s.f.WriteAt(buf, (q.mu.max-s.base)*UnitSize); err != nil {
 		return fmt.Errorf("write %s: %w", s.path, err)
 	}
 	s.dirty = true

@@ -230,11 +230,15 @@ func exercise(t *testing.T, fs vfs.FS, cp Checkpoint, ops []op) {
 func FuzzOpen(f *testing.F) {
 	golden, err := vfs.ReadFile(vfs.Default(), goldenPath)
 	require.NoError(f, err)
-	f.Add(golden, int32(6))
-	f.Add(golden[:100], int32(6))
-	f.Add(make([]byte, len(golden)), int32(1))
-	f.Add([]byte{}, int32(0))
-	f.Fuzz(func(t *testing.T, data []byte, count int32) {
+	f.Add(golden, int32(6), false)
+	f.Add(golden[:100], int32(6), false)
+	f.Add(golden[:200], int32(3), true)
+	f.Add(make([]byte, len(golden)), int32(1), false)
+	f.Add([]byte{}, int32(0), false)
+	f.Fuzz(func(t *testing.T, data []byte, count int32, pad bool) {
+		if size := 40 + 8*4 + 16*20; pad && len(data) < size {
+			data = append(data, make([]byte, size-len(data))...) // reach the mapped paths more often
+		}
 		fs := vfs.NewMem()
 		require.NoError(t, fs.MkdirAll("/i", 0o755))
 		name := fileName(baseTS + 1_000_000)

@@ -128,6 +128,39 @@ func TestCrashDebrisNeedsRecover(t *testing.T) {
 	require.NoError(t, y.Close())
 }
 
+// TestSlotDebrisNeedsRecover: entries put after the checkpoint into the same
+// file survive the crash, the header does not; Open notices the slots.
+func TestSlotDebrisNeedsRecover(t *testing.T) {
+	fs := vfs.NewMem()
+	opts := tinyOpts(t, 4, 64)
+	x := openT(t, fs, "/i", opts)
+	ops := seqOps(20, 3)
+	putAll(t, x, ops[:10])
+	cp, err := x.Sync()
+	require.NoError(t, err)
+	putAll(t, x, ops[10:])
+	crashed := fs.CrashClone(rand.New(rand.NewPCG(1, 1)), 1)
+
+	y, err := Open(crashed, "/i", opts)
+	require.NoError(t, err)
+	require.Equal(t, int32(11), y.Files()[0].IndexCount, "header as of the checkpoint")
+	_, err = y.Query(ops[0].key, 10, 0, 1<<62)
+	require.ErrorIs(t, err, ErrNeedsRecover)
+	var ce *CorruptError
+	require.ErrorAs(t, err, &ce)
+	require.Less(t, ce.Offset, int64(40+4*4), "a slot")
+	require.ErrorIs(t, y.Put("k", 1e6, baseTS+1e6), ErrNeedsRecover)
+
+	require.NoError(t, y.Recover(cp))
+	putAll(t, y, ops[10:])
+	require.NoError(t, y.Close())
+	ref := vfs.NewMem()
+	z := openT(t, ref, "/i", opts)
+	putAll(t, z, ops)
+	require.NoError(t, z.Close())
+	require.Equal(t, snapshot(t, ref, "/i"), snapshot(t, crashed, "/i"))
+}
+
 func TestRecoverZeroCheckpoint(t *testing.T) {
 	forEachFS(t, func(t *testing.T, fs vfs.FS, dir string) {
 		x := openT(t, fs, dir, tinyOpts(t, 4, 4))

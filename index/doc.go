@@ -87,9 +87,11 @@
 // and its indexCount. Everything up to the checkpoint is durable.
 //
 // After an unclean stop, Open tolerates the debris a crash leaves (files with
-// an all-zero header or short size, created after the last Sync) but refuses
-// to write or query until Recover is given the last checkpoint the caller
-// persisted. Recover deletes newer files, cuts the checkpoint's file back to
+// an all-zero header or short size, created after the last Sync; slots of a
+// file that is not full pointing at or beyond its indexCount) but refuses to
+// write or query until Recover is given the last checkpoint the caller
+// persisted. Not every crash leaves visible debris, so after an unclean stop
+// the caller must call Recover even when Open reported nothing. Recover deletes newer files, cuts the checkpoint's file back to
 // the checkpoint's entry count, checks each surviving entry, and rebuilds the
 // slots and header from them. Putting the entries that followed the
 // checkpoint again then yields byte-for-byte the files an uninterrupted run

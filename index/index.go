@@ -101,9 +101,12 @@ type file struct {
 	// sealing. Written by the writer under Index.mu; read by queries under
 	// Index.mu.RLock.
 	hdr header
-	// incomplete is set when Open found crash debris in this file (an
+	// incomplete is set when Open found this file cut short by a crash (an
 	// all-zero header or a short size); such a file is not mapped.
 	incomplete *CorruptError
+	// debris is set when Open found slots pointing at or beyond indexCount:
+	// unsynced writes that survived a crash the header did not.
+	debris *CorruptError
 }
 
 // Index is a directory of index files. See the package documentation for
@@ -137,9 +140,9 @@ type Index struct {
 // file's size and header and the order of the files' physical offsets, and
 // returns a *CorruptError (errors.Is ErrCorrupt) naming the file and offset
 // of the first inconsistency. Crash debris — files with an all-zero header or
-// a short size — does not fail Open, but writes and queries return
-// ErrNeedsRecover until Recover runs. Names that are not 17 digits are
-// ignored.
+// a short size, slots pointing beyond their file's entries — does not fail
+// Open, but writes and queries return ErrNeedsRecover until Recover runs.
+// Names that are not 17 digits are ignored.
 func Open(fs vfs.FS, dir string, opts Options) (*Index, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -170,10 +173,13 @@ func Open(fs vfs.FS, dir string, opts Options) (*Index, error) {
 			return nil, err
 		}
 		x.mu.files = append(x.mu.files, f)
-		if f.incomplete != nil {
-			x.log.Warn("index: file incomplete after a crash; waiting for Recover", "err", f.incomplete)
+		for _, d := range []*CorruptError{f.incomplete, f.debris} {
+			if d == nil {
+				continue
+			}
+			x.log.Warn("index: crash debris; writes and queries wait for Recover", "file", d.File, "offset", d.Offset, "reason", d.Reason)
 			if x.mu.broken == nil {
-				x.mu.broken = f.incomplete
+				x.mu.broken = d
 			}
 		}
 	}
@@ -228,7 +234,32 @@ func (x *Index) loadFile(fl *file) error {
 				size, want, x.geo.slotCount, x.geo.maxEntries)}
 		return nil
 	}
-	return x.mapFile(fl)
+	if err := x.mapFile(fl); err != nil {
+		return err
+	}
+	if fl.hdr.indexCount < x.geo.maxEntries {
+		return x.scanSlots(fl)
+	}
+	return nil
+}
+
+// scanSlots checks the slots of a file that is not full. A slot at or
+// beyond indexCount is crash debris (the slot write survived, the header
+// write did not); a negative one is corruption.
+func (x *Index) scanSlots(fl *file) error {
+	for s := int32(0); s < x.geo.slotCount; s++ {
+		off := x.geo.slotOffset(s)
+		v := int32(binary.BigEndian.Uint32(fl.b[off:]))
+		if v < 0 {
+			return corruptf(fl.path, off, "slot %d holds negative entry %d", s, v)
+		}
+		if v >= fl.hdr.indexCount && fl.debris == nil {
+			fl.debris = &CorruptError{File: fl.path, Offset: off, needsRecover: true,
+				Reason: fmt.Sprintf("slot %d points to entry %d, not below indexCount %d (unsynced writes survived a crash)",
+					s, v, fl.hdr.indexCount)}
+		}
+	}
+	return nil
 }
 
 // readHeaderBytes reads the header, or as much of it as the file holds; the
@@ -347,7 +378,6 @@ func (x *Index) checkWritable() error {
 func (x *Index) fail(err error) error {
 	if x.werr == nil {
 		x.werr = err
-		x.log.Error("index: write failed; refusing further writes", "err", err)
 	}
 	return err
 }

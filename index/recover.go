@@ -177,7 +177,7 @@ func (x *Index) rewriteLocked(f *file, hdr header, heads []int32) error {
 	if _, err := f.f.WriteAt(hdr.encode(), 0); err != nil {
 		return x.fail(fmt.Errorf("index: write header of %q: %w", f.path, err))
 	}
-	f.hdr = hdr
+	f.hdr, f.debris = hdr, nil
 	if err := f.f.Sync(); err != nil {
 		return x.fail(fmt.Errorf("index: sync %q: %w", f.path, err))
 	}

@@ -61,8 +61,8 @@ func NewTopicConfig(name string, queues int32) TopicConfig {
 
 // Validate checks c against RocketMQ's rules; errors wrap ErrInvalidConfig.
 func (c TopicConfig) Validate() error {
-	if err := checkTopicName(c.TopicName); err != nil {
-		return fmt.Errorf("%w: %w", err, ErrInvalidConfig)
+	if err := checkTopicName(c.TopicName, ErrInvalidConfig); err != nil {
+		return err
 	}
 	for _, n := range []struct {
 		field string
@@ -166,8 +166,8 @@ func NewSubscriptionGroupConfig(name string) SubscriptionGroupConfig {
 
 // Validate checks c; errors wrap ErrInvalidConfig.
 func (c SubscriptionGroupConfig) Validate() error {
-	if err := checkGroupName(c.GroupName); err != nil {
-		return fmt.Errorf("%w: %w", err, ErrInvalidConfig)
+	if err := checkGroupName(c.GroupName, ErrInvalidConfig); err != nil {
+		return err
 	}
 	switch {
 	case c.RetryQueueNums < 0 || c.RetryQueueNums > MaxQueueNums:
@@ -247,27 +247,27 @@ func setIf[T any](dst *T, src *T) {
 }
 
 // checkTopicName applies RocketMQ's TopicValidator: 1..127 characters from
-// [%|a-zA-Z0-9_-].
-func checkTopicName(name string) error {
-	return checkName("topic", name, MaxTopicNameLen)
+// [%|a-zA-Z0-9_-]. Errors wrap class.
+func checkTopicName(name string, class error) error {
+	return checkName("topic", name, MaxTopicNameLen, class)
 }
 
 // checkGroupName applies RocketMQ's group rule: 1..255 characters from
-// [%|a-zA-Z0-9_-].
-func checkGroupName(name string) error {
-	return checkName("group", name, MaxGroupNameLen)
+// [%|a-zA-Z0-9_-]. Errors wrap class.
+func checkGroupName(name string, class error) error {
+	return checkName("group", name, MaxGroupNameLen, class)
 }
 
-func checkName(kind, name string, maxLen int) error {
+func checkName(kind, name string, maxLen int, class error) error {
 	if name == "" {
-		return fmt.Errorf("%s name is empty", kind)
+		return fmt.Errorf("%s name is empty: %w", kind, class)
 	}
 	if len(name) > maxLen {
-		return fmt.Errorf("%s name %.20q... is %d characters, limit %d", kind, name, len(name), maxLen)
+		return fmt.Errorf("%s name %.20q... is %d characters, limit %d: %w", kind, name, len(name), maxLen, class)
 	}
 	for i := 0; i < len(name); i++ {
 		if !nameChar(name[i]) {
-			return fmt.Errorf("%s name %q: character %q not in [%%|a-zA-Z0-9_-]", kind, name, name[i])
+			return fmt.Errorf("%s name %q: character %q not in [%%|a-zA-Z0-9_-]: %w", kind, name, name[i], class)
 		}
 	}
 	return nil

@@ -55,11 +55,11 @@ type Options struct {
 // DB is the broker's replicated-state database. It is safe for concurrent
 // use: any number of View transactions run alongside at most one Update.
 type DB struct {
-	bolt   *bolt.DB
-	path   string
-	log    *slog.Logger
-	now    func() time.Time
-	fs     vfs.FS // config files
+	bolt *bolt.DB
+	path string
+	log  *slog.Logger
+	now  func() time.Time
+	fs   vfs.FS // config files
 }
 
 // Open opens or creates the database at path.

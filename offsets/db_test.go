@@ -2,6 +2,7 @@ package offsets
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -215,10 +216,10 @@ func TestQueueOffsets(t *testing.T) {
 		require.Equal(t, int64(8), next)
 		var got []string
 		require.NoError(t, tx.ForEachQueueOffset(func(topic string, q int32, next int64) error {
-			got = append(got, topic+":"+string(rune('0'+q%10))+":"+string(rune('0'+next)))
+			got = append(got, fmt.Sprintf("%s:%d:%d", topic, q, next))
 			return nil
 		}))
-		require.Equal(t, []string{"S:0:1", "T:0:9", "T:1:8"}, got)
+		require.Equal(t, []string{"S:300:1", "T:0:9", "T:1:8"}, got)
 		return nil
 	}))
 }
@@ -287,7 +288,7 @@ func TestDedupeExpireOrderMany(t *testing.T) {
 	update(t, db, func(tx *Tx) error {
 		for i := range n {
 			ts := int64((i * 7919) % n) // a permutation of 0..n-1
-			require.NoError(t, tx.PutDedupe("key-"+string(rune('a'+i%26))+"-"+time.Duration(i).String(), ts, nil))
+			require.NoError(t, tx.PutDedupe(fmt.Sprintf("key-%d", i), ts, nil))
 		}
 		return nil
 	})

@@ -200,7 +200,7 @@ func ImportConfig(db *DB, dir string) (ImportSummary, error) {
 			return ImportSummary{}, fmt.Errorf("offsets: import config: %s: file is empty: %w", p.name, ErrInvalidConfig)
 		}
 		if err := p.parse(db, data, &set); err != nil {
-			return ImportSummary{}, fmt.Errorf("offsets: import config: %s: %w: %w", p.name, err, ErrInvalidConfig)
+			return ImportSummary{}, fmt.Errorf("offsets: import config: %s: %w", p.name, err)
 		}
 		sum.Files = append(sum.Files, p.name)
 	}
@@ -246,7 +246,7 @@ func parseTopicsFile(_ *DB, data []byte, set *importSet) error {
 			c.TopicName = name
 		}
 		if c.TopicName != name {
-			return fmt.Errorf("topicConfigTable[%q]: topicName is %q", name, c.TopicName)
+			return fmt.Errorf("topicConfigTable[%q]: topicName is %q: %w", name, c.TopicName, ErrInvalidConfig)
 		}
 		if err := c.Validate(); err != nil {
 			return fmt.Errorf("topicConfigTable[%q]: %w", name, err)
@@ -267,7 +267,7 @@ func parseGroupsFile(db *DB, data []byte, set *importSet) error {
 			c.GroupName = name
 		}
 		if c.GroupName != name {
-			return fmt.Errorf("subscriptionGroupTable[%q]: groupName is %q", name, c.GroupName)
+			return fmt.Errorf("subscriptionGroupTable[%q]: groupName is %q: %w", name, c.GroupName, ErrInvalidConfig)
 		}
 		if err := c.Validate(); err != nil {
 			return fmt.Errorf("subscriptionGroupTable[%q]: %w", name, err)
@@ -295,10 +295,10 @@ func parseOffsetsFile(_ *DB, data []byte, set *importSet) error {
 		for _, qs := range slices.Sorted(maps.Keys(queues)) {
 			q, err := strconv.ParseInt(qs, 10, 32)
 			if err != nil || q < 0 {
-				return fmt.Errorf("offsetTable[%q]: queue id %q is not a non-negative int32", key, qs)
+				return fmt.Errorf("offsetTable[%q]: queue id %q is not a non-negative int32: %w", key, qs, ErrInvalidConfig)
 			}
 			if queues[qs] < 0 {
-				return fmt.Errorf("offsetTable[%q][%q]: negative offset %d", key, qs, queues[qs])
+				return fmt.Errorf("offsetTable[%q][%q]: negative offset %d: %w", key, qs, queues[qs], ErrInvalidConfig)
 			}
 			set.offsets = append(set.offsets, consumerOffsetEntry{group, topic, int32(q), queues[qs]})
 		}
@@ -309,13 +309,13 @@ func parseOffsetsFile(_ *DB, data []byte, set *importSet) error {
 // splitTopicGroup splits a consumerOffset.json key "<topic>@<group>".
 func splitTopicGroup(key string) (topic, group string, err error) {
 	if strings.Count(key, topicGroupSeparator) != 1 {
-		return "", "", fmt.Errorf("key must be <topic>@<group> with exactly one '@'")
+		return "", "", fmt.Errorf("key must be <topic>@<group> with exactly one '@': %w", ErrInvalidConfig)
 	}
 	topic, group, _ = strings.Cut(key, topicGroupSeparator)
-	if err := checkTopicName(topic); err != nil {
+	if err := checkTopicName(topic, ErrInvalidConfig); err != nil {
 		return "", "", err
 	}
-	if err := checkGroupName(group); err != nil {
+	if err := checkGroupName(group, ErrInvalidConfig); err != nil {
 		return "", "", err
 	}
 	return topic, group, nil

@@ -108,13 +108,13 @@ func (d *jsonDoc) unmarshal(v any) error {
 	switch {
 	case errors.As(err, &syn):
 		line, col := d.position(syn.Offset)
-		return fmt.Errorf("line %d, column %d: %w", line, col, err)
+		return fmt.Errorf("line %d, column %d: %w: %w", line, col, err, ErrInvalidConfig)
 	case errors.As(err, &typ):
 		line, col := d.position(typ.Offset)
-		return fmt.Errorf("line %d, column %d: field %s: JSON %s cannot be a Go %s: %w",
-			line, col, d.fieldPath(typ), typ.Value, typ.Type, err)
+		return fmt.Errorf("line %d, column %d: field %s: JSON %s cannot be a Go %s: %w: %w",
+			line, col, d.fieldPath(typ), typ.Value, typ.Type, err, ErrInvalidConfig)
 	}
-	return err
+	return fmt.Errorf("%w: %w", err, ErrInvalidConfig)
 }
 
 // position returns the line and column in d.orig of the byte at which

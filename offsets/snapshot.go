@@ -93,6 +93,9 @@ func copyAt(f vfs.File, r io.Reader) (int64, error) {
 // database of size bytes. The size check comes first: bbolt maps the file,
 // and touching a page past the end of a truncated file would fault.
 func verifySnapshotFile(path string, size int64) error {
+	if size == 0 {
+		return fmt.Errorf("snapshot is empty, not a bbolt database: %w", ErrCorrupt)
+	}
 	b, err := bolt.Open(path, fileMode, &bolt.Options{ReadOnly: true, Timeout: DefaultLockTimeout})
 	if err != nil {
 		return fmt.Errorf("snapshot is not a bbolt database: %w: %w", err, ErrCorrupt)

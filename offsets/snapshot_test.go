@@ -29,7 +29,6 @@ func TestSnapshotRestore(t *testing.T) {
 		require.Equal(t, uint64(42), index)
 		return nil
 	}))
-	update(t, src, func(tx *Tx) error { return nil })
 	want := dump(t, openSnapshotCopy(t, snap.Bytes()))
 	require.Equal(t, want, dump(t, dst))
 
@@ -97,8 +96,9 @@ func TestRestoreRejectsBadSnapshots(t *testing.T) {
 	require.NoError(t, plain.Close())
 
 	flipped := bytes.Clone(snap)
-	flipped[100] ^= 0xFF      // inside meta page 0 ...
-	flipped[4096+100] ^= 0xFF // ... and meta page 1: both checksums fail
+	const inMeta = 16 + 8                    // page header, then the meta's pageSize field
+	flipped[inMeta] ^= 0xFF                  // meta page 0 ...
+	flipped[os.Getpagesize()+inMeta] ^= 0xFF // ... and meta page 1: both checksums fail
 
 	for _, c := range []struct {
 		name string
@@ -107,8 +107,8 @@ func TestRestoreRejectsBadSnapshots(t *testing.T) {
 	}{
 		{"empty", nil, "not a bbolt database"},
 		{"garbage", bytes.Repeat([]byte("raftmq"), 4000), "not a bbolt database"},
-		{"truncated", snap[:len(snap)-4096], "its meta page says"},
-		{"extended", append(bytes.Clone(snap), make([]byte, 4096)...), "its meta page says"},
+		{"truncated", snap[:len(snap)-os.Getpagesize()], "its meta page says"},
+		{"extended", append(bytes.Clone(snap), make([]byte, os.Getpagesize())...), "its meta page says"},
 		{"both metas corrupt", flipped, "not a bbolt database"},
 		{"missing bucket", plainSnap.Bytes(), `bucket "dedupe" missing`},
 	} {

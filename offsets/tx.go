@@ -122,8 +122,8 @@ func (t *Tx) ConsumerOffset(group, topic string, queueID int32) (int64, bool, er
 // (topic, queueID). Names must be valid RocketMQ names, queueID and offset
 // non-negative.
 func (t *Tx) SetConsumerOffset(group, topic string, queueID int32, offset int64) error {
-	if err := checkGroupName(group); err != nil {
-		return fmt.Errorf("offsets: set consumer offset: %w: %w", err, ErrInvalidArgument)
+	if err := checkGroupName(group, ErrInvalidArgument); err != nil {
+		return fmt.Errorf("offsets: set consumer offset: %w", err)
 	}
 	if err := checkQueueArgs(topic, queueID, offset); err != nil {
 		return fmt.Errorf("offsets: set consumer offset: %w", err)
@@ -132,8 +132,8 @@ func (t *Tx) SetConsumerOffset(group, topic string, queueID int32, offset int64)
 }
 
 func checkQueueArgs(topic string, queueID int32, offset int64) error {
-	if err := checkTopicName(topic); err != nil {
-		return fmt.Errorf("%w: %w", err, ErrInvalidArgument)
+	if err := checkTopicName(topic, ErrInvalidArgument); err != nil {
+		return err
 	}
 	if queueID < 0 {
 		return fmt.Errorf("negative queue id %d: %w", queueID, ErrInvalidArgument)

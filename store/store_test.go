@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -401,4 +402,33 @@ func TestDiskFullRefusesWritesThenResumes(t *testing.T) {
 	require.False(t, sa.DiskFull())
 	_, err = sa.Put(msg("t", 0, 1, "", ""))
 	require.NoError(t, err)
+}
+
+func TestInspect(t *testing.T) {
+	cfg := testConfig(t, vfs.Default())
+	sa := openSA(t, cfg)
+	createTopic(t, sa, "t", 2)
+	for i := 0; i < 50; i++ {
+		_, err := sa.Put(msg("t", int32(i%2), i, "", ""))
+		require.NoError(t, err)
+	}
+	require.NoError(t, sa.Exec(&Command{Op: OpCommitOffsets, Offsets: []OffsetCommit{{Group: "g", Topic: "t", QueueID: 1, Offset: 3}}}))
+	seg := sa.Log().Segments()[0].Path
+	require.NoError(t, sa.Close())
+	var out strings.Builder
+	require.NoError(t, Inspect(vfs.Default(), cfg.Dir, &out))
+	require.Contains(t, out.String(), "messages in t")
+	require.Contains(t, out.String(), "50")
+	require.Contains(t, out.String(), "consumer offset g t/1")
+	require.Contains(t, out.String(), "OK")
+
+	f, err := vfs.Default().OpenReadWrite(seg)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte{0xee}, 200)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	out.Reset()
+	err = Inspect(vfs.Default(), cfg.Dir, &out)
+	require.ErrorIs(t, err, ErrInspectFailed)
+	require.Contains(t, out.String(), seg)
 }

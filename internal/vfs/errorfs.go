@@ -201,3 +201,18 @@ func (f *errFile) Map(size int64) (Mapping, error) {
 	}
 	return f.File.Map(size)
 }
+
+// ErrReadOnly is returned by the writes of a ReadOnly file system.
+var ErrReadOnly = errors.New("vfs: read-only file system")
+
+// ReadOnly wraps fs so that every write fails with ErrReadOnly: inspection
+// tools open stores through it, so they can never repair or change data.
+func ReadOnly(fs FS) FS {
+	return WithErrors(fs, InjectorFunc(func(op Op, path string) error {
+		switch op {
+		case OpCreate, OpWrite, OpSync, OpTruncate, OpRemove, OpRename, OpSyncDir:
+			return &os.PathError{Op: op.String(), Path: path, Err: ErrReadOnly}
+		}
+		return nil
+	}))
+}
