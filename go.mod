@@ -3,15 +3,18 @@ module github.com/raftmq/raftmq
 go 1.26.0
 
 require (
+	github.com/edsrzf/mmap-go v1.2.0
+	github.com/spf13/cobra v1.10.2
+	github.com/stretchr/testify v1.12.1
+	go.etcd.io/bbolt v1.5.0
+	golang.org/x/sys v0.49.0
+)
+
+require (
 	github.com/anishathalye/porcupine v1.3.1 // indirect
-	github.com/edsrzf/mmap-go v1.2.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
-	github.com/stretchr/testify v1.12.1 // indirect
-	go.etcd.io/bbolt v1.5.0 // indirect
 	go.etcd.io/raft/v3 v3.7.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/sys v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 )

@@ -67,14 +67,19 @@
 // wrapping ErrCorrupt that names the file and byte offset, and never
 // truncates it away. Units after the first zero-size unit of the last file
 // can only be unsynced writes that a crash reordered; they are zeroed (with
-// a warning) so they can never reappear behind later writes.
+// a warning) so they can never reappear behind later writes. Units in the
+// middle of complete files are checked when read: Get and Read return
+// ErrCorrupt rather than a malformed unit.
 //
 // The unsynced tail has no checksum, so a unit that a crash tore between two
 // disk sectors may look valid with a wrong tagsCode. The owner therefore
 // replays committed entries from its durable apply checkpoint after a crash:
 // Put of a unit that is already present with identical content is a no-op,
 // and a different one fails with ErrOffsetMismatch, after which the owner
-// truncates the queue (TruncateTo or Set.TruncatePhy) and puts again.
+// truncates the queue (TruncateTo or Set.TruncatePhy) and puts again. A
+// tear that keeps a unit's size but loses its commitLogOffset reads as
+// corruption; as the queue is derived data, the owner can then remove the
+// queue directory and rebuild it from the commit log.
 //
 // MinOffset is not persisted: after OpenQueue it is the first unit of the
 // first file. The owner calls DeleteBefore with the commit log's minimum

@@ -47,6 +47,11 @@ const (
 var maxNameMillis = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC).UnixMilli()
 
 // header is a file's 40-byte header.
+//
+// Invariant (checkHeader enforces it on load): 1 <= indexCount <=
+// MaxEntries; with indexCount == 1 every other field is 0; otherwise
+// 1 <= hashSlotCount <= min(SlotCount, indexCount-1),
+// 0 <= beginTimestamp <= endTimestamp and 0 <= beginPhyOffset <= endPhyOffset.
 type header struct {
 	beginTimestamp int64
 	endTimestamp   int64

@@ -199,7 +199,7 @@ func (x *Index) openFile(name string) (*file, error) {
 	}
 	fl := &file{name: name, path: path, f: f}
 	if err := x.loadFile(fl); err != nil {
-		f.Close()
+		fl.close()
 		return nil, err
 	}
 	return fl, nil

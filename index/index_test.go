@@ -386,7 +386,7 @@ func TestConcurrentQuery(t *testing.T) {
 						return
 					}
 					if !slices.IsSortedFunc(got, func(a, b int64) int { return int(b - a) }) {
-						errs <- fmt.Errorf("not newest first: %v", got)
+						errs <- errors.New(fmt.Sprint("not newest first: ", got))
 						return
 					}
 					_ = x.Files()

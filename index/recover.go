@@ -245,6 +245,8 @@ func (x *Index) finishRecoverLocked() error {
 // minPhyOffset (the CommitLog's minimum offset), never the active file, and
 // returns how many it removed. The removals become durable with the next
 // Sync; one lost to a crash leaves an old file that the next call removes.
+// Recover needs the file its checkpoint names, so persist a checkpoint newer
+// than the files being removed first.
 func (x *Index) DeleteBefore(minPhyOffset int64) (int, error) {
 	if err := x.checkWritable(); err != nil {
 		return 0, err

@@ -83,7 +83,7 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("offsets: open %s: %w", path, err)
 	}
 	db.bolt = b
-	if err := b.Update(initBuckets); err != nil {
+	if err := initDB(b); err != nil {
 		_ = b.Close()
 		return nil, fmt.Errorf("offsets: open %s: %w", path, err)
 	}
@@ -97,29 +97,47 @@ func Open(path string, opts Options) (*DB, error) {
 	return db, nil
 }
 
-// initBuckets creates missing buckets and checks or writes the format version.
-func initBuckets(tx *bolt.Tx) error {
-	for _, name := range bucketNames() {
-		if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
-			return fmt.Errorf("create bucket %q: %w", name, err)
+// initDB creates the buckets and format version of a new (empty) database,
+// or checks those of an existing one. A bbolt file holding other buckets is
+// not taken over.
+func initDB(b *bolt.DB) error {
+	empty := true
+	err := b.View(func(tx *bolt.Tx) error {
+		empty = tx.ForEach(func([]byte, *bolt.Bucket) error { return errNotEmpty }) == nil
+		if empty {
+			return nil
 		}
+		if err := checkFormat(tx); err != nil {
+			return err
+		}
+		_, err := newTx(tx)
+		return err
+	})
+	if err != nil || !empty {
+		return err
 	}
-	return checkFormat(tx, true)
+	return b.Update(func(tx *bolt.Tx) error {
+		for _, name := range bucketNames() {
+			if _, err := tx.CreateBucket([]byte(name)); err != nil {
+				return fmt.Errorf("offsets: create bucket %q: %w", name, err)
+			}
+		}
+		return tx.Bucket([]byte(bucketMeta)).Put(metaFormatKey(), encodeFormat(formatVersion))
+	})
 }
 
-// checkFormat verifies the stored format version; if it is absent and
-// initialize is set, it writes the current one.
-func checkFormat(tx *bolt.Tx, initialize bool) error {
+// errNotEmpty stops initDB's bucket walk at the first bucket.
+var errNotEmpty = errors.New("not empty")
+
+// checkFormat verifies the stored format version.
+func checkFormat(tx *bolt.Tx) error {
 	meta := tx.Bucket([]byte(bucketMeta))
 	if meta == nil {
-		return fmt.Errorf("offsets: bucket %q missing: %w", bucketMeta, ErrCorrupt)
+		return fmt.Errorf("offsets: bucket %q missing, not a raftmq state database: %w", bucketMeta, ErrCorrupt)
 	}
 	v := meta.Get(metaFormatKey())
 	if v == nil {
-		if !initialize {
-			return fmt.Errorf("offsets: format version missing: %w", ErrCorrupt)
-		}
-		return meta.Put(metaFormatKey(), encodeFormat(formatVersion))
+		return fmt.Errorf("offsets: format version missing: %w", ErrCorrupt)
 	}
 	got, err := decodeFormat(v)
 	if err != nil {

@@ -412,3 +412,17 @@ func TestCorruptValue(t *testing.T) {
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.ErrorContains(t, err, "g/T/0")
 }
+
+func TestOpenRejectsForeignBolt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "other.db")
+	b, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, b.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucket([]byte("someone-elses"))
+		return err
+	}))
+	require.NoError(t, b.Close())
+	_, err = Open(path, testOptions(t))
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, "not a raftmq state database")
+}

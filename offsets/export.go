@@ -175,6 +175,8 @@ type importSet struct {
 // transaction, replacing entries of the same name or queue and keeping the
 // others. Nothing is written if any file is malformed or invalid; such errors
 // name the file and the position or entry, and wrap ErrInvalidConfig.
+// The unquoted integer map keys fastjson writes ({0:250}) are accepted;
+// ExportConfig writes them quoted, as standard JSON, which fastjson reads.
 //
 // ImportConfig writes this node's database directly, not through raft.
 func ImportConfig(db *DB, dir string) (ImportSummary, error) {

@@ -117,6 +117,6 @@ func verifySnapshotFile(path string, size int64) error {
 		if _, err := newTx(tx); err != nil {
 			return err
 		}
-		return checkFormat(tx, false)
+		return checkFormat(tx)
 	})
 }

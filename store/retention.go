@@ -162,11 +162,16 @@ func (s *Store) deleteSegments(force bool) (int, error) {
 	if _, err := s.cqs.DeleteBefore(minPos); err != nil {
 		return n, fmt.Errorf("store: retention of consume queues: %w", err)
 	}
+	if err := s.persistLocked(); err != nil {
+		return n, err
+	}
 	if _, err := s.idx.DeleteBefore(minPos); err != nil {
 		return n, fmt.Errorf("store: retention of index: %w", err)
 	}
 	s.log.Info("store: deleted commitlog segments", "count", n, "forced", force, "new_min_offset", minPos)
-	return n, nil
+	// Record a fresh index checkpoint: the saved one may name a file that
+	// was just deleted.
+	return n, s.persistLocked()
 }
 
 // segmentNewest returns the newest store timestamp of the messages in

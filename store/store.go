@@ -215,6 +215,10 @@ func (s *Store) recoverDerived() error {
 			}
 		}
 	}
+	// Queue minimums are not stored: they follow the start of the log.
+	if _, err := s.cqs.DeleteBefore(s.clog.MinPosition()); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
 	var cp index.Checkpoint
 	err := s.db.View(func(tx *offsets.Tx) error {
 		if b, ok := tx.Meta(metaIndexCheckpoint); ok {

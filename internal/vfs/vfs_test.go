@@ -1,0 +1,72 @@
+package vfs
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestMemFSCrashKeepsOnlySynced(t *testing.T) {
+	m := NewMem()
+	require.NoError(t, m.MkdirAll("/d", 0o755))
+	f, err := m.Create("/d/a")
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte("synced"), 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+	require.NoError(t, m.SyncDir("/d"))
+	_, err = f.WriteAt([]byte("-lost"), 6)
+	require.NoError(t, err)
+	g, err := m.Create("/d/b") // never dir-synced
+	require.NoError(t, err)
+	require.NoError(t, g.Sync())
+
+	c := m.CrashClone(rand.New(rand.NewPCG(1, 1)), 0)
+	b, err := ReadFile(c, "/d/a")
+	require.NoError(t, err)
+	require.Equal(t, "synced", string(b))
+	_, err = c.Stat("/d/b")
+	require.ErrorIs(t, err, ErrNotExist, "a file whose directory entry was never synced is lost")
+
+	c = m.CrashClone(rand.New(rand.NewPCG(1, 1)), 1)
+	b, err = ReadFile(c, "/d/a")
+	require.NoError(t, err)
+	require.Equal(t, "synced-lost", string(b), "keep=1 keeps unsynced writes")
+}
+
+func TestWriteFileAtomicAndReadOnly(t *testing.T) {
+	for _, fs := range []FS{NewMem(), Default()} {
+		dir := t.TempDir()
+		if _, ok := fs.(*MemFS); ok {
+			dir = "/x"
+			require.NoError(t, fs.MkdirAll(dir, 0o755))
+		}
+		require.NoError(t, WriteFileAtomic(fs, dir, "f", []byte("one")))
+		require.NoError(t, WriteFileAtomic(fs, dir, "f", []byte("two")))
+		b, err := ReadFile(fs, Join(dir, "f"))
+		require.NoError(t, err)
+		require.Equal(t, "two", string(b))
+		ro := ReadOnly(fs)
+		err = WriteFileAtomic(ro, dir, "f", []byte("three"))
+		require.True(t, errors.Is(err, ErrReadOnly))
+		names, err := ro.List(dir)
+		require.NoError(t, err)
+		require.Equal(t, []string{"f"}, names)
+	}
+}
+
+func TestMemFSCapacity(t *testing.T) {
+	m := NewMem()
+	m.SetCapacity(100)
+	f, err := m.Create("/a")
+	require.NoError(t, err)
+	_, err = f.WriteAt(make([]byte, 80), 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(make([]byte, 30), 80)
+	require.ErrorIs(t, err, ErrNoSpace)
+	u, err := m.DiskUsage("/")
+	require.NoError(t, err)
+	require.InDelta(t, 0.8, u.UsedRatio(), 0.001)
+}
