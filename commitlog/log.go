@@ -124,6 +124,8 @@ type Log struct {
 		lastTerm uint64
 		werr     error // sticky write error
 		closed   bool
+		wbuf     []byte // reused encoding buffer
+
 	}
 
 	// flushMu is held while syncing a segment file, and by anything that
@@ -273,15 +275,14 @@ func (l *Log) Append(ents ...Entry) error {
 	if len(ents) == 0 {
 		return nil
 	}
-	l.mu.RLock()
-	conflict := ents[0].Index <= l.mu.last
-	l.mu.RUnlock()
-	if conflict {
+	l.mu.Lock()
+	if ents[0].Index <= l.mu.last {
+		l.mu.Unlock()
 		if err := l.TruncateSuffix(ents[0].Index); err != nil {
 			return err
 		}
+		l.mu.Lock()
 	}
-	l.mu.Lock()
 	err := l.appendLocked(ents)
 	l.mu.Unlock()
 	if err != nil {
@@ -324,7 +325,8 @@ func (l *Log) appendLocked(ents []Entry) error {
 			return fmt.Errorf("%w: entry %d is %d bytes, segment room is %d", ErrEntryTooLarge, ents[i].Index, EncodedSize(len(ents[i].Data)), max)
 		}
 	}
-	var buf []byte
+	buf := l.mu.wbuf
+	defer func() { l.mu.wbuf = buf[:0] }()
 	for len(ents) > 0 {
 		s, err := l.activeSegmentLocked(ents[0])
 		if err != nil {
