@@ -1,0 +1,391 @@
+// Package raftlog runs etcd raft over raftmq's commitlog. This file is its
+// storage half: raft.Storage implemented by the commitlog itself (the raft
+// log is the CommitLog; there is no second WAL) plus a small, fsynced state
+// file for HardState, ConfState and the compaction point.
+//
+// # State file "raftstate"
+//
+// Two 4096-byte slots at offsets 0 and 4096, written alternately, each
+// fsynced before the write that depends on it; the valid slot with the
+// higher sequence number wins, so a torn write of one slot leaves the other:
+//
+//	| off | size | field                                                |
+//	|   0 |    4 | magic 0x524D5152 ("RMQR")                            |
+//	|   4 |    4 | payload length n                                     |
+//	|   8 |    8 | sequence number                                      |
+//	|  16 |    8 | compaction index: entries <= it are gone             |
+//	|  24 |    8 | term of the entry at the compaction index            |
+//	|  32 |    4 | length h of the HardState                            |
+//	|  36 |    h | HardState, protobuf (raftpb)                         |
+//	| ... |  n-h | ConfState, protobuf (raftpb)                         |
+//	| 32+n|    4 | CRC-32C of bytes 0 .. 32+n-1                          |
+//
+// These constants are part of the on-disk format and must not change.
+package raftlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"sync"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/raftmq/raftmq/commitlog"
+	"github.com/raftmq/raftmq/internal/vfs"
+)
+
+const (
+	stateMagic    uint32 = 0x524D5152 // "RMQR"
+	stOffMagic           = 0
+	stOffLen             = 4
+	stOffSeq             = 8
+	stOffCompact         = 16
+	stOffCompactT        = 24
+	stOffHSLen           = 32
+	stHeader             = 36
+	stSlot               = 4096
+	stateName            = "raftstate"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrStateCorrupt is returned when neither state slot is valid although the
+// file is not empty.
+var ErrStateCorrupt = errors.New("raftlog: raft state file corrupt")
+
+// Storage implements raft.Storage over a commitlog.
+type Storage struct {
+	fs  vfs.FS
+	dir string
+	log *commitlog.Log
+
+	mu struct {
+		sync.Mutex
+		hs       *pb.HardState
+		cs       *pb.ConfState
+		compact  uint64 // entries <= compact are gone
+		compactT uint64
+		seq      uint64
+	}
+	f vfs.File
+	// SnapshotData, when set, returns the application's snapshot at the
+	// compaction point; without it Snapshot says "temporarily unavailable".
+	SnapshotData func() ([]byte, error)
+}
+
+var _ raft.Storage = (*Storage)(nil)
+
+// OpenStorage opens the state file in dir and wraps log.
+func OpenStorage(fs vfs.FS, dir string, log *commitlog.Log) (*Storage, error) {
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("raftlog: create %s: %w", dir, err)
+	}
+	f, err := fs.OpenReadWrite(vfs.Join(dir, stateName))
+	if err != nil {
+		return nil, fmt.Errorf("raftlog: open state: %w", err)
+	}
+	s := &Storage{fs: fs, dir: dir, log: log, f: f}
+	s.mu.hs, s.mu.cs = &pb.HardState{}, &pb.ConfState{}
+	if err := s.load(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := fs.SyncDir(dir); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("raftlog: sync dir: %w", err)
+	}
+	if first := log.FirstIndex(); first > s.mu.compact+1 && log.LastIndex() >= first {
+		return nil, fmt.Errorf("raftlog: log starts at %d but the state file's compaction point is %d: %w",
+			first, s.mu.compact, commitlog.ErrCorrupt)
+	}
+	return s, nil
+}
+
+func (s *Storage) load() error {
+	size, err := s.f.Size()
+	if err != nil {
+		return fmt.Errorf("raftlog: stat state: %w", err)
+	}
+	if size == 0 {
+		return nil
+	}
+	found := false
+	for slot := 0; slot < 2; slot++ {
+		b := make([]byte, stSlot)
+		if _, err := s.f.ReadAt(b, int64(slot*stSlot)); err != nil && !errors.Is(err, io.EOF) {
+			continue
+		}
+		st, ok := decodeState(b)
+		if ok && (!found || st.seq > s.mu.seq) {
+			found = true
+			s.mu.hs, s.mu.cs, s.mu.compact, s.mu.compactT, s.mu.seq = st.hs, st.cs, st.compact, st.compactT, st.seq
+		}
+	}
+	if !found {
+		return fmt.Errorf("%w: %s has no valid slot", ErrStateCorrupt, vfs.Join(s.dir, stateName))
+	}
+	return nil
+}
+
+type stateRec struct {
+	seq, compact, compactT uint64
+	hs                     *pb.HardState
+	cs                     *pb.ConfState
+}
+
+func decodeState(b []byte) (stateRec, bool) {
+	var r stateRec
+	if len(b) < stHeader+4 || binary.BigEndian.Uint32(b[stOffMagic:]) != stateMagic {
+		return r, false
+	}
+	n := int(binary.BigEndian.Uint32(b[stOffLen:]))
+	if n < 4 || stHeader-4+n+4 > len(b) {
+		return r, false
+	}
+	end := stHeader - 4 + n
+	if crc32.Checksum(b[:end], castagnoli) != binary.BigEndian.Uint32(b[end:]) {
+		return r, false
+	}
+	h := int(binary.BigEndian.Uint32(b[stOffHSLen:]))
+	if h > n-4 {
+		return r, false
+	}
+	r.seq = binary.BigEndian.Uint64(b[stOffSeq:])
+	r.compact = binary.BigEndian.Uint64(b[stOffCompact:])
+	r.compactT = binary.BigEndian.Uint64(b[stOffCompactT:])
+	r.hs, r.cs = &pb.HardState{}, &pb.ConfState{}
+	if proto.Unmarshal(b[stHeader:stHeader+h], r.hs) != nil || proto.Unmarshal(b[stHeader+h:end], r.cs) != nil {
+		return r, false
+	}
+	return r, true
+}
+
+// persistLocked writes and fsyncs the next slot.
+func (s *Storage) persistLocked() error {
+	hs, err := proto.Marshal(s.mu.hs)
+	if err != nil {
+		return fmt.Errorf("raftlog: encode hard state: %w", err)
+	}
+	cs, err := proto.Marshal(s.mu.cs)
+	if err != nil {
+		return fmt.Errorf("raftlog: encode conf state: %w", err)
+	}
+	n := 4 + len(hs) + len(cs)
+	if stHeader-4+n+4 > stSlot {
+		return fmt.Errorf("raftlog: raft state of %d bytes does not fit a slot", n)
+	}
+	b := make([]byte, stHeader-4+n+4)
+	s.mu.seq++
+	binary.BigEndian.PutUint32(b[stOffMagic:], stateMagic)
+	binary.BigEndian.PutUint32(b[stOffLen:], uint32(n))
+	binary.BigEndian.PutUint64(b[stOffSeq:], s.mu.seq)
+	binary.BigEndian.PutUint64(b[stOffCompact:], s.mu.compact)
+	binary.BigEndian.PutUint64(b[stOffCompactT:], s.mu.compactT)
+	binary.BigEndian.PutUint32(b[stOffHSLen:], uint32(len(hs)))
+	copy(b[stHeader:], hs)
+	copy(b[stHeader+len(hs):], cs)
+	end := stHeader - 4 + n
+	binary.BigEndian.PutUint32(b[end:], crc32.Checksum(b[:end], castagnoli))
+	if _, err := s.f.WriteAt(b, int64(s.mu.seq%2)*stSlot); err != nil {
+		return fmt.Errorf("raftlog: write raft state: %w", err)
+	}
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("raftlog: sync raft state: %w", err)
+	}
+	return nil
+}
+
+// InitialState implements raft.Storage.
+func (s *Storage) InitialState() (*pb.HardState, *pb.ConfState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return proto.CloneOf(s.mu.hs), proto.CloneOf(s.mu.cs), nil
+}
+
+// SetHardState persists hs (fsynced) if it changed term, vote or commit.
+func (s *Storage) SetHardState(hs *pb.HardState) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if proto.Equal(hs, s.mu.hs) {
+		return nil
+	}
+	s.mu.hs = proto.CloneOf(hs)
+	return s.persistLocked()
+}
+
+// SetConfState persists the membership (fsynced).
+func (s *Storage) SetConfState(cs *pb.ConfState) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.cs = proto.CloneOf(cs)
+	return s.persistLocked()
+}
+
+// Append writes entries to the log, truncating a conflicting suffix, and
+// makes them durable unless the log is in FlushAsync mode.
+func (s *Storage) Append(ents []*pb.Entry) error {
+	if len(ents) == 0 {
+		return nil
+	}
+	ce := make([]commitlog.Entry, len(ents))
+	for i, e := range ents {
+		ce[i] = commitlog.Entry{Index: e.GetIndex(), Term: e.GetTerm(), Type: uint32(e.GetType()), Data: e.GetData()}
+	}
+	if err := s.log.AppendSync(ce...); err != nil {
+		return fmt.Errorf("raftlog: append: %w", err)
+	}
+	return nil
+}
+
+func mapErr(err error) error {
+	switch {
+	case errors.Is(err, commitlog.ErrCompacted):
+		return raft.ErrCompacted
+	case errors.Is(err, commitlog.ErrUnavailable):
+		return raft.ErrUnavailable
+	}
+	return err
+}
+
+// Entries implements raft.Storage.
+func (s *Storage) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
+	s.mu.Lock()
+	compact := s.mu.compact
+	s.mu.Unlock()
+	if lo <= compact {
+		return nil, raft.ErrCompacted
+	}
+	if hi > s.log.LastIndex()+1 {
+		return nil, raft.ErrUnavailable
+	}
+	ents, err := s.log.Entries(lo, hi, maxSize)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	// The log limits by body bytes, a lower bound of the encoded size raft
+	// counts; trim to raft's own measure (at least one entry).
+	out := make([]*pb.Entry, 0, len(ents))
+	var size uint64
+	for _, e := range ents {
+		pe := &pb.Entry{Index: proto.Uint64(e.Index), Term: proto.Uint64(e.Term), Type: pb.EntryType(e.Type).Enum(), Data: e.Data}
+		size += uint64(proto.Size(pe))
+		if len(out) > 0 && size > maxSize {
+			break
+		}
+		out = append(out, pe)
+	}
+	return out, nil
+}
+
+// Term implements raft.Storage.
+func (s *Storage) Term(i uint64) (uint64, error) {
+	s.mu.Lock()
+	compact, compactT := s.mu.compact, s.mu.compactT
+	s.mu.Unlock()
+	switch {
+	case i == compact:
+		return compactT, nil
+	case i < compact:
+		return 0, raft.ErrCompacted
+	}
+	t, err := s.log.Term(i)
+	return t, mapErr(err)
+}
+
+// LastIndex implements raft.Storage.
+func (s *Storage) LastIndex() (uint64, error) {
+	s.mu.Lock()
+	compact := s.mu.compact
+	s.mu.Unlock()
+	return max(s.log.LastIndex(), compact), nil
+}
+
+// FirstIndex implements raft.Storage.
+func (s *Storage) FirstIndex() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.compact + 1, nil
+}
+
+// Snapshot implements raft.Storage: the metadata of the compaction point
+// and the application's data for it.
+func (s *Storage) Snapshot() (*pb.Snapshot, error) {
+	s.mu.Lock()
+	md := &pb.SnapshotMetadata{Index: proto.Uint64(s.mu.compact), Term: proto.Uint64(s.mu.compactT), ConfState: proto.CloneOf(s.mu.cs)}
+	s.mu.Unlock()
+	if s.SnapshotData == nil {
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
+	data, err := s.SnapshotData()
+	if err != nil {
+		return nil, fmt.Errorf("raftlog: snapshot data: %w", err)
+	}
+	return &pb.Snapshot{Metadata: md, Data: data}, nil
+}
+
+// Compact drops whole log segments below index (index must be applied).
+// It records the new compaction point durably before deleting anything, and
+// returns it.
+func (s *Storage) Compact(index uint64) (uint64, error) {
+	keep := uint64(0) // first index that remains
+	for _, sg := range s.log.Segments() {
+		if sg.Entries == 0 {
+			break
+		}
+		if sg.FirstIndex+uint64(sg.Entries)-1 >= index {
+			keep = sg.FirstIndex
+			break
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if keep == 0 || keep-1 <= s.mu.compact {
+		return s.mu.compact, nil
+	}
+	t, err := s.log.Term(keep - 1)
+	if err != nil {
+		return s.mu.compact, fmt.Errorf("raftlog: compact: %w", err)
+	}
+	s.mu.compact, s.mu.compactT = keep-1, t
+	if err := s.persistLocked(); err != nil {
+		return 0, err
+	}
+	if _, err := s.log.DropPrefix(keep); err != nil {
+		return 0, fmt.Errorf("raftlog: compact: %w", err)
+	}
+	return keep - 1, nil
+}
+
+// ApplySnapshot records a snapshot's metadata and resets the log so the
+// next entry is Index+1 at global position pos (carried in the snapshot's
+// data by the application).
+func (s *Storage) ApplySnapshot(md *pb.SnapshotMetadata, pos int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	idx := md.GetIndex()
+	if idx <= s.mu.compact {
+		return raft.ErrSnapOutOfDate
+	}
+	s.mu.compact, s.mu.compactT = idx, md.GetTerm()
+	if md.GetConfState() != nil {
+		s.mu.cs = proto.CloneOf(md.GetConfState())
+	}
+	if s.mu.hs.GetCommit() < idx {
+		s.mu.hs.Commit = proto.Uint64(idx)
+	}
+	if err := s.persistLocked(); err != nil {
+		return err
+	}
+	if err := s.log.Reset(idx+1, pos); err != nil {
+		return fmt.Errorf("raftlog: reset log for snapshot: %w", err)
+	}
+	return nil
+}
+
+// Close closes the state file (not the log).
+func (s *Storage) Close() error { return s.f.Close() }

@@ -1,0 +1,176 @@
+package raftlog
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/raftmq/raftmq/commitlog"
+	"github.com/raftmq/raftmq/internal/vfs"
+)
+
+func openStorage(t *testing.T, fs vfs.FS) (*Storage, *commitlog.Log) {
+	t.Helper()
+	l, err := commitlog.Open(fs, "/n/log", commitlog.Options{SegmentSize: 4096})
+	require.NoError(t, err)
+	s, err := OpenStorage(fs, "/n", l)
+	require.NoError(t, err)
+	return s, l
+}
+
+func ents(from, to, term uint64) []*pb.Entry {
+	var out []*pb.Entry
+	for i := from; i <= to; i++ {
+		out = append(out, &pb.Entry{Index: proto.Uint64(i), Term: proto.Uint64(term), Type: pb.EntryType_EntryNormal.Enum(),
+			Data: []byte(fmt.Sprintf("e%d-t%d-%s", i, term, make([]byte, i%300)))})
+	}
+	return out
+}
+
+func hardState(term, vote, commit uint64) *pb.HardState {
+	return &pb.HardState{Term: proto.Uint64(term), Vote: proto.Uint64(vote), Commit: proto.Uint64(commit)}
+}
+
+// The commitlog-backed Storage answers like raft's own MemoryStorage (the
+// naive model) over random appends with conflicts.
+func TestStorageMatchesMemoryStorage(t *testing.T) {
+	for seed := uint64(0); seed < 50; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		s, l := openStorage(t, vfs.NewMem())
+		m := raft.NewMemoryStorage()
+		term := uint64(1)
+		last := uint64(0)
+		for step := 0; step < 40; step++ {
+			from := last + 1
+			if last > 0 && rng.IntN(4) == 0 {
+				from = 1 + uint64(rng.IntN(int(last)))
+				term++
+			}
+			n := uint64(1 + rng.IntN(5))
+			es := ents(from, from+n-1, term)
+			require.NoError(t, s.Append(es))
+			require.NoError(t, m.Append(es))
+			last = from + n - 1
+			check(t, s, m, seed)
+		}
+		require.NoError(t, s.Close())
+		require.NoError(t, l.Close())
+	}
+}
+
+func check(t *testing.T, s *Storage, m *raft.MemoryStorage, seed uint64) {
+	t.Helper()
+	sf, _ := s.FirstIndex()
+	mf, _ := m.FirstIndex()
+	sl, _ := s.LastIndex()
+	ml, _ := m.LastIndex()
+	require.Equal(t, mf, sf, "seed %d first", seed)
+	require.Equal(t, ml, sl, "seed %d last", seed)
+	for i := uint64(0); i <= ml+1; i++ {
+		st, serr := s.Term(i)
+		mt, merr := m.Term(i)
+		require.Equal(t, merr, serr, "seed %d term(%d) error", seed, i)
+		require.Equal(t, mt, st, "seed %d term(%d)", seed, i)
+	}
+	se, serr := s.Entries(mf, ml+1, 2000)
+	me, merr := m.Entries(mf, ml+1, 2000)
+	require.Equal(t, merr, serr)
+	require.Equal(t, len(me), len(se), "seed %d entries with maxSize", seed)
+	for k := range me {
+		require.Equal(t, me[k].GetIndex(), se[k].GetIndex())
+		require.Equal(t, me[k].GetTerm(), se[k].GetTerm())
+		require.Equal(t, me[k].GetType(), se[k].GetType())
+		require.Equal(t, me[k].GetData(), se[k].GetData())
+	}
+	_, serr = s.Entries(ml+1, ml+2, 100)
+	require.ErrorIs(t, serr, raft.ErrUnavailable)
+}
+
+func TestHardStateDurableAndTornSlot(t *testing.T) {
+	fs := vfs.NewMem()
+	s, l := openStorage(t, fs)
+	require.NoError(t, s.Append(ents(1, 10, 2)))
+	cs := &pb.ConfState{Voters: []uint64{1, 2, 3}}
+	require.NoError(t, s.SetConfState(cs))
+	require.NoError(t, s.SetHardState(hardState(2, 1, 7)))
+	require.NoError(t, s.SetHardState(hardState(3, 2, 9)))
+
+	// A crash right after: fsynced state survives exactly.
+	crashed := fs.CrashClone(rand.New(rand.NewPCG(1, 1)), 0)
+	s2, l2 := openStorage(t, crashed)
+	hs, gotCS, err := s2.InitialState()
+	require.NoError(t, err)
+	require.True(t, proto.Equal(hardState(3, 2, 9), hs), "got %v", hs)
+	require.Equal(t, cs.Voters, gotCS.Voters)
+	li, _ := s2.LastIndex()
+	require.Equal(t, uint64(10), li)
+	s2.Close()
+	l2.Close()
+
+	// Tear the newest slot: the previous state is used, never garbage.
+	f, err := crashed.OpenReadWrite("/n/" + stateName)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte{0xff, 0xff}, int64(s.mu.seq%2)*stSlot+stHeader)
+	require.NoError(t, err)
+	s3, l3 := openStorage(t, crashed)
+	hs, _, _ = s3.InitialState()
+	require.True(t, proto.Equal(hardState(2, 1, 7), hs), "got %v", hs)
+	s3.Close()
+	l3.Close()
+	s.Close()
+	l.Close()
+}
+
+func TestCompactAndSnapshotMetadata(t *testing.T) {
+	fs := vfs.NewMem()
+	s, l := openStorage(t, fs)
+	require.NoError(t, s.Append(ents(1, 200, 4)))
+	at, err := s.Compact(150)
+	require.NoError(t, err)
+	require.Greater(t, at, uint64(0))
+	require.Less(t, at, uint64(150))
+	first, _ := s.FirstIndex()
+	require.Equal(t, at+1, first)
+	tm, err := s.Term(at)
+	require.NoError(t, err)
+	require.Equal(t, uint64(4), tm)
+	_, err = s.Term(at - 1)
+	require.ErrorIs(t, err, raft.ErrCompacted)
+	_, err = s.Entries(at, at+2, 1<<20)
+	require.ErrorIs(t, err, raft.ErrCompacted)
+	_, err = s.Snapshot()
+	require.ErrorIs(t, err, raft.ErrSnapshotTemporarilyUnavailable)
+	s.SnapshotData = func() ([]byte, error) { return []byte("state"), nil }
+	snap, err := s.Snapshot()
+	require.NoError(t, err)
+	require.Equal(t, at, snap.GetMetadata().GetIndex())
+	require.NoError(t, s.Close())
+	require.NoError(t, l.Close())
+
+	// Survives reopen.
+	s, l = openStorage(t, fs)
+	first2, _ := s.FirstIndex()
+	require.Equal(t, first, first2)
+
+	// Installing a snapshot resets the log at the leader's position.
+	md := &pb.SnapshotMetadata{Index: proto.Uint64(1000), Term: proto.Uint64(9), ConfState: &pb.ConfState{Voters: []uint64{1, 2, 3}}}
+	require.NoError(t, s.ApplySnapshot(md, 3*4096+777))
+	fi, _ := s.FirstIndex()
+	li, _ := s.LastIndex()
+	require.Equal(t, uint64(1001), fi)
+	require.Equal(t, uint64(1000), li)
+	tm, _ = s.Term(1000)
+	require.Equal(t, uint64(9), tm)
+	require.NoError(t, s.Append(ents(1001, 1003, 9)))
+	p, err := l.Position(1001)
+	require.NoError(t, err)
+	require.Equal(t, int64(3*4096+777), p)
+	require.ErrorIs(t, s.ApplySnapshot(&pb.SnapshotMetadata{Index: proto.Uint64(500), Term: proto.Uint64(9)}, 0), raft.ErrSnapOutOfDate)
+	s.Close()
+	l.Close()
+}
