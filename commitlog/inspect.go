@@ -1,7 +1,6 @@
 package commitlog
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/raftmq/raftmq/internal/vfs"
@@ -81,55 +80,32 @@ func Inspect(fs vfs.FS, dir string, fn func(e EntryRef) error) (Report, error) {
 			next = h.first
 		}
 		sr := SegmentReport{Path: path, Base: base, Size: h.size, FirstIndex: h.first}
-		pos := int64(h.start)
-		last := k == len(bases)-1
-	scan:
-		for {
-			room := h.size - pos
-			if room < sealSize {
-				sr.Sealed = true
-				break
-			}
-			magic := binary.BigEndian.Uint32(b[pos:])
-			switch {
-			case magic == sealMagic && int64(binary.BigEndian.Uint32(b[pos+sealOffLeft:])) == room:
-				sr.Sealed = true
-				break scan
-			case magic == 0 && last:
-				break scan
-			}
-			eh, reason := parseHeader(b[pos:], room)
-			switch {
-			case reason != "":
-			case eh.index != next:
-				reason = fmt.Sprintf("index %d, want %d", eh.index, next)
-			case eh.term < lastTerm:
-				reason = fmt.Sprintf("term %d below %d", eh.term, lastTerm)
-			case entryCRC(b[pos:pos+int64(eh.size)]) != eh.crc:
-				reason = "CRC mismatch"
-			}
-			if reason != "" {
-				if last && next > rep.DurableIndex {
-					rep.TornTail = fmt.Sprintf("%s at offset %d (index %d): %s", path, pos, next, reason)
-				} else {
-					rep.Problem = &CorruptError{File: path, Offset: pos, Index: next, Reason: reason}
-				}
-				rep.Segments = append(rep.Segments, sr)
-				return rep, nil
-			}
+		st, err := scanEntries(b, int64(h.start), next, lastTerm, k == len(bases)-1, func(pos int64, eh header) error {
 			if fn != nil {
 				if err := fn(EntryRef{Index: eh.index, Term: eh.term, Type: eh.typ, Pos: base + pos,
 					Body: b[pos+HeaderSize : pos+int64(eh.size)]}); err != nil {
-					return rep, err
+					return err
 				}
 			}
 			sr.Entries++
 			sr.Bytes += int64(eh.size)
 			sr.LastIndex, sr.LastTerm = eh.index, eh.term
 			rep.Entries++
-			lastTerm = eh.term
-			next++
-			pos += int64(eh.size)
+			return nil
+		})
+		if err != nil {
+			return rep, err
+		}
+		sr.Sealed = st.sealed
+		next, lastTerm = st.next, st.lastTerm
+		if st.reason != "" {
+			if k == len(bases)-1 && next > rep.DurableIndex {
+				rep.TornTail = fmt.Sprintf("%s at offset %d (index %d): %s", path, st.pos, next, st.reason)
+			} else {
+				rep.Problem = &CorruptError{File: path, Offset: st.pos, Index: next, Reason: st.reason}
+			}
+			rep.Segments = append(rep.Segments, sr)
+			return rep, nil
 		}
 		rep.Segments = append(rep.Segments, sr)
 	}

@@ -287,62 +287,88 @@ func (l *Log) loadSidecar(s *segment) bool {
 	return true
 }
 
-// scanSegment walks the entries of s, checking each one. It returns torn
-// when it stopped at a bad entry that may be an unsynced write.
-func (l *Log) scanSegment(s *segment, last bool, durable uint64) (bool, error) {
-	pos := s.start
-	next := s.first
-	var lastTerm uint64
-	if len(l.mu.segs) > 0 {
-		lastTerm = l.mu.lastTerm
-	}
+// scanStop says where and why a segment scan stopped.
+type scanStop struct {
+	pos      int64  // the end of the last good entry (where a seal or bad entry sits)
+	next     uint64 // the index the next entry would have
+	lastTerm uint64
+	sealed   bool   // stopped at a seal or at the segment's end
+	reason   string // set when stopped at a bad entry
+}
+
+// scanEntries walks the entries of one segment's bytes from start,
+// checking magic, size, index continuity from next, term order and CRC,
+// and calls fn for each good entry. In the last segment, zeros end the log;
+// in any other they are a bad entry. An error from fn stops the scan and is
+// returned.
+func scanEntries(data []byte, start int64, next, lastTerm uint64, last bool, fn func(pos int64, h header) error) (scanStop, error) {
+	size := int64(len(data))
+	st := scanStop{pos: start, next: next, lastTerm: lastTerm}
 	for {
-		room := s.size - pos
+		room := size - st.pos
 		if room < sealSize {
-			s.sealed = true
-			return false, nil
+			st.sealed = true
+			return st, nil
 		}
-		b := s.data[pos:]
-		magic := binary.BigEndian.Uint32(b[entOffMagic:])
-		var reason string
-		switch magic {
+		b := data[st.pos:]
+		switch magic := binary.BigEndian.Uint32(b[entOffMagic:]); magic {
 		case sealMagic:
 			if int64(binary.BigEndian.Uint32(b[sealOffLeft:])) == room {
-				s.sealed = true
-				return false, nil
+				st.sealed = true
+				return st, nil
 			}
-			reason = "seal with a wrong length"
+			st.reason = "seal with a wrong length"
 		case 0:
 			if last {
-				return false, nil // the end of the log
+				return st, nil // the end of the log
 			}
-			reason = "zeros before the end of a sealed segment"
+			st.reason = "zeros before the end of a sealed segment"
 		case entryMagic:
 			h, r := parseHeader(b, room)
 			switch {
 			case r != "":
-				reason = r
-			case h.index != next:
-				reason = fmt.Sprintf("index %d, want %d", h.index, next)
-			case h.term < lastTerm:
-				reason = fmt.Sprintf("term %d below previous term %d", h.term, lastTerm)
+				st.reason = r
+			case h.index != st.next:
+				st.reason = fmt.Sprintf("index %d, want %d", h.index, st.next)
+			case h.term < st.lastTerm:
+				st.reason = fmt.Sprintf("term %d below previous term %d", h.term, st.lastTerm)
 			case entryCRC(b[:h.size]) != h.crc:
-				reason = "CRC mismatch"
+				st.reason = "CRC mismatch"
 			default:
-				s.pos = append(s.pos, uint32(pos))
-				pos += int64(h.size)
-				s.end = pos
-				lastTerm = h.term
-				next++
+				if err := fn(st.pos, h); err != nil {
+					return st, err
+				}
+				st.pos += int64(h.size)
+				st.lastTerm = h.term
+				st.next++
 				continue
 			}
 		default:
-			reason = fmt.Sprintf("bad entry magic %#08x", magic)
+			st.reason = fmt.Sprintf("bad entry magic %#08x", magic)
 		}
-		if next <= durable {
-			return false, &CorruptError{File: s.path, Offset: pos, Index: next, Reason: reason}
-		}
-		l.log.Warn("commitlog: cutting a torn tail of unsynced writes", "file", s.path, "offset", pos, "index", next, "reason", reason)
-		return true, nil
+		return st, nil
 	}
+}
+
+// scanSegment finds the entries of s. It returns torn when it stopped at a
+// bad entry that may be an unsynced write (past the durable index), and a
+// *CorruptError when the bad entry was synced.
+func (l *Log) scanSegment(s *segment, last bool, durable uint64) (bool, error) {
+	var lastTerm uint64
+	if len(l.mu.segs) > 0 {
+		lastTerm = l.mu.lastTerm
+	}
+	st, _ := scanEntries(s.data, s.start, s.first, lastTerm, last, func(pos int64, _ header) error {
+		s.pos = append(s.pos, uint32(pos))
+		return nil
+	})
+	s.end, s.sealed = st.pos, st.sealed
+	if st.reason == "" {
+		return false, nil
+	}
+	if st.next <= durable {
+		return false, &CorruptError{File: s.path, Offset: st.pos, Index: st.next, Reason: st.reason}
+	}
+	l.log.Warn("commitlog: cutting a torn tail of unsynced writes", "file", s.path, "offset", st.pos, "index", st.next, "reason", st.reason)
+	return true, nil
 }
