@@ -946,14 +946,3 @@ func (l *Log) Segments() []SegmentInfo {
 	}
 	return out
 }
-
-// SegmentOf returns the segment holding global position pos, for retention
-// decisions by callers that track positions.
-func (l *Log) SegmentOf(pos int64) (SegmentInfo, bool) {
-	for _, s := range l.Segments() {
-		if pos >= s.Base && pos < s.Base+s.Size {
-			return s, true
-		}
-	}
-	return SegmentInfo{}, false
-}

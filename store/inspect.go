@@ -11,6 +11,7 @@ import (
 
 	"github.com/raftmq/raftmq/commitlog"
 	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/consumequeue"
 	"github.com/raftmq/raftmq/index"
 	"github.com/raftmq/raftmq/internal/vfs"
 	"github.com/raftmq/raftmq/offsets"
@@ -185,7 +186,7 @@ func inspectQueues(fs vfs.FS, root string, w io.Writer) error {
 				if err != nil {
 					return err
 				}
-				for off := 0; off+cqUnitSize <= len(b); off += cqUnitSize {
+				for off := 0; off+consumequeue.UnitSize <= len(b); off += consumequeue.UnitSize {
 					phy := int64(binary.BigEndian.Uint64(b[off:]))
 					size := int32(binary.BigEndian.Uint32(b[off+8:]))
 					if size == 0 && phy == 0 {
@@ -195,7 +196,7 @@ func inspectQueues(fs vfs.FS, root string, w io.Writer) error {
 						return fmt.Errorf("%s at byte %d: bad unit (phy %d, size %d)", path, off, phy, size)
 					}
 					lastPhy = phy
-					o := (base + int64(off)) / cqUnitSize
+					o := (base + int64(off)) / consumequeue.UnitSize
 					if min < 0 {
 						min = o
 					}
@@ -210,5 +211,3 @@ func inspectQueues(fs vfs.FS, root string, w io.Writer) error {
 	}
 	return nil
 }
-
-const cqUnitSize = 20

@@ -162,6 +162,8 @@ func (s *Store) deleteSegments(force bool) (int, error) {
 	if _, err := s.cqs.DeleteBefore(minPos); err != nil {
 		return n, fmt.Errorf("store: retention of consume queues: %w", err)
 	}
+	// Record a fresh index checkpoint first: the saved one may name a file
+	// that is about to be deleted.
 	if err := s.persistLocked(); err != nil {
 		return n, err
 	}
@@ -169,9 +171,7 @@ func (s *Store) deleteSegments(force bool) (int, error) {
 		return n, fmt.Errorf("store: retention of index: %w", err)
 	}
 	s.log.Info("store: deleted commitlog segments", "count", n, "forced", force, "new_min_offset", minPos)
-	// Record a fresh index checkpoint: the saved one may name a file that
-	// was just deleted.
-	return n, s.persistLocked()
+	return n, nil
 }
 
 // segmentNewest returns the newest store timestamp of the messages in

@@ -33,15 +33,12 @@ func OpenStandalone(cfg Config) (*Standalone, error) {
 	return &Standalone{Store: s}, nil
 }
 
-// EncodeMessages returns a messages entry body holding the messages,
-// stamping each with the store host and, if unset, the store timestamp.
-func EncodeMessages(batchID uint64, storeHost interface{ StoreStamp(*message.Message) }, msgs []*message.Message) ([]byte, error) {
+// EncodeMessages returns a messages entry body holding the messages, which
+// the caller has stamped (StoreStamp) and checked (CheckMessage).
+func EncodeMessages(batchID uint64, msgs []*message.Message) ([]byte, error) {
 	b := AppendBodyHeader(nil, KindMessages, batchID)
 	var err error
 	for i, m := range msgs {
-		if storeHost != nil {
-			storeHost.StoreStamp(m)
-		}
 		if b, err = message.Append(b, m); err != nil {
 			return nil, fmt.Errorf("store: message %d: %w", i, err)
 		}
@@ -102,7 +99,7 @@ func (sa *Standalone) Put(msgs ...*message.Message) ([]MessageResult, error) {
 	sa.batchID++
 	id := sa.batchID
 	sa.mu.Unlock()
-	body, err := EncodeMessages(id, sa.Store, msgs)
+	body, err := EncodeMessages(id, msgs)
 	if err != nil {
 		return nil, err
 	}

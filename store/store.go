@@ -135,6 +135,9 @@ func Open(cfg Config) (*Store, error) {
 	s := &Store{cfg: cfg, fs: cfg.FS, log: cfg.Logger, changed: make(chan struct{}), stop: make(chan struct{})}
 	if err := s.open(); err != nil {
 		s.closeAll()
+		if s.lock != nil {
+			s.lock.Close()
+		}
 		return nil, err
 	}
 	s.wg.Add(1)
@@ -327,9 +330,6 @@ func (s *Store) closeAll() error {
 	}
 	if s.db != nil {
 		keep(s.db.Close())
-	}
-	if first != nil && s.lock != nil && s.clog == nil {
-		s.lock.Close()
 	}
 	return first
 }
