@@ -351,20 +351,27 @@ func TestRetentionAndDiskThresholds(t *testing.T) {
 	r, err = sa.GetMessages("t", 0, r.NextBeginOffset, 10, 1<<30, nil)
 	require.NoError(t, err)
 	require.Equal(t, Found, r.Status)
-
 }
 
-func TestForceCleanAbove85Percent(t *testing.T) {
+// freshSegments opens a store on a MemFS with 16 KiB segments and writes n
+// fresh (unexpired) messages to topic "t", queue 0.
+func freshSegments(t *testing.T, n int) (*vfs.MemFS, *Standalone) {
+	t.Helper()
 	fs := vfs.NewMem()
 	cfg := testConfig(t, fs)
 	cfg.SegmentSize = 16 << 10
 	sa := openSA(t, cfg)
-	defer sa.Close()
 	createTopic(t, sa, "t", 1)
-	for i := 0; i < 200; i++ {
-		_, err := sa.Put(msg("t", 0, i, "", "")) // fresh: not expired
+	for i := 0; i < n; i++ {
+		_, err := sa.Put(msg("t", 0, i, "", ""))
 		require.NoError(t, err)
 	}
+	return fs, sa
+}
+
+func TestForceCleanAbove85Percent(t *testing.T) {
+	fs, sa := freshSegments(t, 200)
+	defer sa.Close()
 	before := len(sa.Log().Segments())
 	u, _ := fs.DiskUsage("/")
 	fs.SetCapacity(uint64(float64(u.Total-u.Free) / 0.87))
@@ -375,16 +382,8 @@ func TestForceCleanAbove85Percent(t *testing.T) {
 }
 
 func TestDiskFullRefusesWritesThenResumes(t *testing.T) {
-	fs := vfs.NewMem()
-	cfg := testConfig(t, fs)
-	cfg.SegmentSize = 16 << 10
-	sa := openSA(t, cfg)
+	fs, sa := freshSegments(t, 2000)
 	defer sa.Close()
-	createTopic(t, sa, "t", 1)
-	for i := 0; i < 2000; i++ {
-		_, err := sa.Put(msg("t", 0, i, "", "")) // fresh: not expired
-		require.NoError(t, err)
-	}
 	// Disk over 90 %: writes are refused with a clear error, and come back
 	// when space frees.
 	u, _ := fs.DiskUsage("/")
