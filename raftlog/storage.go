@@ -73,9 +73,10 @@ type Storage struct {
 		seq      uint64
 	}
 	f vfs.File
-	// SnapshotData, when set, returns the application's snapshot at the
-	// compaction point; without it Snapshot says "temporarily unavailable".
-	SnapshotData func() ([]byte, error)
+	// SnapshotData, when set, returns the application's snapshot and the
+	// index it was taken at, which must not be below the compaction point;
+	// without it Snapshot says "temporarily unavailable".
+	SnapshotData func() (uint64, []byte, error)
 }
 
 var _ raft.Storage = (*Storage)(nil)
@@ -207,14 +208,38 @@ func (s *Storage) InitialState() (*pb.HardState, *pb.ConfState, error) {
 	return proto.CloneOf(s.mu.hs), proto.CloneOf(s.mu.cs), nil
 }
 
-// SetHardState persists hs (fsynced) if it changed term, vote or commit.
+// SetHardState records hs. A change of term or vote is persisted and
+// fsynced before it returns (raft's safety rests on it); a change of the
+// commit index alone is kept in memory and written with the next durable
+// change: a restarted node relearns the commit index from the leader, and
+// never starts below the index its state machine has applied (NewNode
+// raises it).
 func (s *Storage) SetHardState(hs *pb.HardState) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if proto.Equal(hs, s.mu.hs) {
+	if hs.GetTerm() == s.mu.hs.GetTerm() && hs.GetVote() == s.mu.hs.GetVote() {
+		if hs.GetCommit() > s.mu.hs.GetCommit() {
+			s.mu.hs.Commit = proto.Uint64(hs.GetCommit())
+		}
 		return nil
 	}
 	s.mu.hs = proto.CloneOf(hs)
+	return s.persistLocked()
+}
+
+// raiseCommit raises the in-memory commit index (not persisted).
+func (s *Storage) raiseCommit(c uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c > s.mu.hs.GetCommit() {
+		s.mu.hs.Commit = proto.Uint64(c)
+	}
+}
+
+// Sync persists the current hard state (with its commit index).
+func (s *Storage) Sync() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.persistLocked()
 }
 
@@ -312,19 +337,24 @@ func (s *Storage) FirstIndex() (uint64, error) {
 	return s.mu.compact + 1, nil
 }
 
-// Snapshot implements raft.Storage: the metadata of the compaction point
-// and the application's data for it.
+// Snapshot implements raft.Storage: the application's snapshot (from
+// SnapshotData, at an index of its choosing at or after the compaction
+// point) with that index's term and the current membership.
 func (s *Storage) Snapshot() (*pb.Snapshot, error) {
-	s.mu.Lock()
-	md := &pb.SnapshotMetadata{Index: proto.Uint64(s.mu.compact), Term: proto.Uint64(s.mu.compactT), ConfState: proto.CloneOf(s.mu.cs)}
-	s.mu.Unlock()
 	if s.SnapshotData == nil {
 		return nil, raft.ErrSnapshotTemporarilyUnavailable
 	}
-	data, err := s.SnapshotData()
+	index, data, err := s.SnapshotData()
 	if err != nil {
 		return nil, fmt.Errorf("raftlog: snapshot data: %w", err)
 	}
+	term, err := s.Term(index)
+	if err != nil {
+		return nil, fmt.Errorf("raftlog: snapshot at %d: %w", index, err)
+	}
+	s.mu.Lock()
+	md := &pb.SnapshotMetadata{Index: proto.Uint64(index), Term: proto.Uint64(term), ConfState: proto.CloneOf(s.mu.cs)}
+	s.mu.Unlock()
 	return &pb.Snapshot{Metadata: md, Data: data}, nil
 }
 

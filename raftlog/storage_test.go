@@ -145,10 +145,12 @@ func TestCompactAndSnapshotMetadata(t *testing.T) {
 	require.ErrorIs(t, err, raft.ErrCompacted)
 	_, err = s.Snapshot()
 	require.ErrorIs(t, err, raft.ErrSnapshotTemporarilyUnavailable)
-	s.SnapshotData = func() ([]byte, error) { return []byte("state"), nil }
+	s.SnapshotData = func() (uint64, []byte, error) { return 170, []byte("state"), nil }
 	snap, err := s.Snapshot()
 	require.NoError(t, err)
-	require.Equal(t, at, snap.GetMetadata().GetIndex())
+	require.Equal(t, uint64(170), snap.GetMetadata().GetIndex())
+	require.Equal(t, uint64(4), snap.GetMetadata().GetTerm())
+	require.Equal(t, []byte("state"), snap.GetData())
 	require.NoError(t, s.Close())
 	require.NoError(t, l.Close())
 

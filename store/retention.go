@@ -33,6 +33,10 @@ type RetentionConfig struct {
 	// (raft keeps what lagging followers still need); the applied index is
 	// always a bound too.
 	Floor func() uint64
+	// Drop, if set, deletes the log's segments before index keepFrom in
+	// place of commitlog.DropPrefix, so that the raft storage records its
+	// new compaction point first.
+	Drop func(keepFrom uint64) error
 }
 
 func (r *RetentionConfig) fill() {
@@ -155,7 +159,11 @@ func (s *Store) deleteSegments(force bool) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	if _, err := s.clog.DropPrefix(keepFrom); err != nil {
+	if f := s.cfg.Retention.Drop; f != nil {
+		if err := f(keepFrom); err != nil {
+			return 0, fmt.Errorf("store: retention: %w", err)
+		}
+	} else if _, err := s.clog.DropPrefix(keepFrom); err != nil {
 		return 0, fmt.Errorf("store: retention: %w", err)
 	}
 	minPos := s.clog.MinPosition()

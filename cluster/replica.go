@@ -1,0 +1,358 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/internal/vfs"
+	"github.com/raftmq/raftmq/raftlog"
+	"github.com/raftmq/raftmq/store"
+)
+
+// ReplicaConfig configures one node's replicated store.
+type ReplicaConfig struct {
+	ID uint64
+	// Store configures the local store; Store.Dir is the node's data
+	// directory (raft state goes to Dir/raft).
+	Store store.Config
+	// Bootstrap is the initial membership of a new group (same list, same
+	// order, on every node); ignored once the node has state.
+	Bootstrap []raft.Peer
+	Transport raftlog.Transport
+	// Raft timing (raftlog defaults when zero).
+	TickInterval  time.Duration
+	ElectionTick  int
+	HeartbeatTick int
+	// MaxBatchBytes bounds the messages packed into one entry (default 1 MiB).
+	MaxBatchBytes int
+	// Metrics receives observations (may be nil).
+	Metrics *Metrics
+	// OnConfChange is called from the raft goroutine after a membership
+	// change is applied to raft.
+	OnConfChange func(cc *pb.ConfChangeV2, cs *pb.ConfState)
+	Logger       *slog.Logger
+}
+
+// Replica is one node of a group: the store, the raft log over its
+// commitlog, and the raft node. Send and Exec replicate; reads go to Store.
+type Replica struct {
+	cfg   ReplicaConfig
+	log   *slog.Logger
+	st    *store.Store
+	rs    *raftlog.Storage
+	node  *raftlog.Node
+	pend  *pending
+	sendc chan *sendReq
+	epoch uint64
+	seq   atomic.Uint64
+	stopc chan struct{}
+	wg    sync.WaitGroup
+	met   *Metrics
+}
+
+// sendReq is one request for the batcher: message records or a command.
+type sendReq struct {
+	records []byte // encoded records, for messages
+	count   int
+	cmd     []byte // command JSON payload, for commands
+	w       *waiter
+}
+
+const pendingSnapName = "snapshot.pending"
+
+// OpenReplica opens the store and raft state in cfg.Store.Dir.
+func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxBatchBytes <= 0 {
+		cfg.MaxBatchBytes = 1 << 20
+	}
+	if cfg.Store.FS == nil {
+		cfg.Store.FS = vfs.Default()
+	}
+	r := &Replica{cfg: cfg, log: cfg.Logger, pend: newPending(), sendc: make(chan *sendReq, 8192), stopc: make(chan struct{}), met: cfg.Metrics}
+	var eb [8]byte
+	_, _ = rand.Read(eb[:])
+	r.epoch = binary.BigEndian.Uint64(eb[:]) &^ 0xFFFFFFFF
+	if r.epoch == 0 {
+		r.epoch = 1 << 32
+	}
+	scfg := cfg.Store
+	scfg.Logger = cfg.Logger
+	// Retention goes through the raft storage, which records its
+	// compaction point before segments go.
+	scfg.Retention.Drop = func(keepFrom uint64) error {
+		_, err := r.rs.Compact(keepFrom)
+		return err
+	}
+	st, err := store.Open(scfg)
+	if err != nil {
+		return nil, err
+	}
+	r.st = st
+	fs := scfg.FS
+	r.rs, err = raftlog.OpenStorage(fs, vfs.Join(scfg.Dir, "raft"), st.Log())
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	r.rs.SnapshotData = st.Snapshot
+	// A snapshot whose install was interrupted is installed again.
+	if data, err := vfs.ReadFile(fs, vfs.Join(scfg.Dir, "raft", pendingSnapName)); err == nil {
+		r.log.Warn("cluster: finishing an interrupted snapshot install")
+		if err := r.installSnapshotData(data); err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
+	node, err := raftlog.NewNode(raftlog.Config{
+		ID:            cfg.ID,
+		Storage:       r.rs,
+		Transport:     cfg.Transport,
+		SM:            r,
+		Applied:       st.AppliedIndex(),
+		Bootstrap:     cfg.Bootstrap,
+		TickInterval:  cfg.TickInterval,
+		ElectionTick:  cfg.ElectionTick,
+		HeartbeatTick: cfg.HeartbeatTick,
+		OnAppend:      r.pend.appended,
+		OnConfChange:  cfg.OnConfChange,
+		PersistDuration: func(d time.Duration) {
+			if r.met != nil {
+				r.met.Fsync.Observe(d.Seconds())
+			}
+		},
+		Logger: cfg.Logger,
+	})
+	if err != nil {
+		r.rs.Close()
+		st.Close()
+		return nil, err
+	}
+	r.node = node
+	return r, nil
+}
+
+// Start starts raft and the batcher.
+func (r *Replica) Start() {
+	r.node.Start()
+	r.wg.Add(2)
+	go r.batcher()
+	go r.janitor()
+}
+
+// Close stops raft and closes the store. Outstanding requests fail.
+func (r *Replica) Close() error {
+	select {
+	case <-r.stopc:
+	default:
+		close(r.stopc)
+	}
+	if r.node != nil {
+		r.node.Stop()
+	}
+	r.wg.Wait()
+	r.pend.failAll(ErrStopping)
+	var err error
+	if r.rs != nil {
+		err = r.rs.Close()
+	}
+	if cerr := r.st.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Node returns the raft node.
+func (r *Replica) Node() *raftlog.Node { return r.node }
+
+// Store returns the local store (committed data only).
+func (r *Replica) Store() *store.Store { return r.st }
+
+// Step hands a raft message from a peer to the node.
+func (r *Replica) Step(m *pb.Message) { r.node.Step(m) }
+
+// Apply implements raftlog.StateMachine.
+func (r *Replica) Apply(index uint64) error {
+	rs, err := r.st.Apply(index)
+	r.pend.applied(rs)
+	return err
+}
+
+// Restore implements raftlog.StateMachine. The snapshot is written to a
+// file first so that an install cut short by a crash is finished at the
+// next start.
+func (r *Replica) Restore(snap *pb.Snapshot) error {
+	dir := vfs.Join(r.cfg.Store.Dir, "raft")
+	data := encodeSnapFile(snap)
+	if err := vfs.WriteFileAtomic(r.cfg.Store.FS, dir, pendingSnapName, data); err != nil {
+		return fmt.Errorf("cluster: save snapshot: %w", err)
+	}
+	return r.installSnapshotData(data)
+}
+
+func (r *Replica) installSnapshotData(data []byte) error {
+	snap, err := decodeSnapFile(data)
+	if err != nil {
+		return err
+	}
+	err = r.st.Restore(snap.GetData(), func(info store.SnapshotInfo) error {
+		err := r.rs.ApplySnapshot(snap.GetMetadata(), info.Pos)
+		if errors.Is(err, raft.ErrSnapOutOfDate) {
+			return nil // recorded before the interruption
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: install snapshot: %w", err)
+	}
+	fs := r.cfg.Store.FS
+	dir := vfs.Join(r.cfg.Store.Dir, "raft")
+	if err := fs.Remove(vfs.Join(dir, pendingSnapName)); err != nil {
+		return fmt.Errorf("cluster: remove installed snapshot: %w", err)
+	}
+	return fs.SyncDir(dir)
+}
+
+// Send replicates messages as part of one entry and returns where each
+// landed once the entry is committed and applied. The messages are stamped
+// (store timestamp and host) and checked first.
+func (r *Replica) Send(ctx context.Context, msgs []*message.Message) ([]store.MessageResult, error) {
+	if !r.node.IsLeader() {
+		return nil, ErrNotLeader
+	}
+	if r.st.DiskFull() {
+		return nil, fmt.Errorf("%w: used %.0f%%", store.ErrDiskFull, 100*r.st.DiskUsedRatio())
+	}
+	var recs []byte
+	for i, m := range msgs {
+		r.st.StoreStamp(m)
+		if err := r.st.CheckMessage(m); err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		var err error
+		if recs, err = message.Append(recs, m); err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+	}
+	o, err := r.submit(ctx, &sendReq{records: recs, count: len(msgs), w: newWaiter(len(msgs))})
+	return o.msgs, err
+}
+
+// Exec replicates a command and returns its apply-time error.
+func (r *Replica) Exec(ctx context.Context, c *store.Command) error {
+	if !r.node.IsLeader() {
+		return ErrNotLeader
+	}
+	body, err := store.EncodeCommand(0, c)
+	if err != nil {
+		return err
+	}
+	_, err = r.submit(ctx, &sendReq{cmd: body[store.BodyHeaderSize:], w: newWaiter(0)})
+	return err
+}
+
+func (r *Replica) submit(ctx context.Context, q *sendReq) (outcome, error) {
+	select {
+	case r.sendc <- q:
+	case <-ctx.Done():
+		return outcome{}, ctx.Err()
+	case <-r.stopc:
+		return outcome{}, ErrStopping
+	}
+	select {
+	case o := <-q.w.ch:
+		return o, o.err
+	case <-ctx.Done():
+		return outcome{}, ctx.Err()
+	case <-r.stopc:
+		return outcome{}, ErrStopping
+	}
+}
+
+func (r *Replica) nextBatchID() uint64 { return r.epoch | (r.seq.Add(1) & 0xFFFFFFFF) }
+
+// batcher packs queued sends into entries: every request waiting when it
+// looks is packed (messages into one entry up to MaxBatchBytes; each
+// command alone), so that load turns into large entries rather than many.
+func (r *Replica) batcher() {
+	defer r.wg.Done()
+	var next *sendReq
+	for {
+		q := next
+		next = nil
+		if q == nil {
+			select {
+			case q = <-r.sendc:
+			case <-r.stopc:
+				return
+			}
+		}
+		if q.cmd != nil {
+			id := r.nextBatchID()
+			body := append(store.AppendBodyHeader(make([]byte, 0, store.BodyHeaderSize+len(q.cmd)), store.KindCommand, id), q.cmd...)
+			r.propose(&batch{id: id, waiters: []*waiter{q.w}}, body)
+			continue
+		}
+		b := &batch{id: r.nextBatchID(), waiters: []*waiter{q.w}}
+		body := store.AppendBodyHeader(make([]byte, 0, store.BodyHeaderSize+len(q.records)+16<<10), store.KindMessages, b.id)
+		body = append(body, q.records...)
+	gather:
+		for len(body) < r.cfg.MaxBatchBytes {
+			select {
+			case q2 := <-r.sendc:
+				if q2.cmd != nil || len(body)+len(q2.records) > r.cfg.MaxBatchBytes {
+					next = q2
+					break gather
+				}
+				body = append(body, q2.records...)
+				b.waiters = append(b.waiters, q2.w)
+			default:
+				break gather
+			}
+		}
+		r.propose(b, body)
+	}
+}
+
+func (r *Replica) propose(b *batch, body []byte) {
+	b.created = time.Now()
+	r.pend.add(b)
+	if r.met != nil {
+		r.met.BatchSize.Observe(float64(len(b.waiters)))
+	}
+	err := r.node.Propose(context.Background(), raftlog.Proposal{Data: body, Dropped: func(err error) {
+		r.pend.drop(b.id, fmt.Errorf("%w: %w", ErrDropped, err))
+	}})
+	if err != nil {
+		r.pend.drop(b.id, fmt.Errorf("%w: %w", ErrDropped, err))
+	}
+}
+
+// janitor fails proposals that never reached the log (raft accepted them,
+// then lost leadership before writing them).
+func (r *Replica) janitor() {
+	defer r.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			r.pend.expire(time.Now().Add(-30*time.Second), ErrLost)
+		case <-r.stopc:
+			return
+		}
+	}
+}

@@ -1,0 +1,696 @@
+package raftlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Transport carries raft messages to peers. Send must not block.
+type Transport interface {
+	Send(msgs []*pb.Message)
+}
+
+// StateMachine is the application the committed log is applied to. Both
+// methods are called from the node's applier goroutine, in log order.
+type StateMachine interface {
+	// Apply applies every committed entry up to and including index.
+	Apply(index uint64) error
+	// Restore installs a snapshot from the leader. It must make the log
+	// continue after the snapshot (Storage.ApplySnapshot) and replace the
+	// application state with the snapshot's.
+	Restore(snap *pb.Snapshot) error
+}
+
+// Proposal is an entry to replicate. Dropped, if set, is called from the
+// raft goroutine when raft refuses the proposal (no leader, not leader,
+// leadership transfer in progress, node stopping).
+type Proposal struct {
+	Data    []byte
+	Dropped func(error)
+}
+
+// Config configures a Node.
+type Config struct {
+	ID        uint64
+	Storage   *Storage
+	Transport Transport
+	SM        StateMachine
+	// Applied is the index the state machine has applied (entries up to it
+	// are not applied again).
+	Applied uint64
+	// Bootstrap lists the initial voters, used only when the storage is
+	// empty. Every node of a new group must pass the same list in the same
+	// order: the bootstrap entries are part of the replicated log.
+	Bootstrap []raft.Peer
+	// TickInterval (default 50 ms), ElectionTick (default 10 ticks) and
+	// HeartbeatTick (default 2 ticks).
+	TickInterval  time.Duration
+	ElectionTick  int
+	HeartbeatTick int
+	// MaxSizePerMsg (default 1 MiB) and MaxInflightMsgs (default 256) are
+	// raft's flow control per follower.
+	MaxSizePerMsg   uint64
+	MaxInflightMsgs int
+	// MaxProposalBytes bounds the entries collected into one proposal
+	// step (default 4 MiB).
+	MaxProposalBytes int
+	// PersistDuration, if set, observes the time of each Ready's append
+	// plus fsync.
+	PersistDuration func(time.Duration)
+	// OnAppend, if set, is called from the raft goroutine with the entries
+	// of each Ready once they are durable.
+	OnAppend func(ents []*pb.Entry)
+	// OnConfChange, if set, is called from the raft goroutine after a
+	// membership change has been applied to raft.
+	OnConfChange func(cc *pb.ConfChangeV2, cs *pb.ConfState)
+	Logger       *slog.Logger
+}
+
+// ErrStopped is returned by a stopped node.
+var ErrStopped = errors.New("raftlog: node stopped")
+
+// Status is a copy of the node's raft state.
+type Status struct {
+	ID          uint64            `json:"id"`
+	Term        uint64            `json:"term"`
+	Vote        uint64            `json:"vote"`
+	Leader      uint64            `json:"leader"`
+	Role        string            `json:"role"`
+	Commit      uint64            `json:"commit"`
+	Applied     uint64            `json:"applied"`
+	AppliedTerm uint64            `json:"appliedTerm"`
+	LastIndex   uint64            `json:"lastIndex"`
+	Voters      []uint64          `json:"voters"`
+	Progress    map[uint64]uint64 `json:"progress,omitempty"` // leader only: match index per node
+	Transferee  uint64            `json:"transferee,omitempty"`
+}
+
+// Node runs one raft replica: a RawNode owned by a single goroutine, which
+// persists each Ready (one fsync for all its entries), sends messages and
+// hands the commit index to a second goroutine that applies it.
+type Node struct {
+	cfg Config
+	log *slog.Logger
+	rn  *raft.RawNode
+
+	propc  chan Proposal
+	recvc  chan *pb.Message
+	ctlc   chan func()
+	applyc chan applyWork
+	stopc  chan struct{}
+	done   chan struct{}
+	wg     sync.WaitGroup
+
+	status  atomic.Pointer[Status]
+	applied atomic.Uint64
+	appTerm atomic.Uint64
+	err     atomic.Pointer[error]
+	// leaderTerm is the term in which this node is leader, 0 otherwise.
+	leaderTerm atomic.Uint64
+	// firstOwnIndex is the index of the first entry of leaderTerm.
+	firstOwnIndex atomic.Uint64
+	stopOnce      sync.Once
+}
+
+type applyWork struct {
+	index, term uint64
+	snap        *pb.Snapshot
+	done        chan error
+}
+
+func (c *Config) fill() {
+	if c.TickInterval <= 0 {
+		c.TickInterval = 50 * time.Millisecond
+	}
+	if c.ElectionTick <= 0 {
+		c.ElectionTick = 10
+	}
+	if c.HeartbeatTick <= 0 {
+		c.HeartbeatTick = 2
+	}
+	if c.MaxSizePerMsg == 0 {
+		c.MaxSizePerMsg = 1 << 20
+	}
+	if c.MaxInflightMsgs <= 0 {
+		c.MaxInflightMsgs = 256
+	}
+	if c.MaxProposalBytes <= 0 {
+		c.MaxProposalBytes = 4 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// NewNode creates a node over its storage; Start runs it.
+func NewNode(cfg Config) (*Node, error) {
+	cfg.fill()
+	if cfg.ID == 0 {
+		return nil, errors.New("raftlog: node ID 0 is reserved")
+	}
+	hs, _, _ := cfg.Storage.InitialState()
+	// The commit index is persisted lazily; entries the state machine has
+	// applied were committed, so the commit index is at least that.
+	if cfg.Applied > hs.GetCommit() {
+		last, _ := cfg.Storage.LastIndex()
+		if cfg.Applied > last {
+			return nil, fmt.Errorf("raftlog: applied index %d beyond the last log index %d", cfg.Applied, last)
+		}
+		cfg.Storage.raiseCommit(cfg.Applied)
+	}
+	rc := &raft.Config{
+		ID:                        cfg.ID,
+		ElectionTick:              cfg.ElectionTick,
+		HeartbeatTick:             cfg.HeartbeatTick,
+		Storage:                   cfg.Storage,
+		Applied:                   cfg.Applied,
+		MaxSizePerMsg:             cfg.MaxSizePerMsg,
+		MaxInflightMsgs:           cfg.MaxInflightMsgs,
+		MaxCommittedSizePerReady:  64 << 20,
+		MaxUncommittedEntriesSize: 256 << 20,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		StepDownOnRemoval:         true,
+		Logger:                    &slogRaftLogger{l: cfg.Logger.With("raft", cfg.ID)},
+	}
+	rn, err := raft.NewRawNode(rc)
+	if err != nil {
+		return nil, fmt.Errorf("raftlog: %w", err)
+	}
+	if last, _ := cfg.Storage.LastIndex(); last == 0 && len(cfg.Bootstrap) > 0 {
+		if err := rn.Bootstrap(cfg.Bootstrap); err != nil {
+			return nil, fmt.Errorf("raftlog: bootstrap: %w", err)
+		}
+	}
+	n := &Node{
+		cfg:    cfg,
+		log:    cfg.Logger,
+		rn:     rn,
+		propc:  make(chan Proposal, 4096),
+		recvc:  make(chan *pb.Message, 4096),
+		ctlc:   make(chan func(), 64),
+		applyc: make(chan applyWork, 1024),
+		stopc:  make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	n.applied.Store(cfg.Applied)
+	if cfg.Applied > 0 {
+		if t, err := cfg.Storage.Term(cfg.Applied); err == nil {
+			n.appTerm.Store(t)
+		}
+	}
+	n.publishStatus()
+	return n, nil
+}
+
+// Start runs the raft and applier goroutines.
+func (n *Node) Start() {
+	n.wg.Add(2)
+	go n.run()
+	go n.applier()
+}
+
+// Stop stops both goroutines and waits for them. The storage stays open.
+func (n *Node) Stop() {
+	n.stopOnce.Do(func() { close(n.stopc) })
+	n.wg.Wait()
+}
+
+// Done is closed when the node has stopped, by Stop or by a fatal error.
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Err is the fatal error that stopped the node, if any.
+func (n *Node) Err() error {
+	if p := n.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (n *Node) fail(err error) {
+	if n.err.CompareAndSwap(nil, &err) {
+		n.log.Error("raftlog: node stopping on error", "err", err)
+	}
+	n.stopOnce.Do(func() { close(n.stopc) })
+}
+
+// Propose queues an entry. It blocks while the proposal queue is full.
+func (n *Node) Propose(ctx context.Context, p Proposal) error {
+	select {
+	case n.propc <- p:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.stopc:
+		return ErrStopped
+	}
+}
+
+// Step hands a message from a peer to raft. It blocks while the receive
+// queue is full (back-pressure on the peer's stream).
+func (n *Node) Step(m *pb.Message) {
+	select {
+	case n.recvc <- m:
+	case <-n.stopc:
+	}
+}
+
+// control runs f on the raft goroutine and waits for it.
+func (n *Node) control(ctx context.Context, f func()) error {
+	done := make(chan struct{})
+	select {
+	case n.ctlc <- func() { f(); close(done) }:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.stopc:
+		return ErrStopped
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.stopc:
+		return ErrStopped
+	}
+}
+
+// TransferLeader asks the current leader (this node) to hand leadership to
+// to; it returns once raft has taken the request. Callers poll Status to
+// see it happen.
+func (n *Node) TransferLeader(ctx context.Context, to uint64) error {
+	var err error
+	if cerr := n.control(ctx, func() {
+		st := n.rn.BasicStatus()
+		if st.RaftState != raft.StateLeader {
+			err = fmt.Errorf("raftlog: node %d is not the leader (leader is %d)", n.cfg.ID, st.Lead)
+			return
+		}
+		n.rn.TransferLeader(to)
+	}); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// ProposeConfChange proposes a membership change.
+func (n *Node) ProposeConfChange(ctx context.Context, cc *pb.ConfChangeV2) error {
+	var err error
+	if cerr := n.control(ctx, func() { err = n.rn.ProposeConfChange(cc) }); cerr != nil {
+		return cerr
+	}
+	if err != nil {
+		return fmt.Errorf("raftlog: propose membership change: %w", err)
+	}
+	return nil
+}
+
+// Campaign makes this node start an election (tests, preferred leader).
+func (n *Node) Campaign(ctx context.Context) error {
+	var err error
+	if cerr := n.control(ctx, func() { err = n.rn.Campaign() }); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// ReportUnreachable tells raft a message to id could not be sent.
+func (n *Node) ReportUnreachable(id uint64) {
+	select {
+	case n.ctlc <- func() { n.rn.ReportUnreachable(id) }:
+	default: // raft finds out by itself; never block the transport
+	}
+}
+
+// ReportSnapshot tells raft whether a snapshot reached id.
+func (n *Node) ReportSnapshot(id uint64, failure bool) {
+	st := raft.SnapshotFinish
+	if failure {
+		st = raft.SnapshotFailure
+	}
+	select {
+	case n.ctlc <- func() { n.rn.ReportSnapshot(id, st) }:
+	case <-n.stopc:
+	}
+}
+
+// Status returns the node's state as of its last loop iteration.
+func (n *Node) Status() Status {
+	st := *n.status.Load()
+	st.Applied, st.AppliedTerm = n.applied.Load(), n.appTerm.Load()
+	return st
+}
+
+// Applied returns the state machine's applied index.
+func (n *Node) Applied() uint64 { return n.applied.Load() }
+
+// LeaderReady reports whether this node leads and has applied everything
+// committed before its term began (it has applied an entry of its own
+// term), so its state machine answers as the group would.
+func (n *Node) LeaderReady() bool {
+	t := n.leaderTerm.Load()
+	return t != 0 && n.appTerm.Load() == t && n.applied.Load() >= n.firstOwnIndex.Load()
+}
+
+// IsLeader reports whether this node currently believes it leads.
+func (n *Node) IsLeader() bool { return n.leaderTerm.Load() != 0 }
+
+func (n *Node) publishStatus() {
+	bs := n.rn.BasicStatus()
+	st := &Status{
+		ID: n.cfg.ID, Term: bs.GetTerm(), Vote: bs.GetVote(), Leader: bs.Lead, Role: bs.RaftState.String(),
+		Commit: bs.GetCommit(), Transferee: bs.LeadTransferee,
+	}
+	st.LastIndex, _ = n.cfg.Storage.LastIndex()
+	if li := n.rn.Status(); true {
+		for id := range li.Config.Voters.IDs() {
+			st.Voters = append(st.Voters, id)
+		}
+		if bs.RaftState == raft.StateLeader {
+			st.Progress = make(map[uint64]uint64, len(li.Progress))
+			for id, pr := range li.Progress {
+				st.Progress[id] = pr.Match
+			}
+		}
+	}
+	sortIDs(st.Voters)
+	n.status.Store(st)
+}
+
+func sortIDs(ids []uint64) {
+	for i := 1; i < len(ids); i++ {
+		for j := i; j > 0 && ids[j] < ids[j-1]; j-- {
+			ids[j], ids[j-1] = ids[j-1], ids[j]
+		}
+	}
+}
+
+func (n *Node) run() {
+	defer n.wg.Done()
+	defer close(n.done)
+	ticker := time.NewTicker(n.cfg.TickInterval)
+	defer ticker.Stop()
+	statusEvery := 0
+	for {
+		select {
+		case <-ticker.C:
+			n.rn.Tick()
+			if statusEvery++; statusEvery%4 == 0 {
+				n.publishStatus()
+			}
+		case m := <-n.recvc:
+			n.step(m)
+			for i := 0; i < 1024; i++ {
+				select {
+				case m := <-n.recvc:
+					n.step(m)
+					continue
+				default:
+				}
+				break
+			}
+		case p := <-n.propc:
+			n.propose(p)
+		case f := <-n.ctlc:
+			f()
+		case <-n.stopc:
+			n.dropPending()
+			return
+		}
+		for n.rn.HasReady() {
+			if err := n.handleReady(); err != nil {
+				n.fail(err)
+				n.dropPending()
+				return
+			}
+		}
+	}
+}
+
+func (n *Node) step(m *pb.Message) {
+	if err := n.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) && !errors.Is(err, raft.ErrStepLocalMsg) {
+		n.log.Debug("raftlog: step", "type", m.GetType(), "from", m.GetFrom(), "err", err)
+	}
+}
+
+// propose collects every queued proposal (up to MaxProposalBytes) into one
+// MsgProp, so that they share one Ready and one fsync.
+func (n *Node) propose(first Proposal) {
+	batch := []Proposal{first}
+	size := len(first.Data)
+	for size < n.cfg.MaxProposalBytes {
+		select {
+		case p := <-n.propc:
+			batch = append(batch, p)
+			size += len(p.Data)
+			continue
+		default:
+		}
+		break
+	}
+	ents := make([]*pb.Entry, len(batch))
+	for i, p := range batch {
+		ents[i] = &pb.Entry{Data: p.Data}
+	}
+	err := n.rn.Step(&pb.Message{Type: pb.MessageType_MsgProp.Enum(), From: proto.Uint64(n.cfg.ID), Entries: ents})
+	if err != nil {
+		for _, p := range batch {
+			if p.Dropped != nil {
+				p.Dropped(err)
+			}
+		}
+	}
+}
+
+func (n *Node) dropPending() {
+	for {
+		select {
+		case p := <-n.propc:
+			if p.Dropped != nil {
+				p.Dropped(ErrStopped)
+			}
+		default:
+			return
+		}
+	}
+}
+
+// sendsEarly reports whether a message may go out before this Ready's
+// entries are durable: the leader's appends, heartbeats and snapshots
+// (the leader writes its log in parallel with replicating it; raft thesis
+// §10.2.1). Responses and votes wait for the fsync.
+func sendsEarly(m *pb.Message) bool {
+	switch m.GetType() {
+	case pb.MessageType_MsgApp, pb.MessageType_MsgHeartbeat, pb.MessageType_MsgSnap, pb.MessageType_MsgTimeoutNow:
+		return true
+	}
+	return false
+}
+
+func (n *Node) handleReady() error {
+	rd := n.rn.Ready()
+	if rd.SoftState != nil {
+		n.roleChanged(rd.SoftState)
+	}
+	var late []*pb.Message
+	if len(rd.Messages) > 0 {
+		early := make([]*pb.Message, 0, len(rd.Messages))
+		for _, m := range rd.Messages {
+			if sendsEarly(m) {
+				early = append(early, m)
+			} else {
+				late = append(late, m)
+			}
+		}
+		if len(early) > 0 {
+			n.cfg.Transport.Send(early)
+		}
+	}
+	if rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot) {
+		done := make(chan error, 1)
+		select {
+		case n.applyc <- applyWork{snap: rd.Snapshot, done: done}:
+		case <-n.stopc:
+			return ErrStopped
+		}
+		if err := <-done; err != nil {
+			return fmt.Errorf("raftlog: install snapshot at %d: %w", rd.Snapshot.GetMetadata().GetIndex(), err)
+		}
+		n.log.Info("raftlog: installed snapshot", "index", rd.Snapshot.GetMetadata().GetIndex(), "term", rd.Snapshot.GetMetadata().GetTerm())
+	}
+	if len(rd.Entries) > 0 {
+		start := time.Now()
+		if err := n.cfg.Storage.Append(rd.Entries); err != nil {
+			return err
+		}
+		if n.cfg.PersistDuration != nil {
+			n.cfg.PersistDuration(time.Since(start))
+		}
+		if lt := n.leaderTerm.Load(); lt != 0 && n.firstOwnIndex.Load() == 0 {
+			for _, e := range rd.Entries {
+				if e.GetTerm() == lt {
+					n.firstOwnIndex.Store(e.GetIndex())
+					break
+				}
+			}
+		}
+		if n.cfg.OnAppend != nil {
+			n.cfg.OnAppend(rd.Entries)
+		}
+	}
+	if rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState) {
+		if err := n.cfg.Storage.SetHardState(rd.HardState); err != nil {
+			return err
+		}
+	}
+	if len(late) > 0 {
+		n.cfg.Transport.Send(late)
+	}
+	if k := len(rd.CommittedEntries); k > 0 {
+		for _, e := range rd.CommittedEntries {
+			if err := n.applyConfChange(e); err != nil {
+				return err
+			}
+		}
+		last := rd.CommittedEntries[k-1]
+		select {
+		case n.applyc <- applyWork{index: last.GetIndex(), term: last.GetTerm()}:
+		case <-n.stopc:
+			return ErrStopped
+		}
+	}
+	n.rn.Advance(rd)
+	if rd.SoftState != nil || rd.HardState != nil {
+		n.publishStatus()
+	}
+	return nil
+}
+
+func (n *Node) roleChanged(ss *raft.SoftState) {
+	bs := n.rn.BasicStatus()
+	if ss.RaftState == raft.StateLeader {
+		if n.leaderTerm.Load() != bs.GetTerm() {
+			n.firstOwnIndex.Store(0)
+			n.leaderTerm.Store(bs.GetTerm())
+		}
+	} else {
+		n.leaderTerm.Store(0)
+		n.firstOwnIndex.Store(0)
+	}
+	n.log.Info("raftlog: role", "role", ss.RaftState.String(), "leader", ss.Lead, "term", bs.Term)
+}
+
+func (n *Node) applyConfChange(e *pb.Entry) error {
+	var cc pb.ConfChangeI
+	switch e.GetType() {
+	case pb.EntryType_EntryConfChange:
+		var c pb.ConfChange
+		if err := proto.Unmarshal(e.GetData(), &c); err != nil {
+			return fmt.Errorf("raftlog: decode membership change at %d: %w", e.GetIndex(), err)
+		}
+		cc = &c
+	case pb.EntryType_EntryConfChangeV2:
+		var c pb.ConfChangeV2
+		if err := proto.Unmarshal(e.GetData(), &c); err != nil {
+			return fmt.Errorf("raftlog: decode membership change at %d: %w", e.GetIndex(), err)
+		}
+		cc = &c
+	default:
+		return nil
+	}
+	cs := n.rn.ApplyConfChange(cc)
+	if err := n.cfg.Storage.SetConfState(cs); err != nil {
+		return err
+	}
+	if n.cfg.OnConfChange != nil {
+		n.cfg.OnConfChange(cc.AsV2(), cs)
+	}
+	return nil
+}
+
+// applier applies commit indexes in order, coalescing queued ones.
+func (n *Node) applier() {
+	defer n.wg.Done()
+	for {
+		var w applyWork
+		select {
+		case w = <-n.applyc:
+		case <-n.stopc:
+			return
+		}
+		if w.snap == nil {
+			// Coalesce: take the newest commit index queued behind it.
+		drain:
+			for {
+				select {
+				case w2 := <-n.applyc:
+					if w2.snap != nil {
+						if err := n.applyTo(w.index, w.term); err != nil {
+							w2.done <- err
+							return
+						}
+						w = w2
+						break drain
+					}
+					w = w2
+				default:
+					break drain
+				}
+			}
+		}
+		if w.snap != nil {
+			err := n.cfg.SM.Restore(w.snap)
+			if err == nil {
+				md := w.snap.GetMetadata()
+				n.applied.Store(md.GetIndex())
+				n.appTerm.Store(md.GetTerm())
+			}
+			w.done <- err
+			if err != nil {
+				return
+			}
+			continue
+		}
+		if err := n.applyTo(w.index, w.term); err != nil {
+			return
+		}
+	}
+}
+
+func (n *Node) applyTo(index, term uint64) error {
+	if index <= n.applied.Load() {
+		return nil
+	}
+	if err := n.cfg.SM.Apply(index); err != nil {
+		n.fail(fmt.Errorf("raftlog: apply up to %d: %w", index, err))
+		return err
+	}
+	n.applied.Store(index)
+	n.appTerm.Store(term)
+	return nil
+}
+
+// slogRaftLogger adapts slog to raft.Logger.
+type slogRaftLogger struct{ l *slog.Logger }
+
+func (s *slogRaftLogger) Debug(v ...any)              { s.l.Debug(fmt.Sprint(v...)) }
+func (s *slogRaftLogger) Debugf(f string, v ...any)   { s.l.Debug(fmt.Sprintf(f, v...)) }
+func (s *slogRaftLogger) Error(v ...any)              { s.l.Error(fmt.Sprint(v...)) }
+func (s *slogRaftLogger) Errorf(f string, v ...any)   { s.l.Error(fmt.Sprintf(f, v...)) }
+func (s *slogRaftLogger) Info(v ...any)               { s.l.Info(fmt.Sprint(v...)) }
+func (s *slogRaftLogger) Infof(f string, v ...any)    { s.l.Info(fmt.Sprintf(f, v...)) }
+func (s *slogRaftLogger) Warning(v ...any)            { s.l.Warn(fmt.Sprint(v...)) }
+func (s *slogRaftLogger) Warningf(f string, v ...any) { s.l.Warn(fmt.Sprintf(f, v...)) }
+func (s *slogRaftLogger) Fatal(v ...any)              { s.l.Error(fmt.Sprint(v...)); panic(fmt.Sprint(v...)) }
+func (s *slogRaftLogger) Fatalf(f string, v ...any)   { s.Fatal(fmt.Sprintf(f, v...)) }
+func (s *slogRaftLogger) Panic(v ...any)              { s.Fatal(v...) }
+func (s *slogRaftLogger) Panicf(f string, v ...any)   { s.Fatal(fmt.Sprintf(f, v...)) }
