@@ -1,0 +1,457 @@
+// Package cluster runs a raftmq broker node: a Replica (store + raft) with
+// the raft transport between nodes, the RocketMQ remoting server clients
+// talk to, forwarding of leader-only requests, name-server route answers,
+// an HTTP endpoint for metrics and status, and admin operations
+// (leadership transfer, membership change).
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/raftmq/raftmq/commitlog"
+	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/internal/vfs"
+	"github.com/raftmq/raftmq/raftlog/transport"
+	"github.com/raftmq/raftmq/store"
+)
+
+// Peer is a node's two addresses: the one clients use (RocketMQ remoting)
+// and the raft one.
+type Peer struct {
+	Client string `json:"client"`
+	Raft   string `json:"raft"`
+}
+
+// ParsePeer parses "ID=CLIENT/RAFT", e.g. "1=127.0.0.1:10911/127.0.0.1:10921".
+func ParsePeer(s string) (uint64, Peer, error) {
+	idS, rest, ok := strings.Cut(s, "=")
+	client, raftAddr, ok2 := strings.Cut(rest, "/")
+	if !ok || !ok2 {
+		return 0, Peer{}, fmt.Errorf("cluster: peer %q: want ID=CLIENTADDR/RAFTADDR", s)
+	}
+	id, err := strconv.ParseUint(idS, 10, 64)
+	if err != nil || id == 0 {
+		return 0, Peer{}, fmt.Errorf("cluster: peer %q: bad node id", s)
+	}
+	for _, a := range []string{client, raftAddr} {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return 0, Peer{}, fmt.Errorf("cluster: peer %q: %w", s, err)
+		}
+	}
+	return id, Peer{Client: client, Raft: raftAddr}, nil
+}
+
+// Config configures a broker node.
+type Config struct {
+	ID  uint64
+	Dir string
+	// Peers is the initial membership, this node included (ignored for
+	// nodes that already have state, except to learn addresses).
+	Peers map[uint64]Peer
+	// Join: this node is being added to a running group; it starts empty
+	// and waits for the leader.
+	Join bool
+	// HTTPAddr serves /metrics and /status ("" disables).
+	HTTPAddr    string
+	BrokerName  string // default "raftmq"
+	ClusterName string // default "DefaultCluster"
+	Flush       commitlog.FlushMode
+	SegmentSize int64
+	// AutoCreateTopics creates an unknown topic (4 queues) on first send.
+	AutoCreateTopics bool
+	// SendTimeout bounds the wait for commit (default 5 s).
+	SendTimeout  time.Duration
+	TickInterval time.Duration
+	ElectionTick int
+	// MaxFrame bounds remoting frames (default 16 MiB).
+	MaxFrame int
+	// BindIP, if set, is the source address for outgoing raft connections.
+	BindIP string
+	// Store settings beyond the above (Dir, FS, Flush, SegmentSize are
+	// taken from this Config).
+	Store  store.Config
+	FS     vfs.FS
+	Logger *slog.Logger
+}
+
+// Broker is a running node.
+type Broker struct {
+	cfg  Config
+	log  *slog.Logger
+	rep  *Replica
+	tr   *transport.Transport
+	srv  *remoting.Server
+	http *http.Server
+	met  *Metrics
+
+	clientLn, raftLn, httpLn net.Listener
+
+	mu    sync.Mutex
+	peers map[uint64]Peer
+	fwd   map[string]*remoting.Conn // leader client address -> conn
+
+	offs *offsetCommitter
+
+	stopc chan struct{}
+	wg    sync.WaitGroup
+}
+
+const peersFile = "peers.json"
+
+// Start opens the node's store and starts serving.
+func Start(cfg Config) (*Broker, error) {
+	if cfg.BrokerName == "" {
+		cfg.BrokerName = "raftmq"
+	}
+	if cfg.ClusterName == "" {
+		cfg.ClusterName = "DefaultCluster"
+	}
+	if cfg.SendTimeout <= 0 {
+		cfg.SendTimeout = 5 * time.Second
+	}
+	if cfg.MaxFrame <= 0 {
+		cfg.MaxFrame = remoting.DefaultMaxFrame
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.FS == nil {
+		cfg.FS = vfs.Default()
+	}
+	self, ok := cfg.Peers[cfg.ID]
+	if !ok {
+		return nil, fmt.Errorf("cluster: node %d is not in its own peer list", cfg.ID)
+	}
+	b := &Broker{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), peers: map[uint64]Peer{}, fwd: map[string]*remoting.Conn{}, stopc: make(chan struct{})}
+	if err := b.loadPeers(); err != nil {
+		return nil, err
+	}
+	for id, p := range cfg.Peers {
+		if _, ok := b.peers[id]; !ok || id == cfg.ID {
+			b.peers[id] = p
+		}
+	}
+	var err error
+	fail := func(err error) (*Broker, error) {
+		b.closeListeners()
+		return nil, err
+	}
+	if b.clientLn, err = net.Listen("tcp", self.Client); err != nil {
+		return fail(fmt.Errorf("cluster: listen for clients: %w", err))
+	}
+	if b.raftLn, err = net.Listen("tcp", self.Raft); err != nil {
+		return fail(fmt.Errorf("cluster: listen for raft: %w", err))
+	}
+	if cfg.HTTPAddr != "" {
+		if b.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			return fail(fmt.Errorf("cluster: listen for http: %w", err))
+		}
+	}
+	b.met = NewMetrics(b.gauges)
+
+	var bootstrap []raft.Peer
+	if !cfg.Join {
+		ids := make([]uint64, 0, len(cfg.Peers))
+		for id := range cfg.Peers {
+			ids = append(ids, id)
+		}
+		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+		for _, id := range ids {
+			ctx, _ := json.Marshal(cfg.Peers[id])
+			bootstrap = append(bootstrap, raft.Peer{ID: id, Context: ctx})
+		}
+	}
+	scfg := cfg.Store
+	scfg.Dir, scfg.FS, scfg.Flush, scfg.SegmentSize = cfg.Dir, cfg.FS, cfg.Flush, cfg.SegmentSize
+	if ap, err := netip.ParseAddrPort(self.Client); err == nil {
+		scfg.StoreHost = ap
+	} else if ap, err := net.ResolveTCPAddr("tcp", self.Client); err == nil {
+		scfg.StoreHost = ap.AddrPort()
+	}
+	tp := &lazyTransport{}
+	b.rep, err = OpenReplica(ReplicaConfig{
+		ID: cfg.ID, Store: scfg, Bootstrap: bootstrap, Transport: tp,
+		TickInterval: cfg.TickInterval, ElectionTick: cfg.ElectionTick,
+		Metrics: b.met, OnConfChange: b.onConfChange, Logger: b.log,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	raftPeers := map[uint64]string{}
+	for id, p := range b.peers {
+		if id != cfg.ID {
+			raftPeers[id] = p.Raft
+		}
+	}
+	var local net.Addr
+	if cfg.BindIP != "" {
+		local = &net.TCPAddr{IP: net.ParseIP(cfg.BindIP)}
+	}
+	b.tr, err = transport.New(transport.Config{
+		ID: cfg.ID, ClusterID: clusterID(cfg.ClusterName, cfg.BrokerName), Listener: b.raftLn, Peers: raftPeers,
+		Handler:        b.rep.Step,
+		Unreachable:    b.rep.Node().ReportUnreachable,
+		SnapshotStatus: b.rep.Node().ReportSnapshot,
+		LocalAddr:      local,
+		Logger:         b.log,
+	})
+	if err != nil {
+		b.rep.Close()
+		return fail(err)
+	}
+	tp.set(b.tr)
+	b.offs = newOffsetCommitter(b)
+	b.srv = &remoting.Server{Handler: b.handle, MaxFrame: cfg.MaxFrame, Logger: b.log}
+
+	b.tr.Start()
+	b.rep.Start()
+	b.wg.Add(2)
+	go func() { defer b.wg.Done(); _ = b.srv.Serve(b.clientLn) }()
+	go func() { defer b.wg.Done(); b.offs.run(b.stopc) }()
+	if b.httpLn != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(b.met.Reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(b.Status())
+		})
+		b.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		b.wg.Add(1)
+		go func() { defer b.wg.Done(); _ = b.http.Serve(b.httpLn) }()
+	}
+	b.log.Info("cluster: broker started", "client", b.clientLn.Addr().String(), "raft", b.raftLn.Addr().String(), "http", cfg.HTTPAddr, "dir", cfg.Dir)
+	return b, nil
+}
+
+// clusterID derives the transport's cluster ID from the names, so that two
+// local groups on neighbouring ports never talk to each other.
+func clusterID(cluster, broker string) uint64 {
+	var h uint64 = 14695981039346656037
+	for _, c := range []byte(cluster + "/" + broker) {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h
+}
+
+func (b *Broker) closeListeners() {
+	for _, l := range []net.Listener{b.clientLn, b.raftLn, b.httpLn} {
+		if l != nil {
+			l.Close()
+		}
+	}
+}
+
+// Close stops serving and closes the store.
+func (b *Broker) Close() error {
+	close(b.stopc)
+	if b.srv != nil {
+		b.srv.Close()
+	}
+	if b.http != nil {
+		b.http.Close()
+	}
+	b.wg.Wait()
+	b.offs.flush()
+	err := b.rep.Close()
+	if b.tr != nil {
+		b.tr.Close()
+	}
+	b.mu.Lock()
+	for _, c := range b.fwd {
+		c.Close()
+	}
+	b.mu.Unlock()
+	return err
+}
+
+// Done is closed when the raft node stops (Close or a fatal error).
+func (b *Broker) Done() <-chan struct{} { return b.rep.Node().Done() }
+
+// Err is the fatal error that stopped the node, if any.
+func (b *Broker) Err() error { return b.rep.Node().Err() }
+
+// Replica returns the node's replica.
+func (b *Broker) Replica() *Replica { return b.rep }
+
+// ClientAddr is the address clients connect to.
+func (b *Broker) ClientAddr() string { return b.clientLn.Addr().String() }
+
+// NodeStatus is what /status and CLUSTER_STATUS answer.
+type NodeStatus struct {
+	Status       rlStatus        `json:"raft"`
+	Peers        map[string]Peer `json:"peers"`
+	Broker       string          `json:"broker"`
+	LeaderReady  bool            `json:"leaderReady"`
+	DiskFull     bool            `json:"diskFull"`
+	DiskUsed     float64         `json:"diskUsedRatio"`
+	LogFirst     uint64          `json:"logFirstIndex"`
+	LogBytes     int64           `json:"logBytes"`
+	SegmentCount int             `json:"segments"`
+}
+
+// Status returns this node's status.
+func (b *Broker) Status() NodeStatus {
+	st := b.rep.Node().Status()
+	ns := NodeStatus{Status: rlStatus(st), Peers: map[string]Peer{}, Broker: b.cfg.BrokerName,
+		LeaderReady: b.rep.Node().LeaderReady(), DiskFull: b.rep.Store().DiskFull(), DiskUsed: b.rep.Store().DiskUsedRatio()}
+	b.mu.Lock()
+	for id, p := range b.peers {
+		ns.Peers[strconv.FormatUint(id, 10)] = p
+	}
+	b.mu.Unlock()
+	l := b.rep.Store().Log()
+	ns.LogFirst = l.FirstIndex()
+	ns.LogBytes = l.EndPosition() - l.MinPosition()
+	ns.SegmentCount = len(l.Segments())
+	return ns
+}
+
+func (b *Broker) gauges() map[string]float64 {
+	st := b.rep.Node().Status()
+	isLeader := 0.0
+	if st.Leader == b.cfg.ID {
+		isLeader = 1
+	}
+	l := b.rep.Store().Log()
+	return map[string]float64{
+		"raftmq_raft_term":         float64(st.Term),
+		"raftmq_raft_leader":       float64(st.Leader),
+		"raftmq_raft_is_leader":    isLeader,
+		"raftmq_raft_commit_index": float64(st.Commit),
+		"raftmq_applied_index":     float64(st.Applied),
+		"raftmq_log_last_index":    float64(st.LastIndex),
+		"raftmq_disk_bytes":        float64(l.EndPosition() - l.MinPosition()),
+		"raftmq_disk_used_ratio":   b.rep.Store().DiskUsedRatio(),
+	}
+}
+
+// peer address book: learnt from the flags and from membership changes,
+// kept in raft/peers.json so that a restarted node knows nodes added later.
+
+func (b *Broker) loadPeers() error {
+	data, err := vfs.ReadFile(b.cfg.FS, filepath.Join(b.cfg.Dir, "raft", peersFile))
+	if errors.Is(err, vfs.ErrNotExist) || errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cluster: read peers: %w", err)
+	}
+	m := map[string]Peer{}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("cluster: %s: %w", peersFile, err)
+	}
+	for k, p := range m {
+		id, err := strconv.ParseUint(k, 10, 64)
+		if err != nil {
+			return fmt.Errorf("cluster: %s: bad id %q", peersFile, k)
+		}
+		b.peers[id] = p
+	}
+	return nil
+}
+
+func (b *Broker) savePeersLocked() error {
+	m := map[string]Peer{}
+	for id, p := range b.peers {
+		m[strconv.FormatUint(id, 10)] = p
+	}
+	data, _ := json.MarshalIndent(m, "", "  ")
+	dir := filepath.Join(b.cfg.Dir, "raft")
+	if err := b.cfg.FS.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return vfs.WriteFileAtomic(b.cfg.FS, dir, peersFile, data)
+}
+
+// onConfChange runs on the raft goroutine once a membership change is
+// applied: it updates the address book and the transport.
+func (b *Broker) onConfChange(cc *pb.ConfChangeV2, cs *pb.ConfState) {
+	var p Peer
+	if len(cc.GetContext()) > 0 {
+		_ = json.Unmarshal(cc.GetContext(), &p)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range cc.GetChanges() {
+		id := c.GetNodeId()
+		switch c.GetType() {
+		case pb.ConfChangeType_ConfChangeAddNode, pb.ConfChangeType_ConfChangeAddLearnerNode:
+			if p.Raft != "" {
+				b.peers[id] = p
+				if id != b.cfg.ID && b.tr != nil {
+					b.tr.AddPeer(id, p.Raft)
+				}
+			}
+		case pb.ConfChangeType_ConfChangeRemoveNode:
+			delete(b.peers, id)
+			if b.tr != nil {
+				b.tr.RemovePeer(id)
+			}
+		}
+	}
+	if err := b.savePeersLocked(); err != nil {
+		b.log.Error("cluster: save peers", "err", err)
+	}
+	b.log.Info("cluster: membership changed", "voters", cs.GetVoters(), "learners", cs.GetLearners())
+}
+
+func (b *Broker) peer(id uint64) (Peer, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p, ok := b.peers[id]
+	return p, ok
+}
+
+// lazyTransport lets the replica be created before the transport (which
+// needs the replica's Step as its handler).
+type lazyTransport struct {
+	mu sync.RWMutex
+	t  *transport.Transport
+}
+
+func (l *lazyTransport) set(t *transport.Transport) {
+	l.mu.Lock()
+	l.t = t
+	l.mu.Unlock()
+}
+
+func (l *lazyTransport) Send(msgs []*pb.Message) {
+	l.mu.RLock()
+	t := l.t
+	l.mu.RUnlock()
+	if t != nil {
+		t.Send(msgs)
+	}
+}
+
+// AddNode proposes adding a voter (run on the leader).
+func (b *Broker) AddNode(ctx context.Context, id uint64, p Peer) error {
+	pctx, _ := json.Marshal(p)
+	cc := &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeType_ConfChangeAddNode.Enum(), NodeId: &id}}, Context: pctx}
+	return b.rep.Node().ProposeConfChange(ctx, cc)
+}
+
+// RemoveNode proposes removing a voter (run on the leader).
+func (b *Broker) RemoveNode(ctx context.Context, id uint64) error {
+	cc := &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeType_ConfChangeRemoveNode.Enum(), NodeId: &id}}}
+	return b.rep.Node().ProposeConfChange(ctx, cc)
+}

@@ -1,0 +1,230 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/store"
+)
+
+// freeAddrs returns n distinct free loopback addresses.
+func freeAddrs(t *testing.T, n int) []string {
+	var ls []net.Listener
+	var out []string
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		ls = append(ls, l)
+		out = append(out, l.Addr().String())
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return out
+}
+
+type testBrokers struct {
+	t     *testing.T
+	peers map[uint64]Peer
+	dirs  map[uint64]string
+	bs    map[uint64]*Broker
+}
+
+func startBrokers(t *testing.T) *testBrokers {
+	addrs := freeAddrs(t, 6)
+	tb := &testBrokers{t: t, peers: map[uint64]Peer{}, dirs: map[uint64]string{}, bs: map[uint64]*Broker{}}
+	for i := uint64(1); i <= 3; i++ {
+		tb.peers[i] = Peer{Client: addrs[2*(i-1)], Raft: addrs[2*(i-1)+1]}
+		tb.dirs[i] = t.TempDir()
+	}
+	for i := uint64(1); i <= 3; i++ {
+		tb.start(i)
+	}
+	t.Cleanup(func() {
+		for _, b := range tb.bs {
+			b.Close()
+		}
+	})
+	return tb
+}
+
+func (tb *testBrokers) start(id uint64) {
+	b, err := Start(Config{ID: id, Dir: tb.dirs[id], Peers: tb.peers, SegmentSize: 4 << 20, TickInterval: 10 * time.Millisecond,
+		Store: store.Config{CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096}})
+	require.NoError(tb.t, err)
+	tb.bs[id] = b
+}
+
+func (tb *testBrokers) leader() *Broker {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, b := range tb.bs {
+			if b.Replica().Node().LeaderReady() {
+				return b
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	tb.t.Fatal("no leader")
+	return nil
+}
+
+func (tb *testBrokers) follower() *Broker {
+	l := tb.leader()
+	for _, b := range tb.bs {
+		if b != l {
+			return b
+		}
+	}
+	return nil
+}
+
+func dial(t *testing.T, addr string) *remoting.Conn {
+	c, err := remoting.Dial(context.Background(), addr, remoting.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func invoke(t *testing.T, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := c.Invoke(ctx, req)
+	require.NoError(t, err)
+	return resp
+}
+
+func sendCmd(topic string, q int32, body, uniq string) *remoting.Command {
+	props := message.EncodeProperties(map[string]string{message.PropertyUniqKey: uniq})
+	h := remoting.SendMessageRequestHeader{ProducerGroup: "pg", Topic: topic, DefaultTopic: "TBW102", DefaultTopicQueueNums: 4,
+		QueueID: q, BornTimestamp: time.Now().UnixMilli(), Properties: string(props)}
+	return remoting.NewRequest(remoting.SendMessage, h.Encode(), []byte(body))
+}
+
+func TestBrokerProtocolEndToEnd(t *testing.T) {
+	tb := startBrokers(t)
+	l := tb.leader()
+	f := tb.follower()
+	fc := dial(t, f.ClientAddr())
+	lc := dial(t, l.ClientAddr())
+
+	// Create a topic through a follower (forwarded).
+	ch := remoting.CreateTopicRequestHeader{Topic: "T", DefaultTopic: "TBW102", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6}
+	resp := invoke(t, fc, remoting.NewRequest(remoting.UpdateAndCreateTopic, ch.Encode(), nil))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+
+	// Route from a follower: the leader is brokerId 0.
+	rh := remoting.GetRouteInfoRequestHeader{Topic: "T"}
+	resp = invoke(t, fc, remoting.NewRequest(remoting.GetRouteInfoByTopic, rh.Encode(), nil))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	rd, err := remoting.DecodeTopicRouteData(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, l.ClientAddr(), rd.BrokerDatas[0].BrokerAddrs[0])
+	require.Equal(t, 2, rd.QueueDatas[0].WriteQueueNums)
+
+	// Send through the follower: forwarded, answered with the offset.
+	req := sendCmd("T", 1, "hello", "U1")
+	req.Opaque = 0 // Invoke assigns one
+	resp = invoke(t, fc, req)
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	sh, err := remoting.DecodeSendMessageResponseHeader(resp.ExtFields)
+	require.NoError(t, err)
+	require.Equal(t, int32(1), sh.QueueID)
+	require.Equal(t, int64(0), sh.QueueOffset)
+	require.Equal(t, "U1", sh.TransactionID)
+
+	// The same unique key again: the original answer, flagged duplicate.
+	resp = invoke(t, lc, sendCmd("T", 1, "hello", "U1"))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	sh2, _ := remoting.DecodeSendMessageResponseHeader(resp.ExtFields)
+	require.Equal(t, sh.MsgID, sh2.MsgID)
+	require.Equal(t, "true", resp.ExtFields["raftmqDuplicate"])
+
+	// Batch of three (code 320, V2 header).
+	ents := []remoting.BatchEntry{
+		{Body: []byte("b1"), Properties: map[string]string{message.PropertyUniqKey: "B1"}},
+		{Body: []byte("b2"), Properties: map[string]string{message.PropertyUniqKey: "B2"}},
+		{Body: []byte("b3"), Properties: map[string]string{message.PropertyUniqKey: "B3"}},
+	}
+	body, err := remoting.AppendBatch(nil, ents)
+	require.NoError(t, err)
+	bh := remoting.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "T", DefaultTopic: "TBW102", DefaultTopicQueueNums: 4, QueueID: 1, BornTimestamp: 1, Batch: true}
+	resp = invoke(t, lc, remoting.NewRequest(remoting.SendBatchMessage, bh.EncodeV2(), body))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	sh3, _ := remoting.DecodeSendMessageResponseHeader(resp.ExtFields)
+	require.Equal(t, int64(1), sh3.QueueOffset)
+	require.Len(t, strings.Split(sh3.MsgID, ","), 3)
+
+	// Unknown topic without auto-create: TOPIC_NOT_EXIST.
+	resp = invoke(t, lc, sendCmd("nope", 0, "x", "U9"))
+	require.Equal(t, remoting.TopicNotExist, resp.Code)
+	// Queue out of range.
+	resp = invoke(t, lc, sendCmd("T", 7, "x", "U8"))
+	require.Equal(t, remoting.InvalidParameter, resp.Code)
+	// Unknown request code.
+	resp = invoke(t, lc, remoting.NewRequest(4242, nil, nil))
+	require.Equal(t, remoting.RequestCodeNotSupported, resp.Code)
+
+	// Pull from the follower once it has applied.
+	require.Eventually(t, func() bool { return f.Replica().Store().MaxOffset("T", 1) == 4 }, 5*time.Second, 5*time.Millisecond)
+	ph := remoting.PullMessageRequestHeader{ConsumerGroup: "cg", Topic: "T", QueueID: 1, QueueOffset: 0, MaxMsgNums: 32, SysFlag: remoting.PullSysFlagSuspend, SuspendTimeoutMillis: 1000, Subscription: "*"}
+	resp = invoke(t, fc, remoting.NewRequest(remoting.PullMessage, ph.Encode(), nil))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	var bodies []string
+	for off := 0; off < len(resp.Body); {
+		v, err := message.Parse(resp.Body[off:], true)
+		require.NoError(t, err)
+		bodies = append(bodies, string(v.Body))
+		off += v.Size
+	}
+	require.Equal(t, []string{"hello", "b1", "b2", "b3"}, bodies)
+	prh, _ := remoting.DecodePullMessageResponseHeader(resp.ExtFields)
+	require.Equal(t, int64(4), prh.NextBeginOffset)
+
+	// A long poll at the end is answered when a message arrives, and does
+	// not block a send on the same connection.
+	ph.QueueOffset = 4
+	done := make(chan *remoting.Command, 1)
+	go func() { done <- invoke(t, lc, remoting.NewRequest(remoting.PullMessage, ph.Encode(), nil)) }()
+	time.Sleep(50 * time.Millisecond)
+	resp = invoke(t, lc, sendCmd("T", 1, "late", "U2"))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	select {
+	case r := <-done:
+		require.Equal(t, remoting.Success, r.Code)
+	case <-time.After(3 * time.Second):
+		t.Fatal("long poll not woken by a send")
+	}
+
+	// Consumer offsets: commit through the follower, read back, replicated.
+	uh := remoting.UpdateConsumerOffsetRequestHeader{ConsumerGroup: "cg", Topic: "T", QueueID: 1, CommitOffset: 3}
+	resp = invoke(t, fc, remoting.NewRequest(remoting.UpdateConsumerOffset, uh.Encode(), nil))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	qh := remoting.QueryConsumerOffsetRequestHeader{ConsumerGroup: "cg", Topic: "T", QueueID: 1}
+	resp = invoke(t, fc, remoting.NewRequest(remoting.QueryConsumerOffset, qh.Encode(), nil))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	qr, _ := remoting.DecodeQueryConsumerOffsetResponseHeader(resp.ExtFields)
+	require.Equal(t, int64(3), qr.Offset)
+	for _, b := range tb.bs {
+		require.Eventually(t, func() bool { o, ok := b.Replica().Store().ConsumerOffset("cg", "T", 1); return ok && o == 3 }, 5*time.Second, 5*time.Millisecond)
+	}
+	// Max offset.
+	mh := remoting.GetMaxOffsetRequestHeader{Topic: "T", QueueID: 1}
+	resp = invoke(t, fc, remoting.NewRequest(remoting.GetMaxOffset, mh.Encode(), nil))
+	or, _ := remoting.DecodeOffsetResponseHeader(resp.ExtFields)
+	require.Equal(t, int64(5), or.Offset)
+
+	// Leadership transfer through a follower's admin endpoint.
+	target := f.cfg.ID
+	resp = invoke(t, fc, remoting.NewRequest(remoting.TransferLeader, map[string]string{"id": fmt.Sprint(target)}, nil))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	require.Eventually(t, func() bool { return f.Replica().Node().LeaderReady() }, 5*time.Second, 10*time.Millisecond)
+}

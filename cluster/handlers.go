@@ -1,0 +1,528 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/offsets"
+	"github.com/raftmq/raftmq/raftlog"
+	"github.com/raftmq/raftmq/store"
+)
+
+type rlStatus = raftlog.Status
+
+// extForwarded marks a request a follower forwarded, so it is never
+// forwarded twice.
+const extForwarded = "raftmqForwarded"
+
+// maxSuspend caps a long poll.
+const maxSuspend = 30 * time.Second
+
+func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+	switch req.Code {
+	case remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage:
+		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleSend(ctx, conn, req) })
+	case remoting.PullMessage:
+		return b.handlePull(ctx, req)
+	case remoting.QueryConsumerOffset:
+		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleQueryOffset(req) })
+	case remoting.UpdateConsumerOffset:
+		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleUpdateOffset(ctx, req) })
+	case remoting.GetMaxOffset, remoting.GetMinOffset:
+		return b.handleMinMax(req)
+	case remoting.SearchOffsetByTimestamp:
+		return b.handleSearchOffset(req)
+	case remoting.HeartBeat, remoting.UnregisterClient:
+		return remoting.NewResponse(req, remoting.Success, "")
+	case remoting.GetRouteInfoByTopic:
+		return b.handleRoute(req)
+	case remoting.UpdateAndCreateTopic:
+		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleCreateTopic(ctx, req) })
+	case remoting.ClusterStatus:
+		body, _ := json.Marshal(b.Status())
+		resp := remoting.NewResponse(req, remoting.Success, "")
+		resp.Body = body
+		return resp
+	case remoting.TransferLeader, remoting.AddNode, remoting.RemoveNode:
+		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleAdmin(ctx, req) })
+	}
+	return remoting.NewResponse(req, remoting.RequestCodeNotSupported, fmt.Sprintf("request code %d not supported", req.Code))
+}
+
+// leaderOnly runs f on the leader; a follower forwards the request to the
+// leader and relays the answer (keeping the client's opaque), or answers
+// SERVICE_NOT_AVAILABLE naming the leader when it cannot.
+func (b *Broker) leaderOnly(ctx context.Context, req *remoting.Command, f func() *remoting.Command) *remoting.Command {
+	if b.rep.Node().IsLeader() {
+		return f()
+	}
+	st := b.rep.Node().Status()
+	lp, ok := b.peer(st.Leader)
+	if st.Leader == 0 || !ok {
+		return remoting.NewResponse(req, remoting.ServiceNotAvailable, "no raft leader elected; retry")
+	}
+	if req.ExtFields[extForwarded] != "" {
+		return remoting.NewResponse(req, remoting.ServiceNotAvailable, fmt.Sprintf("not the leader; leader is node %d at %s", st.Leader, lp.Client))
+	}
+	conn, err := b.forwardConn(ctx, lp.Client)
+	if err != nil {
+		return remoting.NewResponse(req, remoting.ServiceNotAvailable, fmt.Sprintf("not the leader; leader is node %d at %s (unreachable: %v)", st.Leader, lp.Client, err))
+	}
+	fr := *req
+	fr.ExtFields = make(map[string]string, len(req.ExtFields)+1)
+	for k, v := range req.ExtFields {
+		fr.ExtFields[k] = v
+	}
+	fr.ExtFields[extForwarded] = strconv.FormatUint(b.cfg.ID, 10)
+	fr.Flag &^= remoting.FlagOneway
+	if b.met != nil {
+		b.met.Forwarded.Inc()
+	}
+	fctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout+time.Second)
+	defer cancel()
+	resp, err := conn.Invoke(fctx, &fr)
+	if err != nil {
+		// Indeterminate: the leader may have taken the request.
+		return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("forwarding to leader %d failed: %v", st.Leader, err))
+	}
+	out := *resp
+	out.Opaque = req.Opaque
+	out.Serialize = req.Serialize
+	return &out
+}
+
+func (b *Broker) forwardConn(ctx context.Context, addr string) (*remoting.Conn, error) {
+	b.mu.Lock()
+	c := b.fwd[addr]
+	b.mu.Unlock()
+	if c != nil {
+		select {
+		case <-c.Done():
+		default:
+			return c, nil
+		}
+	}
+	dctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	c, err := remoting.Dial(dctx, addr, remoting.Options{MaxFrame: b.cfg.MaxFrame, Logger: b.log})
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	if old := b.fwd[addr]; old != nil && old != c {
+		old.Close()
+	}
+	b.fwd[addr] = c
+	b.mu.Unlock()
+	return c, nil
+}
+
+// errorResponse maps a replication or store error to a RocketMQ code.
+func (b *Broker) errorResponse(req *remoting.Command, err error) *remoting.Command {
+	code := remoting.SystemError
+	switch {
+	case errors.Is(err, store.ErrUnknownTopic):
+		code = remoting.TopicNotExist
+	case errors.Is(err, store.ErrNotWritable):
+		code = remoting.NoPermission
+	case errors.Is(err, store.ErrBadQueue), errors.Is(err, store.ErrBadCommand):
+		code = remoting.InvalidParameter
+	case errors.Is(err, message.ErrMessageTooLarge), errors.Is(err, message.ErrBadTopic),
+		errors.Is(err, message.ErrPropertiesTooLarge), errors.Is(err, message.ErrBadProperty):
+		code = remoting.MessageIllegal
+	case errors.Is(err, store.ErrDiskFull), errors.Is(err, ErrNotLeader), errors.Is(err, ErrDropped),
+		errors.Is(err, ErrLost), errors.Is(err, ErrStopping):
+		// Definite: not stored. Clients retry.
+		code = remoting.ServiceNotAvailable
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		// Indeterminate: it may still commit. SYSTEM_ERROR makes clients
+		// retry, and the retry is deduplicated by its unique key.
+		code = remoting.SystemError
+		err = fmt.Errorf("indeterminate: not committed within %v: %w", b.cfg.SendTimeout, err)
+	}
+	return remoting.NewResponse(req, code, err.Error())
+}
+
+func bornHost(conn *remoting.ServerConn) netip.AddrPort {
+	if conn != nil {
+		if ta, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
+			return ta.AddrPort()
+		}
+	}
+	return netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+}
+
+func (b *Broker) handleSend(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+	start := time.Now()
+	h, err := remoting.DecodeSendMessageRequestHeader(req.Code, req.ExtFields)
+	if err != nil {
+		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
+	}
+	if err := message.CheckTopic(h.Topic); err != nil {
+		return remoting.NewResponse(req, remoting.MessageIllegal, err.Error())
+	}
+	tc, ok := b.rep.Store().Topic(h.Topic)
+	if !ok {
+		if !b.cfg.AutoCreateTopics {
+			return remoting.NewResponse(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", h.Topic))
+		}
+		n := h.DefaultTopicQueueNums
+		if n <= 0 || n > 64 {
+			n = 4
+		}
+		tc = offsets.NewTopicConfig(h.Topic, n)
+		cctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
+		err := b.rep.Exec(cctx, &store.Command{Op: store.OpCreateTopic, Topic: &tc})
+		cancel()
+		if err != nil {
+			return b.errorResponse(req, err)
+		}
+	}
+	qid := h.QueueID
+	if qid < 0 {
+		qid = int32(uint32(time.Now().UnixNano()) % uint32(max(tc.WriteQueueNums, 1)))
+	}
+	if qid >= max(tc.WriteQueueNums, tc.ReadQueueNums) {
+		return remoting.NewResponse(req, remoting.InvalidParameter, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.writeQueueNums:[%d]", qid, h.Topic, tc.WriteQueueNums))
+	}
+	born := bornHost(conn)
+	var msgs []*message.Message
+	if req.Code == remoting.SendBatchMessage || h.Batch {
+		ents, err := remoting.DecodeBatch(req.Body)
+		if err != nil {
+			return remoting.NewResponse(req, remoting.MessageIllegal, err.Error())
+		}
+		if len(ents) == 0 {
+			return remoting.NewResponse(req, remoting.MessageIllegal, "empty batch")
+		}
+		if strings.HasPrefix(h.Topic, "%RETRY%") {
+			return remoting.NewResponse(req, remoting.MessageIllegal, "batch to a retry topic")
+		}
+		for _, e := range ents {
+			msgs = append(msgs, &message.Message{Topic: h.Topic, QueueID: qid, Flag: e.Flag, SysFlag: h.SysFlag,
+				BornTimestamp: h.BornTimestamp, BornHost: born, ReconsumeTimes: h.ReconsumeTimes, Body: e.Body, Properties: e.Properties})
+		}
+	} else {
+		props, err := message.DecodeProperties(h.Properties)
+		if err != nil {
+			return remoting.NewResponse(req, remoting.MessageIllegal, err.Error())
+		}
+		msgs = []*message.Message{{Topic: h.Topic, QueueID: qid, Flag: h.Flag, SysFlag: h.SysFlag, BornTimestamp: h.BornTimestamp,
+			BornHost: born, ReconsumeTimes: h.ReconsumeTimes, Body: req.Body, Properties: props}}
+	}
+	for _, m := range msgs {
+		if m.Properties == nil {
+			m.Properties = map[string]string{}
+		}
+		if m.Properties[message.PropertyUniqKey] == "" {
+			m.Properties[message.PropertyUniqKey] = newUniqKey()
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
+	res, err := b.rep.Send(sctx, msgs)
+	cancel()
+	if err == nil {
+		for _, r := range res {
+			if r.Err != nil {
+				err = r.Err
+				break
+			}
+		}
+	}
+	if err != nil {
+		b.met.Sends.WithLabelValues("error").Inc()
+		return b.errorResponse(req, err)
+	}
+	ids := make([]string, len(res))
+	for i, r := range res {
+		ids[i] = r.MsgID
+	}
+	rh := remoting.SendMessageResponseHeader{MsgID: strings.Join(ids, ","), QueueID: res[0].QueueID, QueueOffset: res[0].QueueOffset}
+	if len(res) == 1 {
+		rh.TransactionID = res[0].UniqKey
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.ExtFields = rh.Encode()
+	if res[0].Duplicate {
+		resp.ExtFields["raftmqDuplicate"] = "true"
+	}
+	b.met.Sends.WithLabelValues("ok").Inc()
+	b.met.SendLatency.Observe(time.Since(start).Seconds())
+	return resp
+}
+
+// tagFilter returns a filter for a subscription expression ("*", "" or
+// "a || b"), or nil for all.
+func tagFilter(sub string) func(int64) bool {
+	sub = strings.TrimSpace(sub)
+	if sub == "" || sub == "*" {
+		return nil
+	}
+	codes := map[int64]bool{}
+	for _, t := range strings.Split(sub, "||") {
+		if t = strings.TrimSpace(t); t != "" {
+			codes[message.TagsCode(t)] = true
+		}
+	}
+	return func(c int64) bool { return codes[c] }
+}
+
+func (b *Broker) handlePull(ctx context.Context, req *remoting.Command) *remoting.Command {
+	h, err := remoting.DecodePullMessageRequestHeader(req.ExtFields)
+	if err != nil {
+		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
+	}
+	if b.met != nil {
+		b.met.Pulls.Inc()
+	}
+	st := b.rep.Store()
+	if _, ok := st.Topic(h.Topic); !ok {
+		return remoting.NewResponse(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", h.Topic))
+	}
+	if h.SysFlag&remoting.PullSysFlagCommitOffset != 0 && h.CommitOffset >= 0 && b.rep.Node().IsLeader() {
+		b.offs.add(store.OffsetCommit{Group: h.ConsumerGroup, Topic: h.Topic, QueueID: h.QueueID, Offset: h.CommitOffset})
+	}
+	filter := tagFilter(h.Subscription)
+	maxMsgs := int(h.MaxMsgNums)
+	if maxMsgs <= 0 || maxMsgs > 1024 {
+		maxMsgs = 32
+	}
+	var deadline time.Time
+	if h.SysFlag&remoting.PullSysFlagSuspend != 0 {
+		d := time.Duration(h.SuspendTimeoutMillis) * time.Millisecond
+		if d <= 0 || d > maxSuspend {
+			d = min(maxSuspend, 15*time.Second)
+		}
+		deadline = time.Now().Add(d)
+	}
+	leader := b.rep.Node().IsLeader()
+	for {
+		changed := st.Changed()
+		gr, err := st.GetMessages(h.Topic, h.QueueID, h.QueueOffset, maxMsgs, 4<<20, filter)
+		if err != nil {
+			return remoting.NewResponse(req, remoting.SystemError, err.Error())
+		}
+		code := remoting.PullNotFound
+		next := gr.NextBeginOffset
+		switch gr.Status {
+		case store.Found:
+			code = remoting.Success
+		case store.NoMatchedMessage:
+			code = remoting.PullRetryImmediately
+		case store.OffsetTooSmall, store.OffsetOverflowBadly, store.MessageWasRemoving:
+			code = remoting.PullOffsetMoved
+			if !leader {
+				// A lagging follower must never move a consumer's offset.
+				code, next = remoting.PullRetryImmediately, h.QueueOffset
+			}
+		case store.NoMatchedLogicQueue, store.NoMessageInQueue, store.OffsetOverflowOne, store.OffsetFoundNull:
+			code = remoting.PullNotFound
+			if gr.Status == store.NoMatchedLogicQueue || gr.Status == store.NoMessageInQueue {
+				next = h.QueueOffset
+				if gr.Status == store.NoMessageInQueue && h.QueueOffset != 0 && leader {
+					code, next = remoting.PullOffsetMoved, 0
+				}
+			}
+		}
+		if code == remoting.PullNotFound && !deadline.IsZero() {
+			wait := time.Until(deadline)
+			if wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-changed:
+					t.Stop()
+					continue
+				case <-t.C:
+					continue
+				case <-ctx.Done():
+					t.Stop()
+					return nil
+				}
+			}
+		}
+		resp := remoting.NewResponse(req, code, "")
+		rh := remoting.PullMessageResponseHeader{SuggestWhichBrokerID: 0, NextBeginOffset: next, MinOffset: gr.MinOffset, MaxOffset: gr.MaxOffset}
+		resp.ExtFields = rh.Encode()
+		if code == remoting.Success {
+			n := gr.Bytes()
+			body := make([]byte, 0, n)
+			for _, r := range gr.Records {
+				body = append(body, r...)
+			}
+			resp.Body = body
+		}
+		return resp
+	}
+}
+
+func (b *Broker) handleQueryOffset(req *remoting.Command) *remoting.Command {
+	h, err := remoting.DecodeQueryConsumerOffsetRequestHeader(req.ExtFields)
+	if err != nil {
+		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
+	}
+	off, ok := b.rep.Store().ConsumerOffset(h.ConsumerGroup, h.Topic, h.QueueID)
+	if !ok {
+		// Pending (not yet replicated) commits count too.
+		if o, ok2 := b.offs.pending(h.ConsumerGroup, h.Topic, h.QueueID); ok2 {
+			off, ok = o, true
+		}
+	}
+	if !ok {
+		return remoting.NewResponse(req, remoting.QueryNotFound, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	rh := remoting.QueryConsumerOffsetResponseHeader{Offset: off}
+	resp.ExtFields = rh.Encode()
+	return resp
+}
+
+func (b *Broker) handleUpdateOffset(ctx context.Context, req *remoting.Command) *remoting.Command {
+	h, err := remoting.DecodeUpdateConsumerOffsetRequestHeader(req.ExtFields)
+	if err != nil {
+		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
+	}
+	oc := store.OffsetCommit{Group: h.ConsumerGroup, Topic: h.Topic, QueueID: h.QueueID, Offset: h.CommitOffset}
+	if req.IsOneway() {
+		b.offs.add(oc)
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
+	defer cancel()
+	if err := b.offs.commitNow(cctx, oc); err != nil {
+		return b.errorResponse(req, err)
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+func (b *Broker) handleMinMax(req *remoting.Command) *remoting.Command {
+	h, err := remoting.DecodeGetMaxOffsetRequestHeader(req.ExtFields)
+	if err != nil {
+		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
+	}
+	var off int64
+	if req.Code == remoting.GetMaxOffset {
+		off = b.rep.Store().MaxOffset(h.Topic, h.QueueID)
+	} else {
+		off = b.rep.Store().MinOffset(h.Topic, h.QueueID)
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	rh := remoting.OffsetResponseHeader{Offset: off}
+	resp.ExtFields = rh.Encode()
+	return resp
+}
+
+func (b *Broker) handleSearchOffset(req *remoting.Command) *remoting.Command {
+	h, err := remoting.DecodeSearchOffsetRequestHeader(req.ExtFields)
+	if err != nil {
+		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
+	}
+	off, err := b.rep.Store().SearchOffset(h.Topic, h.QueueID, h.Timestamp)
+	if err != nil {
+		return remoting.NewResponse(req, remoting.SystemError, err.Error())
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	rh := remoting.OffsetResponseHeader{Offset: off}
+	resp.ExtFields = rh.Encode()
+	return resp
+}
+
+// handleRoute answers a name-server route query: one broker name for the
+// group, the ready leader as brokerId 0 and the others under their node id.
+func (b *Broker) handleRoute(req *remoting.Command) *remoting.Command {
+	h, err := remoting.DecodeGetRouteInfoRequestHeader(req.ExtFields)
+	if err != nil {
+		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
+	}
+	tc, ok := b.rep.Store().Topic(h.Topic)
+	if !ok {
+		return remoting.NewResponse(req, remoting.TopicNotExist, fmt.Sprintf("No topic route info in name server for the topic: %s", h.Topic))
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body = b.routeBody(tc)
+	return resp
+}
+
+func (b *Broker) routeBody(tc offsets.TopicConfig) []byte {
+	st := b.rep.Node().Status()
+	leader := st.Leader
+	if leader == b.cfg.ID && !b.rep.Node().LeaderReady() {
+		leader = 0
+	}
+	addrs := map[int64]string{}
+	b.mu.Lock()
+	for id, p := range b.peers {
+		if id == leader {
+			addrs[0] = p.Client
+		} else {
+			addrs[int64(id)] = p.Client
+		}
+	}
+	b.mu.Unlock()
+	rd := remoting.TopicRouteData{
+		QueueDatas: []remoting.QueueData{{BrokerName: b.cfg.BrokerName, ReadQueueNums: int(tc.ReadQueueNums),
+			WriteQueueNums: int(tc.WriteQueueNums), Perm: int(tc.Perm), TopicSysFlag: int(tc.TopicSysFlag)}},
+		BrokerDatas: []remoting.BrokerData{{Cluster: b.cfg.ClusterName, BrokerName: b.cfg.BrokerName, BrokerAddrs: addrs}},
+	}
+	body, _ := rd.Encode()
+	return body
+}
+
+func (b *Broker) handleCreateTopic(ctx context.Context, req *remoting.Command) *remoting.Command {
+	h, err := remoting.DecodeCreateTopicRequestHeader(req.ExtFields)
+	if err != nil {
+		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
+	}
+	tc := offsets.NewTopicConfig(h.Topic, h.WriteQueueNums)
+	tc.ReadQueueNums, tc.WriteQueueNums = h.ReadQueueNums, h.WriteQueueNums
+	if h.Perm != 0 {
+		tc.Perm = h.Perm
+	}
+	tc.TopicSysFlag, tc.Order = h.TopicSysFlag, h.Order
+	if h.TopicFilterType != "" {
+		tc.TopicFilterType = h.TopicFilterType
+	}
+	if err := tc.Validate(); err != nil {
+		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
+	}
+	cctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
+	defer cancel()
+	if err := b.rep.Exec(cctx, &store.Command{Op: store.OpCreateTopic, Topic: &tc}); err != nil {
+		return b.errorResponse(req, err)
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+func (b *Broker) handleAdmin(ctx context.Context, req *remoting.Command) *remoting.Command {
+	id, err := strconv.ParseUint(req.ExtFields["id"], 10, 64)
+	if err != nil || id == 0 {
+		return remoting.NewResponse(req, remoting.InvalidParameter, "admin: ext field id must be a node id")
+	}
+	switch req.Code {
+	case remoting.TransferLeader:
+		err = b.rep.Node().TransferLeader(ctx, id)
+	case remoting.AddNode:
+		p := Peer{Client: req.ExtFields["client"], Raft: req.ExtFields["raft"]}
+		if _, _, e1 := net.SplitHostPort(p.Client); e1 != nil {
+			return remoting.NewResponse(req, remoting.InvalidParameter, "admin: bad client address: "+e1.Error())
+		}
+		if _, _, e2 := net.SplitHostPort(p.Raft); e2 != nil {
+			return remoting.NewResponse(req, remoting.InvalidParameter, "admin: bad raft address: "+e2.Error())
+		}
+		err = b.AddNode(ctx, id, p)
+	case remoting.RemoveNode:
+		err = b.RemoveNode(ctx, id)
+	}
+	if err != nil {
+		return remoting.NewResponse(req, remoting.SystemError, err.Error())
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}

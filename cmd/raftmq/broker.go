@@ -1,0 +1,121 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/raftmq/raftmq/cluster"
+	"github.com/raftmq/raftmq/commitlog"
+)
+
+// brokerFlags are the settings of one node, shared by `broker` and the
+// processes `cluster` starts.
+type brokerFlags struct {
+	id          uint64
+	data        string
+	peers       []string
+	join        bool
+	httpAddr    string
+	flush       string
+	segmentSize int64
+	autoCreate  bool
+	bindIP      string
+	tick        time.Duration
+	broker      string
+}
+
+func (f *brokerFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.Uint64Var(&f.id, "id", 0, "this node's raft id (>0)")
+	fl.StringVar(&f.data, "data", "", "data directory (default ./raftmq-data/n<ID>)")
+	fl.StringArrayVar(&f.peers, "peer", nil, "a member as ID=CLIENTADDR/RAFTADDR, repeated for every member including this one")
+	fl.BoolVar(&f.join, "join", false, "join a running group (after `raftmq admin node add` on it) instead of bootstrapping")
+	fl.StringVar(&f.httpAddr, "http", "", "address for /metrics and /status (empty: off)")
+	fl.StringVar(&f.flush, "flush", "sync", "sync: acknowledge after a quorum fsynced; async: after a quorum has it in page cache")
+	fl.Int64Var(&f.segmentSize, "segment-size", 1<<30, "commitlog segment size in bytes")
+	fl.BoolVar(&f.autoCreate, "auto-create-topics", true, "create an unknown topic (4 queues) on first send")
+	fl.StringVar(&f.bindIP, "bind-ip", "", "source IP for outgoing raft connections")
+	fl.DurationVar(&f.tick, "tick", 50*time.Millisecond, "raft tick (election timeout is 10 ticks, heartbeat 2)")
+	fl.StringVar(&f.broker, "broker-name", "raftmq", "brokerName the group registers under")
+}
+
+func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
+	if f.id == 0 {
+		return cluster.Config{}, fmt.Errorf("--id is required")
+	}
+	peers := map[uint64]cluster.Peer{}
+	for _, s := range f.peers {
+		id, p, err := cluster.ParsePeer(s)
+		if err != nil {
+			return cluster.Config{}, err
+		}
+		peers[id] = p
+	}
+	if _, ok := peers[f.id]; !ok {
+		return cluster.Config{}, fmt.Errorf("--peer must list this node (%d) too", f.id)
+	}
+	var fm commitlog.FlushMode
+	switch f.flush {
+	case "sync":
+		fm = commitlog.FlushSync
+	case "async":
+		fm = commitlog.FlushAsync
+	default:
+		return cluster.Config{}, fmt.Errorf("--flush must be sync or async, not %q", f.flush)
+	}
+	dir := f.data
+	if dir == "" {
+		dir = fmt.Sprintf("raftmq-data/n%d", f.id)
+	}
+	return cluster.Config{
+		ID: f.id, Dir: dir, Peers: peers, Join: f.join, HTTPAddr: f.httpAddr, Flush: fm,
+		SegmentSize: f.segmentSize, AutoCreateTopics: f.autoCreate, BindIP: f.bindIP,
+		TickInterval: f.tick, BrokerName: f.broker, Logger: log,
+	}, nil
+}
+
+func newBrokerCmd(logger func() *slog.Logger) *cobra.Command {
+	var f brokerFlags
+	cmd := &cobra.Command{
+		Use:   "broker",
+		Short: "Run one broker node of a group",
+		Example: "  raftmq broker --id 1 --http 127.0.0.1:10931 \\\n" +
+			"    --peer 1=127.0.0.1:10911/127.0.0.1:10921 --peer 2=127.0.0.1:10912/127.0.0.1:10922 \\\n" +
+			"    --peer 3=127.0.0.1:10913/127.0.0.1:10923",
+		RunE: func(_ *cobra.Command, _ []string) error {
+			log := logger()
+			cfg, err := f.config(log)
+			if err != nil {
+				return err
+			}
+			b, err := cluster.Start(cfg)
+			if err != nil {
+				return err
+			}
+			sig := make(chan os.Signal, 1)
+			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+			select {
+			case s := <-sig:
+				log.Info("broker: stopping", "signal", s.String())
+			case <-b.Done():
+			}
+			ferr := b.Err()
+			if err := b.Close(); err != nil && ferr == nil {
+				ferr = err
+			}
+			if ferr != nil {
+				return fmt.Errorf("broker %d: %w", f.id, ferr)
+			}
+			log.Info("broker: stopped cleanly")
+			return nil
+		},
+	}
+	f.register(cmd)
+	return cmd
+}

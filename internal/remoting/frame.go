@@ -1,0 +1,294 @@
+package remoting
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+)
+
+// Errors of the frame codec. They are wrapped with detail; test them with
+// errors.Is.
+var (
+	// ErrFrameTooLarge is returned by ReadFrame for a frame longer than the
+	// limit, and by AppendFrame and senders for a command whose header or
+	// frame does not fit the format or the connection's limit.
+	ErrFrameTooLarge = errors.New("remoting: frame too large")
+	// ErrMalformed is returned for bytes that are not a valid frame, header,
+	// typed header, batch or body, and for a command that cannot be encoded
+	// (a code outside int16 in a binary header, an unknown serialize type).
+	ErrMalformed = errors.New("remoting: malformed")
+)
+
+// Frame layout; see the package documentation.
+const (
+	// lenPrefixSize is the size of the frame length prefix.
+	lenPrefixSize = 4
+	// typeLenSize is the size of the serialize type and header length
+	// field that starts every frame after the prefix.
+	typeLenSize = 4
+	// maxHeaderLen is the largest header length the 24-bit field holds.
+	maxHeaderLen = 1<<24 - 1
+	// headerLenMask selects the header length from the type/length field.
+	headerLenMask = 0x00FFFFFF
+	// serializeTypeShift moves the serialize type into the top byte.
+	serializeTypeShift = 24
+)
+
+// ROCKETMQ binary header layout; see the package documentation.
+const (
+	binOffCode      = 0
+	binOffLanguage  = 2
+	binOffVersion   = 3
+	binOffOpaque    = 5
+	binOffFlag      = 9
+	binOffRemarkLen = 13
+	binOffRemark    = 17
+	// binFixedSize is the header size with no remark and no ext fields.
+	binFixedSize = 21
+	// binExtLenSize is the size of the ext fields length field.
+	binExtLenSize = 4
+	// binKeyLenSize and binValueLenSize prefix each ext field's key and
+	// value.
+	binKeyLenSize   = 2
+	binValueLenSize = 4
+)
+
+// AppendFrame appends the whole frame of c, length prefix included, to dst,
+// with the header encoded as c.Serialize says. Ext fields are written with
+// keys sorted, so equal commands encode to equal bytes. On error dst is
+// returned unchanged (truncated to its original length).
+func AppendFrame(dst []byte, c *Command) ([]byte, error) {
+	start := len(dst)
+	dst = slices.Grow(dst, lenPrefixSize+typeLenSize+estimateHeader(c)+len(c.Body))
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // prefix and type/length, patched below
+	hdrStart := len(dst)
+	var err error
+	switch c.Serialize {
+	case SerializeJSON:
+		dst = appendJSONHeader(dst, c)
+	case SerializeRocketMQ:
+		dst, err = appendBinaryHeader(dst, c)
+	default:
+		err = fmt.Errorf("remoting: encode: unknown serialize type %d: %w", c.Serialize, ErrMalformed)
+	}
+	if err != nil {
+		return dst[:start], err
+	}
+	hdrLen := len(dst) - hdrStart
+	if hdrLen > maxHeaderLen {
+		return dst[:start], fmt.Errorf("remoting: encode: header of %d bytes exceeds %d: %w",
+			hdrLen, maxHeaderLen, ErrFrameTooLarge)
+	}
+	frameLen := typeLenSize + hdrLen + len(c.Body)
+	if frameLen > math.MaxInt32 {
+		return dst[:start], fmt.Errorf("remoting: encode: frame of %d bytes: %w", frameLen, ErrFrameTooLarge)
+	}
+	dst = append(dst, c.Body...)
+	binary.BigEndian.PutUint32(dst[start:], uint32(frameLen))
+	binary.BigEndian.PutUint32(dst[start+lenPrefixSize:], uint32(c.Serialize)<<serializeTypeShift|uint32(hdrLen))
+	return dst, nil
+}
+
+// estimateHeader returns roughly the encoded header size of c, to size the
+// buffer once.
+func estimateHeader(c *Command) int {
+	n := 96 + len(c.Language) + len(c.Remark)
+	for k, v := range c.ExtFields {
+		n += len(k) + len(v) + 8
+	}
+	return n
+}
+
+// DecodeFrame decodes a frame without its length prefix: the serialize type
+// and header length field, the header and the body. The returned Body
+// aliases b. It returns an error wrapping ErrMalformed for anything that is
+// not a valid frame, and never panics.
+func DecodeFrame(b []byte) (*Command, error) {
+	if len(b) < typeLenSize {
+		return nil, fmt.Errorf("remoting: decode: frame of %d bytes has no header length: %w", len(b), ErrMalformed)
+	}
+	v := binary.BigEndian.Uint32(b)
+	st := SerializeType(v >> serializeTypeShift)
+	hdrLen := int(v & headerLenMask)
+	if hdrLen > len(b)-typeLenSize {
+		return nil, fmt.Errorf("remoting: decode: header length %d exceeds frame of %d bytes: %w",
+			hdrLen, len(b), ErrMalformed)
+	}
+	header := b[typeLenSize : typeLenSize+hdrLen]
+	c := &Command{Serialize: st}
+	var err error
+	switch st {
+	case SerializeJSON:
+		err = decodeJSONHeader(header, c)
+	case SerializeRocketMQ:
+		err = decodeBinaryHeader(header, c)
+	default:
+		err = fmt.Errorf("remoting: decode: unknown serialize type %d: %w", st, ErrMalformed)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if bodyStart := typeLenSize + hdrLen; bodyStart < len(b) {
+		c.Body = b[bodyStart:len(b):len(b)]
+	}
+	return c, nil
+}
+
+// ReadFrame reads one length-prefixed frame from r and returns the bytes
+// after the prefix, in a new buffer. A frame length (the prefix value) above
+// max, or above DefaultMaxFrame if max <= 0, gives an error wrapping
+// ErrFrameTooLarge; a length below 4 one wrapping ErrMalformed. It returns
+// io.EOF if r ends before the frame starts and io.ErrUnexpectedEOF if it
+// ends inside it.
+func ReadFrame(r io.Reader, max int) ([]byte, error) {
+	var prefix [lenPrefixSize]byte
+	return readFrame(r, max, prefix[:])
+}
+
+// readFrame is ReadFrame with a caller-owned 4-byte scratch buffer, so that
+// a connection's reader does not allocate one per frame.
+func readFrame(r io.Reader, max int, scratch []byte) ([]byte, error) {
+	if max <= 0 {
+		max = DefaultMaxFrame
+	}
+	if _, err := io.ReadFull(r, scratch[:lenPrefixSize]); err != nil {
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(scratch))
+	if n < typeLenSize {
+		return nil, fmt.Errorf("remoting: frame length %d is below %d: %w", n, typeLenSize, ErrMalformed)
+	}
+	if int64(n) > int64(max) {
+		return nil, fmt.Errorf("remoting: frame length %d exceeds limit %d: %w", n, max, ErrFrameTooLarge)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return b, nil
+}
+
+// appendBinaryHeader appends c's ROCKETMQ binary header.
+func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
+	if c.Code != int32(int16(c.Code)) {
+		return dst, fmt.Errorf("remoting: encode: code %d does not fit the binary header's int16: %w",
+			c.Code, ErrMalformed)
+	}
+	if c.Version != int32(int16(c.Version)) {
+		return dst, fmt.Errorf("remoting: encode: version %d does not fit the binary header's int16: %w",
+			c.Version, ErrMalformed)
+	}
+	if len(c.Remark) > math.MaxInt32 {
+		return dst, fmt.Errorf("remoting: encode: remark of %d bytes: %w", len(c.Remark), ErrFrameTooLarge)
+	}
+	dst = binary.BigEndian.AppendUint16(dst, uint16(c.Code))
+	dst = append(dst, byte(ParseLanguage(c.Language)))
+	dst = binary.BigEndian.AppendUint16(dst, uint16(c.Version))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(c.Opaque))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(c.Flag))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(c.Remark)))
+	dst = append(dst, c.Remark...)
+
+	extLenAt := len(dst)
+	dst = append(dst, 0, 0, 0, 0) // ext fields length, patched below
+	var stack [32]string
+	for _, k := range sortedKeys(c.ExtFields, stack[:0]) {
+		v := c.ExtFields[k]
+		if len(k) > math.MaxInt16 {
+			return dst, fmt.Errorf("remoting: encode: ext field key of %d bytes exceeds %d: %w",
+				len(k), math.MaxInt16, ErrMalformed)
+		}
+		if len(v) > maxHeaderLen {
+			return dst, fmt.Errorf("remoting: encode: ext field %q of %d bytes: %w", k, len(v), ErrFrameTooLarge)
+		}
+		dst = binary.BigEndian.AppendUint16(dst, uint16(len(k)))
+		dst = append(dst, k...)
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(v)))
+		dst = append(dst, v...)
+	}
+	extLen := len(dst) - extLenAt - binExtLenSize
+	if extLen > maxHeaderLen {
+		return dst, fmt.Errorf("remoting: encode: ext fields of %d bytes: %w", extLen, ErrFrameTooLarge)
+	}
+	binary.BigEndian.PutUint32(dst[extLenAt:], uint32(extLen))
+	return dst, nil
+}
+
+// decodeBinaryHeader decodes a ROCKETMQ binary header into c.
+func decodeBinaryHeader(h []byte, c *Command) error {
+	if len(h) < binFixedSize {
+		return fmt.Errorf("remoting: decode: binary header of %d bytes is shorter than %d: %w",
+			len(h), binFixedSize, ErrMalformed)
+	}
+	c.Code = int32(int16(binary.BigEndian.Uint16(h[binOffCode:])))
+	c.Language = LanguageCode(h[binOffLanguage]).String()
+	c.Version = int32(int16(binary.BigEndian.Uint16(h[binOffVersion:])))
+	c.Opaque = int32(binary.BigEndian.Uint32(h[binOffOpaque:]))
+	c.Flag = int32(binary.BigEndian.Uint32(h[binOffFlag:]))
+
+	// Lengths are compared as int64 so that a huge uint32 cannot wrap.
+	remarkLen := int64(int32(binary.BigEndian.Uint32(h[binOffRemarkLen:])))
+	if remarkLen < 0 || remarkLen > int64(len(h)-binFixedSize) {
+		return fmt.Errorf("remoting: decode: binary header: remark length %d out of range: %w", remarkLen, ErrMalformed)
+	}
+	off := binOffRemark + int(remarkLen)
+	c.Remark = string(h[binOffRemark:off])
+
+	extLen := int64(int32(binary.BigEndian.Uint32(h[off:])))
+	off += binExtLenSize
+	if extLen != int64(len(h)-off) {
+		return fmt.Errorf("remoting: decode: binary header: ext fields length %d, %d bytes left: %w",
+			extLen, len(h)-off, ErrMalformed)
+	}
+	ext, err := decodeBinaryExt(h[off:])
+	if err != nil {
+		return err
+	}
+	c.ExtFields = ext
+	return nil
+}
+
+// decodeBinaryExt decodes the ext fields of a binary header, b holding
+// exactly the entries. It returns nil for no entries.
+func decodeBinaryExt(b []byte) (map[string]string, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	ext := make(map[string]string, 8)
+	for off := 0; off < len(b); {
+		if len(b)-off < binKeyLenSize {
+			return nil, fmt.Errorf("remoting: decode: binary header: truncated ext key length at %d: %w", off, ErrMalformed)
+		}
+		keyLen := int(int16(binary.BigEndian.Uint16(b[off:])))
+		off += binKeyLenSize
+		if keyLen < 0 || keyLen > len(b)-off-binValueLenSize {
+			return nil, fmt.Errorf("remoting: decode: binary header: ext key length %d out of range: %w", keyLen, ErrMalformed)
+		}
+		key := internKey(b[off : off+keyLen])
+		off += keyLen
+		valLen := int64(int32(binary.BigEndian.Uint32(b[off:])))
+		off += binValueLenSize
+		if valLen < 0 || valLen > int64(len(b)-off) {
+			return nil, fmt.Errorf("remoting: decode: binary header: ext field %q: value length %d out of range: %w",
+				key, valLen, ErrMalformed)
+		}
+		ext[key] = string(b[off : off+int(valLen)])
+		off += int(valLen)
+	}
+	return ext, nil
+}
+
+// sortedKeys appends the keys of m to buf, sorted.
+func sortedKeys(m map[string]string, buf []string) []string {
+	for k := range m {
+		buf = append(buf, k)
+	}
+	slices.Sort(buf)
+	return buf
+}

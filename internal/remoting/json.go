@@ -1,0 +1,648 @@
+package remoting
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// The JSON header is encoded and decoded by hand: it is on the path of
+// every request, and encoding/json's reflection costs several times more
+// than the rest of the frame codec. The decoder accepts standard JSON (RFC
+// 8259) with the leniencies the package documentation lists; like
+// encoding/json it replaces invalid UTF-8 and lone surrogates with U+FFFD,
+// and the encoder does the same, so a decoded header re-encodes losslessly.
+
+// maxJSONDepth bounds the nesting of values skipped under unknown keys.
+const maxJSONDepth = 64
+
+// appendJSONHeader appends c's header as a compact JSON object, keys in the
+// Go client's order and ext field keys sorted.
+func appendJSONHeader(dst []byte, c *Command) []byte {
+	dst = append(dst, `{"code":`...)
+	dst = strconv.AppendInt(dst, int64(c.Code), 10)
+	dst = append(dst, `,"language":`...)
+	dst = appendJSONString(dst, c.Language)
+	dst = append(dst, `,"version":`...)
+	dst = strconv.AppendInt(dst, int64(c.Version), 10)
+	dst = append(dst, `,"opaque":`...)
+	dst = strconv.AppendInt(dst, int64(c.Opaque), 10)
+	dst = append(dst, `,"flag":`...)
+	dst = strconv.AppendInt(dst, int64(c.Flag), 10)
+	dst = append(dst, `,"remark":`...)
+	dst = appendJSONString(dst, c.Remark)
+	dst = append(dst, `,"extFields":{`...)
+	var stack [32]string
+	for i, k := range sortedKeys(c.ExtFields, stack[:0]) {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, k)
+		dst = append(dst, ':')
+		dst = appendJSONString(dst, c.ExtFields[k])
+	}
+	return append(dst, "}}"...)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string. Control characters, '"' and
+// '\\' are escaped; invalid UTF-8 becomes U+FFFD.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b >= 0x20 && b != '"' && b != '\\' && b < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if b >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r != utf8.RuneError || size != 1 {
+				i += size
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, "\ufffd"...)
+			i++
+			start = i
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch b {
+		case '"', '\\':
+			dst = append(dst, '\\', b)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+		}
+		i++
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// jsonScanner reads one JSON value from b. Every method leaves i after
+// what it read.
+type jsonScanner struct {
+	b []byte
+	i int
+}
+
+func (s *jsonScanner) errorf(format string, args ...any) error {
+	return fmt.Errorf("remoting: decode: JSON header at byte %d: %s: %w", s.i, fmt.Sprintf(format, args...), ErrMalformed)
+}
+
+func (s *jsonScanner) skipSpace() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek returns the next non-space byte without consuming it, or 0 at the
+// end.
+func (s *jsonScanner) peek() byte {
+	s.skipSpace()
+	if s.i >= len(s.b) {
+		return 0
+	}
+	return s.b[s.i]
+}
+
+func (s *jsonScanner) expect(c byte) error {
+	if s.peek() != c {
+		return s.errorf("want %q", c)
+	}
+	s.i++
+	return nil
+}
+
+// literal consumes word (true, false, null) if it comes next.
+func (s *jsonScanner) literal(word string) bool {
+	if len(s.b)-s.i >= len(word) && string(s.b[s.i:s.i+len(word)]) == word {
+		s.i += len(word)
+		return true
+	}
+	return false
+}
+
+// null consumes a null if it comes next.
+func (s *jsonScanner) null() bool {
+	return s.peek() == 'n' && s.literal("null")
+}
+
+// object calls field for each key of the object that comes next, with the
+// scanner before the key's value; field must consume the value.
+func (s *jsonScanner) object(field func(key []byte) error) error {
+	if err := s.expect('{'); err != nil {
+		return err
+	}
+	if s.peek() == '}' {
+		s.i++
+		return nil
+	}
+	for {
+		if s.peek() != '"' {
+			return s.errorf("want an object key")
+		}
+		key, err := s.rawString()
+		if err != nil {
+			return err
+		}
+		if err := s.expect(':'); err != nil {
+			return err
+		}
+		s.skipSpace()
+		if err := field(key); err != nil {
+			return err
+		}
+		switch s.peek() {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return nil
+		default:
+			return s.errorf("want ',' or '}'")
+		}
+	}
+}
+
+// rawString reads a string and returns its decoded bytes. When the string
+// has no escapes and is valid UTF-8 the result aliases b; otherwise it is a
+// new buffer.
+func (s *jsonScanner) rawString() ([]byte, error) {
+	if err := s.expect('"'); err != nil {
+		return nil, err
+	}
+	start := s.i
+	ascii := true
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			out := s.b[start:s.i]
+			s.i++
+			if ascii || utf8.Valid(out) {
+				return out, nil
+			}
+			return s.unescape(start)
+		case c == '\\':
+			return s.unescape(start)
+		case c < 0x20:
+			return nil, s.errorf("control character in string")
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+		s.i++
+	}
+	return nil, s.errorf("unterminated string")
+}
+
+// unescape decodes the string that starts at start (after its opening
+// quote), handling escapes and invalid UTF-8.
+func (s *jsonScanner) unescape(start int) ([]byte, error) {
+	s.i = start
+	out := make([]byte, 0, 32)
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			s.i++
+			return out, nil
+		case c < 0x20:
+			return nil, s.errorf("control character in string")
+		case c == '\\':
+			r, err := s.escape()
+			if err != nil {
+				return nil, err
+			}
+			out = utf8.AppendRune(out, r)
+		case c < utf8.RuneSelf:
+			out = append(out, c)
+			s.i++
+		default:
+			r, size := utf8.DecodeRune(s.b[s.i:])
+			out = utf8.AppendRune(out, r) // RuneError for invalid bytes
+			s.i += size
+		}
+	}
+	return nil, s.errorf("unterminated string")
+}
+
+// escape decodes the escape sequence at i, including a \uXXXX\uXXXX
+// surrogate pair.
+func (s *jsonScanner) escape() (rune, error) {
+	if s.i+1 >= len(s.b) {
+		return 0, s.errorf("truncated escape")
+	}
+	c := s.b[s.i+1]
+	s.i += 2
+	switch c {
+	case '"', '\\', '/':
+		return rune(c), nil
+	case 'b':
+		return '\b', nil
+	case 'f':
+		return '\f', nil
+	case 'n':
+		return '\n', nil
+	case 'r':
+		return '\r', nil
+	case 't':
+		return '\t', nil
+	case 'u':
+	default:
+		return 0, s.errorf("bad escape \\%c", c)
+	}
+	r, ok := s.hex4()
+	if !ok {
+		return 0, s.errorf("bad \\u escape")
+	}
+	if !utf16.IsSurrogate(r) {
+		return r, nil
+	}
+	if len(s.b)-s.i >= 6 && s.b[s.i] == '\\' && s.b[s.i+1] == 'u' {
+		save := s.i
+		s.i += 2
+		if r2, ok := s.hex4(); ok {
+			if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+				return dec, nil
+			}
+		}
+		s.i = save // not a valid pair: the second escape stands alone
+	}
+	return utf8.RuneError, nil
+}
+
+// hex4 reads four hex digits.
+func (s *jsonScanner) hex4() (rune, bool) {
+	if len(s.b)-s.i < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range s.b[s.i : s.i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	s.i += 4
+	return r, true
+}
+
+// number reads a JSON number and returns its text.
+func (s *jsonScanner) number() ([]byte, error) {
+	start := s.i
+	if s.i < len(s.b) && s.b[s.i] == '-' {
+		s.i++
+	}
+	switch {
+	case s.i < len(s.b) && s.b[s.i] == '0':
+		s.i++
+	case s.i < len(s.b) && '1' <= s.b[s.i] && s.b[s.i] <= '9':
+		s.digits()
+	default:
+		return nil, s.errorf("bad number")
+	}
+	if s.i < len(s.b) && s.b[s.i] == '.' {
+		s.i++
+		if s.digits() == 0 {
+			return nil, s.errorf("bad number")
+		}
+	}
+	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+		s.i++
+		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
+			s.i++
+		}
+		if s.digits() == 0 {
+			return nil, s.errorf("bad number")
+		}
+	}
+	return s.b[start:s.i], nil
+}
+
+func (s *jsonScanner) digits() int {
+	n := 0
+	for s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
+		s.i++
+		n++
+	}
+	return n
+}
+
+// int32Value reads an integer that fits int32, or null as 0.
+func (s *jsonScanner) int32Value(field string) (int32, error) {
+	if s.null() {
+		return 0, nil
+	}
+	text, err := s.number()
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseInt(string(text), 10, 32)
+	if err != nil {
+		return 0, s.errorf("%s: %q is not an int32", field, text)
+	}
+	return int32(v), nil
+}
+
+// stringValue reads a string, or null as "".
+func (s *jsonScanner) stringValue() (string, error) {
+	if s.null() {
+		return "", nil
+	}
+	b, err := s.rawString()
+	return string(b), err
+}
+
+// skipValue skips any JSON value.
+func (s *jsonScanner) skipValue(depth int) error {
+	if depth > maxJSONDepth {
+		return s.errorf("nested deeper than %d", maxJSONDepth)
+	}
+	switch s.peek() {
+	case '"':
+		_, err := s.rawString()
+		return err
+	case '{':
+		return s.object(func([]byte) error { return s.skipValue(depth + 1) })
+	case '[':
+		s.i++
+		if s.peek() == ']' {
+			s.i++
+			return nil
+		}
+		for {
+			if err := s.skipValue(depth + 1); err != nil {
+				return err
+			}
+			switch s.peek() {
+			case ',':
+				s.i++
+			case ']':
+				s.i++
+				return nil
+			default:
+				return s.errorf("want ',' or ']'")
+			}
+		}
+	case 't':
+		if s.literal("true") {
+			return nil
+		}
+	case 'f':
+		if s.literal("false") {
+			return nil
+		}
+	case 'n':
+		if s.literal("null") {
+			return nil
+		}
+	default:
+		_, err := s.number()
+		return err
+	}
+	return s.errorf("bad literal")
+}
+
+// scalarText reads a string, number, true or false and returns its text (a
+// string's decoded content); ok is false for null.
+func (s *jsonScanner) scalarText() (text []byte, ok bool, err error) {
+	switch s.peek() {
+	case '"':
+		b, err := s.rawString()
+		return b, err == nil, err
+	case 't':
+		if s.literal("true") {
+			return []byte("true"), true, nil
+		}
+	case 'f':
+		if s.literal("false") {
+			return []byte("false"), true, nil
+		}
+	case 'n':
+		if s.literal("null") {
+			return nil, false, nil
+		}
+	default:
+		b, err := s.number()
+		return b, err == nil, err
+	}
+	return nil, false, s.errorf("bad literal")
+}
+
+// decodeJSONHeader decodes a JSON header into c.
+func decodeJSONHeader(h []byte, c *Command) error {
+	s := &jsonScanner{b: h}
+	err := s.object(func(key []byte) error {
+		var err error
+		switch string(key) {
+		case "code":
+			c.Code, err = s.int32Value("code")
+		case "language":
+			c.Language, err = s.language()
+		case "version":
+			c.Version, err = s.int32Value("version")
+		case "opaque":
+			c.Opaque, err = s.int32Value("opaque")
+		case "flag":
+			c.Flag, err = s.int32Value("flag")
+		case "remark":
+			c.Remark, err = s.stringValue()
+		case "extFields":
+			c.ExtFields, err = s.extFields()
+		default:
+			err = s.skipValue(0)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if s.peek() != 0 {
+		return s.errorf("data after the header object")
+	}
+	return nil
+}
+
+// language reads the language: a name, null, or (leniently) a LanguageCode
+// number.
+func (s *jsonScanner) language() (string, error) {
+	switch s.peek() {
+	case '"':
+		b, err := s.rawString()
+		return internLanguage(b), err
+	case 'n':
+		if s.null() {
+			return "", nil
+		}
+		return "", s.errorf("bad literal")
+	}
+	text, err := s.number()
+	if err != nil {
+		return "", err
+	}
+	v, err := strconv.ParseInt(string(text), 10, 64)
+	if err != nil || v < 0 || v > math.MaxUint8 {
+		return LanguageOther.String(), nil
+	}
+	return LanguageCode(v).String(), nil
+}
+
+// extFields reads the ext fields object, or null. Values may be strings or,
+// leniently, numbers and booleans (kept as their text); null values are
+// dropped, as Java drops null fields. It returns nil for no fields.
+func (s *jsonScanner) extFields() (map[string]string, error) {
+	if s.null() {
+		return nil, nil
+	}
+	var ext map[string]string
+	err := s.object(func(key []byte) error {
+		text, ok, err := s.scalarText()
+		if err != nil || !ok {
+			return err
+		}
+		if ext == nil {
+			ext = make(map[string]string, 8)
+		}
+		ext[internKey(key)] = string(text)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ext, nil
+}
+
+// internLanguage returns the language name in b without allocating for
+// the common names.
+func internLanguage(b []byte) string {
+	switch string(b) {
+	case "GO":
+		return "GO"
+	case "JAVA":
+		return "JAVA"
+	}
+	return string(b)
+}
+
+// internKey returns b as a string, without allocating for the ext field
+// keys of the commands on the hot path.
+func internKey(b []byte) string {
+	switch string(b) {
+	case "a":
+		return "a"
+	case "b":
+		return "b"
+	case "c":
+		return "c"
+	case "d":
+		return "d"
+	case "e":
+		return "e"
+	case "f":
+		return "f"
+	case "g":
+		return "g"
+	case "h":
+		return "h"
+	case "i":
+		return "i"
+	case "j":
+		return "j"
+	case "k":
+		return "k"
+	case "l":
+		return "l"
+	case "m":
+		return "m"
+	case "n":
+		return "n"
+	case "bname":
+		return "bname"
+	case "topic":
+		return "topic"
+	case "queueId":
+		return "queueId"
+	case "producerGroup":
+		return "producerGroup"
+	case "consumerGroup":
+		return "consumerGroup"
+	case "defaultTopic":
+		return "defaultTopic"
+	case "defaultTopicQueueNums":
+		return "defaultTopicQueueNums"
+	case "sysFlag":
+		return "sysFlag"
+	case "bornTimestamp":
+		return "bornTimestamp"
+	case "flag":
+		return "flag"
+	case "properties":
+		return "properties"
+	case "reconsumeTimes":
+		return "reconsumeTimes"
+	case "unitMode":
+		return "unitMode"
+	case "maxReconsumeTimes":
+		return "maxReconsumeTimes"
+	case "batch":
+		return "batch"
+	case "queueOffset":
+		return "queueOffset"
+	case "maxMsgNums":
+		return "maxMsgNums"
+	case "commitOffset":
+		return "commitOffset"
+	case "suspendTimeoutMillis":
+		return "suspendTimeoutMillis"
+	case "subscription":
+		return "subscription"
+	case "subVersion":
+		return "subVersion"
+	case "expressionType":
+		return "expressionType"
+	case "msgId":
+		return "msgId"
+	case "transactionId":
+		return "transactionId"
+	case "offset":
+		return "offset"
+	case "suggestWhichBrokerId":
+		return "suggestWhichBrokerId"
+	case "nextBeginOffset":
+		return "nextBeginOffset"
+	case "minOffset":
+		return "minOffset"
+	case "maxOffset":
+		return "maxOffset"
+	case "MSG_REGION":
+		return "MSG_REGION"
+	case "TRACE_ON":
+		return "TRACE_ON"
+	}
+	return string(b)
+}

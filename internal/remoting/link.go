@@ -1,0 +1,441 @@
+package remoting
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Errors of connections.
+var (
+	// ErrConnClosed is wrapped by every error a connection returns once it
+	// is gone: sends, pending requests, Conn.Err. The error also wraps the
+	// cause (io.EOF, a write error, ...) when there is one.
+	ErrConnClosed = errors.New("remoting: connection closed")
+	// ErrTimeout is passed to an InvokeAsync callback when no response
+	// came within the timeout.
+	ErrTimeout = errors.New("remoting: request timed out")
+)
+
+// Connection tuning. None of these is part of the wire format.
+const (
+	// readBufferSize and writeBufferSize size each connection's bufio
+	// reader and writer. Frames larger than that bypass the buffers.
+	readBufferSize  = 32 << 10
+	writeBufferSize = 32 << 10
+	// outQueueLen is how many encoded frames may wait for the writer
+	// before senders block.
+	outQueueLen = 512
+	// maxPooledFrame is the largest frame buffer kept for reuse.
+	maxPooledFrame = 256 << 10
+)
+
+// link is one connection, the part a server connection and a client
+// connection share: the writer, the reader and the table of requests
+// waiting for a response.
+//
+// Goroutines: writeLoop drains out into a bufio.Writer and flushes when out
+// is empty; run reads frames, completes pending calls, passes requests to
+// dispatch, and on exit fails every pending call.
+type link struct {
+	nc       net.Conn
+	addr     string // peer address, for errors and logs
+	maxFrame int
+	log      *slog.Logger
+	pool     *sync.Pool // of *[]byte frame buffers; may be shared by links
+
+	out    chan *[]byte  // encoded frames for writeLoop
+	closed chan struct{} // closed by closeWith
+	once   sync.Once
+	// err says why the link is gone; it wraps ErrConnClosed. Written once,
+	// before closed is closed.
+	err error
+
+	nextOpaque atomic.Int32
+	pending    pendingTable
+}
+
+func newLink(nc net.Conn, addr string, maxFrame int, log *slog.Logger, pool *sync.Pool) *link {
+	if maxFrame <= 0 {
+		maxFrame = DefaultMaxFrame
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &link{
+		nc:       nc,
+		addr:     addr,
+		maxFrame: maxFrame,
+		log:      log,
+		pool:     pool,
+		out:      make(chan *[]byte, outQueueLen),
+		closed:   make(chan struct{}),
+	}
+}
+
+// closeWith closes the link once; cause (nil for a local Close) is kept in
+// err. It does not wait for the goroutines.
+func (l *link) closeWith(cause error) {
+	l.once.Do(func() {
+		if cause == nil {
+			l.err = fmt.Errorf("%w (%s)", ErrConnClosed, l.addr)
+		} else {
+			l.err = fmt.Errorf("%w (%s): %w", ErrConnClosed, l.addr, cause)
+		}
+		close(l.closed)
+		_ = l.nc.Close() // the reader and writer see the error; nothing to add
+	})
+}
+
+// closedErr returns err if the link is closed, else nil.
+func (l *link) closedErr() error {
+	select {
+	case <-l.closed:
+		return l.err
+	default:
+		return nil
+	}
+}
+
+// run reads frames until the connection fails, then closes the link and
+// fails every pending call. dispatch gets each request, on this goroutine.
+// It returns the error that ended the reading.
+func (l *link) run(dispatch func(*Command)) error {
+	err := l.readLoop(dispatch)
+	switch {
+	case errors.Is(err, ErrMalformed) || errors.Is(err, ErrFrameTooLarge):
+		l.log.Warn("remoting: closing connection after a bad frame", "remote", l.addr, "err", err)
+	case l.closedErr() == nil && !errors.Is(err, io.EOF):
+		l.log.Debug("remoting: connection read failed", "remote", l.addr, "err", err)
+	}
+	l.closeWith(err)
+	for _, c := range l.pending.close(l.err) {
+		c.fail(l.err)
+	}
+	return err
+}
+
+func (l *link) readLoop(dispatch func(*Command)) error {
+	br := bufio.NewReaderSize(l.nc, readBufferSize)
+	scratch := make([]byte, lenPrefixSize)
+	for {
+		frame, err := readFrame(br, l.maxFrame, scratch)
+		if err != nil {
+			return err
+		}
+		cmd, err := DecodeFrame(frame)
+		if err != nil {
+			return err
+		}
+		if cmd.IsResponse() {
+			l.complete(cmd)
+			continue
+		}
+		dispatch(cmd)
+	}
+}
+
+// writeLoop writes queued frames until the link closes. It coalesces what
+// is queued into one bufio.Writer and flushes when the queue is empty.
+func (l *link) writeLoop() {
+	bw := bufio.NewWriterSize(l.nc, writeBufferSize)
+	for {
+		var buf *[]byte
+		select {
+		case buf = <-l.out:
+		case <-l.closed:
+			return
+		}
+		for buf != nil {
+			_, err := bw.Write(*buf)
+			l.putBuf(buf)
+			if err != nil {
+				l.closeWith(fmt.Errorf("write: %w", err))
+				return
+			}
+			select {
+			case buf = <-l.out:
+			default:
+				buf = nil
+			}
+		}
+		if err := bw.Flush(); err != nil {
+			l.closeWith(fmt.Errorf("write: %w", err))
+			return
+		}
+	}
+}
+
+// encode returns cmd's frame in a pooled buffer. Frames longer than
+// maxFrame are refused, since the peer would drop the connection.
+func (l *link) encode(cmd *Command) (*[]byte, error) {
+	bp, _ := l.pool.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	b, err := AppendFrame((*bp)[:0], cmd)
+	if err != nil {
+		l.putBuf(bp)
+		return nil, err
+	}
+	*bp = b
+	if n := len(b) - lenPrefixSize; n > l.maxFrame {
+		l.putBuf(bp)
+		return nil, fmt.Errorf("remoting: frame of %d bytes (code %d) exceeds limit %d: %w",
+			n, cmd.Code, l.maxFrame, ErrFrameTooLarge)
+	}
+	return bp, nil
+}
+
+func (l *link) putBuf(bp *[]byte) {
+	if cap(*bp) <= maxPooledFrame {
+		*bp = (*bp)[:0]
+		l.pool.Put(bp)
+	}
+}
+
+// enqueue hands an encoded frame to the writer, blocking while the queue is
+// full.
+func (l *link) enqueue(bp *[]byte) error {
+	if err := l.closedErr(); err != nil {
+		return err
+	}
+	select {
+	case l.out <- bp:
+		return nil
+	case <-l.closed:
+		return l.err
+	}
+}
+
+// send encodes cmd as it is and queues it.
+func (l *link) send(cmd *Command) error {
+	bp, err := l.encode(cmd)
+	if err != nil {
+		return err
+	}
+	return l.enqueue(bp)
+}
+
+// reply sends resp as the response to req: it takes req's opaque and gets
+// FlagResponse. Nothing is sent for a one-way req. If resp cannot be
+// encoded, a SYSTEM_ERROR response goes out instead so the peer does not
+// wait for a timeout.
+func (l *link) reply(req, resp *Command) {
+	if req.IsOneway() {
+		return
+	}
+	resp.Opaque = req.Opaque
+	resp.Flag = (resp.Flag | FlagResponse) &^ FlagOneway
+	err := l.send(resp)
+	if err == nil || errors.Is(err, ErrConnClosed) {
+		return
+	}
+	l.log.Warn("remoting: cannot send response", "remote", l.addr, "code", req.Code, "err", err)
+	fallback := NewResponse(req, SystemError, err.Error())
+	if err := l.send(fallback); err != nil && !errors.Is(err, ErrConnClosed) {
+		l.log.Warn("remoting: cannot send error response", "remote", l.addr, "err", err)
+	}
+}
+
+// oneway sets FlagOneway and an opaque on req and queues it.
+func (l *link) oneway(req *Command) error {
+	req.Opaque = l.nextOpaque.Add(1)
+	req.Flag = (req.Flag | FlagOneway) &^ FlagResponse
+	return l.send(req)
+}
+
+// invoke sends req with a fresh opaque and waits for its response, ctx, or
+// the end of the link.
+func (l *link) invoke(ctx context.Context, req *Command) (*Command, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("remoting: request code %d to %s: %w", req.Code, l.addr, err)
+	}
+	req.Flag &^= FlagResponse | FlagOneway
+	c := &call{done: make(chan *Command, 1)}
+	if err := l.start(req, c, 0); err != nil {
+		return nil, err
+	}
+	op := req.Opaque
+	select {
+	case resp, ok := <-c.done:
+		return l.result(resp, ok)
+	case <-ctx.Done():
+		if l.pending.remove(op, c) {
+			return nil, fmt.Errorf("remoting: request code %d to %s: %w", req.Code, l.addr, ctx.Err())
+		}
+	case <-l.closed:
+		if l.pending.remove(op, c) {
+			return nil, l.err
+		}
+	}
+	// Someone else took the call out of the table, and is about to send
+	// the response or close done.
+	resp, ok := <-c.done
+	return l.result(resp, ok)
+}
+
+func (l *link) result(resp *Command, ok bool) (*Command, error) {
+	if !ok {
+		return nil, l.err
+	}
+	return resp, nil
+}
+
+// invokeAsync sends req with a fresh opaque; cb gets the response, or an
+// error on timeout (if timeout > 0) or when the link closes. If it returns
+// an error, cb is not called.
+func (l *link) invokeAsync(req *Command, timeout time.Duration, cb func(*Command, error)) error {
+	if cb == nil {
+		cb = func(*Command, error) {}
+	}
+	req.Flag &^= FlagResponse | FlagOneway
+	return l.start(req, &call{cb: cb}, timeout)
+}
+
+// start registers c under a fresh opaque, which it sets on req, and queues
+// req. If the send fails and c is still registered, it unregisters c and
+// returns the error; if c was already completed (its timer fired, or the
+// link closed and failed it), the callback has run and start returns nil.
+func (l *link) start(req *Command, c *call, timeout time.Duration) error {
+	if err := l.pending.add(l, req, c, timeout); err != nil {
+		return err
+	}
+	bp, err := l.encode(req)
+	if err == nil {
+		err = l.enqueue(bp)
+	}
+	if err != nil && !l.pending.remove(req.Opaque, c) {
+		return nil
+	}
+	return err
+}
+
+// complete hands a response to the call waiting for its opaque. It runs
+// on the reader goroutine.
+func (l *link) complete(resp *Command) {
+	c := l.pending.take(resp.Opaque)
+	if c == nil {
+		// The Go client's "one-way" requests get answers nobody waits
+		// for, and so do requests whose waiter gave up.
+		l.log.Debug("remoting: response without a waiting request",
+			"remote", l.addr, "opaque", resp.Opaque, "code", resp.Code)
+		return
+	}
+	if c.done != nil {
+		c.done <- resp
+		return
+	}
+	c.cb(resp, nil)
+}
+
+// expire fails c with ErrTimeout if it is still waiting. It runs on the
+// timer's goroutine.
+func (l *link) expire(op int32, c *call, timeout time.Duration) {
+	if l.pending.remove(op, c) {
+		c.cb(nil, fmt.Errorf("remoting: request %d to %s: no response within %v: %w", op, l.addr, timeout, ErrTimeout))
+	}
+}
+
+// call is one request waiting for its response. Exactly one of complete,
+// expire, pendingTable.close and the waiter itself takes it out of the
+// table, and only that one finishes it.
+type call struct {
+	done  chan *Command         // Invoke: gets the response, or is closed on failure
+	cb    func(*Command, error) // InvokeAsync
+	timer *time.Timer           // InvokeAsync with a timeout; guarded by pendingTable.mu
+}
+
+// fail finishes c with err.
+func (c *call) fail(err error) {
+	if c.done != nil {
+		close(c.done)
+		return
+	}
+	c.cb(nil, err)
+}
+
+// pendingTable maps opaques to waiting calls.
+type pendingTable struct {
+	mu struct {
+		sync.Mutex
+		calls map[int32]*call
+		// err is set by close; after it no call is added.
+		err error
+	}
+}
+
+// add registers c under a fresh opaque of l, sets it on req, and arms c's
+// timer if timeout > 0 and c has a callback.
+func (p *pendingTable) add(l *link, req *Command, c *call, timeout time.Duration) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.err != nil {
+		return p.mu.err
+	}
+	if p.mu.calls == nil {
+		p.mu.calls = make(map[int32]*call)
+	}
+	op := l.nextOpaque.Add(1)
+	for p.mu.calls[op] != nil { // wrapped around onto a request still waiting
+		op = l.nextOpaque.Add(1)
+	}
+	req.Opaque = op
+	p.mu.calls[op] = c
+	if timeout > 0 && c.cb != nil {
+		// Armed under the lock, so that take and remove see the timer.
+		c.timer = time.AfterFunc(timeout, func() { l.expire(op, c, timeout) })
+	}
+	return nil
+}
+
+// take removes and returns the call waiting for op, or nil.
+func (p *pendingTable) take(op int32) *call {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.mu.calls[op]
+	if c != nil {
+		p.takeLocked(op, c)
+	}
+	return c
+}
+
+// remove removes c if it is still registered under op, reporting whether
+// it was.
+func (p *pendingTable) remove(op int32, c *call) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.calls[op] != c {
+		return false
+	}
+	p.takeLocked(op, c)
+	return true
+}
+
+func (p *pendingTable) takeLocked(op int32, c *call) {
+	delete(p.mu.calls, op)
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+}
+
+// close refuses further calls with err and returns the waiting ones, now
+// removed.
+func (p *pendingTable) close(err error) []*call {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mu.err = err
+	calls := make([]*call, 0, len(p.mu.calls))
+	for op, c := range p.mu.calls {
+		p.takeLocked(op, c)
+		calls = append(calls, c)
+	}
+	return calls
+}

@@ -1,0 +1,266 @@
+package remoting
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// Handler handles one request. It runs in its own goroutine, so it may
+// block (a long-polled pull) without delaying other requests on the same
+// connection. ctx is cancelled when the connection closes or the server
+// shuts down; handlers that block must watch it. The returned command is
+// sent as the response: the server sets its opaque to req's and sets
+// FlagResponse. A nil response sends nothing; the response to a one-way
+// request is dropped.
+type Handler func(ctx context.Context, conn *ServerConn, req *Command) *Command
+
+// Server serves the remoting protocol on one or more listeners. Set its
+// fields before the first Serve and do not change them afterwards. The zero
+// value with a Handler is ready to use; a nil Handler answers every
+// request REQUEST_CODE_NOT_SUPPORTED.
+type Server struct {
+	Handler Handler
+	// MaxFrame limits the frame length in both directions; 0 means
+	// DefaultMaxFrame. A longer incoming frame closes its connection; a
+	// longer response is replaced by a SYSTEM_ERROR response.
+	MaxFrame int
+	// Logger gets connection-level events; nil discards them.
+	Logger *slog.Logger
+
+	mu struct {
+		sync.Mutex
+		closed bool
+		ctx    context.Context // parent of every connection's context; set on first use
+		cancel context.CancelFunc
+		lns    map[net.Listener]struct{}
+		conns  map[*ServerConn]struct{}
+	}
+	// wg counts connection goroutines (reader and writer) and handler
+	// goroutines. Invariant: Add happens under mu while !mu.closed, or
+	// from a goroutine wg already counts.
+	wg   sync.WaitGroup
+	pool sync.Pool // frame buffers, shared by all connections
+}
+
+// errServerClosed is the cause of connections closed by Server.Close.
+var errServerClosed = errors.New("remoting: server closed")
+
+// Serve accepts connections on ln and serves each in its own goroutines.
+// It blocks until Close (then it returns nil) or until Accept fails with a
+// permanent error. Serve may be called for several listeners.
+func (s *Server) Serve(ln net.Listener) error {
+	ctx, ok := s.track(ln)
+	if !ok {
+		_ = ln.Close() // closed server: the listener is not wanted
+		return nil
+	}
+	defer s.untrack(ln)
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return nil
+			}
+			var te interface{ Temporary() bool }
+			if errors.As(err, &te) && te.Temporary() {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.logger().Warn("remoting: accept failed; retrying", "listener", ln.Addr(), "delay", delay, "err", err)
+				select {
+				case <-time.After(delay):
+				case <-ctx.Done():
+				}
+				continue
+			}
+			return fmt.Errorf("remoting: accept on %s: %w", ln.Addr(), err)
+		}
+		delay = 0
+		c := s.newConn(ctx, nc)
+		if c == nil {
+			_ = nc.Close() // accepted during Close
+			return nil
+		}
+		go c.serve()
+	}
+}
+
+// Close closes every listener and connection, cancels the handlers'
+// contexts, and waits until every connection and handler goroutine has
+// returned. It returns the listeners' close errors, if any.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	first := !s.mu.closed
+	s.mu.closed = true
+	var lns []net.Listener
+	var conns []*ServerConn
+	if first {
+		for ln := range s.mu.lns {
+			lns = append(lns, ln)
+		}
+		for c := range s.mu.conns {
+			conns = append(conns, c)
+		}
+	}
+	cancel := s.mu.cancel
+	s.mu.Unlock()
+
+	var errs []error
+	for _, ln := range lns {
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, fmt.Errorf("remoting: close listener %s: %w", ln.Addr(), err))
+		}
+	}
+	if cancel != nil {
+		cancel()
+	}
+	for _, c := range conns {
+		c.l.closeWith(errServerClosed)
+	}
+	s.wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (s *Server) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Logger
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.closed
+}
+
+// track registers ln and returns the server context, or false if the
+// server is closed.
+func (s *Server) track(ln net.Listener) (context.Context, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return nil, false
+	}
+	if s.mu.ctx == nil {
+		s.mu.ctx, s.mu.cancel = context.WithCancel(context.Background())
+		s.mu.lns = make(map[net.Listener]struct{})
+		s.mu.conns = make(map[*ServerConn]struct{})
+	}
+	s.mu.lns[ln] = struct{}{}
+	return s.mu.ctx, true
+}
+
+func (s *Server) untrack(ln net.Listener) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.mu.lns, ln)
+}
+
+// newConn registers a connection, or returns nil if the server is closed.
+func (s *Server) newConn(ctx context.Context, nc net.Conn) *ServerConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return nil
+	}
+	c := &ServerConn{srv: s}
+	c.ctx, c.cancel = context.WithCancel(ctx)
+	c.l = newLink(nc, nc.RemoteAddr().String(), s.MaxFrame, s.Logger, &s.pool)
+	s.mu.conns[c] = struct{}{}
+	s.wg.Add(2) // c.serve and c.l.writeLoop
+	return c
+}
+
+func (s *Server) forget(c *ServerConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.mu.conns, c)
+}
+
+// ServerConn is one client connection of a Server. Its methods are safe
+// for concurrent use.
+type ServerConn struct {
+	srv    *Server
+	l      *link
+	ctx    context.Context // cancelled when the connection closes
+	cancel context.CancelFunc
+}
+
+// serve runs the connection until it closes.
+func (c *ServerConn) serve() {
+	defer c.srv.wg.Done()
+	go func() {
+		defer c.srv.wg.Done()
+		c.l.writeLoop()
+	}()
+	c.l.log.Debug("remoting: connection accepted", "remote", c.l.addr)
+	_ = c.l.run(c.dispatch) // run logs what deserves it
+	c.cancel()
+	c.srv.forget(c)
+}
+
+// dispatch starts the handler of req. It runs on the reader goroutine,
+// which wg counts, so the Add is safe.
+func (c *ServerConn) dispatch(req *Command) {
+	c.srv.wg.Add(1)
+	go c.handle(req)
+}
+
+func (c *ServerConn) handle(req *Command) {
+	defer c.srv.wg.Done()
+	var resp *Command
+	if h := c.srv.Handler; h != nil {
+		resp = h(c.ctx, c, req)
+	} else {
+		resp = NewNotSupportedResponse(req)
+	}
+	if resp != nil {
+		c.l.reply(req, resp)
+	}
+}
+
+// RemoteAddr returns the client's address.
+func (c *ServerConn) RemoteAddr() net.Addr { return c.l.nc.RemoteAddr() }
+
+// LocalAddr returns the server's address of this connection.
+func (c *ServerConn) LocalAddr() net.Addr { return c.l.nc.LocalAddr() }
+
+// Context returns a context cancelled when the connection closes; it is
+// the context handlers get.
+func (c *ServerConn) Context() context.Context { return c.ctx }
+
+// Done returns a channel closed when the connection is gone.
+func (c *ServerConn) Done() <-chan struct{} { return c.l.closed }
+
+// Err returns why the connection is gone (wrapping ErrConnClosed), or nil
+// while it is open.
+func (c *ServerConn) Err() error { return c.l.closedErr() }
+
+// Close closes the connection. Handlers see their context cancelled.
+func (c *ServerConn) Close() error {
+	c.l.closeWith(nil)
+	return nil
+}
+
+// Send queues cmd, as it is, on the connection's writer: for example a
+// server-initiated request with an opaque of the caller's choosing. It
+// blocks while the queue is full and returns an error wrapping
+// ErrConnClosed once the connection is gone. A nil error means queued, not
+// delivered.
+func (c *ServerConn) Send(cmd *Command) error { return c.l.send(cmd) }
+
+// Oneway sends a server-initiated request with a fresh opaque and
+// FlagOneway set (as the Java broker sends CHECK_TRANSACTION_STATE and
+// NOTIFY_CONSUMER_IDS_CHANGED). It modifies req.
+func (c *ServerConn) Oneway(req *Command) error { return c.l.oneway(req) }
+
+// Invoke sends a server-initiated request with a fresh opaque and waits for
+// the client's response or ctx. It modifies req.
+func (c *ServerConn) Invoke(ctx context.Context, req *Command) (*Command, error) {
+	return c.l.invoke(ctx, req)
+}

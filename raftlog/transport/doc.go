@@ -1,0 +1,62 @@
+// Package transport carries raft messages between the nodes of a raft group
+// over plain TCP.
+//
+// # Streams
+//
+// Every node dials one outbound stream to each peer and writes all of its
+// messages for that peer into it; the peer's accepted end is read-only. A
+// pair of nodes therefore shares two streams, one per direction, and a
+// stream never carries a reply. The dialer learns that the acceptor closed
+// the stream (refused handshake, corrupt frame, restart) because a read on
+// its end returns; it then reconnects with exponential backoff and jitter.
+//
+// Goroutines, all started through Transport.goFunc and waited for by Close:
+//
+//	accept    Listener.Accept; starts a reader per inbound connection
+//	reader    one per inbound stream: handshake, then frames -> Handler
+//	writer    one per peer (peer.run): dial, handshake, drain the queue
+//	          into a bufio.Writer, flush when the queue is empty, back off
+//	watcher   one per outbound stream: blocks in Read; its return (EOF,
+//	          reset) marks the stream dead
+//
+// Send only enqueues into a bounded per-peer channel; it never waits for
+// the network. While a peer's stream is down, or its queue is full, Send
+// drops the message and calls Config.Unreachable (raft retransmits).
+//
+// # Handshake
+//
+// The dialer writes a fixed 32-byte header once, before the first frame;
+// integers are big-endian:
+//
+//	| off | size | field                                          |
+//	|   0 |    4 | magic "RMQT" (0x524D5154)                      |
+//	|   4 |    2 | protocol version, currently 1                  |
+//	|   6 |    2 | reserved, must be zero                         |
+//	|   8 |    8 | cluster ID                                     |
+//	|  16 |    8 | sender's raft ID                               |
+//	|  24 |    8 | receiver's raft ID as the sender believes it   |
+//
+// The acceptor closes the connection (and logs why) if the magic, version,
+// reserved bytes, cluster ID or receiver ID do not match; it never writes
+// anything back. Any sender ID of the cluster is accepted, also one not
+// (yet) in Peers. A newer stream from the same sender replaces the older
+// one, which is closed and its reader awaited, so at most one reader per
+// sender calls Handler at a time and a half-dead stream (peer crashed
+// without a FIN) lasts only until the peer redials.
+//
+// # Frames
+//
+// After the handshake the stream is a sequence of frames:
+//
+//	| off | size | field                                          |
+//	|   0 |    4 | payload length n                               |
+//	|   4 |    4 | CRC-32C (Castagnoli) of the payload            |
+//	|   8 |    n | payload: one raftpb.Message, protobuf encoded  |
+//
+// All integers are big-endian. n must not exceed Config.MaxFrame. A frame
+// that is too large, fails its CRC, or does not unmarshal closes the stream;
+// the dialer reconnects and raft recovers whatever was lost.
+//
+// The handshake and frame layouts are the wire protocol: they must not
+// change without bumping the version.
+package transport
