@@ -586,7 +586,7 @@ func (n *Node) roleChanged(ss *raft.SoftState) {
 		n.leaderTerm.Store(0)
 		n.firstOwnIndex.Store(0)
 	}
-	n.log.Info("raftlog: role", "role", ss.RaftState.String(), "leader", ss.Lead, "term", bs.Term)
+	n.log.Info("raftlog: role", "role", ss.RaftState.String(), "leader", ss.Lead, "term", bs.GetTerm())
 }
 
 func (n *Node) applyConfChange(e *pb.Entry) error {

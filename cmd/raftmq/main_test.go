@@ -16,12 +16,12 @@ func run(t *testing.T, args ...string) error {
 	return root.Execute()
 }
 
-// The README's demo, then inspect, export and import, as a user runs them.
+// The single-node store demo, then inspect, export and import, as a user runs them.
 func TestDemoInspectExportImport(t *testing.T) {
 	data := t.TempDir()
-	require.NoError(t, run(t, "cluster", "--data", data, "--messages", "200", "--size", "100"))
-	require.NoError(t, run(t, "cluster", "--data", data, "--messages", "50", "--size", "100"), "a second run continues")
 	node := filepath.Join(data, "n1")
+	require.NoError(t, run(t, "store", "demo", "--data", node, "--messages", "200", "--size", "100"))
+	require.NoError(t, run(t, "store", "demo", "--data", node, "--messages", "50", "--size", "100"), "a second run continues")
 	require.NoError(t, run(t, "store", "inspect", node))
 
 	out := t.TempDir()
@@ -45,6 +45,6 @@ func TestDemoInspectExportImport(t *testing.T) {
 	require.True(t, errors.As(err, &ee), "got %v", err)
 	require.Equal(t, 1, ee.code)
 	// And the node refuses to start rather than serve or cut it.
-	err = run(t, "cluster", "--data", data, "--messages", "1")
+	err = run(t, "store", "demo", "--data", node, "--messages", "1")
 	require.ErrorContains(t, err, "corrupt")
 }

@@ -28,5 +28,6 @@ func newStoreCmd(logger func() *slog.Logger) *cobra.Command {
 			return err
 		},
 	})
+	cmd.AddCommand(newStoreDemoCmd(logger))
 	return cmd
 }
