@@ -83,6 +83,9 @@ type Config struct {
 	ElectionTick int
 	// MaxFrame bounds remoting frames (default 16 MiB).
 	MaxFrame int
+	// PreferredLeader, if set, is the node that should lead whenever it is
+	// up and caught up: the leader hands leadership to it.
+	PreferredLeader uint64
 	// BindIP, if set, is the source address for outgoing raft connections.
 	BindIP string
 	// Store settings beyond the above (Dir, FS, Flush, SegmentSize are
@@ -226,6 +229,10 @@ func Start(cfg Config) (*Broker, error) {
 	b.wg.Add(2)
 	go func() { defer b.wg.Done(); _ = b.srv.Serve(b.clientLn) }()
 	go func() { defer b.wg.Done(); b.offs.run(b.stopc) }()
+	if cfg.PreferredLeader != 0 {
+		b.wg.Add(1)
+		go func() { defer b.wg.Done(); b.preferLeader() }()
+	}
 	if b.httpLn != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(b.met.Reg, promhttp.HandlerOpts{}))
@@ -454,4 +461,31 @@ func (b *Broker) AddNode(ctx context.Context, id uint64, p Peer) error {
 func (b *Broker) RemoveNode(ctx context.Context, id uint64) error {
 	cc := &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeType_ConfChangeRemoveNode.Enum(), NodeId: &id}}}
 	return b.rep.Node().ProposeConfChange(ctx, cc)
+}
+
+// preferLeader hands leadership to the preferred node when this node leads
+// and the preferred one is a voter whose log has caught up.
+func (b *Broker) preferLeader() {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-b.stopc:
+			return
+		}
+		to := b.cfg.PreferredLeader
+		n := b.rep.Node()
+		st := n.Status()
+		if to == b.cfg.ID || !n.LeaderReady() || st.Transferee != 0 {
+			continue
+		}
+		if match, ok := st.Progress[to]; !ok || match < st.Commit {
+			continue
+		}
+		b.log.Info("cluster: handing leadership to the preferred leader", "to", to)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = n.TransferLeader(ctx, to)
+		cancel()
+	}
 }

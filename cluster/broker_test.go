@@ -32,15 +32,16 @@ func freeAddrs(t *testing.T, n int) []string {
 }
 
 type testBrokers struct {
-	t     *testing.T
+	t         *testing.T
+	preferred uint64
 	peers map[uint64]Peer
 	dirs  map[uint64]string
 	bs    map[uint64]*Broker
 }
 
-func startBrokers(t *testing.T) *testBrokers {
+func startBrokers(t *testing.T, preferred ...uint64) *testBrokers {
 	addrs := freeAddrs(t, 6)
-	tb := &testBrokers{t: t, peers: map[uint64]Peer{}, dirs: map[uint64]string{}, bs: map[uint64]*Broker{}}
+	tb := &testBrokers{t: t, preferred: append(preferred, 0)[0], peers: map[uint64]Peer{}, dirs: map[uint64]string{}, bs: map[uint64]*Broker{}}
 	for i := uint64(1); i <= 3; i++ {
 		tb.peers[i] = Peer{Client: addrs[2*(i-1)], Raft: addrs[2*(i-1)+1]}
 		tb.dirs[i] = t.TempDir()
@@ -56,8 +57,8 @@ func startBrokers(t *testing.T) *testBrokers {
 	return tb
 }
 
-func (tb *testBrokers) start(id uint64) {
-	b, err := Start(Config{ID: id, Dir: tb.dirs[id], Peers: tb.peers, SegmentSize: 4 << 20, TickInterval: 10 * time.Millisecond,
+func (tb *testBrokers) start(id uint64, join ...bool) {
+	b, err := Start(Config{ID: id, Dir: tb.dirs[id], Peers: tb.peers, Join: len(join) > 0 && join[0], PreferredLeader: tb.preferred, SegmentSize: 4 << 20, TickInterval: 10 * time.Millisecond,
 		Store: store.Config{CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096}})
 	require.NoError(tb.t, err)
 	tb.bs[id] = b
@@ -227,4 +228,38 @@ func TestBrokerProtocolEndToEnd(t *testing.T) {
 	resp = invoke(t, fc, remoting.NewRequest(remoting.TransferLeader, map[string]string{"id": fmt.Sprint(target)}, nil))
 	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
 	require.Eventually(t, func() bool { return f.Replica().Node().LeaderReady() }, 5*time.Second, 10*time.Millisecond)
+}
+
+func TestPreferredLeaderAndMembershipChange(t *testing.T) {
+	tb := startBrokers(t, 3)
+	require.Eventually(t, func() bool { return tb.bs[3].Replica().Node().LeaderReady() }, 10*time.Second, 10*time.Millisecond,
+		"the preferred leader takes over")
+	c := dial(t, tb.bs[1].ClientAddr())
+	ch := remoting.CreateTopicRequestHeader{Topic: "T", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}
+	require.Equal(t, remoting.Success, invoke(t, c, remoting.NewRequest(remoting.UpdateAndCreateTopic, ch.Encode(), nil)).Code)
+	for i := 0; i < 20; i++ {
+		require.Equal(t, remoting.Success, invoke(t, c, sendCmd("T", 0, fmt.Sprint("m", i), fmt.Sprint("K", i))).Code)
+	}
+
+	// Add node 4: announce it through any node, then start it empty.
+	a := freeAddrs(t, 2)
+	tb.peers[4] = Peer{Client: a[0], Raft: a[1]}
+	tb.dirs[4] = t.TempDir()
+	resp := invoke(t, c, remoting.NewRequest(remoting.AddNode, map[string]string{"id": "4", "client": a[0], "raft": a[1]}, nil))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	tb.start(4, true)
+	require.Eventually(t, func() bool { return tb.bs[4].Replica().Store().MaxOffset("T", 0) == 20 }, 10*time.Second, 10*time.Millisecond,
+		"the new node catches up from the leader's log")
+	require.Eventually(t, func() bool { return len(tb.bs[3].Replica().Node().Status().Voters) == 4 }, 5*time.Second, 10*time.Millisecond)
+
+	// Remove node 1.
+	resp = invoke(t, c, remoting.NewRequest(remoting.RemoveNode, map[string]string{"id": "1"}, nil))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	require.Eventually(t, func() bool {
+		v := tb.bs[3].Replica().Node().Status().Voters
+		return len(v) == 3 && v[0] == 2
+	}, 5*time.Second, 10*time.Millisecond)
+	// The group still takes writes.
+	c4 := dial(t, tb.bs[4].ClientAddr())
+	require.Equal(t, remoting.Success, invoke(t, c4, sendCmd("T", 0, "after", "KA")).Code)
 }

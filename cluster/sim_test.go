@@ -483,3 +483,63 @@ func others(id uint64) []uint64 {
 }
 
 var _ = errors.Is
+
+// TestSnapshotCatchUp: a node that was down while the leader's log was
+// compacted past its position catches up by snapshot (offsets, config,
+// queue positions), then by log, and its log positions match the leader's.
+func TestSnapshotCatchUp(t *testing.T) {
+	g := newGroup(t, 7)
+	l := g.leader(5 * time.Second)
+	createTopic(t, l, "T", 2)
+	var lag uint64
+	for id := uint64(1); id <= 3; id++ {
+		if id != l.cfg.ID {
+			lag = id
+		}
+	}
+	g.stop(lag)
+	body := string(bytes.Repeat([]byte("x"), 1000))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := 0; i < 3000; i += 50 {
+		var ms []*message.Message
+		for k := i; k < i+50; k++ {
+			ms = append(ms, testMsg("T", int32(k%2), fmt.Sprintf("%d-%s", k, body)))
+		}
+		_, err := l.Send(ctx, ms)
+		require.NoError(t, err)
+	}
+	require.NoError(t, l.Exec(ctx, &store.Command{Op: store.OpCommitOffsets, Offsets: []store.OffsetCommit{{Group: "g", Topic: "T", QueueID: 1, Offset: 42}}}))
+	require.NoError(t, l.Store().Persist())
+	at, err := l.rs.Compact(l.Node().Applied())
+	require.NoError(t, err)
+	require.Greater(t, at, uint64(10), "compaction must drop segments for this test to mean anything")
+
+	g.start(lag)
+	g.waitConverged(15 * time.Second)
+	f := g.rep(lag)
+	require.Greater(t, f.Store().Log().FirstIndex(), at, "the lagging node must have installed a snapshot")
+	require.Equal(t, l.Store().MaxOffset("T", 0), f.Store().MaxOffset("T", 0))
+	require.Greater(t, f.Store().MinOffset("T", 0), int64(0), "messages below the snapshot are gone on the new node")
+	off, ok := f.Store().ConsumerOffset("g", "T", 1)
+	require.True(t, ok)
+	require.Equal(t, int64(42), off)
+	// New messages after the snapshot land at the same offsets and positions.
+	res, err := l.Send(ctx, []*message.Message{testMsg("T", 0, "after-snapshot")})
+	require.NoError(t, err)
+	g.waitConverged(10 * time.Second)
+	gr, err := f.Store().GetMessages("T", 0, res[0].QueueOffset, 1, 1<<20, nil)
+	require.NoError(t, err)
+	require.Len(t, gr.Records, 1)
+	v, err := message.Parse(gr.Records[0], true)
+	require.NoError(t, err)
+	require.Equal(t, "after-snapshot", string(v.Body))
+	require.Equal(t, res[0].PhyOffset, v.PhysicalOffset)
+	g.checkAgreement()
+
+	// And the installed node survives a restart.
+	g.stop(lag)
+	g.start(lag)
+	g.waitConverged(10 * time.Second)
+	require.Equal(t, l.Store().MaxOffset("T", 0), g.rep(lag).Store().MaxOffset("T", 0))
+}

@@ -28,6 +28,7 @@ type brokerFlags struct {
 	bindIP      string
 	tick        time.Duration
 	broker      string
+	preferred   uint64
 }
 
 func (f *brokerFlags) register(cmd *cobra.Command) {
@@ -42,6 +43,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.autoCreate, "auto-create-topics", true, "create an unknown topic (4 queues) on first send")
 	fl.StringVar(&f.bindIP, "bind-ip", "", "source IP for outgoing raft connections")
 	fl.DurationVar(&f.tick, "tick", 50*time.Millisecond, "raft tick (election timeout is 10 ticks, heartbeat 2)")
+	fl.Uint64Var(&f.preferred, "preferred-leader", 0, "node that should lead whenever it is up and caught up (0: any)")
 	fl.StringVar(&f.broker, "broker-name", "raftmq", "brokerName the group registers under")
 }
 
@@ -76,7 +78,7 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 	return cluster.Config{
 		ID: f.id, Dir: dir, Peers: peers, Join: f.join, HTTPAddr: f.httpAddr, Flush: fm,
 		SegmentSize: f.segmentSize, AutoCreateTopics: f.autoCreate, BindIP: f.bindIP,
-		TickInterval: f.tick, BrokerName: f.broker, Logger: log,
+		TickInterval: f.tick, BrokerName: f.broker, PreferredLeader: f.preferred, Logger: log,
 	}, nil
 }
 
