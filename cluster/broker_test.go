@@ -34,9 +34,9 @@ func freeAddrs(t *testing.T, n int) []string {
 type testBrokers struct {
 	t         *testing.T
 	preferred uint64
-	peers map[uint64]Peer
-	dirs  map[uint64]string
-	bs    map[uint64]*Broker
+	peers     map[uint64]Peer
+	dirs      map[uint64]string
+	bs        map[uint64]*Broker
 }
 
 func startBrokers(t *testing.T, preferred ...uint64) *testBrokers {
