@@ -47,6 +47,8 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 		return b.handleRoute(req)
 	case remoting.UpdateAndCreateTopic:
 		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleCreateTopic(ctx, req) })
+	case remoting.GetAllTopicConfig:
+		return b.handleAllTopics(req)
 	case remoting.ClusterStatus:
 		body, _ := json.Marshal(b.Status())
 		resp := remoting.NewResponse(req, remoting.Success, "")
@@ -525,4 +527,24 @@ func (b *Broker) handleAdmin(ctx context.Context, req *remoting.Command) *remoti
 		return remoting.NewResponse(req, remoting.SystemError, err.Error())
 	}
 	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+// handleAllTopics answers GET_ALL_TOPIC_CONFIG with RocketMQ's
+// TopicConfigSerializeWrapper JSON.
+func (b *Broker) handleAllTopics(req *remoting.Command) *remoting.Command {
+	table := map[string]offsets.TopicConfig{}
+	for _, tc := range b.rep.Store().Topics() {
+		table[tc.TopicName] = tc
+	}
+	st := b.rep.Node().Status()
+	body, err := json.Marshal(map[string]any{
+		"topicConfigTable": table,
+		"dataVersion":      map[string]any{"timestamp": time.Now().UnixMilli(), "counter": st.Applied},
+	})
+	if err != nil {
+		return remoting.NewResponse(req, remoting.SystemError, err.Error())
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body = body
+	return resp
 }

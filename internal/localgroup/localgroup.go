@@ -1,0 +1,330 @@
+// Package localgroup runs a broker group on this machine as real
+// `raftmq broker` processes: start, SIGTERM, kill -9, pause, restart, and
+// read each node's /status. `raftmq cluster`, the failover benchmark and
+// the process-level tests use it.
+package localgroup
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/raftmq/raftmq/cluster"
+)
+
+// Config describes a group.
+type Config struct {
+	// Binary runs the broker: Binary Prefix... broker --id N ... .
+	Binary string
+	Prefix []string
+	Env    []string
+	Dir    string // node i lives in Dir/n<i>
+	// BasePort: clients BasePort+i-1, raft +10, HTTP +20.
+	BasePort int
+	Nodes    int
+	// Args are extra broker flags (e.g. --flush async, --segment-size).
+	Args []string
+}
+
+// Node is one broker process.
+type Node struct {
+	ID                 uint64
+	Client, Raft, HTTP string
+	Dir, LogPath       string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error
+}
+
+// Group is a running group.
+type Group struct {
+	cfg   Config
+	Nodes []*Node
+	peers []string
+}
+
+// New plans a group without starting it.
+func New(cfg Config) *Group {
+	if cfg.Nodes <= 0 {
+		cfg.Nodes = 3
+	}
+	g := &Group{cfg: cfg}
+	for i := 1; i <= cfg.Nodes; i++ {
+		dir := filepath.Join(cfg.Dir, fmt.Sprintf("n%d", i))
+		n := &Node{
+			ID:      uint64(i),
+			Client:  fmt.Sprintf("127.0.0.1:%d", cfg.BasePort+i-1),
+			Raft:    fmt.Sprintf("127.0.0.1:%d", cfg.BasePort+10+i-1),
+			HTTP:    fmt.Sprintf("127.0.0.1:%d", cfg.BasePort+20+i-1),
+			Dir:     dir,
+			LogPath: filepath.Join(dir, "broker.log"),
+		}
+		g.Nodes = append(g.Nodes, n)
+		g.peers = append(g.peers, "--peer", fmt.Sprintf("%d=%s/%s", n.ID, n.Client, n.Raft))
+	}
+	return g
+}
+
+// Addrs returns the client addresses.
+func (g *Group) Addrs() []string {
+	var out []string
+	for _, n := range g.Nodes {
+		out = append(out, n.Client)
+	}
+	return out
+}
+
+// Node returns node id.
+func (g *Group) Node(id uint64) *Node { return g.Nodes[id-1] }
+
+// Start starts every node.
+func (g *Group) Start() error {
+	for _, n := range g.Nodes {
+		if err := g.StartNode(n.ID); err != nil {
+			g.StopAll()
+			return err
+		}
+	}
+	return nil
+}
+
+// StartNode starts (or restarts) one node; its output is appended to its
+// log file.
+func (g *Group) StartNode(id uint64) error {
+	n := g.Node(id)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil && !n.exitedLocked() {
+		return fmt.Errorf("localgroup: node %d is running", id)
+	}
+	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
+		return err
+	}
+	lf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	args := append(append([]string{}, g.cfg.Prefix...), "broker", "--id", fmt.Sprint(id), "--data", n.Dir, "--http", n.HTTP)
+	args = append(append(args, g.cfg.Args...), g.peers...)
+	cmd := exec.Command(g.cfg.Binary, args...)
+	cmd.Env = append(os.Environ(), g.cfg.Env...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	// Own process group: a terminal's Ctrl-C reaches the supervisor, which
+	// stops the nodes itself.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return fmt.Errorf("localgroup: start node %d: %w", id, err)
+	}
+	exited := make(chan struct{})
+	n.cmd, n.exited, n.err = cmd, exited, nil
+	go func() {
+		err := cmd.Wait()
+		lf.Close()
+		n.mu.Lock()
+		n.err = err
+		n.mu.Unlock()
+		close(exited)
+	}()
+	return nil
+}
+
+func (n *Node) exitedLocked() bool {
+	select {
+	case <-n.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Running reports whether the process is alive.
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd != nil && !n.exitedLocked()
+}
+
+// Exited returns a description of how the process ended, or "" while it
+// runs.
+func (n *Node) Exited() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || !n.exitedLocked() {
+		return ""
+	}
+	if n.err != nil {
+		return n.err.Error()
+	}
+	return "exit status 0"
+}
+
+// PID returns the process id (0 when not running).
+func (n *Node) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil || n.exitedLocked() {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+func (n *Node) signal(s syscall.Signal) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil || n.exitedLocked() {
+		return fmt.Errorf("localgroup: node %d is not running", n.ID)
+	}
+	return n.cmd.Process.Signal(s)
+}
+
+// Kill sends SIGKILL and waits for the process to be gone.
+func (g *Group) Kill(id uint64) error {
+	n := g.Node(id)
+	if err := n.signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	return n.wait(10 * time.Second)
+}
+
+// Pause and Resume send SIGSTOP and SIGCONT.
+func (g *Group) Pause(id uint64) error  { return g.Node(id).signal(syscall.SIGSTOP) }
+func (g *Group) Resume(id uint64) error { return g.Node(id).signal(syscall.SIGCONT) }
+
+// Stop sends SIGTERM and waits (SIGKILL after timeout). It returns the
+// process's error if it did not stop cleanly.
+func (g *Group) Stop(id uint64, timeout time.Duration) error {
+	n := g.Node(id)
+	if !n.Running() {
+		return nil
+	}
+	_ = n.signal(syscall.SIGCONT)
+	if err := n.signal(syscall.SIGTERM); err != nil {
+		return nil
+	}
+	if err := n.wait(timeout); err != nil {
+		_ = n.signal(syscall.SIGKILL)
+		_ = n.wait(5 * time.Second)
+		return fmt.Errorf("localgroup: node %d did not stop within %v; killed", id, timeout)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.err != nil {
+		return fmt.Errorf("localgroup: node %d: %w", id, n.err)
+	}
+	return nil
+}
+
+func (n *Node) wait(timeout time.Duration) error {
+	n.mu.Lock()
+	ch := n.exited
+	n.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-time.After(timeout):
+		return fmt.Errorf("localgroup: node %d still running after %v", n.ID, timeout)
+	}
+}
+
+// StopAll stops every node.
+func (g *Group) StopAll() error {
+	var errs []error
+	for _, n := range g.Nodes {
+		if n.Running() {
+			_ = n.signal(syscall.SIGCONT)
+			_ = n.signal(syscall.SIGTERM)
+		}
+	}
+	for _, n := range g.Nodes {
+		if err := g.Stop(n.ID, 15*time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+var httpClient = &http.Client{Timeout: 500 * time.Millisecond}
+
+// Status fetches a node's /status.
+func (g *Group) Status(id uint64) (*cluster.NodeStatus, error) {
+	resp, err := httpClient.Get("http://" + g.Node(id).HTTP + "/status")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var st cluster.NodeStatus
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// Statuses fetches every node's status (nil for nodes that do not answer).
+func (g *Group) Statuses() []*cluster.NodeStatus {
+	out := make([]*cluster.NodeStatus, len(g.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range g.Nodes {
+		wg.Add(1)
+		go func(i int, id uint64) {
+			defer wg.Done()
+			out[i], _ = g.Status(id)
+		}(i, n.ID)
+	}
+	wg.Wait()
+	return out
+}
+
+// Leader returns the node that leads and is ready, or 0.
+func (g *Group) Leader() uint64 {
+	for _, st := range g.Statuses() {
+		if st != nil && st.LeaderReady {
+			return st.Status.ID
+		}
+	}
+	return 0
+}
+
+// WaitLeader waits for a ready leader.
+func (g *Group) WaitLeader(timeout time.Duration) (uint64, error) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if id := g.Leader(); id != 0 {
+			return id, nil
+		}
+		for _, n := range g.Nodes {
+			if e := n.Exited(); e != "" && !strings.Contains(e, "killed") {
+				return 0, fmt.Errorf("localgroup: node %d exited (%s); last lines of %s:\n%s", n.ID, e, n.LogPath, Tail(n.LogPath, 10))
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("localgroup: no leader within %v", timeout)
+}
+
+// Tail returns the last lines of a file.
+func Tail(path string, lines int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	ls := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(ls) > lines {
+		ls = ls[len(ls)-lines:]
+	}
+	return strings.Join(ls, "\n")
+}
