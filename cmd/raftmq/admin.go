@@ -55,5 +55,6 @@ func newAdminCmd(logger func() *slog.Logger) *cobra.Command {
 		c.Flags().StringVar(&data, "data", "raftmq-data/n1", "the node's store directory (stop the node first)")
 	}
 	cmd.AddCommand(export, imp)
+	cmd.AddCommand(adminGroupCmds(logger)...)
 	return cmd
 }

@@ -49,6 +49,7 @@ func newRoot() *cobra.Command {
 		}
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	}
-	root.AddCommand(newClusterCmd(logger), newBrokerCmd(logger), newStoreCmd(logger), newAdminCmd(logger))
+	root.AddCommand(newClusterCmd(logger), newBrokerCmd(logger), newProduceCmd(logger), newConsumeCmd(logger),
+		newBenchCmd(logger), newStoreCmd(logger), newAdminCmd(logger))
 	return root
 }

@@ -1,0 +1,468 @@
+package main
+
+import (
+	"context"
+	"io"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/internal/bench"
+	"github.com/raftmq/raftmq/internal/localgroup"
+	"github.com/raftmq/raftmq/internal/remoting"
+)
+
+const defaultAddrs = "127.0.0.1:10911,127.0.0.1:10912,127.0.0.1:10913"
+
+// addrFlag adds --addr to a command that talks to a group.
+func addrFlag(cmd *cobra.Command, addrs *string) {
+	cmd.Flags().StringVar(addrs, "addr", defaultAddrs, "client addresses of any nodes of the group, comma-separated")
+}
+
+func newClient(addrs string, log *slog.Logger) (*client.Client, error) {
+	return client.New(client.Options{Addrs: strings.Split(addrs, ","), Logger: log})
+}
+
+func newProduceCmd(logger func() *slog.Logger) *cobra.Command {
+	var addrs, topic, tags, keys string
+	var queue int32
+	var count int
+	cmd := &cobra.Command{
+		Use:   "produce [BODY...]",
+		Short: "Send messages (the arguments, or one per line of stdin) and print where they landed",
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := newClient(addrs, logger())
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx := c.Context()
+			if len(args) == 0 {
+				b, err := readAllStdin()
+				if err != nil {
+					return err
+				}
+				args = strings.Split(strings.TrimRight(b, "\n"), "\n")
+			}
+			p := cl.NewProducer(client.ProducerOptions{Group: "raftmq-cli"})
+			for rep := 0; rep < max(count, 1); rep++ {
+				for _, body := range args {
+					m := &client.Message{Topic: topic, QueueID: queue, Body: []byte(body), Tags: tags}
+					if keys != "" {
+						m.Keys = strings.Split(keys, ",")
+					}
+					r, err := p.Send(ctx, m)
+					if err != nil {
+						return err
+					}
+					dup := ""
+					if r.Duplicate {
+						dup = " (duplicate: original returned)"
+					}
+					fmt.Printf("sent queue %d offset %d msgId %s offsetMsgId %s%s\n", r.QueueID, r.QueueOffset, r.MsgID, r.OffsetMsgID, dup)
+				}
+			}
+			return nil
+		},
+	}
+	addrFlag(cmd, &addrs)
+	cmd.Flags().StringVar(&topic, "topic", "demo", "topic")
+	cmd.Flags().Int32Var(&queue, "queue", -1, "queue id (-1: round robin)")
+	cmd.Flags().StringVar(&tags, "tags", "", "TAGS property")
+	cmd.Flags().StringVar(&keys, "keys", "", "KEYS property, comma-separated")
+	cmd.Flags().IntVar(&count, "repeat", 1, "send the bodies this many times")
+	return cmd
+}
+
+func readAllStdin() (string, error) {
+	var sb strings.Builder
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := os.Stdin.Read(buf)
+		sb.Write(buf[:n])
+		if err != nil {
+			if err.Error() == "EOF" {
+				return sb.String(), nil
+			}
+			return sb.String(), err
+		}
+	}
+}
+
+func newConsumeCmd(logger func() *slog.Logger) *cobra.Command {
+	var addrs, topic, group, from string
+	var follow, commit bool
+	var max int
+	cmd := &cobra.Command{
+		Use:   "consume",
+		Short: "Print the messages of a topic, from the group's committed offsets (or 0)",
+		RunE: func(c *cobra.Command, _ []string) error {
+			cl, err := newClient(addrs, logger())
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx := c.Context()
+			rt, err := cl.Route(ctx, topic, true)
+			if err != nil {
+				return err
+			}
+			pc := cl.NewPullConsumer(group)
+			printed := 0
+			offs := make([]int64, rt.ReadQueues)
+			for q := range offs {
+				o, ok, err := pc.FetchOffset(ctx, topic, int32(q))
+				if err != nil {
+					return err
+				}
+				if ok {
+					offs[q] = o
+				} else if offs[q], err = cl.MinOffset(ctx, topic, int32(q)); err != nil {
+					return err
+				}
+			}
+			for {
+				got := 0
+				for q := range offs {
+					poll := time.Duration(0)
+					if follow {
+						poll = 200 * time.Millisecond
+					}
+					var pr client.PullResult
+					if from != "" {
+						pr, err = pc.PullFrom(ctx, from, topic, int32(q), offs[q], 32, poll)
+					} else {
+						pr, err = pc.Pull(ctx, topic, int32(q), offs[q], 32, poll)
+					}
+					if err != nil {
+						return err
+					}
+					for _, m := range pr.Messages {
+						fmt.Printf("queue %d offset %d msgId %s tags %q: %s\n", m.QueueID, m.QueueOffset, m.MsgID, m.Tags, m.Body)
+						printed++
+						got++
+						if max > 0 && printed >= max {
+							return nil
+						}
+					}
+					if pr.NextBeginOffset != offs[q] {
+						offs[q] = pr.NextBeginOffset
+						if commit {
+							if err := pc.CommitOffset(ctx, topic, int32(q), offs[q]); err != nil {
+								return err
+							}
+						}
+					}
+				}
+				if got == 0 && !follow {
+					fmt.Fprintf(os.Stderr, "%d messages\n", printed)
+					return nil
+				}
+			}
+		},
+	}
+	addrFlag(cmd, &addrs)
+	cmd.Flags().StringVar(&topic, "topic", "demo", "topic")
+	cmd.Flags().StringVar(&group, "group", "raftmq-cli", "consumer group")
+	cmd.Flags().StringVar(&from, "from", "", "pull from this node (default: the leader)")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep polling for new messages")
+	cmd.Flags().BoolVar(&commit, "commit", false, "commit the group's offsets as it reads")
+	cmd.Flags().IntVar(&max, "max", 0, "stop after this many messages (0: all)")
+	return cmd
+}
+
+// adminGroupCmds are the admin subcommands that talk to a running group.
+func adminGroupCmds(logger func() *slog.Logger) []*cobra.Command {
+	var addrs string
+	withClient := func(f func(ctx context.Context, cl *client.Client, args []string) error) func(*cobra.Command, []string) error {
+		return func(c *cobra.Command, args []string) error {
+			cl, err := newClient(addrs, logger())
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(c.Context(), 30*time.Second)
+			defer cancel()
+			return f(ctx, cl, args)
+		}
+	}
+	topic := &cobra.Command{Use: "topic", Short: "Create and list topics"}
+	var queues int
+	create := &cobra.Command{Use: "create TOPIC", Short: "Create or update a topic (replicated)", Args: cobra.ExactArgs(1),
+		RunE: withClient(func(ctx context.Context, cl *client.Client, args []string) error {
+			if err := cl.CreateTopic(ctx, args[0], queues); err != nil {
+				return err
+			}
+			fmt.Printf("topic %s: %d queues\n", args[0], queues)
+			return nil
+		})}
+	create.Flags().IntVar(&queues, "queues", 4, "read and write queues")
+	list := &cobra.Command{Use: "list", Short: "List topics with their queue offsets",
+		RunE: withClient(func(ctx context.Context, cl *client.Client, _ []string) error {
+			return listTopics(ctx, cl, strings.Split(addrs, ","))
+		})}
+	topic.AddCommand(create, list)
+
+	clusterCmd := &cobra.Command{Use: "cluster", Short: "Group status"}
+	status := &cobra.Command{Use: "status", Short: "Each node's raft role, term, commit and applied index, and disk use",
+		RunE: withClient(func(ctx context.Context, cl *client.Client, _ []string) error {
+			return printClusterStatus(ctx, cl, strings.Split(addrs, ","))
+		})}
+	clusterCmd.AddCommand(status)
+
+	var to uint64
+	transfer := &cobra.Command{Use: "transfer-leader", Short: "Hand leadership to node --to", RunE: withClient(func(ctx context.Context, cl *client.Client, _ []string) error {
+		if err := cl.TransferLeader(ctx, to); err != nil {
+			return err
+		}
+		fmt.Printf("leadership transfer to node %d requested\n", to)
+		return nil
+	})}
+	transfer.Flags().Uint64Var(&to, "to", 0, "node id")
+
+	node := &cobra.Command{Use: "node", Short: "Add or remove group members (raft ConfChange)"}
+	add := &cobra.Command{Use: "add ID=CLIENTADDR/RAFTADDR", Short: "Add a voter; then start it with `raftmq broker --join`", Args: cobra.ExactArgs(1),
+		RunE: withClient(func(ctx context.Context, cl *client.Client, args []string) error {
+			id, p, err := parsePeerArg(args[0])
+			if err != nil {
+				return err
+			}
+			if err := cl.AddNode(ctx, id, p[0], p[1]); err != nil {
+				return err
+			}
+			fmt.Printf("node %d added; start it with: raftmq broker --id %d --join --peer %s ...(the other members)\n", id, id, args[0])
+			return nil
+		})}
+	remove := &cobra.Command{Use: "remove ID", Short: "Remove a voter", Args: cobra.ExactArgs(1),
+		RunE: withClient(func(ctx context.Context, cl *client.Client, args []string) error {
+			var id uint64
+			if _, err := fmt.Sscan(args[0], &id); err != nil {
+				return fmt.Errorf("bad node id %q", args[0])
+			}
+			if err := cl.RemoveNode(ctx, id); err != nil {
+				return err
+			}
+			fmt.Printf("node %d removed\n", id)
+			return nil
+		})}
+	node.AddCommand(add, remove)
+	cmds := []*cobra.Command{topic, clusterCmd, transfer, node}
+	for _, c := range []*cobra.Command{create, list, status, transfer, add, remove} {
+		addrFlag(c, &addrs)
+	}
+	return cmds
+}
+
+func parsePeerArg(s string) (uint64, [2]string, error) {
+	var id uint64
+	idS, rest, ok := strings.Cut(s, "=")
+	c, r, ok2 := strings.Cut(rest, "/")
+	if _, err := fmt.Sscan(idS, &id); err != nil || !ok || !ok2 || id == 0 {
+		return 0, [2]string{}, fmt.Errorf("want ID=CLIENTADDR/RAFTADDR, got %q", s)
+	}
+	return id, [2]string{c, r}, nil
+}
+
+func printClusterStatus(ctx context.Context, cl *client.Client, addrs []string) error {
+	type row struct {
+		addr string
+		st   map[string]any
+		err  error
+	}
+	var rows []row
+	for _, a := range addrs {
+		raw, err := cl.NodeStatus(ctx, a)
+		r := row{addr: a, err: err}
+		if err == nil {
+			_ = json.Unmarshal(raw, &r.st)
+		}
+		rows = append(rows, r)
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].addr < rows[j].addr })
+	fmt.Printf("%-22s %-5s %-10s %-6s %-7s %-10s %-10s %-10s %s\n", "node", "id", "role", "term", "leader", "commit", "applied", "log MB", "disk used")
+	for _, r := range rows {
+		if r.err != nil {
+			fmt.Printf("%-22s unreachable: %v\n", r.addr, r.err)
+			continue
+		}
+		rs, _ := r.st["raft"].(map[string]any)
+		num := func(m map[string]any, k string) float64 { v, _ := m[k].(float64); return v }
+		role, _ := rs["role"].(string)
+		fmt.Printf("%-22s %-5.0f %-10s %-6.0f %-7.0f %-10.0f %-10.0f %-10.1f %.1f%%\n", r.addr, num(rs, "id"), strings.TrimPrefix(role, "State"),
+			num(rs, "term"), num(rs, "leader"), num(rs, "commit"), num(rs, "applied"), num(r.st, "logBytes")/1e6, 100*num(r.st, "diskUsedRatio"))
+	}
+	return nil
+}
+
+func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
+	var addrs string
+	var asJSON bool
+	cmd := &cobra.Command{Use: "bench", Short: "Measure a running group: produce throughput and ack latency, consume throughput"}
+	var pc bench.ProduceConfig
+	produce := &cobra.Command{
+		Use:   "produce",
+		Short: "Send for --duration and report msgs/s, MB/s and latency percentiles",
+		Long: "--window 1 sends one message at a time (latency); --window N pipelines N sends per producer;\n" +
+			"--batch N sends N messages per request. Acks mean what the group's --flush says (default:\n" +
+			"fsynced on a quorum).",
+		RunE: func(c *cobra.Command, _ []string) error {
+			cl, err := newClient(addrs, logger())
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			if !asJSON {
+				pc.Progress = os.Stderr
+			}
+			r, err := bench.Produce(c.Context(), cl, pc)
+			if err != nil {
+				return err
+			}
+			return printResult(r, asJSON)
+		},
+	}
+	produce.Flags().StringVar(&pc.Topic, "topic", "bench", "topic (created if missing)")
+	produce.Flags().IntVar(&pc.Queues, "queues", 4, "queues of the topic")
+	produce.Flags().IntVar(&pc.Size, "size", 1024, "message body bytes")
+	produce.Flags().IntVar(&pc.Window, "window", 1000, "sends in flight per producer (1: one at a time)")
+	produce.Flags().IntVar(&pc.Batch, "batch", 1, "messages per send")
+	produce.Flags().IntVar(&pc.Producers, "producers", 1, "concurrent producers")
+	produce.Flags().DurationVar(&pc.Duration, "duration", 10*time.Second, "how long to send")
+	var cc bench.ConsumeConfig
+	consume := &cobra.Command{
+		Use:   "consume",
+		Short: "Read every queue of --topic from its start to its end and report msgs/s",
+		RunE: func(c *cobra.Command, _ []string) error {
+			cl, err := newClient(addrs, logger())
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			if !asJSON {
+				cc.Progress = os.Stderr
+			}
+			r, err := bench.Consume(c.Context(), cl, cc)
+			if err != nil {
+				return err
+			}
+			return printResult(r, asJSON)
+		},
+	}
+	consume.Flags().StringVar(&cc.Topic, "topic", "bench", "topic")
+	consume.Flags().IntVar(&cc.Batch, "batch", 32, "messages per pull")
+	consume.Flags().StringVar(&cc.From, "from", "", "pull from this node address (default: the leader)")
+	for _, c := range []*cobra.Command{produce, consume} {
+		addrFlag(c, &addrs)
+		c.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON line")
+	}
+	var kills, producers, basePort int
+	var dataDir, flush string
+	failover := &cobra.Command{
+		Use:   "failover",
+		Short: "Start a local group, kill -9 its leader --kills times under load, report recovery times and check nothing acknowledged is lost",
+		RunE: func(c *cobra.Command, _ []string) error {
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			if dataDir == "" {
+				if dataDir, err = os.MkdirTemp("", "raftmq-failover-"); err != nil {
+					return err
+				}
+				defer os.RemoveAll(dataDir)
+			}
+			g := localgroup.New(localgroup.Config{Binary: self, Dir: dataDir, BasePort: basePort, Args: []string{"--flush", flush}})
+			if err := g.Start(); err != nil {
+				return err
+			}
+			defer g.StopAll()
+			var progress io.Writer = os.Stderr
+			r, err := bench.Failover(c.Context(), g, kills, producers, progress)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				b, _ := json.Marshal(r)
+				fmt.Println(string(b))
+			} else {
+				fmt.Println(r.String())
+			}
+			if r.Lost > 0 || r.Duplicated > 0 || !r.LogsAgree {
+				return &exitError{code: 1, err: fmt.Errorf("failover check failed: %s", r.String())}
+			}
+			return nil
+		},
+	}
+	failover.Flags().IntVar(&kills, "kills", 20, "leader kills")
+	failover.Flags().IntVar(&producers, "producers", 4, "producers sending one message at a time")
+	failover.Flags().IntVar(&basePort, "base-port", 11911, "first client port of the group it starts")
+	failover.Flags().StringVar(&dataDir, "data", "", "data directory (default: a temporary one, removed afterwards)")
+	failover.Flags().StringVar(&flush, "flush", "sync", "the group's flush mode")
+	failover.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON line")
+	cmd.AddCommand(produce, consume, failover)
+	return cmd
+}
+
+func printResult(r bench.Result, asJSON bool) error {
+	if asJSON {
+		fmt.Println(r.JSON())
+	} else {
+		fmt.Println(r.String())
+	}
+	return nil
+}
+
+// listTopics asks a node for its topic configs (GET_ALL_TOPIC_CONFIG) and
+// prints each with its queues' offsets.
+func listTopics(ctx context.Context, cl *client.Client, addrs []string) error {
+	var resp *remoting.Command
+	var err error
+	for _, a := range addrs {
+		if resp, err = cl.Invoke(ctx, a, remoting.NewRequest(remoting.GetAllTopicConfig, nil, nil)); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if resp.Code != remoting.Success {
+		return fmt.Errorf("list topics: code %d: %s", resp.Code, resp.Remark)
+	}
+	var w struct {
+		TopicConfigTable map[string]struct {
+			ReadQueueNums  int `json:"readQueueNums"`
+			WriteQueueNums int `json:"writeQueueNums"`
+			Perm           int `json:"perm"`
+		} `json:"topicConfigTable"`
+	}
+	if err := json.Unmarshal(resp.Body, &w); err != nil {
+		return fmt.Errorf("list topics: %w", err)
+	}
+	names := make([]string, 0, len(w.TopicConfigTable))
+	for n := range w.TopicConfigTable {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		tc := w.TopicConfigTable[n]
+		var parts []string
+		for q := 0; q < tc.ReadQueueNums; q++ {
+			lo, err1 := cl.MinOffset(ctx, n, int32(q))
+			hi, err2 := cl.MaxOffset(ctx, n, int32(q))
+			if err1 != nil || err2 != nil {
+				parts = append(parts, fmt.Sprintf("q%d ?", q))
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("q%d [%d,%d)", q, lo, hi))
+		}
+		fmt.Printf("%-24s queues r%d/w%d perm %d  %s\n", n, tc.ReadQueueNums, tc.WriteQueueNums, tc.Perm, strings.Join(parts, " "))
+	}
+	return nil
+}

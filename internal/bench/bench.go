@@ -1,0 +1,339 @@
+// Package bench measures a running group through the Go client: produce
+// throughput and acknowledgement latency (sync, pipelined, batched) and
+// consume throughput. It backs `raftmq bench`.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/raftmq/raftmq/client"
+)
+
+// ProduceConfig configures a produce run.
+type ProduceConfig struct {
+	Topic     string
+	Queues    int
+	Size      int           // body bytes
+	Window    int           // in-flight sends per producer; 1 = one at a time (sync)
+	Batch     int           // messages per send (>1 uses batches)
+	Producers int           // concurrent producers
+	Duration  time.Duration // how long to send
+	Progress  io.Writer     // a line per second (nil: none)
+}
+
+// Result is a run's summary.
+type Result struct {
+	Mode       string  `json:"mode"`
+	Messages   int64   `json:"messages"`
+	Errors     int64   `json:"errors"`
+	Seconds    float64 `json:"seconds"`
+	MsgsPerSec float64 `json:"msgsPerSec"`
+	MBPerSec   float64 `json:"mbPerSec"`
+	// Latency of each send (a batch counts once), request to answer, in
+	// milliseconds; with a window it includes queueing behind it.
+	P50  float64 `json:"p50ms,omitempty"`
+	P90  float64 `json:"p90ms,omitempty"`
+	P99  float64 `json:"p99ms,omitempty"`
+	P999 float64 `json:"p999ms,omitempty"`
+	Max  float64 `json:"maxms,omitempty"`
+	// Settings, so a number is never quoted without them.
+	Size      int    `json:"size"`
+	Window    int    `json:"window,omitempty"`
+	Batch     int    `json:"batch,omitempty"`
+	Producers int    `json:"producers,omitempty"`
+	FirstErr  string `json:"firstError,omitempty"`
+}
+
+// JSON returns the result as one JSON line.
+func (r Result) JSON() string {
+	b, _ := json.Marshal(r)
+	return string(b)
+}
+
+func (r Result) String() string {
+	s := fmt.Sprintf("%s: %d messages of %d B in %.1fs: %.0f msgs/s, %.1f MB/s", r.Mode, r.Messages, r.Size, r.Seconds, r.MsgsPerSec, r.MBPerSec)
+	if r.P50 > 0 {
+		s += fmt.Sprintf("; latency p50 %.3f ms, p90 %.3f, p99 %.3f, p99.9 %.3f, max %.3f", r.P50, r.P90, r.P99, r.P999, r.Max)
+	}
+	if r.Errors > 0 {
+		s += fmt.Sprintf("; %d errors (first: %s)", r.Errors, r.FirstErr)
+	}
+	return s
+}
+
+// latencies collects per-send durations.
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, d)
+	l.mu.Unlock()
+}
+
+func (l *latencies) fill(r *Result) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.d) == 0 {
+		return
+	}
+	slices.Sort(l.d)
+	q := func(p float64) float64 {
+		i := int(p * float64(len(l.d)-1))
+		return float64(l.d[i].Microseconds()) / 1000
+	}
+	r.P50, r.P90, r.P99, r.P999 = q(0.5), q(0.9), q(0.99), q(0.999)
+	r.Max = float64(l.d[len(l.d)-1].Microseconds()) / 1000
+}
+
+type counters struct {
+	msgs, errs atomic.Int64
+	firstErr   atomic.Pointer[string]
+}
+
+func (c *counters) fail(err error) {
+	c.errs.Add(1)
+	s := err.Error()
+	c.firstErr.CompareAndSwap(nil, &s)
+}
+
+// progress prints a line per second until stop is closed.
+func progress(w io.Writer, what string, c *counters, start time.Time, stop <-chan struct{}) {
+	if w == nil {
+		return
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last := int64(0)
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			n := c.msgs.Load()
+			fmt.Fprintf(w, "%s %5.1fs  %9d msgs  %8d msgs/s  errors %d\n", what, time.Since(start).Seconds(), n, n-last, c.errs.Load())
+			last = n
+		}
+	}
+}
+
+// Produce runs a produce benchmark.
+func Produce(ctx context.Context, c *client.Client, cfg ProduceConfig) (Result, error) {
+	if cfg.Queues <= 0 {
+		cfg.Queues = 4
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = 1
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 1
+	}
+	if cfg.Producers <= 0 {
+		cfg.Producers = 1
+	}
+	if err := c.CreateTopic(ctx, cfg.Topic, cfg.Queues); err != nil {
+		return Result{}, fmt.Errorf("bench: create topic: %w", err)
+	}
+	if _, err := c.Route(ctx, cfg.Topic, true); err != nil {
+		return Result{}, fmt.Errorf("bench: route: %w", err)
+	}
+	body := make([]byte, cfg.Size)
+	for i := range body {
+		body[i] = byte('a' + i%26)
+	}
+	var (
+		cnt  counters
+		lat  latencies
+		wg   sync.WaitGroup
+		stop = make(chan struct{})
+	)
+	start := time.Now()
+	end := start.Add(cfg.Duration)
+	go progress(cfg.Progress, "produce", &cnt, start, stop)
+	for p := 0; p < cfg.Producers; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			pr := c.NewProducer(client.ProducerOptions{Group: "bench", Window: cfg.Window})
+			q := int32(p % cfg.Queues)
+			slots := make(chan struct{}, cfg.Window)
+			var inflight sync.WaitGroup
+			for i := 0; time.Now().Before(end) && ctx.Err() == nil; i++ {
+				q = (q + 1) % int32(cfg.Queues)
+				t0 := time.Now()
+				switch {
+				case cfg.Batch > 1:
+					ms := make([]*client.Message, cfg.Batch)
+					for k := range ms {
+						ms[k] = &client.Message{Topic: cfg.Topic, QueueID: q, Body: body}
+					}
+					if cfg.Window > 1 {
+						// Pipelined batches: one goroutine per in-flight batch.
+						sendBatchAsync(ctx, pr, ms, &cnt, &lat, slots, &inflight)
+						continue
+					}
+					if _, err := pr.SendBatch(ctx, ms); err != nil {
+						cnt.fail(err)
+						continue
+					}
+					cnt.msgs.Add(int64(len(ms)))
+					lat.add(time.Since(t0))
+				case cfg.Window > 1:
+					err := pr.SendAsync(ctx, &client.Message{Topic: cfg.Topic, QueueID: q, Body: body}, func(_ client.SendResult, err error) {
+						if err != nil {
+							cnt.fail(err)
+							return
+						}
+						cnt.msgs.Add(1)
+						lat.add(time.Since(t0))
+					})
+					if err != nil {
+						cnt.fail(err)
+					}
+				default:
+					if _, err := pr.Send(ctx, &client.Message{Topic: cfg.Topic, QueueID: q, Body: body}); err != nil {
+						cnt.fail(err)
+						continue
+					}
+					cnt.msgs.Add(1)
+					lat.add(time.Since(t0))
+				}
+			}
+			inflight.Wait()
+			fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_ = pr.Flush(fctx)
+			cancel()
+		}(p)
+	}
+	wg.Wait()
+	close(stop)
+	el := time.Since(start).Seconds()
+	r := Result{Mode: mode(cfg), Messages: cnt.msgs.Load(), Errors: cnt.errs.Load(), Seconds: el, Size: cfg.Size,
+		Window: cfg.Window, Batch: cfg.Batch, Producers: cfg.Producers}
+	r.MsgsPerSec = float64(r.Messages) / el
+	r.MBPerSec = r.MsgsPerSec * float64(cfg.Size) / 1e6
+	if p := cnt.firstErr.Load(); p != nil {
+		r.FirstErr = *p
+	}
+	lat.fill(&r)
+	if r.Messages == 0 {
+		return r, errors.New("bench: no send succeeded: " + r.FirstErr)
+	}
+	return r, nil
+}
+
+func mode(cfg ProduceConfig) string {
+	switch {
+	case cfg.Batch > 1:
+		return fmt.Sprintf("produce batches of %d, window %d", cfg.Batch, cfg.Window)
+	case cfg.Window > 1:
+		return fmt.Sprintf("produce pipelined, window %d x %d producers", cfg.Window, cfg.Producers)
+	}
+	return fmt.Sprintf("produce one at a time x %d producers", cfg.Producers)
+}
+
+// sendBatchAsync sends one batch in its own goroutine, holding one of the
+// window's slots while it is in flight.
+func sendBatchAsync(ctx context.Context, pr *client.Producer, ms []*client.Message, cnt *counters, lat *latencies, slots chan struct{}, wg *sync.WaitGroup) {
+	slots <- struct{}{}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer func() { <-slots }()
+		t0 := time.Now()
+		if _, err := pr.SendBatch(ctx, ms); err != nil {
+			cnt.fail(err)
+			return
+		}
+		cnt.msgs.Add(int64(len(ms)))
+		lat.add(time.Since(t0))
+	}()
+}
+
+// ConsumeConfig configures a consume run: read every queue of Topic from
+// its minimum offset up to the maximum found at the start.
+type ConsumeConfig struct {
+	Topic    string
+	Batch    int    // messages per pull (default 32)
+	From     string // node to pull from ("" = the leader)
+	Progress io.Writer
+}
+
+// Consume runs a consume benchmark.
+func Consume(ctx context.Context, c *client.Client, cfg ConsumeConfig) (Result, error) {
+	if cfg.Batch <= 0 {
+		cfg.Batch = 32
+	}
+	rt, err := c.Route(ctx, cfg.Topic, true)
+	if err != nil {
+		return Result{}, fmt.Errorf("bench: route: %w", err)
+	}
+	pc := c.NewPullConsumer("bench-consumer")
+	var (
+		cnt   counters
+		bytes atomic.Int64
+		wg    sync.WaitGroup
+		stop  = make(chan struct{})
+	)
+	start := time.Now()
+	go progress(cfg.Progress, "consume", &cnt, start, stop)
+	for q := 0; q < rt.ReadQueues; q++ {
+		lo, err := c.MinOffset(ctx, cfg.Topic, int32(q))
+		if err != nil {
+			return Result{}, err
+		}
+		hi, err := c.MaxOffset(ctx, cfg.Topic, int32(q))
+		if err != nil {
+			return Result{}, err
+		}
+		wg.Add(1)
+		go func(q int32, off, hi int64) {
+			defer wg.Done()
+			for off < hi && ctx.Err() == nil {
+				var pr client.PullResult
+				var err error
+				if cfg.From != "" {
+					pr, err = pc.PullFrom(ctx, cfg.From, cfg.Topic, q, off, cfg.Batch, 0)
+				} else {
+					pr, err = pc.Pull(ctx, cfg.Topic, q, off, cfg.Batch, 0)
+				}
+				if err != nil {
+					cnt.fail(err)
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				for _, m := range pr.Messages {
+					bytes.Add(int64(len(m.Body)))
+				}
+				cnt.msgs.Add(int64(len(pr.Messages)))
+				if pr.NextBeginOffset <= off && len(pr.Messages) == 0 {
+					break
+				}
+				off = pr.NextBeginOffset
+			}
+		}(int32(q), lo, hi)
+	}
+	wg.Wait()
+	close(stop)
+	el := time.Since(start).Seconds()
+	r := Result{Mode: "consume", Messages: cnt.msgs.Load(), Errors: cnt.errs.Load(), Seconds: el}
+	r.MsgsPerSec = float64(r.Messages) / el
+	r.MBPerSec = float64(bytes.Load()) / el / 1e6
+	if r.Messages > 0 {
+		r.Size = int(bytes.Load() / r.Messages)
+	}
+	if p := cnt.firstErr.Load(); p != nil {
+		r.FirstErr = *p
+	}
+	return r, nil
+}
