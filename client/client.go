@@ -126,42 +126,46 @@ func (c *Client) NewMsgID() string { return c.ids.next() }
 // Invoke sends req to addr and waits for the response, ctx, or
 // RequestTimeout, whichever comes first. Any response is returned as it
 // is, whatever its code. It is the low-level escape hatch: no retries, no
-// leader following. It modifies req (opaque, flags).
+// leader following. A failure after the request was handed to the
+// connection wraps ErrIndeterminate. It modifies req (opaque, flags).
 func (c *Client) Invoke(ctx context.Context, addr string, req *remoting.Command) (*remoting.Command, error) {
-	return c.invoke(ctx, addr, req, c.timeout)
+	resp, written, err := c.invoke(ctx, addr, req, c.timeout)
+	if err != nil && written {
+		err = indeterminate(err)
+	}
+	return resp, err
 }
 
-// invoke is Invoke with an explicit attempt timeout. A timeout evicts the
-// connection (see pool.evict); transport errors after the request was
-// queued wrap ErrIndeterminate.
-func (c *Client) invoke(ctx context.Context, addr string, req *remoting.Command, timeout time.Duration) (*remoting.Command, error) {
+// invoke is one attempt with an explicit timeout. written reports whether
+// a failed request had been handed to the connection (so it may have
+// reached the broker): timeouts and lost connections. A timeout evicts the
+// connection (see pool.evict).
+func (c *Client) invoke(ctx context.Context, addr string, req *remoting.Command, timeout time.Duration) (resp *remoting.Command, written bool, err error) {
 	if c.closed.Load() {
-		return nil, ErrClosed
+		return nil, false, ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("client: request code %d to %s: %w", req.Code, addr, err)
+		return nil, false, fmt.Errorf("client: request code %d to %s: %w", req.Code, addr, err)
 	}
 	conn, err := c.pool.get(ctx, addr)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	actx, cancel := context.WithTimeout(ctx, timeout)
-	resp, err := conn.Invoke(actx, req)
+	resp, err = conn.Invoke(actx, req)
 	timedOut := actx.Err() != nil && ctx.Err() == nil
 	cancel()
 	if err == nil {
-		return resp, nil
+		return resp, false, nil
 	}
 	if timedOut {
 		c.pool.evict(addr, conn)
 	}
+	err = fmt.Errorf("client: request code %d to %s: %w", req.Code, addr, err)
 	if c.closed.Load() {
 		err = fmt.Errorf("%w: %w", ErrClosed, err)
 	}
-	if classifyTransport(nil, err) == transportFatal && !errors.Is(err, ErrClosed) {
-		return nil, fmt.Errorf("client: request code %d to %s: %w", req.Code, addr, err)
-	}
-	return nil, indeterminate(fmt.Errorf("client: request code %d to %s: %w", req.Code, addr, err))
+	return nil, classifyTransport(nil, err) != transportFatal || errors.Is(err, ErrClosed), err
 }
 
 // leaderAddr returns the believed leader's address, or "".
@@ -283,15 +287,14 @@ func (c *Client) invokeLeader(ctx context.Context, mk func() *remoting.Command, 
 	)
 	for attempt := 1; attempt <= adminAttempts; attempt++ {
 		addr := c.writeTarget(avoid)
-		req := mk()
-		resp, err := c.invoke(ctx, addr, req, c.timeout)
+		resp, written, err := c.invoke(ctx, addr, mk(), c.timeout)
 		retry := false
 		switch {
 		case err != nil:
 			lastErr = err
 			c.leaderFailed(addr)
 			avoid = addr
-			if errors.Is(err, ErrIndeterminate) {
+			if written {
 				unknown = true
 				retry = idempotent && ctx.Err() == nil
 			} else {

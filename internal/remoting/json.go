@@ -34,14 +34,14 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 	dst = append(dst, `,"remark":`...)
 	dst = appendJSONString(dst, c.Remark)
 	dst = append(dst, `,"extFields":{`...)
-	var stack [32]string
-	for i, k := range sortedKeys(c.ExtFields, stack[:0]) {
+	var stack [32]extField
+	for i, f := range sortedExt(c.ExtFields, stack[:0]) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendJSONString(dst, k)
+		dst = appendJSONString(dst, f.key)
 		dst = append(dst, ':')
-		dst = appendJSONString(dst, c.ExtFields[k])
+		dst = appendJSONString(dst, f.value)
 	}
 	return append(dst, "}}"...)
 }
