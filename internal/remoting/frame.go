@@ -62,35 +62,47 @@ const (
 // keys sorted, so equal commands encode to equal bytes. On error dst is
 // returned unchanged (truncated to its original length).
 func AppendFrame(dst []byte, c *Command) ([]byte, error) {
+	var stack [16]extField
+	dst, _, err := appendFrame(dst, c, stack[:0])
+	return dst, err
+}
+
+// appendFrame is AppendFrame with a caller-owned scratch slice for sorting
+// the ext fields. It returns the scratch (grown if needed) emptied, for
+// reuse.
+func appendFrame(dst []byte, c *Command, scratch []extField) ([]byte, []extField, error) {
 	start := len(dst)
 	dst = slices.Grow(dst, lenPrefixSize+typeLenSize+estimateHeader(c)+len(c.Body))
 	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // prefix and type/length, patched below
 	hdrStart := len(dst)
+	fields := sortedExt(c.ExtFields, scratch[:0])
 	var err error
 	switch c.Serialize {
 	case SerializeJSON:
-		dst = appendJSONHeader(dst, c)
+		dst = appendJSONHeader(dst, c, fields)
 	case SerializeRocketMQ:
-		dst, err = appendBinaryHeader(dst, c)
+		dst, err = appendBinaryHeader(dst, c, fields)
 	default:
 		err = fmt.Errorf("remoting: encode: unknown serialize type %d: %w", c.Serialize, ErrMalformed)
 	}
+	clear(fields) // drop the string references
+	scratch = fields[:0]
 	if err != nil {
-		return dst[:start], err
+		return dst[:start], scratch, err
 	}
 	hdrLen := len(dst) - hdrStart
 	if hdrLen > maxHeaderLen {
-		return dst[:start], fmt.Errorf("remoting: encode: header of %d bytes exceeds %d: %w",
+		return dst[:start], scratch, fmt.Errorf("remoting: encode: header of %d bytes exceeds %d: %w",
 			hdrLen, maxHeaderLen, ErrFrameTooLarge)
 	}
 	frameLen := typeLenSize + hdrLen + len(c.Body)
 	if frameLen > math.MaxInt32 {
-		return dst[:start], fmt.Errorf("remoting: encode: frame of %d bytes: %w", frameLen, ErrFrameTooLarge)
+		return dst[:start], scratch, fmt.Errorf("remoting: encode: frame of %d bytes: %w", frameLen, ErrFrameTooLarge)
 	}
 	dst = append(dst, c.Body...)
 	binary.BigEndian.PutUint32(dst[start:], uint32(frameLen))
 	binary.BigEndian.PutUint32(dst[start+lenPrefixSize:], uint32(c.Serialize)<<serializeTypeShift|uint32(hdrLen))
-	return dst, nil
+	return dst, scratch, nil
 }
 
 // estimateHeader returns roughly the encoded header size of c, to size the
@@ -172,8 +184,9 @@ func readFrame(r io.Reader, max int, scratch []byte) ([]byte, error) {
 	return b, nil
 }
 
-// appendBinaryHeader appends c's ROCKETMQ binary header.
-func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
+// appendBinaryHeader appends c's ROCKETMQ binary header; fields are c's
+// ext fields, sorted.
+func appendBinaryHeader(dst []byte, c *Command, fields []extField) ([]byte, error) {
 	if c.Code != int32(int16(c.Code)) {
 		return dst, fmt.Errorf("remoting: encode: code %d does not fit the binary header's int16: %w",
 			c.Code, ErrMalformed)
@@ -195,8 +208,7 @@ func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
 
 	extLenAt := len(dst)
 	dst = append(dst, 0, 0, 0, 0) // ext fields length, patched below
-	var stack [32]extField
-	for _, f := range sortedExt(c.ExtFields, stack[:0]) {
+	for _, f := range fields {
 		k, v := f.key, f.value
 		if len(k) > math.MaxInt16 {
 			return dst, fmt.Errorf("remoting: encode: ext field key of %d bytes exceeds %d: %w",
@@ -218,7 +230,8 @@ func appendBinaryHeader(dst []byte, c *Command) ([]byte, error) {
 	return dst, nil
 }
 
-// decodeBinaryHeader decodes a ROCKETMQ binary header into c.
+// decodeBinaryHeader decodes a ROCKETMQ binary header into c. The remark
+// and ext fields are substrings of one copy of h.
 func decodeBinaryHeader(h []byte, c *Command) error {
 	if len(h) < binFixedSize {
 		return fmt.Errorf("remoting: decode: binary header of %d bytes is shorter than %d: %w",
@@ -236,50 +249,61 @@ func decodeBinaryHeader(h []byte, c *Command) error {
 		return fmt.Errorf("remoting: decode: binary header: remark length %d out of range: %w", remarkLen, ErrMalformed)
 	}
 	off := binOffRemark + int(remarkLen)
-	c.Remark = string(h[binOffRemark:off])
-
 	extLen := int64(int32(binary.BigEndian.Uint32(h[off:])))
-	off += binExtLenSize
-	if extLen != int64(len(h)-off) {
+	extAt := off + binExtLenSize
+	if extLen != int64(len(h)-extAt) {
 		return fmt.Errorf("remoting: decode: binary header: ext fields length %d, %d bytes left: %w",
-			extLen, len(h)-off, ErrMalformed)
+			extLen, len(h)-extAt, ErrMalformed)
 	}
-	ext, err := decodeBinaryExt(h[off:])
+	n, err := countBinaryExt(h[extAt:])
 	if err != nil {
 		return err
 	}
-	c.ExtFields = ext
+	if remarkLen == 0 && n == 0 {
+		return nil
+	}
+	hs := string(h)
+	c.Remark = hs[binOffRemark:off]
+	if n == 0 {
+		return nil
+	}
+	// Sized once: growing a map is a large part of decoding a header.
+	c.ExtFields = make(map[string]string, n)
+	for off := extAt; off < len(h); {
+		keyLen := int(binary.BigEndian.Uint16(h[off:]))
+		off += binKeyLenSize
+		key := hs[off : off+keyLen]
+		off += keyLen
+		valLen := int(binary.BigEndian.Uint32(h[off:]))
+		off += binValueLenSize
+		c.ExtFields[key] = hs[off : off+valLen]
+		off += valLen
+	}
 	return nil
 }
 
-// decodeBinaryExt decodes the ext fields of a binary header, b holding
-// exactly the entries. It returns nil for no entries.
-func decodeBinaryExt(b []byte) (map[string]string, error) {
-	if len(b) == 0 {
-		return nil, nil
-	}
-	ext := make(map[string]string, 8)
-	for off := 0; off < len(b); {
+// countBinaryExt checks the ext field entries in b and counts them.
+func countBinaryExt(b []byte) (int, error) {
+	n := 0
+	for off := 0; off < len(b); n++ {
 		if len(b)-off < binKeyLenSize {
-			return nil, fmt.Errorf("remoting: decode: binary header: truncated ext key length at %d: %w", off, ErrMalformed)
+			return 0, fmt.Errorf("remoting: decode: binary header: truncated ext key length at %d: %w", off, ErrMalformed)
 		}
 		keyLen := int(int16(binary.BigEndian.Uint16(b[off:])))
 		off += binKeyLenSize
 		if keyLen < 0 || keyLen > len(b)-off-binValueLenSize {
-			return nil, fmt.Errorf("remoting: decode: binary header: ext key length %d out of range: %w", keyLen, ErrMalformed)
+			return 0, fmt.Errorf("remoting: decode: binary header: ext key length %d out of range: %w", keyLen, ErrMalformed)
 		}
-		key := internKey(b[off : off+keyLen])
 		off += keyLen
 		valLen := int64(int32(binary.BigEndian.Uint32(b[off:])))
 		off += binValueLenSize
 		if valLen < 0 || valLen > int64(len(b)-off) {
-			return nil, fmt.Errorf("remoting: decode: binary header: ext field %q: value length %d out of range: %w",
-				key, valLen, ErrMalformed)
+			return 0, fmt.Errorf("remoting: decode: binary header: ext field %q: value length %d out of range: %w",
+				b[off-binValueLenSize-keyLen:off-binValueLenSize], valLen, ErrMalformed)
 		}
-		ext[key] = string(b[off : off+int(valLen)])
 		off += int(valLen)
 	}
-	return ext, nil
+	return n, nil
 }
 
 // extField is one ext field, for sorting.
@@ -291,6 +315,16 @@ func sortedExt(m map[string]string, buf []extField) []extField {
 	for k, v := range m {
 		buf = append(buf, extField{k, v})
 	}
-	slices.SortFunc(buf, func(a, b extField) int { return strings.Compare(a.key, b.key) })
+	if len(buf) > 16 {
+		slices.SortFunc(buf, func(a, b extField) int { return strings.Compare(a.key, b.key) })
+		return buf
+	}
+	// Insertion sort: headers have about a dozen fields, and this is
+	// several times faster than the generic sort for so few.
+	for i := 1; i < len(buf); i++ {
+		for j := i; j > 0 && buf[j].key < buf[j-1].key; j-- {
+			buf[j], buf[j-1] = buf[j-1], buf[j]
+		}
+	}
 	return buf
 }

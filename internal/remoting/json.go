@@ -1,9 +1,11 @@
 package remoting
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -19,8 +21,8 @@ import (
 const maxJSONDepth = 64
 
 // appendJSONHeader appends c's header as a compact JSON object, keys in the
-// Go client's order and ext field keys sorted.
-func appendJSONHeader(dst []byte, c *Command) []byte {
+// Go client's order; fields are c's ext fields, sorted.
+func appendJSONHeader(dst []byte, c *Command, fields []extField) []byte {
 	dst = append(dst, `{"code":`...)
 	dst = strconv.AppendInt(dst, int64(c.Code), 10)
 	dst = append(dst, `,"language":`...)
@@ -34,8 +36,7 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 	dst = append(dst, `,"remark":`...)
 	dst = appendJSONString(dst, c.Remark)
 	dst = append(dst, `,"extFields":{`...)
-	var stack [32]extField
-	for i, f := range sortedExt(c.ExtFields, stack[:0]) {
+	for i, f := range fields {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
@@ -92,10 +93,17 @@ func appendJSONString(dst []byte, s string) []byte {
 }
 
 // jsonScanner reads one JSON value from b. Every method leaves i after
-// what it read.
+// what it read. str holds the same bytes as b: strings without escapes are
+// returned as substrings of it, so decoding a header allocates one string
+// for all its keys and values instead of one each.
 type jsonScanner struct {
-	b []byte
-	i int
+	b   []byte
+	str string
+	i   int
+}
+
+func newJSONScanner(b []byte) *jsonScanner {
+	return &jsonScanner{b: b, str: string(b)}
 }
 
 func (s *jsonScanner) errorf(format string, args ...any) error {
@@ -133,7 +141,7 @@ func (s *jsonScanner) expect(c byte) error {
 
 // literal consumes word (true, false, null) if it comes next.
 func (s *jsonScanner) literal(word string) bool {
-	if len(s.b)-s.i >= len(word) && string(s.b[s.i:s.i+len(word)]) == word {
+	if strings.HasPrefix(s.str[s.i:], word) {
 		s.i += len(word)
 		return true
 	}
@@ -147,7 +155,7 @@ func (s *jsonScanner) null() bool {
 
 // object calls field for each key of the object that comes next, with the
 // scanner before the key's value; field must consume the value.
-func (s *jsonScanner) object(field func(key []byte) error) error {
+func (s *jsonScanner) object(field func(key string) error) error {
 	if err := s.expect('{'); err != nil {
 		return err
 	}
@@ -159,7 +167,7 @@ func (s *jsonScanner) object(field func(key []byte) error) error {
 		if s.peek() != '"' {
 			return s.errorf("want an object key")
 		}
-		key, err := s.rawString()
+		key, err := s.string()
 		if err != nil {
 			return err
 		}
@@ -182,66 +190,67 @@ func (s *jsonScanner) object(field func(key []byte) error) error {
 	}
 }
 
-// rawString reads a string and returns its decoded bytes. When the string
-// has no escapes and is valid UTF-8 the result aliases b; otherwise it is a
-// new buffer.
-func (s *jsonScanner) rawString() ([]byte, error) {
+// string reads a string. Without escapes and invalid UTF-8, the result is
+// a substring of str.
+func (s *jsonScanner) string() (string, error) {
 	if err := s.expect('"'); err != nil {
-		return nil, err
+		return "", err
 	}
 	start := s.i
+	q := bytes.IndexByte(s.b[start:], '"')
+	if q < 0 {
+		return "", s.errorf("unterminated string")
+	}
+	span := s.b[start : start+q]
+	if bytes.IndexByte(span, '\\') >= 0 {
+		return s.unescape(start) // the quote found may be escaped
+	}
 	ascii := true
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch {
-		case c == '"':
-			out := s.b[start:s.i]
-			s.i++
-			if ascii || utf8.Valid(out) {
-				return out, nil
-			}
-			return s.unescape(start)
-		case c == '\\':
-			return s.unescape(start)
-		case c < 0x20:
-			return nil, s.errorf("control character in string")
-		case c >= utf8.RuneSelf:
+	for _, c := range span {
+		if c < 0x20 {
+			return s.unescape(start) // reports the control character
+		}
+		if c >= utf8.RuneSelf {
 			ascii = false
 		}
-		s.i++
 	}
-	return nil, s.errorf("unterminated string")
+	if !ascii && !utf8.Valid(span) {
+		return s.unescape(start)
+	}
+	s.i = start + q + 1
+	return s.str[start : start+q], nil
 }
 
 // unescape decodes the string that starts at start (after its opening
 // quote), handling escapes and invalid UTF-8.
-func (s *jsonScanner) unescape(start int) ([]byte, error) {
+func (s *jsonScanner) unescape(start int) (string, error) {
 	s.i = start
-	out := make([]byte, 0, 32)
+	var out strings.Builder
+	out.Grow(32)
 	for s.i < len(s.b) {
 		c := s.b[s.i]
 		switch {
 		case c == '"':
 			s.i++
-			return out, nil
+			return out.String(), nil
 		case c < 0x20:
-			return nil, s.errorf("control character in string")
+			return "", s.errorf("control character in string")
 		case c == '\\':
 			r, err := s.escape()
 			if err != nil {
-				return nil, err
+				return "", err
 			}
-			out = utf8.AppendRune(out, r)
+			out.WriteRune(r)
 		case c < utf8.RuneSelf:
-			out = append(out, c)
+			out.WriteByte(c)
 			s.i++
 		default:
 			r, size := utf8.DecodeRune(s.b[s.i:])
-			out = utf8.AppendRune(out, r) // RuneError for invalid bytes
+			out.WriteRune(r) // RuneError for invalid bytes
 			s.i += size
 		}
 	}
-	return nil, s.errorf("unterminated string")
+	return "", s.errorf("unterminated string")
 }
 
 // escape decodes the escape sequence at i, including a \uXXXX\uXXXX
@@ -313,7 +322,7 @@ func (s *jsonScanner) hex4() (rune, bool) {
 }
 
 // number reads a JSON number and returns its text.
-func (s *jsonScanner) number() ([]byte, error) {
+func (s *jsonScanner) number() (string, error) {
 	start := s.i
 	if s.i < len(s.b) && s.b[s.i] == '-' {
 		s.i++
@@ -324,12 +333,12 @@ func (s *jsonScanner) number() ([]byte, error) {
 	case s.i < len(s.b) && '1' <= s.b[s.i] && s.b[s.i] <= '9':
 		s.digits()
 	default:
-		return nil, s.errorf("bad number")
+		return "", s.errorf("bad number")
 	}
 	if s.i < len(s.b) && s.b[s.i] == '.' {
 		s.i++
 		if s.digits() == 0 {
-			return nil, s.errorf("bad number")
+			return "", s.errorf("bad number")
 		}
 	}
 	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
@@ -338,10 +347,10 @@ func (s *jsonScanner) number() ([]byte, error) {
 			s.i++
 		}
 		if s.digits() == 0 {
-			return nil, s.errorf("bad number")
+			return "", s.errorf("bad number")
 		}
 	}
-	return s.b[start:s.i], nil
+	return s.str[start:s.i], nil
 }
 
 func (s *jsonScanner) digits() int {
@@ -362,7 +371,7 @@ func (s *jsonScanner) int32Value(field string) (int32, error) {
 	if err != nil {
 		return 0, err
 	}
-	v, err := strconv.ParseInt(string(text), 10, 32)
+	v, err := strconv.ParseInt(text, 10, 32)
 	if err != nil {
 		return 0, s.errorf("%s: %q is not an int32", field, text)
 	}
@@ -374,8 +383,7 @@ func (s *jsonScanner) stringValue() (string, error) {
 	if s.null() {
 		return "", nil
 	}
-	b, err := s.rawString()
-	return string(b), err
+	return s.string()
 }
 
 // skipValue skips any JSON value.
@@ -385,10 +393,10 @@ func (s *jsonScanner) skipValue(depth int) error {
 	}
 	switch s.peek() {
 	case '"':
-		_, err := s.rawString()
+		_, err := s.string()
 		return err
 	case '{':
-		return s.object(func([]byte) error { return s.skipValue(depth + 1) })
+		return s.object(func(string) error { return s.skipValue(depth + 1) })
 	case '[':
 		s.i++
 		if s.peek() == ']' {
@@ -430,36 +438,36 @@ func (s *jsonScanner) skipValue(depth int) error {
 
 // scalarText reads a string, number, true or false and returns its text (a
 // string's decoded content); ok is false for null.
-func (s *jsonScanner) scalarText() (text []byte, ok bool, err error) {
+func (s *jsonScanner) scalarText() (text string, ok bool, err error) {
 	switch s.peek() {
 	case '"':
-		b, err := s.rawString()
-		return b, err == nil, err
+		v, err := s.string()
+		return v, err == nil, err
 	case 't':
 		if s.literal("true") {
-			return []byte("true"), true, nil
+			return "true", true, nil
 		}
 	case 'f':
 		if s.literal("false") {
-			return []byte("false"), true, nil
+			return "false", true, nil
 		}
 	case 'n':
 		if s.literal("null") {
-			return nil, false, nil
+			return "", false, nil
 		}
 	default:
-		b, err := s.number()
-		return b, err == nil, err
+		v, err := s.number()
+		return v, err == nil, err
 	}
-	return nil, false, s.errorf("bad literal")
+	return "", false, s.errorf("bad literal")
 }
 
 // decodeJSONHeader decodes a JSON header into c.
 func decodeJSONHeader(h []byte, c *Command) error {
-	s := &jsonScanner{b: h}
-	err := s.object(func(key []byte) error {
+	s := newJSONScanner(h)
+	err := s.object(func(key string) error {
 		var err error
-		switch string(key) {
+		switch key {
 		case "code":
 			c.Code, err = s.int32Value("code")
 		case "language":
@@ -493,8 +501,7 @@ func decodeJSONHeader(h []byte, c *Command) error {
 func (s *jsonScanner) language() (string, error) {
 	switch s.peek() {
 	case '"':
-		b, err := s.rawString()
-		return internLanguage(b), err
+		return s.string()
 	case 'n':
 		if s.null() {
 			return "", nil
@@ -505,7 +512,7 @@ func (s *jsonScanner) language() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	v, err := strconv.ParseInt(string(text), 10, 64)
+	v, err := strconv.ParseInt(text, 10, 64)
 	if err != nil || v < 0 || v > math.MaxUint8 {
 		return LanguageOther.String(), nil
 	}
@@ -519,130 +526,27 @@ func (s *jsonScanner) extFields() (map[string]string, error) {
 	if s.null() {
 		return nil, nil
 	}
+	// Count the members first, so that the map is sized once: growing it
+	// costs more than the extra scan.
+	save, n := s.i, 0
+	if err := s.object(func(string) error { n++; return s.skipValue(0) }); err != nil {
+		return nil, err
+	}
+	s.i = save
 	var ext map[string]string
-	err := s.object(func(key []byte) error {
+	err := s.object(func(key string) error {
 		text, ok, err := s.scalarText()
 		if err != nil || !ok {
 			return err
 		}
 		if ext == nil {
-			ext = make(map[string]string, 8)
+			ext = make(map[string]string, n)
 		}
-		ext[internKey(key)] = string(text)
+		ext[key] = text
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return ext, nil
-}
-
-// internLanguage returns the language name in b without allocating for
-// the common names.
-func internLanguage(b []byte) string {
-	switch string(b) {
-	case "GO":
-		return "GO"
-	case "JAVA":
-		return "JAVA"
-	}
-	return string(b)
-}
-
-// internKey returns b as a string, without allocating for the ext field
-// keys of the commands on the hot path.
-func internKey(b []byte) string {
-	switch string(b) {
-	case "a":
-		return "a"
-	case "b":
-		return "b"
-	case "c":
-		return "c"
-	case "d":
-		return "d"
-	case "e":
-		return "e"
-	case "f":
-		return "f"
-	case "g":
-		return "g"
-	case "h":
-		return "h"
-	case "i":
-		return "i"
-	case "j":
-		return "j"
-	case "k":
-		return "k"
-	case "l":
-		return "l"
-	case "m":
-		return "m"
-	case "n":
-		return "n"
-	case "bname":
-		return "bname"
-	case "topic":
-		return "topic"
-	case "queueId":
-		return "queueId"
-	case "producerGroup":
-		return "producerGroup"
-	case "consumerGroup":
-		return "consumerGroup"
-	case "defaultTopic":
-		return "defaultTopic"
-	case "defaultTopicQueueNums":
-		return "defaultTopicQueueNums"
-	case "sysFlag":
-		return "sysFlag"
-	case "bornTimestamp":
-		return "bornTimestamp"
-	case "flag":
-		return "flag"
-	case "properties":
-		return "properties"
-	case "reconsumeTimes":
-		return "reconsumeTimes"
-	case "unitMode":
-		return "unitMode"
-	case "maxReconsumeTimes":
-		return "maxReconsumeTimes"
-	case "batch":
-		return "batch"
-	case "queueOffset":
-		return "queueOffset"
-	case "maxMsgNums":
-		return "maxMsgNums"
-	case "commitOffset":
-		return "commitOffset"
-	case "suspendTimeoutMillis":
-		return "suspendTimeoutMillis"
-	case "subscription":
-		return "subscription"
-	case "subVersion":
-		return "subVersion"
-	case "expressionType":
-		return "expressionType"
-	case "msgId":
-		return "msgId"
-	case "transactionId":
-		return "transactionId"
-	case "offset":
-		return "offset"
-	case "suggestWhichBrokerId":
-		return "suggestWhichBrokerId"
-	case "nextBeginOffset":
-		return "nextBeginOffset"
-	case "minOffset":
-		return "minOffset"
-	case "maxOffset":
-		return "maxOffset"
-	case "MSG_REGION":
-		return "MSG_REGION"
-	case "TRACE_ON":
-		return "TRACE_ON"
-	}
-	return string(b)
 }

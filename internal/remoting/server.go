@@ -15,7 +15,8 @@ import (
 // connection. ctx is cancelled when the connection closes or the server
 // shuts down; handlers that block must watch it. The returned command is
 // sent as the response: the server sets its opaque to req's and sets
-// FlagResponse. A nil response sends nothing; the response to a one-way
+// FlagResponse, so it must be a command of its own, not one shared with
+// other responses. A nil response sends nothing; the response to a one-way
 // request is dropped.
 type Handler func(ctx context.Context, conn *ServerConn, req *Command) *Command
 
