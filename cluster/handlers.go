@@ -44,7 +44,12 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 	case remoting.HeartBeat, remoting.UnregisterClient:
 		return remoting.NewResponse(req, remoting.Success, "")
 	case remoting.GetRouteInfoByTopic:
-		return b.handleRoute(req)
+		resp := b.handleRoute(req)
+		if resp.Code == remoting.TopicNotExist && !b.rep.Node().IsLeader() {
+			// This node may lag behind a topic just created: ask the leader.
+			return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleRoute(req) })
+		}
+		return resp
 	case remoting.UpdateAndCreateTopic:
 		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleCreateTopic(ctx, req) })
 	case remoting.GetAllTopicConfig:
