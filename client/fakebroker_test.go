@@ -31,9 +31,9 @@ type fakeGroup struct {
 
 	mu struct {
 		sync.Mutex
-		leader  int             // index into nodes; -1: none
-		hidden  bool            // routes omit the leader (election)
-		topics  map[string]int  // topic -> queue count
+		leader  int                // index into nodes; -1: none
+		hidden  bool               // routes omit the leader (election)
+		topics  map[string]int     // topic -> queue count
 		queues  map[fakeQ][][]byte // stored records per queue
 		byKey   map[string]fakeSent
 		offsets map[string]int64 // group/topic/queue -> committed offset

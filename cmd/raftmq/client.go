@@ -313,19 +313,10 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 			"--batch N sends N messages per request. Acks mean what the group's --flush says (default:\n" +
 			"fsynced on a quorum).",
 		RunE: func(c *cobra.Command, _ []string) error {
-			cl, err := newClient(addrs, logger())
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			if !asJSON {
-				pc.Progress = os.Stderr
-			}
-			r, err := bench.Produce(c.Context(), cl, pc)
-			if err != nil {
-				return err
-			}
-			return printResult(r, asJSON)
+			return runBench(c.Context(), addrs, asJSON, logger(), func(ctx context.Context, cl *client.Client, progress io.Writer) (bench.Result, error) {
+				pc.Progress = progress
+				return bench.Produce(ctx, cl, pc)
+			})
 		},
 	}
 	produce.Flags().StringVar(&pc.Topic, "topic", "bench", "topic (created if missing)")
@@ -340,19 +331,10 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 		Use:   "consume",
 		Short: "Read every queue of --topic from its start to its end and report msgs/s",
 		RunE: func(c *cobra.Command, _ []string) error {
-			cl, err := newClient(addrs, logger())
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			if !asJSON {
-				cc.Progress = os.Stderr
-			}
-			r, err := bench.Consume(c.Context(), cl, cc)
-			if err != nil {
-				return err
-			}
-			return printResult(r, asJSON)
+			return runBench(c.Context(), addrs, asJSON, logger(), func(ctx context.Context, cl *client.Client, progress io.Writer) (bench.Result, error) {
+				cc.Progress = progress
+				return bench.Consume(ctx, cl, cc)
+			})
 		},
 	}
 	consume.Flags().StringVar(&cc.Topic, "topic", "bench", "topic")
@@ -408,6 +390,25 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 	failover.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON line")
 	cmd.AddCommand(produce, consume, failover)
 	return cmd
+}
+
+// runBench connects, runs f with progress on stderr (unless --json) and
+// prints its result.
+func runBench(ctx context.Context, addrs string, asJSON bool, log *slog.Logger, f func(context.Context, *client.Client, io.Writer) (bench.Result, error)) error {
+	cl, err := newClient(addrs, log)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var progress io.Writer = os.Stderr
+	if asJSON {
+		progress = nil
+	}
+	r, err := f(ctx, cl, progress)
+	if err != nil {
+		return err
+	}
+	return printResult(r, asJSON)
 }
 
 func printResult(r bench.Result, asJSON bool) error {
