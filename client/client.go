@@ -52,7 +52,6 @@ type Options struct {
 // concurrent use. Producers and consumers are made from it and share its
 // connections.
 type Client struct {
-	opts    Options
 	timeout time.Duration
 	log     *slog.Logger
 	pool    *pool
@@ -98,7 +97,6 @@ func New(opts Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{
-		opts:    opts,
 		timeout: opts.RequestTimeout,
 		log:     log,
 		ids:     ids,
@@ -165,7 +163,7 @@ func (c *Client) invoke(ctx context.Context, addr string, req *remoting.Command,
 	if c.closed.Load() {
 		err = fmt.Errorf("%w: %w", ErrClosed, err)
 	}
-	return nil, classifyTransport(nil, err) != transportFatal || errors.Is(err, ErrClosed), err
+	return nil, !unsent(err), err
 }
 
 // leaderAddr returns the believed leader's address, or "".

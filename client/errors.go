@@ -147,37 +147,17 @@ func responseError(addr string, resp *remoting.Command) *Error {
 	return &Error{Code: resp.Code, Remark: resp.Remark, Addr: addr}
 }
 
-// transportKind classifies an error of Conn.Invoke or an InvokeAsync
-// callback, for a request that was handed to the connection.
-type transportKind int
-
-const (
-	// transportFatal: the request cannot be sent at all (too large, not
-	// encodable) or the client is closed; retrying cannot help.
-	transportFatal transportKind = iota
-	// transportLost: the request may have been written and the answer was
-	// lost (timeout, connection closed); the outcome is unknown.
-	transportLost
-	// transportCancelled: the caller's context ended while waiting; the
-	// outcome is unknown and the caller wants no more attempts.
-	transportCancelled
-)
-
-func classifyTransport(ctx context.Context, err error) transportKind {
-	switch {
-	case errors.Is(err, ErrClosed):
-		return transportFatal
-	case ctx != nil && ctx.Err() != nil:
-		return transportCancelled
-	case errors.Is(err, remoting.ErrConnClosed), errors.Is(err, remoting.ErrTimeout),
-		errors.Is(err, context.DeadlineExceeded):
-		return transportLost
-	case errors.Is(err, remoting.ErrFrameTooLarge), errors.Is(err, remoting.ErrMalformed):
-		return transportFatal
+// unsent reports whether err, the failure of Conn.Invoke or InvokeAsync,
+// means the request was never handed to the connection: it could not be
+// encoded (too large, say) or the client is closed. Any other failure
+// (timeout, lost connection, a write error) may have come after the
+// request reached the broker.
+func unsent(err error) bool {
+	if errors.Is(err, remoting.ErrConnClosed) || errors.Is(err, remoting.ErrTimeout) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
 	}
-	// Anything else (a write error surfacing without ErrConnClosed) is
-	// treated as a lost answer: assuming "not sent" could be wrong.
-	return transportLost
+	return errors.Is(err, remoting.ErrFrameTooLarge) || errors.Is(err, remoting.ErrMalformed)
 }
 
 // indeterminate wraps err, the failure of a request that may have been

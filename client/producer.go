@@ -146,6 +146,7 @@ func (p *Producer) SendBatch(ctx context.Context, ms []*Message) ([]SendResult, 
 //
 // cb runs on a connection's reader goroutine or a timer goroutine; it must
 // not block, nor call Flush or a SendAsync that could block on the window.
+// Sends in flight together may be stored in any order.
 func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(SendResult, error)) error {
 	op, err := p.newOp([]*Message{m}, false)
 	if err != nil {
