@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net"
 	"net/http"
@@ -254,12 +255,9 @@ func Start(cfg Config) (*Broker, error) {
 // clusterID derives the transport's cluster ID from the names, so that two
 // local groups on neighbouring ports never talk to each other.
 func clusterID(cluster, broker string) uint64 {
-	var h uint64 = 14695981039346656037
-	for _, c := range []byte(cluster + "/" + broker) {
-		h ^= uint64(c)
-		h *= 1099511628211
-	}
-	return h
+	h := fnv.New64a()
+	h.Write([]byte(cluster + "/" + broker))
+	return h.Sum64()
 }
 
 func (b *Broker) closeListeners() {

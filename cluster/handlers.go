@@ -91,9 +91,7 @@ func (b *Broker) leaderOnly(ctx context.Context, req *remoting.Command, f func()
 	}
 	fr.ExtFields[extForwarded] = strconv.FormatUint(b.cfg.ID, 10)
 	fr.Flag &^= remoting.FlagOneway
-	if b.met != nil {
-		b.met.Forwarded.Inc()
-	}
+	b.met.Forwarded.Inc()
 	fctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout+time.Second)
 	defer cancel()
 	resp, err := conn.Invoke(fctx, &fr)
@@ -288,9 +286,7 @@ func (b *Broker) handlePull(ctx context.Context, req *remoting.Command) *remotin
 	if err != nil {
 		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
 	}
-	if b.met != nil {
-		b.met.Pulls.Inc()
-	}
+	b.met.Pulls.Inc()
 	st := b.rep.Store()
 	if _, ok := st.Topic(h.Topic); !ok {
 		return remoting.NewResponse(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", h.Topic))

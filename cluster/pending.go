@@ -80,9 +80,7 @@ func (p *pending) drop(id uint64, err error) {
 	delete(p.byID, id)
 	p.mu.Unlock()
 	if b != nil {
-		for _, w := range b.waiters {
-			w.finish(outcome{err: err})
-		}
+		b.fail(err)
 	}
 }
 
@@ -145,20 +143,24 @@ func (p *pending) applied(rs []store.Result) {
 	p.mu.Unlock()
 	for _, d := range ds {
 		if d.r == nil {
-			for _, w := range d.b.waiters {
-				w.finish(outcome{err: ErrLost})
-			}
+			d.b.fail(ErrLost)
 			continue
 		}
 		d.b.answer(d.r)
 	}
 }
 
+// fail finishes every request of the batch with err (nil for a command
+// that applied without error).
+func (b *batch) fail(err error) {
+	for _, w := range b.waiters {
+		w.finish(outcome{err: err})
+	}
+}
+
 func (b *batch) answer(r *store.Result) {
 	if r.Kind == store.KindCommand || r.Err != nil {
-		for _, w := range b.waiters {
-			w.finish(outcome{err: r.Err})
-		}
+		b.fail(r.Err)
 		return
 	}
 	msgs := r.Messages
@@ -180,9 +182,7 @@ func (p *pending) failAll(err error) {
 	p.byID, p.byIndex = map[uint64]*batch{}, map[uint64]*batch{}
 	p.mu.Unlock()
 	for _, b := range bs {
-		for _, w := range b.waiters {
-			w.finish(outcome{err: err})
-		}
+		b.fail(err)
 	}
 }
 
@@ -198,8 +198,6 @@ func (p *pending) expire(cutoff time.Time, err error) {
 	}
 	p.mu.Unlock()
 	for _, b := range bs {
-		for _, w := range b.waiters {
-			w.finish(outcome{err: err})
-		}
+		b.fail(err)
 	}
 }

@@ -3,7 +3,6 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -19,6 +18,7 @@ import (
 	"github.com/raftmq/raftmq/commitlog"
 	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/offsets"
+	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
 )
 
@@ -43,9 +43,7 @@ func newSimNet(seed uint64) *simNet {
 }
 
 // transport returns node from's sending side.
-func (n *simNet) transport(from uint64) raftlog_Transport { return simSender{n, from} }
-
-type raftlog_Transport = interface{ Send([]*pb.Message) }
+func (n *simNet) transport(from uint64) raftlog.Transport { return simSender{n, from} }
 
 type simSender struct {
 	n    *simNet
@@ -481,8 +479,6 @@ func others(id uint64) []uint64 {
 	}
 	return o
 }
-
-var _ = errors.Is
 
 // TestSnapshotCatchUp: a node that was down while the leader's log was
 // compacted past its position catches up by snapshot (offsets, config,

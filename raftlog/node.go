@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -371,27 +372,18 @@ func (n *Node) publishStatus() {
 		Commit: bs.GetCommit(), Transferee: bs.LeadTransferee,
 	}
 	st.LastIndex, _ = n.cfg.Storage.LastIndex()
-	if li := n.rn.Status(); true {
-		for id := range li.Config.Voters.IDs() {
-			st.Voters = append(st.Voters, id)
-		}
-		if bs.RaftState == raft.StateLeader {
-			st.Progress = make(map[uint64]uint64, len(li.Progress))
-			for id, pr := range li.Progress {
-				st.Progress[id] = pr.Match
-			}
+	li := n.rn.Status()
+	for id := range li.Config.Voters.IDs() {
+		st.Voters = append(st.Voters, id)
+	}
+	slices.Sort(st.Voters)
+	if bs.RaftState == raft.StateLeader {
+		st.Progress = make(map[uint64]uint64, len(li.Progress))
+		for id, pr := range li.Progress {
+			st.Progress[id] = pr.Match
 		}
 	}
-	sortIDs(st.Voters)
 	n.status.Store(st)
-}
-
-func sortIDs(ids []uint64) {
-	for i := 1; i < len(ids); i++ {
-		for j := i; j > 0 && ids[j] < ids[j-1]; j-- {
-			ids[j], ids[j-1] = ids[j-1], ids[j]
-		}
-	}
 }
 
 func (n *Node) run() {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/cluster"
 	"github.com/raftmq/raftmq/internal/bench"
 	"github.com/raftmq/raftmq/internal/localgroup"
 	"github.com/raftmq/raftmq/internal/remoting"
@@ -45,11 +46,11 @@ func newProduceCmd(logger func() *slog.Logger) *cobra.Command {
 			defer cl.Close()
 			ctx := c.Context()
 			if len(args) == 0 {
-				b, err := readAllStdin()
+				b, err := io.ReadAll(os.Stdin)
 				if err != nil {
 					return err
 				}
-				args = strings.Split(strings.TrimRight(b, "\n"), "\n")
+				args = strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 			}
 			p := cl.NewProducer(client.ProducerOptions{Group: "raftmq-cli"})
 			for rep := 0; rep < max(count, 1); rep++ {
@@ -79,21 +80,6 @@ func newProduceCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().StringVar(&keys, "keys", "", "KEYS property, comma-separated")
 	cmd.Flags().IntVar(&count, "repeat", 1, "send the bodies this many times")
 	return cmd
-}
-
-func readAllStdin() (string, error) {
-	var sb strings.Builder
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := os.Stdin.Read(buf)
-		sb.Write(buf[:n])
-		if err != nil {
-			if err.Error() == "EOF" {
-				return sb.String(), nil
-			}
-			return sb.String(), err
-		}
-	}
 }
 
 func newConsumeCmd(logger func() *slog.Logger) *cobra.Command {
@@ -230,11 +216,11 @@ func adminGroupCmds(logger func() *slog.Logger) []*cobra.Command {
 	node := &cobra.Command{Use: "node", Short: "Add or remove group members (raft ConfChange)"}
 	add := &cobra.Command{Use: "add ID=CLIENTADDR/RAFTADDR", Short: "Add a voter; then start it with `raftmq broker --join`", Args: cobra.ExactArgs(1),
 		RunE: withClient(func(ctx context.Context, cl *client.Client, args []string) error {
-			id, p, err := parsePeerArg(args[0])
+			id, p, err := cluster.ParsePeer(args[0])
 			if err != nil {
 				return err
 			}
-			if err := cl.AddNode(ctx, id, p[0], p[1]); err != nil {
+			if err := cl.AddNode(ctx, id, p.Client, p.Raft); err != nil {
 				return err
 			}
 			fmt.Printf("node %d added; start it with: raftmq broker --id %d --join --peer %s ...(the other members)\n", id, id, args[0])
@@ -260,20 +246,10 @@ func adminGroupCmds(logger func() *slog.Logger) []*cobra.Command {
 	return cmds
 }
 
-func parsePeerArg(s string) (uint64, [2]string, error) {
-	var id uint64
-	idS, rest, ok := strings.Cut(s, "=")
-	c, r, ok2 := strings.Cut(rest, "/")
-	if _, err := fmt.Sscan(idS, &id); err != nil || !ok || !ok2 || id == 0 {
-		return 0, [2]string{}, fmt.Errorf("want ID=CLIENTADDR/RAFTADDR, got %q", s)
-	}
-	return id, [2]string{c, r}, nil
-}
-
 func printClusterStatus(ctx context.Context, cl *client.Client, addrs []string) error {
 	type row struct {
 		addr string
-		st   map[string]any
+		st   cluster.NodeStatus
 		err  error
 	}
 	var rows []row
@@ -281,7 +257,9 @@ func printClusterStatus(ctx context.Context, cl *client.Client, addrs []string) 
 		raw, err := cl.NodeStatus(ctx, a)
 		r := row{addr: a, err: err}
 		if err == nil {
-			_ = json.Unmarshal(raw, &r.st)
+			if err := json.Unmarshal(raw, &r.st); err != nil {
+				r.err = fmt.Errorf("bad status answer: %w", err)
+			}
 		}
 		rows = append(rows, r)
 	}
@@ -292,11 +270,9 @@ func printClusterStatus(ctx context.Context, cl *client.Client, addrs []string) 
 			fmt.Printf("%-22s unreachable: %v\n", r.addr, r.err)
 			continue
 		}
-		rs, _ := r.st["raft"].(map[string]any)
-		num := func(m map[string]any, k string) float64 { v, _ := m[k].(float64); return v }
-		role, _ := rs["role"].(string)
-		fmt.Printf("%-22s %-5.0f %-10s %-6.0f %-7.0f %-10.0f %-10.0f %-10.1f %.1f%%\n", r.addr, num(rs, "id"), strings.TrimPrefix(role, "State"),
-			num(rs, "term"), num(rs, "leader"), num(rs, "commit"), num(rs, "applied"), num(r.st, "logBytes")/1e6, 100*num(r.st, "diskUsedRatio"))
+		rs := r.st.Status
+		fmt.Printf("%-22s %-5d %-10s %-6d %-7d %-10d %-10d %-10.1f %.1f%%\n", r.addr, rs.ID, strings.TrimPrefix(rs.Role, "State"),
+			rs.Term, rs.Leader, rs.Commit, rs.Applied, float64(r.st.LogBytes)/1e6, 100*r.st.DiskUsed)
 	}
 	return nil
 }

@@ -29,7 +29,7 @@ func freeBasePort(t *testing.T) int {
 	for base := 20000 + os.Getpid()%2000*10; base < 60000; base += 97 {
 		ok := true
 		for _, off := range []int{0, 1, 2, 10, 11, 12, 20, 21, 22} {
-			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", itoa(base+off)))
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+off)))
 			if err != nil {
 				ok = false
 				break
@@ -43,8 +43,6 @@ func freeBasePort(t *testing.T) int {
 	t.Fatal("no free ports")
 	return 0
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }
 
 // TestKillLeaderUnderLoad runs three real broker processes, kills the
 // leader with SIGKILL three times under load, restarts it each time, and

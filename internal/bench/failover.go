@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -231,7 +230,7 @@ func LogsAgree(g *localgroup.Group) (bool, string, error) {
 		a, ok := logs[0][idx]
 		for i := 1; i < len(logs); i++ {
 			b, ok2 := logs[i][idx]
-			if ok != ok2 || (ok && (a.term != b.term || a.pos != b.pos || !bytes.Equal(a.sum[:], b.sum[:]))) {
+			if ok != ok2 || (ok && (a.term != b.term || a.pos != b.pos || a.sum != b.sum)) {
 				return false, fmt.Sprintf("entry %d differs between node %d and node %d", idx, g.Nodes[0].ID, g.Nodes[i].ID), nil
 			}
 		}
