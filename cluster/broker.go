@@ -29,6 +29,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/raftmq/raftmq/commitlog"
+	"github.com/raftmq/raftmq/internal/mutant"
 	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/internal/vfs"
 	"github.com/raftmq/raftmq/raftlog/transport"
@@ -88,8 +89,17 @@ type Config struct {
 	// PreferredLeader, if set, is the node that should lead whenever it is
 	// up and caught up: the leader hands leadership to it.
 	PreferredLeader uint64
-	// BindIP, if set, is the source address for outgoing raft connections.
+	// BindIP, if set, is the source address for outgoing raft connections
+	// and for sends forwarded to the leader.
 	BindIP string
+	// Routes, if set, are the addresses this node dials to reach the given
+	// peers, overriding the addresses in the membership (which every node
+	// shares and clients are told). The chaos harness routes each directed
+	// link through its own proxy this way.
+	Routes map[uint64]Peer
+	// FaultEndpoint accepts FAULT (9005) requests: tick-rate and clock skew
+	// for the chaos harness. Off by default.
+	FaultEndpoint bool
 	// Store settings beyond the above (Dir, FS, Flush, SegmentSize are
 	// taken from this Config).
 	Store  store.Config
@@ -114,6 +124,10 @@ type Broker struct {
 	fwd   map[string]*remoting.Conn // leader client address -> conn
 
 	offs *offsetCommitter
+
+	mut     mutant.Set // from Config.Store.Mutants
+	memOffs memOffsets // the offsets-in-memory mutant's table
+	clock   *skewClock
 
 	stopc chan struct{}
 	wg    sync.WaitGroup
@@ -145,7 +159,11 @@ func Start(cfg Config) (*Broker, error) {
 	if !ok {
 		return nil, fmt.Errorf("cluster: node %d is not in its own peer list", cfg.ID)
 	}
-	b := &Broker{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), peers: map[uint64]Peer{}, fwd: map[string]*remoting.Conn{}, stopc: make(chan struct{})}
+	b := &Broker{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), peers: map[uint64]Peer{}, fwd: map[string]*remoting.Conn{}, stopc: make(chan struct{}),
+		mut: cfg.Store.Mutants, clock: &skewClock{}}
+	if b.mut.Any() {
+		b.log.Warn("cluster: MUTANT broker: known-bad behaviours are on, for harness self-tests only", "mutants", fmt.Sprintf("%+v", b.mut))
+	}
 	if err := b.loadPeers(); err != nil {
 		return nil, err
 	}
@@ -186,6 +204,9 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	scfg := cfg.Store
 	scfg.Dir, scfg.FS, scfg.Flush, scfg.SegmentSize = cfg.Dir, cfg.FS, cfg.Flush, cfg.SegmentSize
+	if scfg.Clock == nil {
+		scfg.Clock = b.clock
+	}
 	if ap, err := netip.ParseAddrPort(self.Client); err == nil {
 		scfg.StoreHost = ap
 	} else if ap, err := net.ResolveTCPAddr("tcp", self.Client); err == nil {
@@ -203,7 +224,7 @@ func Start(cfg Config) (*Broker, error) {
 	raftPeers := map[uint64]string{}
 	for id, p := range b.peers {
 		if id != cfg.ID {
-			raftPeers[id] = p.Raft
+			raftPeers[id] = b.route(id, p).Raft
 		}
 	}
 	var local net.Addr
@@ -406,7 +427,7 @@ func (b *Broker) onConfChange(cc *pb.ConfChangeV2, cs *pb.ConfState) {
 			if p.Raft != "" {
 				b.peers[id] = p
 				if id != b.cfg.ID && b.tr != nil {
-					b.tr.AddPeer(id, p.Raft)
+					b.tr.AddPeer(id, b.route(id, p).Raft)
 				}
 			}
 		case pb.ConfChangeType_ConfChangeRemoveNode:
@@ -420,6 +441,15 @@ func (b *Broker) onConfChange(cc *pb.ConfChangeV2, cs *pb.ConfState) {
 		b.log.Error("cluster: save peers", "err", err)
 	}
 	b.log.Info("cluster: membership changed", "voters", cs.GetVoters(), "learners", cs.GetLearners())
+}
+
+// route returns the addresses to dial for peer id: Config.Routes' entry if
+// there is one, else p (its membership addresses).
+func (b *Broker) route(id uint64, p Peer) Peer {
+	if r, ok := b.cfg.Routes[id]; ok {
+		return r
+	}
+	return p
 }
 
 func (b *Broker) peer(id uint64) (Peer, bool) {

@@ -59,6 +59,8 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 		resp := remoting.NewResponse(req, remoting.Success, "")
 		resp.Body = body
 		return resp
+	case remoting.Fault:
+		return b.handleFault(req)
 	case remoting.TransferLeader, remoting.AddNode, remoting.RemoveNode:
 		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleAdmin(ctx, req) })
 	}
@@ -80,7 +82,7 @@ func (b *Broker) leaderOnly(ctx context.Context, req *remoting.Command, f func()
 	if req.ExtFields[extForwarded] != "" {
 		return remoting.NewResponse(req, remoting.ServiceNotAvailable, fmt.Sprintf("not the leader; leader is node %d at %s", st.Leader, lp.Client))
 	}
-	conn, err := b.forwardConn(ctx, lp.Client)
+	conn, err := b.forwardConn(ctx, b.route(st.Leader, lp).Client)
 	if err != nil {
 		return remoting.NewResponse(req, remoting.ServiceNotAvailable, fmt.Sprintf("not the leader; leader is node %d at %s (unreachable: %v)", st.Leader, lp.Client, err))
 	}
@@ -118,7 +120,11 @@ func (b *Broker) forwardConn(ctx context.Context, addr string) (*remoting.Conn, 
 	}
 	dctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	c, err := remoting.Dial(dctx, addr, remoting.Options{MaxFrame: b.cfg.MaxFrame, Logger: b.log})
+	d := net.Dialer{}
+	if b.cfg.BindIP != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(b.cfg.BindIP)}
+	}
+	c, err := remoting.Dial(dctx, addr, remoting.Options{MaxFrame: b.cfg.MaxFrame, Logger: b.log, Dial: d.DialContext})
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +298,11 @@ func (b *Broker) handlePull(ctx context.Context, req *remoting.Command) *remotin
 		return remoting.NewResponse(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", h.Topic))
 	}
 	if h.SysFlag&remoting.PullSysFlagCommitOffset != 0 && h.CommitOffset >= 0 && b.rep.Node().IsLeader() {
-		b.offs.add(store.OffsetCommit{Group: h.ConsumerGroup, Topic: h.Topic, QueueID: h.QueueID, Offset: h.CommitOffset})
+		if b.mut.OffsetsInMemory {
+			b.memOffs.set(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
+		} else {
+			b.offs.add(store.OffsetCommit{Group: h.ConsumerGroup, Topic: h.Topic, QueueID: h.QueueID, Offset: h.CommitOffset})
+		}
 	}
 	filter := tagFilter(h.Subscription)
 	maxMsgs := int(h.MaxMsgNums)
@@ -316,6 +326,14 @@ func (b *Broker) handlePull(ctx context.Context, req *remoting.Command) *remotin
 		}
 		code := remoting.PullNotFound
 		next := gr.NextBeginOffset
+		if b.mut.UncommittedReads && (gr.Status == store.Found || gr.Status == store.OffsetOverflowOne || gr.Status == store.NoMessageInQueue) {
+			from := h.QueueOffset + int64(len(gr.Records))
+			if extra := st.UncommittedRecords(h.Topic, h.QueueID, from, maxMsgs-len(gr.Records)); len(extra) > 0 {
+				gr.Records = append(gr.Records, extra...)
+				gr.Status, gr.NextBeginOffset = store.Found, from+int64(len(extra))
+				next = gr.NextBeginOffset
+			}
+		}
 		switch gr.Status {
 		case store.Found:
 			code = remoting.Success
@@ -373,6 +391,9 @@ func (b *Broker) handleQueryOffset(req *remoting.Command) *remoting.Command {
 		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
 	}
 	off, ok := b.rep.Store().ConsumerOffset(h.ConsumerGroup, h.Topic, h.QueueID)
+	if b.mut.OffsetsInMemory {
+		off, ok = b.memOffs.get(h.ConsumerGroup, h.Topic, h.QueueID)
+	}
 	if !ok {
 		// Pending (not yet replicated) commits count too.
 		if o, ok2 := b.offs.pending(h.ConsumerGroup, h.Topic, h.QueueID); ok2 {
@@ -394,6 +415,13 @@ func (b *Broker) handleUpdateOffset(ctx context.Context, req *remoting.Command) 
 		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
 	}
 	oc := store.OffsetCommit{Group: h.ConsumerGroup, Topic: h.Topic, QueueID: h.QueueID, Offset: h.CommitOffset}
+	if b.mut.OffsetsInMemory {
+		b.memOffs.set(oc.Group, oc.Topic, oc.QueueID, oc.Offset)
+		if req.IsOneway() {
+			return nil
+		}
+		return remoting.NewResponse(req, remoting.Success, "")
+	}
 	if req.IsOneway() {
 		b.offs.add(oc)
 		return nil

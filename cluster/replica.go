@@ -109,6 +109,7 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 		return nil, err
 	}
 	r.rs.SnapshotData = st.Snapshot
+	r.rs.UnsafeNoSync = scfg.Mutants.VoteNotFsynced
 	// A snapshot whose install was interrupted is installed again.
 	if data, err := vfs.ReadFile(fs, vfs.Join(scfg.Dir, "raft", pendingSnapName)); err == nil {
 		r.log.Warn("cluster: finishing an interrupted snapshot install")
@@ -118,17 +119,18 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 		}
 	}
 	node, err := raftlog.NewNode(raftlog.Config{
-		ID:            cfg.ID,
-		Storage:       r.rs,
-		Transport:     cfg.Transport,
-		SM:            r,
-		Applied:       st.AppliedIndex(),
-		Bootstrap:     cfg.Bootstrap,
-		TickInterval:  cfg.TickInterval,
-		ElectionTick:  cfg.ElectionTick,
-		HeartbeatTick: cfg.HeartbeatTick,
-		OnAppend:      r.pend.appended,
-		OnConfChange:  cfg.OnConfChange,
+		ID:                    cfg.ID,
+		Storage:               r.rs,
+		Transport:             cfg.Transport,
+		SM:                    r,
+		Applied:               st.AppliedIndex(),
+		Bootstrap:             cfg.Bootstrap,
+		TickInterval:          cfg.TickInterval,
+		ElectionTick:          cfg.ElectionTick,
+		HeartbeatTick:         cfg.HeartbeatTick,
+		OnAppend:              r.pend.appended,
+		UnsafeAckBeforeCommit: scfg.Mutants.AckBeforeCommit,
+		OnConfChange:          cfg.OnConfChange,
 		PersistDuration: func(d time.Duration) {
 			if r.met != nil {
 				r.met.Fsync.Observe(d.Seconds())

@@ -80,7 +80,7 @@ func Inspect(fs vfs.FS, dir string, fn func(e EntryRef) error) (Report, error) {
 			next = h.first
 		}
 		sr := SegmentReport{Path: path, Base: base, Size: h.size, FirstIndex: h.first}
-		st, err := scanEntries(b, int64(h.start), next, lastTerm, k == len(bases)-1, func(pos int64, eh header) error {
+		st, err := scanEntries(b, int64(h.start), next, lastTerm, k == len(bases)-1, false, func(pos int64, eh header) error {
 			if fn != nil {
 				if err := fn(EntryRef{Index: eh.index, Term: eh.term, Type: eh.typ, Pos: base + pos,
 					Body: b[pos+HeaderSize : pos+int64(eh.size)]}); err != nil {

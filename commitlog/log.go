@@ -60,6 +60,10 @@ type Options struct {
 	DurableIndex uint64
 	// Logger receives recovery and error reports (default: discard).
 	Logger *slog.Logger
+	// UnsafeSkipCRC turns off entry checksum verification on recovery and
+	// reads. It exists only for the crc-unchecked mutant (internal/mutant)
+	// that proves the chaos harness detects silent corruption.
+	UnsafeSkipCRC bool
 }
 
 func (o *Options) fill() error {
@@ -850,7 +854,7 @@ func (l *Log) Scan(lo uint64, verify bool, fn func(EntryRef) error) error {
 		p := int(s.pos[i-s.first])
 		b := s.data[p:]
 		n := binary.BigEndian.Uint32(b[entOffBodyLen:])
-		if verify {
+		if verify && !l.opts.UnsafeSkipCRC {
 			if h, reason := parseHeader(b, s.size-int64(p)); reason != "" || h.crc != entryCRC(b[:HeaderSize+n]) || h.index != i {
 				if reason == "" {
 					reason = "CRC mismatch"

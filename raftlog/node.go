@@ -70,6 +70,11 @@ type Config struct {
 	// OnAppend, if set, is called from the raft goroutine with the entries
 	// of each Ready once they are durable.
 	OnAppend func(ents []*pb.Entry)
+	// UnsafeAckBeforeCommit makes a leader count one follower as holding
+	// every entry the leader has appended, so entries commit with the
+	// leader's copy alone. It exists only for the ack-before-commit mutant
+	// (internal/mutant) that proves the chaos harness detects it.
+	UnsafeAckBeforeCommit bool
 	// OnConfChange, if set, is called from the raft goroutine after a
 	// membership change has been applied to raft.
 	OnConfChange func(cc *pb.ConfChangeV2, cs *pb.ConfState)
@@ -106,6 +111,7 @@ type Node struct {
 	propc  chan Proposal
 	recvc  chan *pb.Message
 	ctlc   chan func()
+	tickc  chan time.Duration
 	applyc chan applyWork
 	stopc  chan struct{}
 	done   chan struct{}
@@ -119,7 +125,9 @@ type Node struct {
 	leaderTerm atomic.Uint64
 	// firstOwnIndex is the index of the first entry of leaderTerm.
 	firstOwnIndex atomic.Uint64
-	stopOnce      sync.Once
+	// tick is the current tick interval in nanoseconds.
+	tick     atomic.Int64
+	stopOnce sync.Once
 }
 
 type applyWork struct {
@@ -199,6 +207,7 @@ func NewNode(cfg Config) (*Node, error) {
 		propc:  make(chan Proposal, 4096),
 		recvc:  make(chan *pb.Message, 4096),
 		ctlc:   make(chan func(), 64),
+		tickc:  make(chan time.Duration, 1),
 		applyc: make(chan applyWork, 1024),
 		stopc:  make(chan struct{}),
 		done:   make(chan struct{}),
@@ -391,6 +400,7 @@ func (n *Node) run() {
 	defer close(n.done)
 	ticker := time.NewTicker(n.cfg.TickInterval)
 	defer ticker.Stop()
+	n.tick.Store(int64(n.cfg.TickInterval))
 	statusEvery := 0
 	for {
 		select {
@@ -414,6 +424,8 @@ func (n *Node) run() {
 			n.propose(p)
 		case f := <-n.ctlc:
 			f()
+		case d := <-n.tickc:
+			ticker.Reset(d)
 		case <-n.stopc:
 			n.dropPending()
 			return
@@ -564,7 +576,30 @@ func (n *Node) handleReady() error {
 	if rd.SoftState != nil || rd.HardState != nil {
 		n.publishStatus()
 	}
+	if n.cfg.UnsafeAckBeforeCommit && len(rd.Entries) > 0 {
+		n.fakeFollowerAck(rd.Entries[len(rd.Entries)-1].GetIndex())
+	}
 	return nil
+}
+
+// fakeFollowerAck is the ack-before-commit mutant: a leader steps a made-up
+// append response from its lowest-numbered follower for index.
+func (n *Node) fakeFollowerAck(index uint64) {
+	st := n.rn.Status()
+	if st.RaftState != raft.StateLeader {
+		return
+	}
+	var f uint64
+	for id := range st.Progress {
+		if id != n.cfg.ID && (f == 0 || id < f) {
+			f = id
+		}
+	}
+	if f == 0 {
+		return
+	}
+	n.step(&pb.Message{Type: pb.MessageType_MsgAppResp.Enum(), From: proto.Uint64(f), To: proto.Uint64(n.cfg.ID),
+		Term: proto.Uint64(st.GetTerm()), Index: proto.Uint64(index)})
 }
 
 func (n *Node) roleChanged(ss *raft.SoftState) {
@@ -686,3 +721,29 @@ func (s *slogRaftLogger) Fatal(v ...any)              { s.l.Error(fmt.Sprint(v..
 func (s *slogRaftLogger) Fatalf(f string, v ...any)   { s.Fatal(fmt.Sprintf(f, v...)) }
 func (s *slogRaftLogger) Panic(v ...any)              { s.Fatal(v...) }
 func (s *slogRaftLogger) Panicf(f string, v ...any)   { s.Fatal(fmt.Sprintf(f, v...)) }
+
+// SetTickInterval changes how often raft ticks (the chaos harness's
+// tick-rate skew: elections and heartbeats are counted in ticks, so a
+// faster tick makes this node time out sooner). It takes effect at once.
+func (n *Node) SetTickInterval(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	n.tick.Store(int64(d))
+	select {
+	case <-n.tickc:
+	default:
+	}
+	select {
+	case n.tickc <- d:
+	case <-n.stopc:
+	}
+}
+
+// TickInterval is the current tick interval.
+func (n *Node) TickInterval() time.Duration {
+	if d := n.tick.Load(); d > 0 {
+		return time.Duration(d)
+	}
+	return n.cfg.TickInterval
+}

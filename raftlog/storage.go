@@ -77,6 +77,10 @@ type Storage struct {
 	// index it was taken at, which must not be below the compaction point;
 	// without it Snapshot says "temporarily unavailable".
 	SnapshotData func() (uint64, []byte, error)
+	// UnsafeNoSync leaves the raft state (term, vote, membership) written
+	// but not fsynced. It exists only for the vote-not-fsynced mutant
+	// (internal/mutant); set it before the node starts.
+	UnsafeNoSync bool
 }
 
 var _ raft.Storage = (*Storage)(nil)
@@ -194,6 +198,9 @@ func (s *Storage) persistLocked() error {
 	binary.BigEndian.PutUint32(b[end:], crc32.Checksum(b[:end], castagnoli))
 	if _, err := s.f.WriteAt(b, int64(s.mu.seq%2)*stSlot); err != nil {
 		return fmt.Errorf("raftlog: write raft state: %w", err)
+	}
+	if s.UnsafeNoSync {
+		return nil
 	}
 	if err := s.f.Sync(); err != nil {
 		return fmt.Errorf("raftlog: sync raft state: %w", err)

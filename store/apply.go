@@ -142,7 +142,7 @@ func (s *Store) applyMessage(v *message.View, rec []byte, phy int64) (MessageRes
 		mr.Err = fmt.Errorf("%w: queue %d of %q (%d write queues)", ErrBadQueue, v.QueueID, topic, tc.WriteQueueNums)
 		return mr, nil
 	}
-	if uniq != "" && s.cfg.DedupeWindow > 0 {
+	if uniq != "" && s.cfg.DedupeWindow > 0 && !s.cfg.Mutants.NoDedupe {
 		orig, found, err := s.findByUniqKey(topic, uniq, v.StoreTimestamp, s.cfg.DedupeWindow)
 		if err != nil {
 			return mr, err

@@ -17,6 +17,7 @@ import (
 	"github.com/raftmq/raftmq/commitlog"
 	"github.com/raftmq/raftmq/consumequeue"
 	"github.com/raftmq/raftmq/index"
+	"github.com/raftmq/raftmq/internal/mutant"
 	"github.com/raftmq/raftmq/internal/vfs"
 	"github.com/raftmq/raftmq/offsets"
 )
@@ -58,8 +59,11 @@ type Config struct {
 	Retention RetentionConfig
 	// NoSyncMeta skips bbolt fsyncs (tests only).
 	NoSyncMeta bool
-	Clock      Clock
-	Logger     *slog.Logger
+	// Mutants switches on known-bad behaviours for the chaos harness's
+	// self-test (internal/mutant); the zero value is the correct store.
+	Mutants mutant.Set
+	Clock   Clock
+	Logger  *slog.Logger
 }
 
 func (c *Config) fill() error {
@@ -177,9 +181,15 @@ func (s *Store) open() error {
 	if err != nil {
 		return err
 	}
-	s.clog, err = commitlog.Open(s.fs, s.path("commitlog"), commitlog.Options{
+	lopts := commitlog.Options{
 		SegmentSize: s.cfg.SegmentSize, Flush: s.cfg.Flush, DurableIndex: s.state.applied, Logger: s.log,
-	})
+		UnsafeSkipCRC: s.cfg.Mutants.CRCUnchecked,
+	}
+	if s.cfg.Mutants.AckBeforeFsync {
+		// Acknowledge from the page cache and sync once a second.
+		lopts.Flush, lopts.FlushInterval = commitlog.FlushAsync, time.Second
+	}
+	s.clog, err = commitlog.Open(s.fs, s.path("commitlog"), lopts)
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -12,6 +14,9 @@ import (
 
 	"github.com/raftmq/raftmq/cluster"
 	"github.com/raftmq/raftmq/commitlog"
+	"github.com/raftmq/raftmq/internal/mutant"
+	"github.com/raftmq/raftmq/internal/vfs"
+	"github.com/raftmq/raftmq/raftlog"
 )
 
 // brokerFlags are the settings of one node, shared by `broker` and the
@@ -29,7 +34,17 @@ type brokerFlags struct {
 	tick        time.Duration
 	broker      string
 	preferred   uint64
+	// Chaos-testing settings, hidden from --help.
+	faultEndpoint bool
+	powerLoss     bool
+	mutants       string
+	routes        []string
+	lazy          *vfs.LazyFS // set in --power-loss mode
 }
+
+// exitCorrupt is the exit status of a broker that refuses to start because
+// its synced data is corrupt (the chaos harness tells it from a crash).
+const exitCorrupt = 3
 
 func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
@@ -45,6 +60,13 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.tick, "tick", 50*time.Millisecond, "raft tick (election timeout is 10 ticks, heartbeat 2)")
 	fl.Uint64Var(&f.preferred, "preferred-leader", 0, "node that should lead whenever it is up and caught up (0: any)")
 	fl.StringVar(&f.broker, "broker-name", "raftmq", "brokerName the group registers under")
+	fl.BoolVar(&f.faultEndpoint, "fault-endpoint", false, "accept FAULT (9005) requests: tick-rate and clock skew (chaos testing)")
+	fl.BoolVar(&f.powerLoss, "power-loss", false, "keep unsynced writes in process memory, so kill -9 loses them as a power cut would (chaos testing)")
+	fl.StringVar(&f.mutants, "mutant", "", "known-bad behaviours for harness self-tests: "+strings.Join(mutant.Names(), ", "))
+	fl.StringArrayVar(&f.routes, "route", nil, "dial a peer at other addresses than its membership ones, as ID=CLIENTADDR/RAFTADDR (proxies)")
+	for _, h := range []string{"fault-endpoint", "power-loss", "mutant", "route"} {
+		_ = fl.MarkHidden(h)
+	}
 }
 
 func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
@@ -75,11 +97,33 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 	if dir == "" {
 		dir = fmt.Sprintf("raftmq-data/n%d", f.id)
 	}
-	return cluster.Config{
+	muts, err := mutant.Parse(f.mutants)
+	if err != nil {
+		return cluster.Config{}, err
+	}
+	cfg := cluster.Config{
 		ID: f.id, Dir: dir, Peers: peers, Join: f.join, HTTPAddr: f.httpAddr, Flush: fm,
 		SegmentSize: f.segmentSize, AutoCreateTopics: f.autoCreate, BindIP: f.bindIP,
 		TickInterval: f.tick, BrokerName: f.broker, PreferredLeader: f.preferred, Logger: log,
-	}, nil
+		FaultEndpoint: f.faultEndpoint,
+	}
+	cfg.Store.Mutants = muts
+	for _, s := range f.routes {
+		id, p, err := cluster.ParsePeer(s)
+		if err != nil {
+			return cluster.Config{}, fmt.Errorf("--route: %w", err)
+		}
+		if cfg.Routes == nil {
+			cfg.Routes = map[uint64]cluster.Peer{}
+		}
+		cfg.Routes[id] = p
+	}
+	if f.powerLoss {
+		f.lazy = vfs.NewLazy(vfs.Default())
+		cfg.FS = f.lazy
+		log.Warn("broker: power-loss mode: unsynced writes live in process memory until fsync")
+	}
+	return cfg, nil
 }
 
 func newBrokerCmd(logger func() *slog.Logger) *cobra.Command {
@@ -97,6 +141,9 @@ func newBrokerCmd(logger func() *slog.Logger) *cobra.Command {
 				return err
 			}
 			b, err := cluster.Start(cfg)
+			if errors.Is(err, commitlog.ErrCorrupt) || errors.Is(err, raftlog.ErrStateCorrupt) {
+				return &exitError{code: exitCorrupt, err: err}
+			}
 			if err != nil {
 				return err
 			}
@@ -110,6 +157,12 @@ func newBrokerCmd(logger func() *slog.Logger) *cobra.Command {
 			ferr := b.Err()
 			if err := b.Close(); err != nil && ferr == nil {
 				ferr = err
+			}
+			if f.lazy != nil {
+				// A clean stop is not a power cut: keep what was written.
+				if err := f.lazy.SyncAll(); err != nil && ferr == nil {
+					ferr = err
+				}
 			}
 			if ferr != nil {
 				return fmt.Errorf("broker %d: %w", f.id, ferr)

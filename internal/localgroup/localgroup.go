@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -33,6 +34,11 @@ type Config struct {
 	Nodes    int
 	// Args are extra broker flags (e.g. --flush async, --segment-size).
 	Args []string
+	// Host, if set, gives node id's listening IP (default 127.0.0.1); the
+	// node also gets --bind-ip with it.
+	Host func(id uint64) string
+	// NodeArgs, if set, gives extra flags for node id (after Args).
+	NodeArgs func(id uint64) []string
 }
 
 // Node is one broker process.
@@ -62,11 +68,15 @@ func New(cfg Config) *Group {
 	g := &Group{cfg: cfg}
 	for i := 1; i <= cfg.Nodes; i++ {
 		dir := filepath.Join(cfg.Dir, fmt.Sprintf("n%d", i))
+		host := "127.0.0.1"
+		if cfg.Host != nil {
+			host = cfg.Host(uint64(i))
+		}
 		n := &Node{
 			ID:      uint64(i),
-			Client:  fmt.Sprintf("127.0.0.1:%d", cfg.BasePort+i-1),
-			Raft:    fmt.Sprintf("127.0.0.1:%d", cfg.BasePort+10+i-1),
-			HTTP:    fmt.Sprintf("127.0.0.1:%d", cfg.BasePort+20+i-1),
+			Client:  net.JoinHostPort(host, fmt.Sprint(cfg.BasePort+i-1)),
+			Raft:    net.JoinHostPort(host, fmt.Sprint(cfg.BasePort+10+i-1)),
+			HTTP:    net.JoinHostPort(host, fmt.Sprint(cfg.BasePort+20+i-1)),
 			Dir:     dir,
 			LogPath: filepath.Join(dir, "broker.log"),
 		}
@@ -117,6 +127,12 @@ func (g *Group) StartNode(id uint64) error {
 	}
 	args := append(append([]string{}, g.cfg.Prefix...), "broker", "--id", fmt.Sprint(id), "--data", n.Dir, "--http", n.HTTP)
 	args = append(append(args, g.cfg.Args...), g.peers...)
+	if g.cfg.Host != nil {
+		args = append(args, "--bind-ip", g.cfg.Host(id))
+	}
+	if g.cfg.NodeArgs != nil {
+		args = append(args, g.cfg.NodeArgs(id)...)
+	}
 	cmd := exec.Command(g.cfg.Binary, args...)
 	cmd.Env = append(os.Environ(), g.cfg.Env...)
 	cmd.Stdout, cmd.Stderr = lf, lf
@@ -168,6 +184,17 @@ func (n *Node) Exited() string {
 		return n.err.Error()
 	}
 	return "exit status 0"
+}
+
+// ExitCode returns the exit status of a process that has exited (-1 when
+// it runs, was never started, or was killed by a signal).
+func (n *Node) ExitCode() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || !n.exitedLocked() || n.cmd.ProcessState == nil {
+		return -1
+	}
+	return n.cmd.ProcessState.ExitCode()
 }
 
 // PID returns the process id (0 when not running).

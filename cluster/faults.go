@@ -1,0 +1,96 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/raftmq/raftmq/internal/remoting"
+)
+
+// FaultRequest is the JSON body of a FAULT (9005) request. The broker
+// accepts it only when started with fault injection enabled
+// (Config.FaultEndpoint, the hidden broker flag --fault-endpoint), which the
+// chaos harness does. Zero fields leave a setting unchanged.
+type FaultRequest struct {
+	// TickRate scales raft's tick rate: 2 ticks twice as fast (elections
+	// and heartbeats come sooner), 0.5 half as fast. 1 restores it.
+	TickRate float64 `json:"tickRate,omitempty"`
+	// ClockOffsetMillis shifts the node's wall clock (message store
+	// timestamps, retention) by this many milliseconds. Reset sets it to 0.
+	ClockOffsetMillis int64 `json:"clockOffsetMillis,omitempty"`
+	// Reset clears every fault first.
+	Reset bool `json:"reset,omitempty"`
+}
+
+// FaultState is the answer: the faults now in effect.
+type FaultState struct {
+	TickInterval      string `json:"tickInterval"`
+	ClockOffsetMillis int64  `json:"clockOffsetMillis"`
+}
+
+// skewClock is the store's clock with an adjustable offset.
+type skewClock struct{ offset atomic.Int64 } // nanoseconds
+
+func (c *skewClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+func (b *Broker) handleFault(req *remoting.Command) *remoting.Command {
+	if !b.cfg.FaultEndpoint {
+		return remoting.NewResponse(req, remoting.NoPermission, "fault injection is not enabled on this broker (--fault-endpoint)")
+	}
+	var fr FaultRequest
+	if err := json.Unmarshal(req.Body, &fr); err != nil {
+		return remoting.NewResponse(req, remoting.InvalidParameter, "fault: bad body: "+err.Error())
+	}
+	if fr.TickRate < 0 || fr.TickRate > 100 {
+		return remoting.NewResponse(req, remoting.InvalidParameter, fmt.Sprintf("fault: tick rate %g outside (0, 100]", fr.TickRate))
+	}
+	base := b.cfg.TickInterval
+	if base <= 0 {
+		base = 50 * time.Millisecond
+	}
+	if fr.Reset {
+		b.clock.offset.Store(0)
+		b.rep.Node().SetTickInterval(base)
+	}
+	if fr.TickRate > 0 {
+		b.rep.Node().SetTickInterval(time.Duration(float64(base) / fr.TickRate))
+	}
+	if fr.ClockOffsetMillis != 0 {
+		b.clock.offset.Store(int64(time.Duration(fr.ClockOffsetMillis) * time.Millisecond))
+	}
+	b.log.Warn("cluster: fault injected", "tickRate", fr.TickRate, "clockOffsetMillis", fr.ClockOffsetMillis, "reset", fr.Reset)
+	body, _ := json.Marshal(FaultState{TickInterval: b.rep.Node().TickInterval().String(), ClockOffsetMillis: time.Duration(b.clock.offset.Load()).Milliseconds()})
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body = body
+	return resp
+}
+
+// memOffsets is the offsets-in-memory mutant's consumer offset table: local
+// to one node, never replicated.
+type memOffsets struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+func memKey(group, topic string, q int32) string {
+	return fmt.Sprintf("%s\x00%s\x00%d", group, topic, q)
+}
+
+func (o *memOffsets) set(group, topic string, q int32, off int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.m == nil {
+		o.m = map[string]int64{}
+	}
+	o.m[memKey(group, topic, q)] = off
+}
+
+func (o *memOffsets) get(group, topic string, q int32) (int64, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	off, ok := o.m[memKey(group, topic, q)]
+	return off, ok
+}
