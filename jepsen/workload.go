@@ -1,0 +1,359 @@
+package jepsen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/jepsen/history"
+)
+
+// Workloads.
+const (
+	// WorkloadQueue: producers send unique values; one consumer per queue
+	// polls (from random nodes), commits offsets and resumes from them.
+	WorkloadQueue = "queue"
+	// WorkloadLog: producers send; readers read random offsets of random
+	// queues from random nodes.
+	WorkloadLog = "log"
+	// WorkloadOffsets: committers commit growing offsets and fetch them
+	// back, while producers send.
+	WorkloadOffsets = "offsets"
+	// WorkloadRetries: producers repeat every indeterminate send with the
+	// same UNIQ_KEY until it succeeds or fails definitely; the broker must
+	// store each value once.
+	WorkloadRetries = "retries"
+)
+
+// Workloads lists the workload names.
+func Workloads() []string {
+	return []string{WorkloadQueue, WorkloadLog, WorkloadOffsets, WorkloadRetries}
+}
+
+const (
+	topic       = "jepsen"
+	group       = "jepsen-consumers"
+	maxAttempts = 5
+)
+
+// workload runs the clients of one run.
+type workload struct {
+	name    string
+	rec     *recorder
+	addrs   []string // client addresses, node i at addrs[i-1]
+	queues  int
+	tokens  <-chan struct{}
+	seed    int64
+	timeout time.Duration
+}
+
+// limiter hands out rate tokens per second until ctx ends.
+func limiter(ctx context.Context, rate float64) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		if rate <= 0 {
+			rate = 100
+		}
+		interval := time.Duration(float64(time.Second) / rate)
+		per := 1
+		for interval < time.Millisecond {
+			interval *= 2
+			per *= 2
+		}
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			for i := 0; i < per; i++ {
+				select {
+				case ch <- struct{}{}:
+				case <-ctx.Done():
+					return
+				default: // nobody ready: drop the token (no bursts)
+				}
+			}
+		}
+	}()
+	return ch
+}
+
+func (w *workload) token(ctx context.Context) bool {
+	select {
+	case _, ok := <-w.tokens:
+		return ok
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (w *workload) newClient() (*client.Client, error) {
+	return client.New(client.Options{Addrs: w.addrs, RequestTimeout: w.timeout})
+}
+
+// run starts every client of the workload and returns when ctx ends and
+// they have finished their last operation.
+func (w *workload) run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errc := make(chan error, 32)
+	start := func(f func(ctx context.Context, c *client.Client, rng *rand.Rand) error, k int) {
+		c, err := w.newClient()
+		if err != nil {
+			errc <- err
+			return
+		}
+		rng := rand.New(rand.NewPCG(uint64(w.seed), uint64(k)+1))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Close()
+			if err := f(ctx, c, rng); err != nil {
+				errc <- err
+			}
+		}()
+	}
+	producers := 4
+	k := 0
+	for i := 0; i < producers; i++ {
+		worker := i
+		retry := w.name == WorkloadRetries
+		start(func(ctx context.Context, c *client.Client, rng *rand.Rand) error {
+			return w.producer(ctx, c, rng, worker, retry)
+		}, k)
+		k++
+	}
+	switch w.name {
+	case WorkloadQueue, WorkloadRetries:
+		for q := 0; q < w.queues; q++ {
+			queue := q
+			start(func(ctx context.Context, c *client.Client, rng *rand.Rand) error {
+				return w.consumer(ctx, c, rng, queue)
+			}, k)
+			k++
+		}
+	case WorkloadLog:
+		for i := 0; i < 2; i++ {
+			start(w.reader, k)
+			k++
+		}
+	case WorkloadOffsets:
+		for q := 0; q < w.queues; q++ {
+			queue := q
+			start(func(ctx context.Context, c *client.Client, rng *rand.Rand) error {
+				return w.committer(ctx, c, rng, queue)
+			}, k)
+			k++
+		}
+	default:
+		return fmt.Errorf("jepsen: unknown workload %q (known: %v)", w.name, Workloads())
+	}
+	wg.Wait()
+	close(errc)
+	return errors.Join(collect(errc)...)
+}
+
+func collect(ch <-chan error) []error {
+	var out []error
+	for err := range ch {
+		out = append(out, err)
+	}
+	return out
+}
+
+// outcome classifies a client error.
+func outcome(err error) history.Outcome {
+	switch {
+	case err == nil:
+		return history.OK
+	case errors.Is(err, client.ErrIndeterminate), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return history.Info
+	}
+	return history.Fail
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	s := err.Error()
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}
+
+// producer sends unique values w<worker>-<seq> to random queues.
+func (w *workload) producer(ctx context.Context, c *client.Client, rng *rand.Rand, worker int, retry bool) error {
+	p := c.NewProducer(client.ProducerOptions{Group: "jepsen-producers", MaxRetries: -1})
+	proc := w.rec.process()
+	for seq := 0; w.token(ctx); seq++ {
+		value := fmt.Sprintf("w%d-%d", worker, seq)
+		queue := rng.IntN(w.queues)
+		for attempt := 1; ; attempt++ {
+			o := history.Op{Process: proc, Kind: history.Send, Queue: queue, Value: value, Invoke: w.rec.now()}
+			if retry {
+				o.Attempt = attempt
+			}
+			m := &client.Message{Topic: topic, QueueID: int32(queue), Body: []byte(value),
+				Properties: map[string]string{"UNIQ_KEY": value}}
+			// The send's own deadline, not the run's: an operation in flight
+			// when the run ends completes normally.
+			sctx, cancel := context.WithTimeout(context.Background(), w.timeout+time.Second)
+			res, err := p.Send(sctx, m)
+			cancel()
+			o.Complete, o.Outcome, o.Error = w.rec.now(), outcome(err), errString(err)
+			if err == nil {
+				o.Offset = res.QueueOffset
+				if int(res.QueueID) != queue {
+					o.Outcome, o.Error = history.Fail, fmt.Sprintf("stored in queue %d, asked %d", res.QueueID, queue)
+				}
+			}
+			w.rec.op(o)
+			if o.Outcome == history.Info {
+				proc = w.rec.process()
+			}
+			if !retry || o.Outcome != history.Info || attempt >= maxAttempts || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(time.Duration(50+rng.IntN(100)) * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// node picks a random node's address (or "" for the leader, one time in
+// four).
+func (w *workload) node(rng *rand.Rand) (string, int) {
+	i := rng.IntN(len(w.addrs) + 1)
+	if i == len(w.addrs) {
+		return "", 0
+	}
+	return w.addrs[i], i + 1
+}
+
+func (w *workload) poll(ctx context.Context, pc *client.PullConsumer, proc int, addr string, node, queue int, from int64) history.Op {
+	o := history.Op{Process: proc, Kind: history.Poll, Queue: queue, Offset: from, Node: node, Invoke: w.rec.now()}
+	pctx, cancel := context.WithTimeout(context.Background(), w.timeout+time.Second)
+	res, err := pc.PullWith(pctx, client.PullRequest{Addr: addr, Topic: topic, Queue: int32(queue), Offset: from, Max: 32})
+	cancel()
+	o.Complete, o.Outcome, o.Error = w.rec.now(), outcome(err), errString(err)
+	if err != nil {
+		// A read that failed has no effect: it is a definite failure.
+		o.Outcome = history.Fail
+	} else {
+		o.Next = res.NextBeginOffset
+		for _, m := range res.Messages {
+			o.Msgs = append(o.Msgs, history.Msg{Offset: m.QueueOffset, Value: string(m.Body)})
+		}
+	}
+	w.rec.op(o)
+	return o
+}
+
+func (w *workload) fetch(ctx context.Context, pc *client.PullConsumer, proc, queue int) history.Op {
+	o := history.Op{Process: proc, Kind: history.Fetch, Queue: queue, Group: group, Invoke: w.rec.now()}
+	fctx, cancel := context.WithTimeout(context.Background(), w.timeout+time.Second)
+	off, found, err := pc.FetchOffset(fctx, topic, int32(queue))
+	cancel()
+	o.Complete, o.Outcome, o.Error = w.rec.now(), outcome(err), errString(err)
+	if err != nil {
+		o.Outcome = history.Fail // a read
+	} else if found {
+		o.Offset = off
+	} else {
+		o.Offset = -1
+	}
+	w.rec.op(o)
+	return o
+}
+
+func (w *workload) commit(ctx context.Context, pc *client.PullConsumer, proc, queue int, off int64) history.Op {
+	o := history.Op{Process: proc, Kind: history.Commit, Queue: queue, Group: group, Offset: off, Invoke: w.rec.now()}
+	cctx, cancel := context.WithTimeout(context.Background(), w.timeout+time.Second)
+	err := pc.CommitOffset(cctx, topic, int32(queue), off)
+	cancel()
+	o.Complete, o.Outcome, o.Error = w.rec.now(), outcome(err), errString(err)
+	w.rec.op(o)
+	return o
+}
+
+// consumer is one consumer of one queue: it fetches the committed offset,
+// polls from there following NextBeginOffset, commits every few polls, and
+// now and then starts a new session from the committed offset.
+func (w *workload) consumer(ctx context.Context, c *client.Client, rng *rand.Rand, queue int) error {
+	pc := c.NewPullConsumer(group)
+	proc := w.rec.process()
+	for ctx.Err() == nil {
+		f := w.fetch(ctx, pc, proc, queue)
+		if f.Outcome != history.OK {
+			if !w.token(ctx) {
+				return nil
+			}
+			continue
+		}
+		pos := max(f.Offset, 0)
+		for polls := 0; polls < 20+rng.IntN(20); polls++ {
+			if !w.token(ctx) {
+				return nil
+			}
+			addr, node := w.node(rng)
+			p := w.poll(ctx, pc, proc, addr, node, queue, pos)
+			if p.Outcome == history.OK && len(p.Msgs) > 0 {
+				pos = p.Next
+			}
+			if polls%4 == 3 {
+				if cm := w.commit(ctx, pc, proc, queue, pos); cm.Outcome == history.Info {
+					proc = w.rec.process()
+					break // a new session: resume from the committed offset
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// reader reads random offsets of random queues from random nodes.
+func (w *workload) reader(ctx context.Context, c *client.Client, rng *rand.Rand) error {
+	pc := c.NewPullConsumer(group)
+	proc := w.rec.process()
+	high := make([]int64, w.queues)
+	for w.token(ctx) {
+		q := rng.IntN(w.queues)
+		from := int64(0)
+		if high[q] > 0 {
+			from = rng.Int64N(high[q] + 1)
+		}
+		addr, node := w.node(rng)
+		p := w.poll(ctx, pc, proc, addr, node, q, from)
+		if p.Outcome == history.OK && p.Next > high[q] {
+			high[q] = p.Next
+		}
+	}
+	return nil
+}
+
+// committer commits growing offsets of one queue and fetches them back.
+func (w *workload) committer(ctx context.Context, c *client.Client, rng *rand.Rand, queue int) error {
+	pc := c.NewPullConsumer(group)
+	proc := w.rec.process()
+	var next int64
+	for w.token(ctx) {
+		if rng.IntN(2) == 0 {
+			w.fetch(ctx, pc, proc, queue)
+			continue
+		}
+		next += int64(1 + rng.IntN(5))
+		if cm := w.commit(ctx, pc, proc, queue, next); cm.Outcome == history.Info {
+			proc = w.rec.process()
+		}
+	}
+	return nil
+}
