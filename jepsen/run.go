@@ -304,6 +304,8 @@ func (t *test) run(ctx context.Context, meta *history.Meta) (err error) {
 	wg.Add(1)
 	go func() { defer wg.Done(); werr = w.run(wctx) }()
 	stopProgress := t.progress(wctx)
+	stopWatch := t.watch()
+	defer stopWatch()
 	nctx, ncancel := context.WithTimeout(ctx, o.TimeLimit-quiet)
 	nemErr := t.nemesis(nctx, rng)
 	ncancel()
@@ -439,6 +441,50 @@ func (t *test) health() map[string]history.CheckerResult {
 	return map[string]history.CheckerResult{healthChecker: r}
 }
 
+// watch reports every node that exits without the harness stopping it,
+// once per start, until the returned stop is called.
+func (t *test) watch() (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		reported := map[int]int{} // node -> pid reported
+		tk := time.NewTicker(100 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tk.C:
+			}
+			for _, n := range t.g.Nodes {
+				id := int(n.ID)
+				t.env.mu.Lock()
+				down := t.env.down[id]
+				t.env.mu.Unlock()
+				pid := n.LastPID()
+				if down || n.Running() || pid == 0 || reported[id] == pid {
+					continue
+				}
+				// Re-check under the harness's view: a stop in progress
+				// marks the node down before signalling it.
+				time.Sleep(50 * time.Millisecond)
+				t.env.mu.Lock()
+				down = t.env.down[id]
+				t.env.mu.Unlock()
+				if !down && !n.Running() {
+					reported[id] = pid
+					t.crashed(n, "exited on its own")
+					t.rec.event(history.Event{Kind: "crash", Start: t.rec.now(), End: t.rec.now(), Nodes: []int{id},
+						Description: fmt.Sprintf("n%d exited on its own (%s)", id, n.Exited())})
+				}
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
 // crashed notes a node that exited on its own.
 func (t *test) crashed(n *localgroup.Node, what string) {
 	t.env.mu.Lock()
@@ -454,7 +500,6 @@ func (t *test) drain(ctx context.Context) error {
 	err := retry(ctx, 60*time.Second, func(context.Context) error {
 		for _, n := range t.g.Nodes {
 			if !n.Running() {
-				t.crashed(n, "was down after healing")
 				return fmt.Errorf("n%d is not running after healing: %s", n.ID, n.Exited())
 			}
 		}
@@ -489,9 +534,12 @@ func (t *test) drain(ctx context.Context) error {
 	pc := c.NewPullConsumer("jepsen-drain")
 	proc := t.rec.process()
 	for i, n := range t.g.Nodes {
+		if !n.Running() {
+			continue // reported by cluster-health; its drain is missing
+		}
 		for q := 0; q < t.o.Queues; q++ {
 			var from int64
-			for tries := 0; tries < 10000; {
+			for tries := 0; tries < 20; {
 				o := history.Op{Process: proc, Kind: history.Poll, Queue: q, Offset: from, Node: i + 1, Drain: true, Invoke: t.rec.now()}
 				pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 				res, err := pc.PullWith(pctx, client.PullRequest{Addr: n.Client, Topic: topic, Queue: int32(q), Offset: from, Max: 256})
@@ -527,6 +575,9 @@ func (t *test) replicas() error {
 		if st != nil {
 			commits[uint64(i+1)] = st.Status.Commit
 		}
+	}
+	for _, n := range t.g.Nodes {
+		t.env.setDown(int(n.ID), true)
 	}
 	if err := t.g.StopAll(); err != nil {
 		t.log.Warn("jepsen: stop", "err", err)

@@ -70,9 +70,8 @@ type Config struct {
 	// OnAppend, if set, is called from the raft goroutine with the entries
 	// of each Ready once they are durable.
 	OnAppend func(ents []*pb.Entry)
-	// UnsafeAckBeforeCommit makes a leader count one follower as holding
-	// every entry the leader has appended, so entries commit with the
-	// leader's copy alone. It exists only for the ack-before-commit mutant
+	// UnsafeAckBeforeCommit makes a leader apply (and so acknowledge) the
+	// entries it has appended before a quorum holds them. It exists only for the ack-before-commit mutant
 	// (internal/mutant) that proves the chaos harness detects it.
 	UnsafeAckBeforeCommit bool
 	// OnConfChange, if set, is called from the raft goroutine after a
@@ -572,34 +571,21 @@ func (n *Node) handleReady() error {
 			return ErrStopped
 		}
 	}
+	if n.cfg.UnsafeAckBeforeCommit && len(rd.Entries) > 0 && n.leaderTerm.Load() != 0 {
+		// The ack-before-commit mutant: a leader applies (and so answers)
+		// what it has appended, without waiting for a quorum.
+		last := rd.Entries[len(rd.Entries)-1]
+		select {
+		case n.applyc <- applyWork{index: last.GetIndex(), term: last.GetTerm()}:
+		case <-n.stopc:
+			return ErrStopped
+		}
+	}
 	n.rn.Advance(rd)
 	if rd.SoftState != nil || rd.HardState != nil {
 		n.publishStatus()
 	}
-	if n.cfg.UnsafeAckBeforeCommit && len(rd.Entries) > 0 {
-		n.fakeFollowerAck(rd.Entries[len(rd.Entries)-1].GetIndex())
-	}
 	return nil
-}
-
-// fakeFollowerAck is the ack-before-commit mutant: a leader steps a made-up
-// append response from its lowest-numbered follower for index.
-func (n *Node) fakeFollowerAck(index uint64) {
-	st := n.rn.Status()
-	if st.RaftState != raft.StateLeader {
-		return
-	}
-	var f uint64
-	for id := range st.Progress {
-		if id != n.cfg.ID && (f == 0 || id < f) {
-			f = id
-		}
-	}
-	if f == 0 {
-		return
-	}
-	n.step(&pb.Message{Type: pb.MessageType_MsgAppResp.Enum(), From: proto.Uint64(f), To: proto.Uint64(n.cfg.ID),
-		Term: proto.Uint64(st.GetTerm()), Index: proto.Uint64(index)})
 }
 
 func (n *Node) roleChanged(ss *raft.SoftState) {

@@ -197,6 +197,17 @@ func (n *Node) ExitCode() int {
 	return n.cmd.ProcessState.ExitCode()
 }
 
+// LastPID returns the process id of the latest start, running or not (0
+// if never started).
+func (n *Node) LastPID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
 // PID returns the process id (0 when not running).
 func (n *Node) PID() int {
 	n.mu.Lock()

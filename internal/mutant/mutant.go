@@ -11,9 +11,8 @@ import (
 
 // Set says which bad behaviours are on.
 type Set struct {
-	// AckBeforeCommit: the leader counts one follower as having every entry
-	// it appends, so entries commit (and sends are answered) with only the
-	// leader holding them.
+	// AckBeforeCommit: the leader applies entries, and so answers sends,
+	// as soon as its own copy is durable, before a quorum holds them.
 	AckBeforeCommit bool
 	// AckBeforeFsync: the commit log is not synced before an append is
 	// acknowledged (it is written to the page cache and synced later).

@@ -164,11 +164,11 @@ func countOps(ops []history.Op) map[string]int64 {
 	return m
 }
 
-// countFaults counts nemesis events by kind, leaving out "heal" events.
+// countFaults counts nemesis events by kind, leaving out "heal" events and the "crash" events the harness records when a node exits on its own.
 func countFaults(events []history.Event) map[string]int64 {
 	m := make(map[string]int64)
 	for _, e := range events {
-		if e.Kind == "heal" {
+		if e.Kind == "heal" || e.Kind == "crash" {
 			continue
 		}
 		m[e.Kind]++
@@ -258,6 +258,9 @@ func maxTime(run *history.Run) int64 {
 // Summary renders results as a few lines of text for the CLI: the verdict,
 // operation and fault counts, then one line per checker with its counts,
 // followed by its note and errors when it has any.
+// summaryErrors is how many errors per checker Summary prints.
+const summaryErrors = 5
+
 func Summary(r history.Results) string {
 	var b strings.Builder
 	verdict := "VALID"
@@ -291,7 +294,11 @@ func Summary(r history.Results) string {
 		if c.Note != "" {
 			fmt.Fprintf(&b, "  %-*s      note: %s\n", width, "", c.Note)
 		}
-		for _, e := range c.Errors {
+		for i, e := range c.Errors {
+			if i == summaryErrors {
+				fmt.Fprintf(&b, "  %-*s      … %d more in results.json\n", width, "", len(c.Errors)-i)
+				break
+			}
 			fmt.Fprintf(&b, "  %-*s      - %s\n", width, "", e)
 		}
 	}

@@ -432,7 +432,10 @@ func TestEmptyAndMissingInputs(t *testing.T) {
 		"meta":  {Meta: history.Meta{Queues: 4, Nodes: 3, Healed: 5 * ms}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			res := Check(run, Options{})
+			path := filepath.Join(t.TempDir(), "viz.html")
+			res := Check(run, Options{VisualizePath: path})
+			_, err := os.Stat(path)
+			require.NoError(t, err)
 			require.Len(t, res.Checkers, len(allCheckers))
 			for _, n := range allCheckers {
 				c := res.Checkers[n]
@@ -482,7 +485,7 @@ func TestVisualizePath(t *testing.T) {
 	require.NoError(t, err)
 	html := string(data)
 	assert.True(t, strings.HasPrefix(strings.TrimSpace(html), "<!DOCTYPE html>") || strings.Contains(html, "<html"))
-	assert.Contains(t, html, "nemesis")
+	assert.Contains(t, html, `"Tag":"nemesis"`)
 	assert.Contains(t, html, "kill -9 n2")
 	assert.Contains(t, html, "send p7-1 → 3 (indeterminate, patched)")
 
@@ -508,4 +511,32 @@ func TestSummary(t *testing.T) {
 
 	s = Summary(Check(&validBuilder().run, Options{}))
 	assert.True(t, strings.HasPrefix(s, "verdict: VALID\n"))
+}
+
+func TestGuardTurnsPanicIntoViolation(t *testing.T) {
+	r := guard(func() history.CheckerResult { panic("boom") })
+	assert.False(t, r.Valid)
+	assert.Equal(t, []string{"checker panicked: boom"}, r.Errors)
+	assert.Contains(t, r.Note, "internal error")
+}
+
+func TestFinalLogAccessors(t *testing.T) {
+	f := NewFinalLog(map[int][]string{0: {"a", "", "b"}, 1: {"b"}})
+	assert.Equal(t, int64(3), f.Size())
+	assert.Equal(t, int64(3), f.Len(0))
+	v, ok := f.At(0, 2)
+	assert.True(t, ok)
+	assert.Equal(t, "b", v)
+	_, ok = f.At(0, 1) // a hole
+	assert.False(t, ok)
+	_, ok = f.At(0, 3)
+	assert.False(t, ok)
+	assert.Equal(t, []Loc{{Queue: 0, Offset: 2}, {Queue: 1, Offset: 0}}, f.Locations("b"))
+	assert.Equal(t, []int64{0}, f.OffsetsIn(1, "b"))
+
+	var nilLog *FinalLog
+	assert.Zero(t, nilLog.Size())
+	assert.Nil(t, nilLog.Locations("a"))
+	_, ok = nilLog.At(0, 0)
+	assert.False(t, ok)
 }

@@ -181,7 +181,16 @@ func checkFinalLog(run *history.Run, opts Options) (*FinalLog, history.CheckerRe
 		}
 	}
 	sort.Ints(nodeIDs)
-	r.set("nodes-drained", int64(len(nodes)))
+	drainedNodes := 0
+	for _, byQ := range nodes {
+		for _, d := range byQ {
+			if d.ok > 0 {
+				drainedNodes++
+				break
+			}
+		}
+	}
+	r.set("nodes-drained", int64(drainedNodes))
 
 	queues := make(map[int]bool)
 	for _, q := range queuesOf(run) {

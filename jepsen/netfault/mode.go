@@ -88,10 +88,11 @@ func checkRequested(requested string) error {
 }
 
 // proxyReasonFromEnv returns the fallback reason stored in an EnvVar value
-// and whether the value records a fallback at all.
+// ("proxy: <why>") and whether the value records a fallback at all.
 func proxyReasonFromEnv(v string) (string, bool) {
-	if !strings.HasPrefix(v, strings.TrimSpace(envProxyPrefix)) {
+	rest, ok := strings.CutPrefix(v, "proxy")
+	if !ok {
 		return "", false
 	}
-	return strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(v, "proxy"), ":")), true
+	return strings.TrimSpace(strings.TrimPrefix(rest, ":")), true
 }

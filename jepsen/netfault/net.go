@@ -96,7 +96,8 @@ type linkKey struct {
 
 // New creates the network of a run with nodes 1..nodes in the given mode.
 // In netns mode it creates the nft table TableName in the current network
-// namespace (replacing the rules of a previous run). In proxy mode nodes use
+// namespace (replacing the rules of a previous run), so the process must be
+// inside the namespace [Enter] prepared, or it would change the host's rules. In proxy mode nodes use
 // 127.0.0.(10+i) if those addresses can be bound, and all share 127.0.0.1
 // otherwise (then they need distinct ports). A nil logger discards logs.
 func New(mode Mode, nodes int, logger *slog.Logger, opts ...Option) (*Net, error) {
@@ -246,7 +247,9 @@ func (n *Net) Partition(cut [][2]int) error {
 // Held bytes are then delivered, in order, on the connections that carried
 // them (like TCP retransmission after a partition heals), and held new
 // connections are dialed, unless their client has closed them meanwhile.
-// Delay and loss stay; see ClearLinkFaults.
+// Connections are not reset. In netns mode, traffic that crossed the nft
+// rules itself resumes at the pace of TCP retransmission, which backs off
+// to seconds after a long cut. Delay and loss stay; see ClearLinkFaults.
 func (n *Net) Heal() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
