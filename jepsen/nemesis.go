@@ -286,11 +286,8 @@ func (e *env) restart(ctx context.Context, n int) error {
 			e.mu.Lock()
 			e.refusals++
 			e.mu.Unlock()
-			e.log("corrupted node refused to start, as it should; wiping it", "node", n)
-			if err := wipe(node.Dir); err != nil {
-				return err
-			}
-			if err := e.g.StartNode(uint64(n)); err != nil {
+			e.log("corrupted node refused to start, as it should; replacing it with an empty member", "node", n)
+			if err := e.rejoin(ctx, n); err != nil {
 				return err
 			}
 		}
@@ -446,44 +443,49 @@ func (e *env) clock(ctx context.Context, ev history.Event) (*fault, error) {
 	}}, nil
 }
 
-// membership removes a follower from the group, wipes it and adds it back
-// as a new, empty member.
+// membership removes a follower from the group and adds it back as a
+// new, empty member (rejoin).
 func (e *env) membership(ctx context.Context, ev history.Event) (*fault, error) {
 	n := e.follower()
 	if n == 0 {
 		return nil, errors.New("jepsen: membership: no running follower")
 	}
-	node := e.g.Node(uint64(n))
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := e.admin.RemoveNode(cctx, uint64(n)); err != nil {
-		return nil, fmt.Errorf("jepsen: remove n%d: %w", n, err)
-	}
 	e.setDown(n, true)
-	_ = e.g.Kill(uint64(n))
-	if err := wipe(node.Dir); err != nil {
+	ev.Nodes = []int{n}
+	ev.Description = fmt.Sprintf("remove n%d from the group, wipe it, add it back empty", n)
+	if err := e.rejoin(ctx, n); err != nil {
 		return nil, err
 	}
-	ev.Nodes = []int{n}
-	ev.Description = fmt.Sprintf("remove n%d from the group, wipe it, add it back", n)
-	return &fault{ev: ev, heal: func() error {
-		hctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		var err error
-		for hctx.Err() == nil {
-			if err = e.admin.AddNode(hctx, uint64(n), node.Client, node.Raft); err == nil {
-				break
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		if err != nil {
-			return fmt.Errorf("jepsen: add n%d back: %w", n, err)
-		}
-		e.mu.Lock()
-		e.joinArgs[n] = true
-		e.mu.Unlock()
-		return e.restart(ctx, n)
-	}}, nil
+	return &fault{ev: ev, heal: func() error { return nil }}, nil
+}
+
+// rejoin replaces node n by an empty member with the same id, the way an
+// operator replaces a node whose disk was lost or corrupted: remove it from
+// the group (raft must forget its progress: a member may never lose its
+// log), wipe its data, add it back and start it with --join so that the
+// leader refills it. The caller has marked n down.
+func (e *env) rejoin(ctx context.Context, n int) error {
+	node := e.g.Node(uint64(n))
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := retry(rctx, 30*time.Second, func(ctx context.Context) error { return e.admin.RemoveNode(ctx, uint64(n)) }); err != nil {
+		return fmt.Errorf("jepsen: remove n%d: %w", n, err)
+	}
+	if node.Running() {
+		_ = e.g.Kill(uint64(n))
+	}
+	if err := wipe(node.Dir); err != nil {
+		return err
+	}
+	if err := retry(rctx, 30*time.Second, func(ctx context.Context) error {
+		return e.admin.AddNode(ctx, uint64(n), node.Client, node.Raft)
+	}); err != nil {
+		return fmt.Errorf("jepsen: add n%d back: %w", n, err)
+	}
+	e.mu.Lock()
+	e.joinArgs[n] = true
+	e.mu.Unlock()
+	return e.g.StartNode(uint64(n))
 }
 
 // sum is the replica summary checksum of an entry.

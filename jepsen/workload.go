@@ -239,8 +239,10 @@ func (w *workload) node(rng *rand.Rand) (string, int) {
 	return w.addrs[i], i + 1
 }
 
-func (w *workload) poll(ctx context.Context, pc *client.PullConsumer, proc int, addr string, node, queue int, from int64) history.Op {
-	o := history.Op{Process: proc, Kind: history.Poll, Queue: queue, Offset: from, Node: node, Invoke: w.rec.now()}
+// poll pulls one batch. group is set for a consumer following its offsets
+// and empty for random reads.
+func (w *workload) poll(ctx context.Context, pc *client.PullConsumer, proc int, group, addr string, node, queue int, from int64) history.Op {
+	o := history.Op{Process: proc, Kind: history.Poll, Queue: queue, Group: group, Offset: from, Node: node, Invoke: w.rec.now()}
 	pctx, cancel := context.WithTimeout(context.Background(), w.timeout+time.Second)
 	res, err := pc.PullWith(pctx, client.PullRequest{Addr: addr, Topic: topic, Queue: int32(queue), Offset: from, Max: 32})
 	cancel()
@@ -305,7 +307,7 @@ func (w *workload) consumer(ctx context.Context, c *client.Client, rng *rand.Ran
 				return nil
 			}
 			addr, node := w.node(rng)
-			p := w.poll(ctx, pc, proc, addr, node, queue, pos)
+			p := w.poll(ctx, pc, proc, group, addr, node, queue, pos)
 			if p.Outcome == history.OK && len(p.Msgs) > 0 {
 				pos = p.Next
 			}
@@ -332,7 +334,7 @@ func (w *workload) reader(ctx context.Context, c *client.Client, rng *rand.Rand)
 			from = rng.Int64N(high[q] + 1)
 		}
 		addr, node := w.node(rng)
-		p := w.poll(ctx, pc, proc, addr, node, q, from)
+		p := w.poll(ctx, pc, proc, "", addr, node, q, from)
 		if p.Outcome == history.OK && p.Next > high[q] {
 			high[q] = p.Next
 		}
