@@ -361,7 +361,9 @@ func (t *test) nemesis(ctx context.Context, rng *rand.Rand) error {
 		case <-time.After(jitter()):
 		}
 		kind := t.o.Nemesis[rng.IntN(len(t.o.Nemesis))]
-		f, err := t.env.inject(ctx, kind)
+		// Heals run after ctx ends too: give the fault a context that
+		// outlives the schedule.
+		f, err := t.env.inject(context.WithoutCancel(ctx), kind)
 		if err != nil {
 			t.log.Warn("jepsen: inject failed", "kind", kind, "err", err)
 			t.rec.event(history.Event{Kind: kind, Start: t.rec.now(), End: t.rec.now(), Error: err.Error(), Description: "injection failed"})

@@ -26,7 +26,7 @@ type Campaign struct {
 // Campaigns returns the campaign for every mutant (internal/mutant).
 func Campaigns() []Campaign {
 	c := []Campaign{
-		{"ack-before-commit", WorkloadQueue, []string{NemPartitionLeader, NemKillLeader},
+		{"ack-before-commit", WorkloadQueue, []string{NemPartitionLeader},
 			"an isolated leader keeps acknowledging; the majority side overwrites it: lost acked sends"},
 		{"ack-before-fsync", WorkloadQueue, []string{NemPowerLoss},
 			"acknowledged sends only in page cache are gone after a power cut of every node"},
