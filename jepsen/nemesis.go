@@ -40,12 +40,13 @@ const (
 	NemPartitionLeader = "partition-leader" // isolate the leader
 	NemKillLeader      = "kill-leader"      // kill -9 the leader
 	NemPauseLeader     = "pause-leader"     // SIGSTOP the leader
+	NemBitflip         = "bitflip"          // corrupt by bit flips only
 )
 
 // Nemeses lists every nemesis kind.
 func Nemeses() []string {
 	return []string{NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership,
-		NemPartitionLeader, NemKillLeader, NemPauseLeader}
+		NemPartitionLeader, NemKillLeader, NemPauseLeader, NemBitflip}
 }
 
 // ParseNemeses parses a comma-separated list ("all" = every kind, "none" or
@@ -170,7 +171,10 @@ func (e *env) inject(ctx context.Context, kind string) (*fault, error) {
 		}
 		return &fault{ev: ev, heal: func() error { e.net.ClearLinkFaults(); return nil }}, nil
 	case NemCorrupt:
-		return e.corrupt(ctx, ev)
+		return e.corrupt(ctx, ev, e.rng.IntN(4) == 0)
+	case NemBitflip:
+		ev.Kind = NemCorrupt
+		return e.corrupt(ctx, ev, false)
 	case NemMembership:
 		return e.membership(ctx, ev)
 	}
@@ -333,7 +337,7 @@ func (e *env) follower() int {
 
 // corrupt stops a follower and damages its log: a bit flip inside a
 // synced entry's body of the last segment, or a truncation of it.
-func (e *env) corrupt(ctx context.Context, ev history.Event) (*fault, error) {
+func (e *env) corrupt(ctx context.Context, ev history.Event, truncate bool) (*fault, error) {
 	n := e.follower()
 	if n == 0 {
 		return nil, errors.New("jepsen: corrupt: no running follower")
@@ -382,7 +386,7 @@ func (e *env) corrupt(ctx context.Context, ev history.Event) (*fault, error) {
 	}
 	defer f.Close()
 	at := r.pos - seg.Base + commitlog.HeaderSize
-	if e.rng.IntN(4) == 0 {
+	if truncate {
 		// Truncate inside the entry: synced entries are missing.
 		if err := f.Truncate(at); err != nil {
 			return nil, fmt.Errorf("jepsen: corrupt: %w", err)

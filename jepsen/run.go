@@ -499,7 +499,7 @@ func (t *test) crashed(n *localgroup.Node, what string) {
 // reads every queue from every node to its end.
 func (t *test) drain(ctx context.Context) error {
 	var leader uint64
-	err := retry(ctx, 60*time.Second, func(context.Context) error {
+	err := retry(ctx, 30*time.Second, func(context.Context) error {
 		for _, n := range t.g.Nodes {
 			if !n.Running() {
 				return fmt.Errorf("n%d is not running after healing: %s", n.ID, n.Exited())

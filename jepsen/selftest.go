@@ -36,7 +36,7 @@ func Campaigns() []Campaign {
 			"a new leader does not know committed offsets: they go backwards"},
 		{"no-dedupe", WorkloadRetries, []string{NemKillLeader, NemPartitionLeader},
 			"a retried send whose first attempt landed is stored twice"},
-		{"crc-unchecked", WorkloadQueue, []string{NemCorrupt},
+		{"crc-unchecked", WorkloadQueue, []string{NemBitflip},
 			"a flipped bit in a follower's synced log goes unnoticed: its log and reads differ"},
 		{"vote-not-fsynced", WorkloadQueue, []string{NemPowerLoss, NemPartitionLeader},
 			"after a power cut nodes forget their votes: two leaders in one term, divergent logs"},

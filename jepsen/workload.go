@@ -24,8 +24,9 @@ const (
 	// back, while producers send.
 	WorkloadOffsets = "offsets"
 	// WorkloadRetries: producers repeat every indeterminate send with the
-	// same UNIQ_KEY until it succeeds or fails definitely; the broker must
-	// store each value once.
+	// same UNIQ_KEY until it succeeds or fails definitely, and repeat one
+	// acknowledged send in ten as if its answer had been lost; the broker
+	// must store each value once.
 	WorkloadRetries = "retries"
 )
 
@@ -220,7 +221,11 @@ func (w *workload) producer(ctx context.Context, c *client.Client, rng *rand.Ran
 			if o.Outcome == history.Info {
 				proc = w.rec.process()
 			}
-			if !retry || o.Outcome != history.Info || attempt >= maxAttempts || ctx.Err() != nil {
+			// In the retries workload one acknowledged send in ten is sent
+			// again as if its answer had been lost: the broker must answer
+			// with the original offset, not store it twice.
+			lostAck := retry && o.Outcome == history.OK && attempt == 1 && rng.IntN(10) == 0
+			if !lostAck && (!retry || o.Outcome != history.Info || attempt >= maxAttempts || ctx.Err() != nil) {
 				break
 			}
 			time.Sleep(time.Duration(50+rng.IntN(100)) * time.Millisecond)

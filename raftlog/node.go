@@ -530,6 +530,14 @@ func (n *Node) handleReady() error {
 		}
 		n.log.Info("raftlog: installed snapshot", "index", rd.Snapshot.GetMetadata().GetIndex(), "term", rd.Snapshot.GetMetadata().GetTerm())
 	}
+	// A new term or vote is made durable before the entries of this Ready,
+	// so that on disk the term is never behind the log (OpenStorage
+	// checks it).
+	if rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState) {
+		if err := n.cfg.Storage.SetHardState(rd.HardState); err != nil {
+			return err
+		}
+	}
 	if len(rd.Entries) > 0 {
 		start := time.Now()
 		if err := n.cfg.Storage.Append(rd.Entries); err != nil {
@@ -548,11 +556,6 @@ func (n *Node) handleReady() error {
 		}
 		if n.cfg.OnAppend != nil {
 			n.cfg.OnAppend(rd.Entries)
-		}
-	}
-	if rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState) {
-		if err := n.cfg.Storage.SetHardState(rd.HardState); err != nil {
-			return err
 		}
 	}
 	if len(late) > 0 {

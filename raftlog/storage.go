@@ -108,7 +108,27 @@ func OpenStorage(fs vfs.FS, dir string, log *commitlog.Log) (*Storage, error) {
 		return nil, fmt.Errorf("raftlog: log starts at %d but the state file's compaction point is %d: %w",
 			first, s.mu.compact, commitlog.ErrCorrupt)
 	}
+	// A node's term is never below the term of an entry it holds, and the
+	// term is made durable before the entries of that term (Node persists
+	// a new term first). A state file behind its log lost synced writes:
+	// starting would let this node vote again in a term it already voted
+	// in.
+	if last := s.LastIndexOrZero(); last > 0 {
+		if t, err := s.Term(last); err == nil && t > s.mu.hs.GetTerm() {
+			return nil, fmt.Errorf("%w: %s says term %d but the log's entry %d has term %d: the state file lost synced writes",
+				ErrStateCorrupt, vfs.Join(dir, stateName), s.mu.hs.GetTerm(), last, t)
+		}
+	}
 	return s, nil
+}
+
+// LastIndexOrZero is LastIndex without the error (0 for an empty log).
+func (s *Storage) LastIndexOrZero() uint64 {
+	last, err := s.LastIndex()
+	if err != nil {
+		return 0
+	}
+	return last
 }
 
 func (s *Storage) load() error {
@@ -231,6 +251,11 @@ func (s *Storage) SetHardState(hs *pb.HardState) error {
 		return nil
 	}
 	s.mu.hs = proto.CloneOf(hs)
+	// The state may be persisted before this Ready's entries (a new term
+	// goes first): never record a commit index beyond the durable log.
+	if last := max(s.log.LastIndex(), s.mu.compact); s.mu.hs.GetCommit() > last {
+		s.mu.hs.Commit = proto.Uint64(last)
+	}
 	return s.persistLocked()
 }
 

@@ -129,6 +129,7 @@ func TestHardStateDurableAndTornSlot(t *testing.T) {
 func TestCompactAndSnapshotMetadata(t *testing.T) {
 	fs := vfs.NewMem()
 	s, l := openStorage(t, fs)
+	require.NoError(t, s.SetHardState(&pb.HardState{Term: proto.Uint64(4)})) // raft's order: the term first
 	require.NoError(t, s.Append(ents(1, 200, 4)))
 	at, err := s.Compact(150)
 	require.NoError(t, err)
@@ -175,4 +176,27 @@ func TestCompactAndSnapshotMetadata(t *testing.T) {
 	require.ErrorIs(t, s.ApplySnapshot(&pb.SnapshotMetadata{Index: proto.Uint64(500), Term: proto.Uint64(9)}, 0), raft.ErrSnapOutOfDate)
 	s.Close()
 	l.Close()
+}
+
+// A state file whose term is behind its log lost synced writes (or was
+// never synced): opening it fails rather than letting the node vote again
+// in a term it already voted in.
+func TestStateBehindLogIsCorrupt(t *testing.T) {
+	fs := vfs.NewMem()
+	s, l := openStorage(t, fs)
+	require.NoError(t, s.SetHardState(&pb.HardState{Term: proto.Uint64(3), Vote: proto.Uint64(2)}))
+	require.NoError(t, s.Append(ents(1, 10, 3)))
+	require.NoError(t, s.Close())
+	require.NoError(t, l.Close())
+	s, l = openStorage(t, fs) // consistent: opens
+	require.NoError(t, s.Append(ents(11, 12, 5)))
+	require.NoError(t, s.Close())
+	require.NoError(t, l.Close())
+
+	l, err := commitlog.Open(fs, "/n/log", commitlog.Options{SegmentSize: 4096})
+	require.NoError(t, err)
+	defer l.Close()
+	_, err = OpenStorage(fs, "/n", l)
+	require.ErrorIs(t, err, ErrStateCorrupt)
+	require.ErrorContains(t, err, "term 3 but the log's entry 12 has term 5")
 }
