@@ -38,8 +38,8 @@ func Campaigns() []Campaign {
 			"a retried send whose first attempt landed is stored twice"},
 		{"crc-unchecked", WorkloadQueue, []string{NemBitflip},
 			"a flipped bit in a follower's synced log goes unnoticed: its log and reads differ"},
-		{"vote-not-fsynced", WorkloadQueue, []string{NemPowerLoss, NemPartitionLeader},
-			"after a power cut nodes forget their votes: two leaders in one term, divergent logs"},
+		{"vote-not-fsynced", WorkloadQueue, []string{NemPowerLoss},
+			"after a power cut the nodes' raft state is behind their logs: they must not vote again, and refuse to start"},
 	}
 	if len(c) != len(mutant.Names()) {
 		panic("jepsen: a mutant without a campaign")
