@@ -313,7 +313,9 @@ func (w *workload) consumer(ctx context.Context, c *client.Client, rng *rand.Ran
 			}
 			addr, node := w.node(rng)
 			p := w.poll(ctx, pc, proc, group, addr, node, queue, pos)
-			if p.Outcome == history.OK && len(p.Msgs) > 0 {
+			if p.Outcome == history.OK {
+				// Follow the broker, as a RocketMQ consumer does, including
+				// an OFFSET_MOVED answer that sends it back.
 				pos = p.Next
 			}
 			if polls%4 == 3 {
