@@ -15,10 +15,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/cluster"
@@ -63,6 +67,11 @@ type Options struct {
 	Timeout  time.Duration
 	Progress io.Writer
 	Logger   *slog.Logger
+	// Watchdog, if set, ends the process (exit status 2, goroutine stacks
+	// in the run directory) when a run takes longer than TimeLimit plus
+	// this. It sleeps with the nanosleep system call, not Go timers, so it
+	// fires even if the run's own timers were to stall.
+	Watchdog time.Duration
 }
 
 func (o *Options) fill() error {
@@ -162,6 +171,10 @@ func Run(ctx context.Context, o Options) (history.Results, error) {
 	}
 	rec := newRecorder(hw, nw)
 	t := &test{o: o, rec: rec, log: o.Logger}
+	if o.Watchdog > 0 {
+		stop := watchdog(o.Out, o.TimeLimit+o.Watchdog, o.Progress)
+		defer stop()
+	}
 	runErr := t.run(ctx, &meta)
 	hw.Close()
 	nw.Close()
@@ -609,3 +622,26 @@ func (t *test) replicas() error {
 var clusterReset = cluster.FaultRequest{Reset: true}
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// watchdog exits the process with status 2 if it is not stopped within d,
+// after writing every goroutine's stack to dir/harness-stacks.txt.
+func watchdog(dir string, d time.Duration, progress io.Writer) (stop func()) {
+	var stopped atomic.Bool
+	go func() {
+		runtime.LockOSThread()
+		for left := d; left > 0; left -= time.Second {
+			ts := unix.NsecToTimespec(int64(time.Second))
+			_ = unix.Nanosleep(&ts, nil)
+			if stopped.Load() {
+				return
+			}
+		}
+		buf := make([]byte, 16<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		path := filepath.Join(dir, "harness-stacks.txt")
+		_ = os.WriteFile(path, buf, 0o644)
+		fmt.Fprintf(progress, "jepsen: HARNESS HUNG: run exceeded %v; goroutine stacks in %s\n", d, path)
+		os.Exit(2)
+	}()
+	return func() { stopped.Store(true) }
+}

@@ -54,8 +54,9 @@ type SelftestOptions struct {
 	FirstSeed int64
 	// Mutants restricts the self-test to these (default: all).
 	Mutants []string
-	// SkipCorrect skips the correct build's runs.
-	SkipCorrect bool
+	// SkipCorrect skips the correct build's runs; SkipMutants the
+	// mutants' (to spread a self-test over several invocations).
+	SkipCorrect, SkipMutants bool
 }
 
 // SelftestRow is one line of the table: one mutant (or the correct build
@@ -85,7 +86,10 @@ func Selftest(ctx context.Context, o SelftestOptions) ([]SelftestRow, error) {
 		if len(o.Mutants) > 0 && !contains(o.Mutants, c.Mutant) {
 			continue
 		}
-		builds := []string{c.Mutant}
+		var builds []string
+		if !o.SkipMutants {
+			builds = append(builds, c.Mutant)
+		}
 		if !o.SkipCorrect {
 			builds = append(builds, "")
 		}

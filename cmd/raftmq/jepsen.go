@@ -87,7 +87,7 @@ func (f *runFlags) enterNet() (mode netfault.Mode, done bool, err error) {
 func (f *runFlags) options(mode netfault.Mode, log *slog.Logger) jepsen.Options {
 	return jepsen.Options{TimeLimit: f.timeLimit, Rate: f.rate, Seed: f.seed, Out: f.out, Mode: mode,
 		Interval: f.interval, Queues: f.queues, BasePort: f.basePort, Progress: os.Stdout, Logger: log,
-		Env: testMainEnv()}
+		Env: testMainEnv(), Watchdog: f.timeLimit + 5*time.Minute}
 }
 
 // testMainEnv keeps a test binary acting as raftmq in the brokers it
@@ -228,7 +228,7 @@ func newJepsenSelftestCmd(logger func() *slog.Logger) *cobra.Command {
 	var f runFlags
 	var seeds int
 	var only string
-	var skipCorrect bool
+	var skipCorrect, skipMutants bool
 	cmd := &cobra.Command{
 		Use:   "selftest",
 		Short: "Prove the harness catches known-bad brokers: every mutant in >= 9 of 10 seeds, the correct build never",
@@ -248,7 +248,7 @@ func newJepsenSelftestCmd(logger func() *slog.Logger) *cobra.Command {
 			defer cancel()
 			start := time.Now()
 			o := f.options(mode, logger())
-			rows, err := jepsen.Selftest(ctx, jepsen.SelftestOptions{Base: o, Seeds: seeds, FirstSeed: f.seed, Mutants: mutants, SkipCorrect: skipCorrect})
+			rows, err := jepsen.Selftest(ctx, jepsen.SelftestOptions{Base: o, Seeds: seeds, FirstSeed: f.seed, Mutants: mutants, SkipCorrect: skipCorrect, SkipMutants: skipMutants})
 			jepsen.WriteSelftestTable(os.Stdout, rows, time.Since(start))
 			if err != nil {
 				return &exitError{code: exitHarness, err: err}
@@ -263,5 +263,6 @@ func newJepsenSelftestCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().IntVar(&seeds, "seeds", 10, "seeds per mutant (and per correct-build campaign)")
 	cmd.Flags().StringVar(&only, "mutant", "", "only these mutants (comma-separated; default all)")
 	cmd.Flags().BoolVar(&skipCorrect, "skip-correct", false, "do not run the correct build under the mutants' campaigns")
+	cmd.Flags().BoolVar(&skipMutants, "skip-mutants", false, "run only the correct build under the mutants' campaigns")
 	return cmd
 }
