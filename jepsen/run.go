@@ -226,6 +226,9 @@ func Check(dir string, extra map[string]history.CheckerResult) (history.Results,
 
 const healthChecker = "cluster-health"
 
+// afterHeal is the least time the workload runs after the final heal.
+const afterHeal = 8 * time.Second
+
 // test is one run in progress.
 type test struct {
 	o   Options
@@ -308,7 +311,7 @@ func (t *test) run(ctx context.Context, meta *history.Meta) (err error) {
 	// The workload runs for the whole time limit; faults stop a quiet
 	// period before its end so availability after healing is measured.
 	quiet := min(10*time.Second, o.TimeLimit/4)
-	wctx, wcancel := context.WithTimeout(ctx, o.TimeLimit)
+	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
 	w := &workload{name: o.Workload, rec: t.rec, addrs: t.g.Addrs(), queues: o.Queues, seed: o.Seed, timeout: o.Timeout,
 		tokens: limiter(wctx, o.Rate)}
@@ -325,6 +328,15 @@ func (t *test) run(ctx context.Context, meta *history.Meta) (err error) {
 	meta.Healed = t.rec.now()
 	t.rec.setFault("healed")
 	healErr := t.healAll(ctx)
+	// The workload runs to the time limit, and on for at least
+	// afterHeal once everything is healed (restarting every node after a
+	// power cut can take seconds), so availability is always measured.
+	end := max(o.TimeLimit, time.Duration(t.rec.now())+afterHeal)
+	select {
+	case <-time.After(end - time.Duration(t.rec.now())):
+	case <-ctx.Done():
+	}
+	wcancel()
 	wg.Wait()
 	stopProgress()
 	if err := errors.Join(nemErr, healErr, werr); err != nil {
