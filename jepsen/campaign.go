@@ -138,13 +138,7 @@ func invalidCheckers(r history.Results) []string {
 	return out
 }
 
-func totalFaults(r history.Results) int64 {
-	var n int64
-	for _, v := range r.Faults {
-		n += v
-	}
-	return n
-}
+func totalFaults(r history.Results) int64 { return sumMap(r.Faults) }
 
 // WriteCampaignTable prints the campaign as a Markdown table with totals:
 // operations checked, faults by kind, lost/duplicated/unexpected.

@@ -43,10 +43,15 @@ const (
 	NemBitflip         = "bitflip"          // corrupt by bit flips only
 )
 
-// Nemeses lists every nemesis kind.
+// generalNemeses are the kinds "all" stands for.
+func generalNemeses() []string {
+	return []string{NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership}
+}
+
+// Nemeses lists every nemesis kind: the general ones, then the targeted
+// variants.
 func Nemeses() []string {
-	return []string{NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership,
-		NemPartitionLeader, NemKillLeader, NemPauseLeader, NemBitflip}
+	return append(generalNemeses(), NemPartitionLeader, NemKillLeader, NemPauseLeader, NemBitflip)
 }
 
 // ParseNemeses parses a comma-separated list ("all" = every kind, "none" or
@@ -58,7 +63,7 @@ func ParseNemeses(list string) ([]string, error) {
 		switch {
 		case k == "" || k == "none":
 		case k == "all":
-			out = append(out, Nemeses()[:9]...)
+			out = append(out, generalNemeses()...)
 		case slices.Contains(Nemeses(), k):
 			out = append(out, k)
 		default:
@@ -69,7 +74,7 @@ func ParseNemeses(list string) ([]string, error) {
 	return slices.Compact(out), nil
 }
 
-// cluster is what the nemesis acts on.
+// env is what the nemesis acts on.
 type env struct {
 	g     *localgroup.Group
 	net   *netfault.Net
@@ -107,8 +112,8 @@ func (e *env) setDown(n int, down bool) {
 // leader returns the current ready leader (0 if none).
 func (e *env) leader() int { return int(e.g.Leader()) }
 
-// leaderOrRandom returns the leader when there is one and want is set,
-// else a random node.
+// pick returns the leader when wantLeader is set and there is one, else a
+// random node, with a word saying which.
 func (e *env) pick(wantLeader bool) (int, string) {
 	if wantLeader {
 		if l := e.leader(); l != 0 {
@@ -492,9 +497,9 @@ func (e *env) rejoin(ctx context.Context, n int) error {
 	return e.g.StartNode(uint64(n))
 }
 
-// sum is the replica summary checksum of an entry.
-func sum(typ uint32, body []byte) uint32 {
-	t := crc32.MakeTable(crc32.Castagnoli)
+// sum is the replica summary checksum of an entry: CRC-32C (table t) of
+// its type, big-endian, then its body.
+func sum(t *crc32.Table, typ uint32, body []byte) uint32 {
 	h := crc32.Update(0, t, []byte{byte(typ >> 24), byte(typ >> 16), byte(typ >> 8), byte(typ)})
 	return crc32.Update(h, t, body)
 }

@@ -13,12 +13,10 @@ import (
 type recorder struct {
 	start time.Time
 
-	mu     sync.Mutex
-	hist   *history.Writer
-	nem    *history.Writer
-	ops    []history.Op
-	events []history.Event
-	err    error
+	mu   sync.Mutex
+	hist *history.Writer
+	nem  *history.Writer
+	err  error
 
 	nextID      atomic.Int64
 	nextProcess atomic.Int64
@@ -53,7 +51,6 @@ func (r *recorder) op(o history.Op) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.ops = append(r.ops, o)
 	if err := r.hist.Write(o); err != nil && r.err == nil {
 		r.err = err
 	}
@@ -63,7 +60,6 @@ func (r *recorder) op(o history.Op) {
 func (r *recorder) event(e history.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.events = append(r.events, e)
 	if err := r.nem.Write(e); err != nil && r.err == nil {
 		r.err = err
 	}
@@ -77,11 +73,4 @@ func (r *recorder) currentFault() string {
 		return *p
 	}
 	return ""
-}
-
-// snapshot returns copies of what was recorded so far.
-func (r *recorder) snapshot() ([]history.Op, []history.Event, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]history.Op(nil), r.ops...), append([]history.Event(nil), r.events...), r.err
 }

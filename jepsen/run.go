@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -202,7 +203,7 @@ func Check(dir string, extra map[string]history.CheckerResult) (history.Results,
 		// Keep the live checkers of an earlier check.
 		var old history.Results
 		if b, err := os.ReadFile(filepath.Join(dir, history.ResultsFile)); err == nil {
-			_ = jsonUnmarshal(b, &old)
+			_ = json.Unmarshal(b, &old)
 			for name, r := range old.Checkers {
 				if name == healthChecker {
 					extra = map[string]history.CheckerResult{name: r}
@@ -424,7 +425,7 @@ func (t *test) healAll(ctx context.Context) error {
 	}
 	for _, n := range t.g.Nodes {
 		if n.Running() {
-			_ = t.env.faultReq(ctx, int(n.ID), clusterReset)
+			_ = t.env.faultReq(ctx, int(n.ID), cluster.FaultRequest{Reset: true})
 		}
 	}
 	t.rec.event(history.Event{Kind: "heal", Start: t.rec.now(), End: t.rec.now(), Description: "heal every fault"})
@@ -512,11 +513,16 @@ func (t *test) watch() (stop func()) {
 	return func() { close(done); wg.Wait() }
 }
 
-// crashed notes a node that exited on its own.
-func (t *test) crashed(n *localgroup.Node, what string) {
+// unhealthy notes a cluster-health violation.
+func (t *test) unhealthy(msg string) {
 	t.env.mu.Lock()
 	defer t.env.mu.Unlock()
-	t.env.crashes = append(t.env.crashes, fmt.Sprintf("n%d %s at %.1fs (%s); last log lines:\n%s", n.ID, what,
+	t.env.crashes = append(t.env.crashes, msg)
+}
+
+// crashed notes a node that exited on its own.
+func (t *test) crashed(n *localgroup.Node, what string) {
+	t.unhealthy(fmt.Sprintf("n%d %s at %.1fs (%s); last log lines:\n%s", n.ID, what,
 		float64(t.rec.now())/1e9, n.Exited(), localgroup.Tail(n.LogPath, 5)))
 }
 
@@ -551,7 +557,7 @@ func (t *test) drain(ctx context.Context) error {
 	if err != nil {
 		// Not fatal to the harness: the drain shows what each node has,
 		// and the checkers judge it.
-		t.crashed(t.g.Nodes[0], "group did not converge after healing: "+err.Error())
+		t.unhealthy(fmt.Sprintf("the group did not converge within 30 s of healing: %v", err))
 	}
 	c, err := client.New(client.Options{Addrs: t.g.Addrs(), RequestTimeout: 3 * time.Second})
 	if err != nil {
@@ -610,13 +616,14 @@ func (t *test) replicas() error {
 		t.log.Warn("jepsen: stop", "err", err)
 	}
 	var out []history.Replica
+	crc := crc32.MakeTable(crc32.Castagnoli)
 	for _, n := range t.g.Nodes {
 		r := history.Replica{Node: int(n.ID), Commit: commits[n.ID]}
 		rep, err := commitlog.Inspect(vfs.ReadOnly(vfs.Default()), filepath.Join(n.Dir, "commitlog"), func(e commitlog.EntryRef) error {
 			if r.First == 0 {
 				r.First = e.Index
 			}
-			r.Entries = append(r.Entries, history.Entry{Index: e.Index, Term: e.Term, Sum: sum(e.Type, e.Body)})
+			r.Entries = append(r.Entries, history.Entry{Index: e.Index, Term: e.Term, Sum: sum(crc, e.Type, e.Body)})
 			return nil
 		})
 		switch {
@@ -629,11 +636,6 @@ func (t *test) replicas() error {
 	}
 	return history.WriteJSON(filepath.Join(t.o.Out, history.ReplicasFile), out)
 }
-
-// clusterReset clears a node's tick and clock skew.
-var clusterReset = cluster.FaultRequest{Reset: true}
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 // watchdog exits the process with status 2 if it is not stopped within d,
 // after writing every goroutine's stack to dir/harness-stacks.txt.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -83,7 +84,7 @@ func Selftest(ctx context.Context, o SelftestOptions) ([]SelftestRow, error) {
 	}
 	var rows []SelftestRow
 	for _, c := range Campaigns() {
-		if len(o.Mutants) > 0 && !contains(o.Mutants, c.Mutant) {
+		if len(o.Mutants) > 0 && !slices.Contains(o.Mutants, c.Mutant) {
 			continue
 		}
 		var builds []string
@@ -136,22 +137,7 @@ func Selftest(ctx context.Context, o SelftestOptions) ([]SelftestRow, error) {
 	return rows, nil
 }
 
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
-}
-
-func totalOps(r history.Results) int64 {
-	var n int64
-	for _, v := range r.Ops {
-		n += v
-	}
-	return n
-}
+func totalOps(r history.Results) int64 { return sumMap(r.Ops) }
 
 // SelftestPassed reports whether every mutant was caught in at least 9 of
 // 10 runs (the same fraction for other seed counts) and the correct build

@@ -113,7 +113,7 @@ func OpenStorage(fs vfs.FS, dir string, log *commitlog.Log) (*Storage, error) {
 	// a new term first). A state file behind its log lost synced writes:
 	// starting would let this node vote again in a term it already voted
 	// in.
-	if last := s.LastIndexOrZero(); last > 0 {
+	if last := s.lastIndexOrZero(); last > 0 {
 		if t, err := s.Term(last); err == nil && t > s.mu.hs.GetTerm() {
 			return nil, fmt.Errorf("%w: %s says term %d but the log's entry %d has term %d: the state file lost synced writes",
 				ErrStateCorrupt, vfs.Join(dir, stateName), s.mu.hs.GetTerm(), last, t)
@@ -122,8 +122,8 @@ func OpenStorage(fs vfs.FS, dir string, log *commitlog.Log) (*Storage, error) {
 	return s, nil
 }
 
-// LastIndexOrZero is LastIndex without the error (0 for an empty log).
-func (s *Storage) LastIndexOrZero() uint64 {
+// lastIndexOrZero is LastIndex without the error (0 for an empty log).
+func (s *Storage) lastIndexOrZero() uint64 {
 	last, err := s.LastIndex()
 	if err != nil {
 		return 0
