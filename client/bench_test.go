@@ -31,7 +31,7 @@ func newEchoBroker(b *testing.B) string {
 		switch req.Code {
 		case remoting.GetRouteInfoByTopic:
 			resp.Body = route
-		case remoting.SendMessage:
+		case remoting.SendMessageV2:
 			resp.ExtFields = map[string]string{
 				"msgId":       "7F00000100002A9F0000000000000000",
 				"queueId":     req.ExtFields["queueId"],

@@ -173,7 +173,7 @@ func (g *fakeGroup) serve(n *fakeNode, req *remoting.Command) *remoting.Command 
 	switch req.Code {
 	case remoting.GetRouteInfoByTopic:
 		return g.routeLocked(req)
-	case remoting.SendMessage, remoting.SendBatchMessage:
+	case remoting.SendMessageV2, remoting.SendBatchMessage:
 		if r := leaderOnly(); r != nil {
 			return r
 		}

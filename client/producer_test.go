@@ -65,7 +65,7 @@ func TestSendFollowsLeader(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int32(1), res.QueueID)
 	require.Equal(t, int64(0), res.QueueOffset)
-	require.Len(t, g.nodes[1].requests(remoting.SendMessage), 1)
+	require.Len(t, g.nodes[1].requests(remoting.SendMessageV2), 1)
 
 	// Leadership moves to node 2 behind the client's back: node 1 answers
 	// SERVICE_NOT_AVAILABLE naming node 2, and the client goes there at
@@ -74,17 +74,17 @@ func TestSendFollowsLeader(t *testing.T) {
 	res, err = p.Send(ctx, &Message{Topic: "T", QueueID: 1, Body: []byte("b")})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), res.QueueOffset)
-	require.Len(t, g.nodes[1].requests(remoting.SendMessage), 2)
-	require.Len(t, g.nodes[2].requests(remoting.SendMessage), 1)
+	require.Len(t, g.nodes[1].requests(remoting.SendMessageV2), 2)
+	require.Len(t, g.nodes[2].requests(remoting.SendMessageV2), 1)
 	require.Equal(t, g.nodes[2].addr, c.leaderAddr())
-	keys := append(uniqKeys(t, g.nodes[1].requests(remoting.SendMessage))[1:], uniqKeys(t, g.nodes[2].requests(remoting.SendMessage))...)
+	keys := append(uniqKeys(t, g.nodes[1].requests(remoting.SendMessageV2))[1:], uniqKeys(t, g.nodes[2].requests(remoting.SendMessageV2))...)
 	require.Equal(t, []string{res.MsgID, res.MsgID}, keys)
 
 	// Route change without hints: node 2 stops naming the leader, so the
 	// client must refresh the route, which now names node 0.
 	g.setLeader(0)
 	g.nodes[2].setHook(func(n *fakeNode, req *remoting.Command) (*remoting.Command, bool) {
-		if req.Code == remoting.SendMessage {
+		if req.Code == remoting.SendMessageV2 {
 			return remoting.NewResponse(req, remoting.ServiceNotAvailable, "not ready"), true
 		}
 		return nil, false
@@ -92,7 +92,7 @@ func TestSendFollowsLeader(t *testing.T) {
 	res, err = p.Send(ctx, &Message{Topic: "T", QueueID: 1, Body: []byte("c")})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), res.QueueOffset)
-	require.Len(t, g.nodes[0].requests(remoting.SendMessage), 1)
+	require.Len(t, g.nodes[0].requests(remoting.SendMessageV2), 1)
 	require.Equal(t, g.nodes[0].addr, c.leaderAddr())
 }
 
@@ -122,7 +122,7 @@ func TestRetryKeepsUniqKeyAndReportsDuplicate(t *testing.T) {
 	p := c.NewProducer(ProducerOptions{Backoff: time.Millisecond})
 	var calls atomic.Int32
 	g.nodes[0].setHook(func(n *fakeNode, req *remoting.Command) (*remoting.Command, bool) {
-		if req.Code != remoting.SendMessage || calls.Add(1) > 1 {
+		if req.Code != remoting.SendMessageV2 || calls.Add(1) > 1 {
 			return nil, false
 		}
 		// Stored, but the commit was not seen in time.
@@ -137,7 +137,7 @@ func TestRetryKeepsUniqKeyAndReportsDuplicate(t *testing.T) {
 	require.Equal(t, int64(0), res.QueueOffset)
 	require.Regexp(t, uniqKeyRE, res.MsgID)
 
-	reqs := g.nodes[0].requests(remoting.SendMessage)
+	reqs := g.nodes[0].requests(remoting.SendMessageV2)
 	require.Len(t, reqs, 2)
 	require.Equal(t, []string{res.MsgID, res.MsgID}, uniqKeys(t, reqs))
 	h, err := remoting.DecodeSendMessageRequestHeader(reqs[0].Code, reqs[0].ExtFields)
@@ -148,8 +148,8 @@ func TestRetryKeepsUniqKeyAndReportsDuplicate(t *testing.T) {
 	require.Equal(t, "k1 k2", props[message.PropertyKeys])
 	require.Equal(t, "GO", reqs[0].Language)
 	require.Equal(t, remoting.Version, reqs[0].Version)
-	require.Equal(t, remoting.SerializeJSON, reqs[0].Serialize)
-	require.Equal(t, "TBW102", reqs[0].ExtFields["defaultTopic"], "V1 long names")
+	require.Equal(t, remoting.SerializeRocketMQ, reqs[0].Serialize, "binary headers, as the Java client")
+	require.Equal(t, "TBW102", reqs[0].ExtFields["c"], "V2 short names")
 	require.Equal(t, DefaultProducerGroup, h.ProducerGroup)
 
 	// A caller-set UNIQ_KEY is kept.
@@ -167,7 +167,7 @@ func TestIndeterminateTimeoutAfterRetries(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	g.nodes[0].setHook(func(n *fakeNode, req *remoting.Command) (*remoting.Command, bool) {
-		if req.Code != remoting.SendMessage {
+		if req.Code != remoting.SendMessageV2 {
 			return nil, false
 		}
 		<-release // never answered within the timeout
@@ -178,7 +178,7 @@ func TestIndeterminateTimeoutAfterRetries(t *testing.T) {
 	require.ErrorIs(t, err, ErrIndeterminate)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Regexp(t, uniqKeyRE, res.MsgID, "the result names the key even on error")
-	reqs := g.nodes[0].requests(remoting.SendMessage)
+	reqs := g.nodes[0].requests(remoting.SendMessageV2)
 	require.Len(t, reqs, 3)
 	require.Equal(t, []string{res.MsgID, res.MsgID, res.MsgID}, uniqKeys(t, reqs))
 
@@ -200,7 +200,7 @@ func TestIndeterminateStaysAfterDefiniteRetry(t *testing.T) {
 	p := c.NewProducer(ProducerOptions{MaxRetries: 2, Backoff: time.Millisecond})
 	var calls atomic.Int32
 	g.nodes[0].setHook(func(n *fakeNode, req *remoting.Command) (*remoting.Command, bool) {
-		if req.Code != remoting.SendMessage {
+		if req.Code != remoting.SendMessageV2 {
 			return nil, false
 		}
 		if calls.Add(1) == 1 {
@@ -223,7 +223,7 @@ func TestDefiniteErrorsNotRetried(t *testing.T) {
 		c := newTestClient(t, g, time.Second)
 		p := c.NewProducer(ProducerOptions{Backoff: time.Millisecond})
 		g.nodes[0].setHook(func(n *fakeNode, req *remoting.Command) (*remoting.Command, bool) {
-			if req.Code == remoting.SendMessage {
+			if req.Code == remoting.SendMessageV2 {
 				return remoting.NewResponse(req, code, "no"), true
 			}
 			return nil, false
@@ -234,7 +234,7 @@ func TestDefiniteErrorsNotRetried(t *testing.T) {
 		require.Equal(t, code, e.Code)
 		require.False(t, e.Retryable())
 		require.NotErrorIs(t, err, ErrIndeterminate)
-		require.Len(t, g.nodes[0].requests(remoting.SendMessage), 1)
+		require.Len(t, g.nodes[0].requests(remoting.SendMessageV2), 1)
 	}
 
 	// Retryable but definite answers, exhausted: not indeterminate.
@@ -248,7 +248,7 @@ func TestDefiniteErrorsNotRetried(t *testing.T) {
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, remoting.ServiceNotAvailable, e.Code)
 	require.NotErrorIs(t, err, ErrIndeterminate)
-	require.Len(t, g.nodes[0].requests(remoting.SendMessage), 3)
+	require.Len(t, g.nodes[0].requests(remoting.SendMessageV2), 3)
 
 	// Invalid messages fail before anything is sent.
 	for _, m := range []*Message{
@@ -261,7 +261,7 @@ func TestDefiniteErrorsNotRetried(t *testing.T) {
 		_, err := p.Send(testCtx(t), m)
 		require.Error(t, err)
 	}
-	require.Len(t, g.nodes[0].requests(remoting.SendMessage), 3)
+	require.Len(t, g.nodes[0].requests(remoting.SendMessageV2), 3)
 }
 
 func TestTopicNotExistEndsAfterRouteRefresh(t *testing.T) {
@@ -273,16 +273,16 @@ func TestTopicNotExistEndsAfterRouteRefresh(t *testing.T) {
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, remoting.TopicNotExist, e.Code)
 	require.NotErrorIs(t, err, ErrIndeterminate)
-	reqs := g.nodes[0].requests(remoting.SendMessage)
+	reqs := g.nodes[0].requests(remoting.SendMessageV2)
 	require.Len(t, reqs, 1, "sent once (the broker might auto-create), then the route confirmed the topic is missing")
-	require.Equal(t, "-1", reqs[0].ExtFields["queueId"], "without a route the broker picks the queue")
+	require.Equal(t, "-1", reqs[0].ExtFields["e"], "without a route the broker picks the queue")
 
 	// A topic the route lists but the answering node does not know yet is
 	// retried.
 	g.addTopic("Young", 1)
 	var calls atomic.Int32
 	g.nodes[0].setHook(func(n *fakeNode, req *remoting.Command) (*remoting.Command, bool) {
-		if req.Code == remoting.SendMessage && calls.Add(1) == 1 {
+		if req.Code == remoting.SendMessageV2 && calls.Add(1) == 1 {
 			return remoting.NewResponse(req, remoting.TopicNotExist, "not yet"), true
 		}
 		return nil, false
@@ -310,7 +310,7 @@ func TestSendAsyncWindowBoundsInFlight(t *testing.T) {
 		received = make(chan struct{}, total)
 	)
 	g.nodes[0].setHook(func(n *fakeNode, req *remoting.Command) (*remoting.Command, bool) {
-		if req.Code != remoting.SendMessage {
+		if req.Code != remoting.SendMessageV2 {
 			return nil, false
 		}
 		mu.Lock()
@@ -389,7 +389,7 @@ func TestFlushHonoursContext(t *testing.T) {
 	p := c.NewProducer(ProducerOptions{Window: 2})
 	gate := make(chan struct{})
 	g.nodes[0].setHook(func(n *fakeNode, req *remoting.Command) (*remoting.Command, bool) {
-		if req.Code == remoting.SendMessage {
+		if req.Code == remoting.SendMessageV2 {
 			<-gate
 		}
 		return nil, false
@@ -519,7 +519,7 @@ func TestRedialAfterConnectionLoss(t *testing.T) {
 	var drop atomic.Bool
 	drop.Store(true)
 	g.nodes[0].setHook(func(n *fakeNode, req *remoting.Command) (*remoting.Command, bool) {
-		if req.Code == remoting.SendMessage && drop.CompareAndSwap(true, false) {
+		if req.Code == remoting.SendMessageV2 && drop.CompareAndSwap(true, false) {
 			n.g.serve(n, req) // stored, then the connection dies
 			conns := connsOf(t, c)
 			for _, cn := range conns {
@@ -532,7 +532,7 @@ func TestRedialAfterConnectionLoss(t *testing.T) {
 	res, err := p.Send(ctx, &Message{Topic: "T", Body: []byte("x")})
 	require.NoError(t, err)
 	require.True(t, res.Duplicate, "the retry after the lost answer found the stored copy")
-	require.Len(t, g.nodes[0].requests(remoting.SendMessage), 2)
+	require.Len(t, g.nodes[0].requests(remoting.SendMessageV2), 2)
 }
 
 // connsOf returns the client's pooled connections.
@@ -611,7 +611,7 @@ func TestSendAsyncFollowsLeaderAndRetries(t *testing.T) {
 	g.setLeader(2)
 	var calls atomic.Int32
 	g.nodes[2].setHook(func(n *fakeNode, req *remoting.Command) (*remoting.Command, bool) {
-		if req.Code != remoting.SendMessage || calls.Add(1) > 1 {
+		if req.Code != remoting.SendMessageV2 || calls.Add(1) > 1 {
 			return nil, false
 		}
 		n.g.serve(n, req)

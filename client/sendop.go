@@ -110,12 +110,16 @@ func (op *sendOp) build(r *Route) {
 		Flag:                  op.flag,
 		Properties:            op.props,
 	}
+	// Like the Java client: SEND_MESSAGE_V2's short field names (batches
+	// as SEND_BATCH_MESSAGE), in the ROCKETMQ binary header encoding,
+	// which both ends encode and decode in a fraction of JSON's time.
+	code := remoting.SendMessageV2
 	if op.batch {
 		h.Flag, h.Batch = 0, true
-		op.req = remoting.NewRequest(remoting.SendBatchMessage, h.EncodeV2(), op.body)
-		return
+		code = remoting.SendBatchMessage
 	}
-	op.req = remoting.NewRequest(remoting.SendMessage, h.Encode(), op.body)
+	op.req = remoting.NewRequest(code, h.EncodeV2(), op.body)
+	op.req.Serialize = remoting.SerializeRocketMQ
 }
 
 // prepareFailed decides after prepare failed.

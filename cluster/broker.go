@@ -216,7 +216,8 @@ func Start(cfg Config) (*Broker, error) {
 	b.rep, err = OpenReplica(ReplicaConfig{
 		ID: cfg.ID, Store: scfg, Bootstrap: bootstrap, Transport: tp,
 		TickInterval: cfg.TickInterval, ElectionTick: cfg.ElectionTick,
-		Metrics: b.met, OnConfChange: b.onConfChange, Logger: b.log,
+		WaitTimeout: cfg.SendTimeout,
+		Metrics:     b.met, OnConfChange: b.onConfChange, Logger: b.log,
 	})
 	if err != nil {
 		return fail(err)
@@ -245,7 +246,7 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	tp.set(b.tr)
 	b.offs = newOffsetCommitter(b)
-	b.srv = &remoting.Server{Handler: b.handle, MaxFrame: cfg.MaxFrame, Logger: b.log}
+	b.srv = &remoting.Server{Handler: b.handle, Inline: b.inline, MaxFrame: cfg.MaxFrame, Logger: b.log}
 
 	b.tr.Start()
 	b.rep.Start()

@@ -172,60 +172,109 @@ func bornHost(conn *remoting.ServerConn) netip.AddrPort {
 	return netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
 }
 
+// sendTopicMissing is what prepareSend says when the topic does not exist
+// and auto-creation is on: the caller creates it first.
+var errSendTopicMissing = errors.New("topic to create")
+
+// inline takes sends a leader can replicate without a goroutine of their
+// own (remoting.Server.Inline): it decodes and queues them on the
+// connection's reader goroutine and answers on commit from the applier.
+// Everything else (followers forwarding, topics to create, other codes)
+// goes to handle.
+func (b *Broker) inline(conn *remoting.ServerConn, req *remoting.Command) bool {
+	switch req.Code {
+	case remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage:
+	default:
+		return false
+	}
+	if !b.rep.Node().IsLeader() {
+		return false
+	}
+	start := time.Now()
+	msgs, resp := b.prepareSend(conn, req)
+	if resp == nil && msgs == nil {
+		return false // the topic must be created first: blocking work
+	}
+	if resp != nil {
+		conn.Reply(req, resp)
+		return true
+	}
+	err := b.rep.SendAsync(msgs, func(res []store.MessageResult, err error) {
+		conn.Reply(req, b.sendResponse(req, res, err, start))
+	})
+	if err != nil {
+		conn.Reply(req, b.sendResponse(req, nil, err, start))
+	}
+	return true
+}
+
 func (b *Broker) handleSend(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
 	start := time.Now()
+	msgs, resp := b.prepareSend(conn, req)
+	if resp != nil {
+		return resp
+	}
+	if msgs == nil {
+		if resp := b.createSendTopic(ctx, req); resp != nil {
+			return resp
+		}
+		if msgs, resp = b.prepareSend(conn, req); resp != nil {
+			return resp
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
+	res, err := b.rep.Send(sctx, msgs)
+	cancel()
+	return b.sendResponse(req, res, err, start)
+}
+
+// prepareSend decodes a send into messages. It returns an error response
+// for a bad request, and neither messages nor a response when the topic
+// is missing and auto-creation is on (createSendTopic, then again).
+func (b *Broker) prepareSend(conn *remoting.ServerConn, req *remoting.Command) ([]*message.Message, *remoting.Command) {
 	h, err := remoting.DecodeSendMessageRequestHeader(req.Code, req.ExtFields)
 	if err != nil {
-		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
+		return nil, remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
 	}
 	if err := message.CheckTopic(h.Topic); err != nil {
-		return remoting.NewResponse(req, remoting.MessageIllegal, err.Error())
+		return nil, remoting.NewResponse(req, remoting.MessageIllegal, err.Error())
 	}
 	tc, ok := b.rep.Store().Topic(h.Topic)
 	if !ok {
 		if !b.cfg.AutoCreateTopics {
-			return remoting.NewResponse(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", h.Topic))
+			return nil, remoting.NewResponse(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", h.Topic))
 		}
-		n := h.DefaultTopicQueueNums
-		if n <= 0 || n > 64 {
-			n = 4
-		}
-		tc = offsets.NewTopicConfig(h.Topic, n)
-		cctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
-		err := b.rep.Exec(cctx, &store.Command{Op: store.OpCreateTopic, Topic: &tc})
-		cancel()
-		if err != nil {
-			return b.errorResponse(req, err)
-		}
+		return nil, nil
 	}
 	qid := h.QueueID
 	if qid < 0 {
 		qid = int32(uint32(time.Now().UnixNano()) % uint32(max(tc.WriteQueueNums, 1)))
 	}
 	if qid >= max(tc.WriteQueueNums, tc.ReadQueueNums) {
-		return remoting.NewResponse(req, remoting.InvalidParameter, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.writeQueueNums:[%d]", qid, h.Topic, tc.WriteQueueNums))
+		return nil, remoting.NewResponse(req, remoting.InvalidParameter, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.writeQueueNums:[%d]", qid, h.Topic, tc.WriteQueueNums))
 	}
 	born := bornHost(conn)
 	var msgs []*message.Message
 	if req.Code == remoting.SendBatchMessage || h.Batch {
 		ents, err := remoting.DecodeBatch(req.Body)
 		if err != nil {
-			return remoting.NewResponse(req, remoting.MessageIllegal, err.Error())
+			return nil, remoting.NewResponse(req, remoting.MessageIllegal, err.Error())
 		}
 		if len(ents) == 0 {
-			return remoting.NewResponse(req, remoting.MessageIllegal, "empty batch")
+			return nil, remoting.NewResponse(req, remoting.MessageIllegal, "empty batch")
 		}
 		if strings.HasPrefix(h.Topic, "%RETRY%") {
-			return remoting.NewResponse(req, remoting.MessageIllegal, "batch to a retry topic")
+			return nil, remoting.NewResponse(req, remoting.MessageIllegal, "batch to a retry topic")
 		}
-		for _, e := range ents {
-			msgs = append(msgs, &message.Message{Topic: h.Topic, QueueID: qid, Flag: e.Flag, SysFlag: h.SysFlag,
-				BornTimestamp: h.BornTimestamp, BornHost: born, ReconsumeTimes: h.ReconsumeTimes, Body: e.Body, Properties: e.Properties})
+		msgs = make([]*message.Message, len(ents))
+		for i, e := range ents {
+			msgs[i] = &message.Message{Topic: h.Topic, QueueID: qid, Flag: e.Flag, SysFlag: h.SysFlag,
+				BornTimestamp: h.BornTimestamp, BornHost: born, ReconsumeTimes: h.ReconsumeTimes, Body: e.Body, Properties: e.Properties}
 		}
 	} else {
 		props, err := message.DecodeProperties(h.Properties)
 		if err != nil {
-			return remoting.NewResponse(req, remoting.MessageIllegal, err.Error())
+			return nil, remoting.NewResponse(req, remoting.MessageIllegal, err.Error())
 		}
 		msgs = []*message.Message{{Topic: h.Topic, QueueID: qid, Flag: h.Flag, SysFlag: h.SysFlag, BornTimestamp: h.BornTimestamp,
 			BornHost: born, ReconsumeTimes: h.ReconsumeTimes, Body: req.Body, Properties: props}}
@@ -238,9 +287,32 @@ func (b *Broker) handleSend(ctx context.Context, conn *remoting.ServerConn, req 
 			m.Properties[message.PropertyUniqKey] = newUniqKey()
 		}
 	}
-	sctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
-	res, err := b.rep.Send(sctx, msgs)
+	return msgs, nil
+}
+
+// createSendTopic creates the topic a send names (auto-creation), or
+// returns the error response.
+func (b *Broker) createSendTopic(ctx context.Context, req *remoting.Command) *remoting.Command {
+	h, err := remoting.DecodeSendMessageRequestHeader(req.Code, req.ExtFields)
+	if err != nil {
+		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
+	}
+	n := h.DefaultTopicQueueNums
+	if n <= 0 || n > 64 {
+		n = 4
+	}
+	tc := offsets.NewTopicConfig(h.Topic, n)
+	cctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
+	err = b.rep.Exec(cctx, &store.Command{Op: store.OpCreateTopic, Topic: &tc})
 	cancel()
+	if err != nil {
+		return b.errorResponse(req, err)
+	}
+	return nil
+}
+
+// sendResponse answers a send from its results.
+func (b *Broker) sendResponse(req *remoting.Command, res []store.MessageResult, err error, start time.Time) *remoting.Command {
 	if err == nil {
 		for _, r := range res {
 			if r.Err != nil {
@@ -250,7 +322,7 @@ func (b *Broker) handleSend(ctx context.Context, conn *remoting.ServerConn, req 
 		}
 	}
 	if err != nil {
-		b.met.Sends.WithLabelValues("error").Inc()
+		b.met.sendsError.Inc()
 		return b.errorResponse(req, err)
 	}
 	ids := make([]string, len(res))
@@ -266,7 +338,7 @@ func (b *Broker) handleSend(ctx context.Context, conn *remoting.ServerConn, req 
 	if res[0].Duplicate {
 		resp.ExtFields["raftmqDuplicate"] = "true"
 	}
-	b.met.Sends.WithLabelValues("ok").Inc()
+	b.met.sendsOK.Inc()
 	b.met.SendLatency.Observe(time.Since(start).Seconds())
 	return resp
 }

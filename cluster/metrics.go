@@ -15,6 +15,9 @@ type Metrics struct {
 	BatchSize   prometheus.Histogram   // requests per proposed entry
 	Pulls       prometheus.Counter
 	Forwarded   prometheus.Counter
+
+	// The two Sends children, looked up once.
+	sendsOK, sendsError prometheus.Counter
 }
 
 // NewMetrics registers the metrics in a fresh registry, with the Go and
@@ -33,6 +36,7 @@ func NewMetrics(gauges func() map[string]float64) *Metrics {
 		Pulls:     prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_pulls_total", Help: "Pull requests answered."}),
 		Forwarded: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_forwarded_total", Help: "Requests forwarded to the leader."}),
 	}
+	m.sendsOK, m.sendsError = m.Sends.WithLabelValues("ok"), m.Sends.WithLabelValues("error")
 	reg.MustRegister(m.Sends, m.SendLatency, m.Fsync, m.BatchSize, m.Pulls, m.Forwarded,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	if gauges != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -24,10 +25,14 @@ var (
 )
 
 // waiter receives the outcome of one proposed request: for a send, its
-// count messages' results; for a command, its error.
+// count messages' results; for a command, its error. The outcome goes to
+// ch, or to cb for a request answered asynchronously; only the first
+// outcome counts.
 type waiter struct {
 	count int
 	ch    chan outcome
+	cb    func(outcome)
+	done  atomic.Bool
 }
 
 type outcome struct {
@@ -37,11 +42,21 @@ type outcome struct {
 
 func newWaiter(count int) *waiter { return &waiter{count: count, ch: make(chan outcome, 1)} }
 
+// newAsyncWaiter returns a waiter that calls cb with the outcome. cb runs
+// on whichever goroutine finishes the request (the applier, the raft
+// goroutine for a dropped proposal, the janitor on timeout) and must not
+// block.
+func newAsyncWaiter(count int, cb func(outcome)) *waiter { return &waiter{count: count, cb: cb} }
+
 func (w *waiter) finish(o outcome) {
-	select {
-	case w.ch <- o:
-	default: // already finished
+	if !w.done.CompareAndSwap(false, true) {
+		return // already finished
 	}
+	if w.cb != nil {
+		w.cb(o)
+		return
+	}
+	w.ch <- o
 }
 
 // batch is one proposed entry and the requests it carries, in order.
@@ -183,6 +198,27 @@ func (p *pending) failAll(err error) {
 	p.mu.Unlock()
 	for _, b := range bs {
 		b.fail(err)
+	}
+}
+
+// timeout finishes the asynchronous waiters of batches created before
+// cutoff with err. The batches stay: their entries may still commit, and
+// apply must still match them.
+func (p *pending) timeout(cutoff time.Time, err error) {
+	p.mu.Lock()
+	var ws []*waiter
+	for _, b := range p.byID {
+		if b.created.Before(cutoff) {
+			for _, w := range b.waiters {
+				if w.cb != nil && !w.done.Load() {
+					ws = append(ws, w)
+				}
+			}
+		}
+	}
+	p.mu.Unlock()
+	for _, w := range ws {
+		w.finish(outcome{err: err})
 	}
 }
 

@@ -36,6 +36,9 @@ type ReplicaConfig struct {
 	HeartbeatTick int
 	// MaxBatchBytes bounds the messages packed into one entry (default 1 MiB).
 	MaxBatchBytes int
+	// WaitTimeout bounds how long a SendAsync waits for its entry to
+	// apply (default 5 s).
+	WaitTimeout time.Duration
 	// Metrics receives observations (may be nil).
 	Metrics *Metrics
 	// OnConfChange is called from the raft goroutine after a membership
@@ -78,6 +81,9 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 	}
 	if cfg.MaxBatchBytes <= 0 {
 		cfg.MaxBatchBytes = 1 << 20
+	}
+	if cfg.WaitTimeout <= 0 {
+		cfg.WaitTimeout = 5 * time.Second
 	}
 	if cfg.Store.FS == nil {
 		cfg.Store.FS = vfs.Default()
@@ -166,6 +172,14 @@ func (r *Replica) Close() error {
 		r.node.Stop()
 	}
 	r.wg.Wait()
+	for drained := false; !drained; {
+		select {
+		case q := <-r.sendc:
+			q.w.finish(outcome{err: ErrStopping})
+		default:
+			drained = true
+		}
+	}
 	r.pend.failAll(ErrStopping)
 	var err error
 	if r.rs != nil {
@@ -232,6 +246,37 @@ func (r *Replica) installSnapshotData(data []byte) error {
 // landed once the entry is committed and applied. The messages are stamped
 // (store timestamp and host) and checked first.
 func (r *Replica) Send(ctx context.Context, msgs []*message.Message) ([]store.MessageResult, error) {
+	recs, err := r.encodeSend(msgs)
+	if err != nil {
+		return nil, err
+	}
+	o, err := r.submit(ctx, &sendReq{records: recs, count: len(msgs), w: newWaiter(len(msgs))})
+	return o.msgs, err
+}
+
+// SendAsync is Send for callers that must not block until commit: it
+// returns once the messages are queued for replication, and done gets
+// their results (or the error) later, on another goroutine; done must not
+// block. When the entry is not applied within ReplicaConfig.WaitTimeout,
+// done gets an error wrapping context.DeadlineExceeded: the outcome is
+// then unknown, as for Send's context. It blocks only while the
+// replication queue is full. An error return means done is never called.
+func (r *Replica) SendAsync(msgs []*message.Message, done func([]store.MessageResult, error)) error {
+	recs, err := r.encodeSend(msgs)
+	if err != nil {
+		return err
+	}
+	w := newAsyncWaiter(len(msgs), func(o outcome) { done(o.msgs, o.err) })
+	select {
+	case r.sendc <- &sendReq{records: recs, count: len(msgs), w: w}:
+		return nil
+	case <-r.stopc:
+		return ErrStopping
+	}
+}
+
+// encodeSend stamps and checks msgs and encodes them as records.
+func (r *Replica) encodeSend(msgs []*message.Message) ([]byte, error) {
 	if !r.node.IsLeader() {
 		return nil, ErrNotLeader
 	}
@@ -249,8 +294,7 @@ func (r *Replica) Send(ctx context.Context, msgs []*message.Message) ([]store.Me
 			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
 	}
-	o, err := r.submit(ctx, &sendReq{records: recs, count: len(msgs), w: newWaiter(len(msgs))})
-	return o.msgs, err
+	return recs, nil
 }
 
 // Exec replicates a command and returns its apply-time error.
@@ -344,15 +388,23 @@ func (r *Replica) propose(b *batch, body []byte) {
 }
 
 // janitor fails proposals that never reached the log (raft accepted them,
-// then lost leadership before writing them).
+// then lost leadership before writing them), and times out asynchronous
+// sends waiting longer than WaitTimeout (to a tenth of it).
 func (r *Replica) janitor() {
 	defer r.wg.Done()
-	t := time.NewTicker(time.Second)
+	every := min(r.cfg.WaitTimeout/10, time.Second)
+	t := time.NewTicker(every)
 	defer t.Stop()
+	timedOut := fmt.Errorf("not applied within %v: %w", r.cfg.WaitTimeout, context.DeadlineExceeded)
+	var lastExpire time.Time
 	for {
 		select {
-		case <-t.C:
-			r.pend.expire(time.Now().Add(-30*time.Second), ErrLost)
+		case now := <-t.C:
+			r.pend.timeout(now.Add(-r.cfg.WaitTimeout), timedOut)
+			if now.Sub(lastExpire) >= time.Second {
+				lastExpire = now
+				r.pend.expire(now.Add(-30*time.Second), ErrLost)
+			}
 		case <-r.stopc:
 			return
 		}

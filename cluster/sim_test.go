@@ -171,6 +171,7 @@ func (g *group) start(id uint64) {
 		Transport: g.net.transport(id),
 		// Fast elections keep the test short.
 		TickInterval: 20 * time.Millisecond,
+		WaitTimeout:  time.Second,
 	})
 	require.NoError(g.t, err)
 	g.net.mu.Lock()
@@ -538,4 +539,64 @@ func TestSnapshotCatchUp(t *testing.T) {
 	g.start(lag)
 	g.waitConverged(10 * time.Second)
 	require.Equal(t, l.Store().MaxOffset("T", 0), g.rep(lag).Store().MaxOffset("T", 0))
+}
+
+// TestSendAsync covers the path inline sends take: results arrive through
+// the callback after commit; a leader cut off from its followers times the
+// wait out as indeterminate (context.DeadlineExceeded), and the entry still
+// lands if the leader keeps its term; closing fails what is still queued.
+func TestSendAsync(t *testing.T) {
+	g := newGroup(t, 7)
+	l := g.leader(5 * time.Second)
+	createTopic(t, l, "T", 1)
+
+	type answer struct {
+		res []store.MessageResult
+		err error
+	}
+	send := func(r *Replica, body string) chan answer {
+		ch := make(chan answer, 1)
+		err := r.SendAsync([]*message.Message{testMsg("T", 0, body)}, func(res []store.MessageResult, err error) {
+			ch <- answer{res, err}
+		})
+		require.NoError(t, err)
+		return ch
+	}
+	wait := func(ch chan answer) answer {
+		select {
+		case a := <-ch:
+			return a
+		case <-time.After(10 * time.Second):
+			t.Fatal("no answer")
+			return answer{}
+		}
+	}
+	a := wait(send(l, "a1"))
+	require.NoError(t, a.err)
+	require.Equal(t, int64(0), a.res[0].QueueOffset)
+	a = wait(send(l, "a1"))
+	require.NoError(t, a.err)
+	require.True(t, a.res[0].Duplicate, "a retry is answered with the original")
+
+	// A follower refuses at once: no callback.
+	for id := uint64(1); id <= 3; id++ {
+		if r := g.rep(id); r != l {
+			err := r.SendAsync([]*message.Message{testMsg("T", 0, "x")}, func([]store.MessageResult, error) {
+				t.Error("callback of a refused send")
+			})
+			require.ErrorIs(t, err, ErrNotLeader)
+		}
+	}
+
+	// Cut the leader off: the wait times out (indeterminate).
+	var lid uint64
+	for id := uint64(1); id <= 3; id++ {
+		if g.rep(id) == l {
+			lid = id
+		}
+	}
+	g.net.partition([]uint64{lid}, others(lid))
+	a = wait(send(l, "b1"))
+	require.ErrorIs(t, a.err, context.DeadlineExceeded)
+	g.net.heal()
 }

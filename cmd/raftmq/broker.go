@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -140,6 +141,7 @@ func newBrokerCmd(logger func() *slog.Logger) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			tuneGC(log)
 			b, err := cluster.Start(cfg)
 			if errors.Is(err, commitlog.ErrCorrupt) || errors.Is(err, raftlog.ErrStateCorrupt) {
 				return &exitError{code: exitCorrupt, err: err}
@@ -173,4 +175,18 @@ func newBrokerCmd(logger func() *slog.Logger) *cobra.Command {
 	}
 	f.register(cmd)
 	return cmd
+}
+
+// brokerGCPercent is the broker's GOGC unless the environment sets one. A
+// broker's live heap is small (indexes live in files, not the heap) while
+// it allocates per request, so collecting at 4x the live heap instead of
+// 2x halves the collector's CPU for a few MiB more memory.
+const brokerGCPercent = 400
+
+func tuneGC(log *slog.Logger) {
+	if os.Getenv("GOGC") != "" {
+		return
+	}
+	debug.SetGCPercent(brokerGCPercent)
+	log.Debug("broker: GC percent set", "gogc", brokerGCPercent)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -278,7 +279,7 @@ func printClusterStatus(ctx context.Context, cl *client.Client, addrs []string) 
 }
 
 func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
-	var addrs string
+	var addrs, cpuProfile string
 	var asJSON bool
 	cmd := &cobra.Command{Use: "bench", Short: "Measure a running group: produce throughput and ack latency, consume throughput"}
 	var pc bench.ProduceConfig
@@ -289,7 +290,7 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 			"--batch N sends N messages per request. Acks mean what the group's --flush says (default:\n" +
 			"fsynced on a quorum).",
 		RunE: func(c *cobra.Command, _ []string) error {
-			return runBench(c.Context(), addrs, asJSON, logger(), func(ctx context.Context, cl *client.Client, progress io.Writer) (bench.Result, error) {
+			return runBench(c.Context(), addrs, asJSON, cpuProfile, logger(), func(ctx context.Context, cl *client.Client, progress io.Writer) (bench.Result, error) {
 				pc.Progress = progress
 				return bench.Produce(ctx, cl, pc)
 			})
@@ -307,7 +308,7 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 		Use:   "consume",
 		Short: "Read every queue of --topic from its start to its end and report msgs/s",
 		RunE: func(c *cobra.Command, _ []string) error {
-			return runBench(c.Context(), addrs, asJSON, logger(), func(ctx context.Context, cl *client.Client, progress io.Writer) (bench.Result, error) {
+			return runBench(c.Context(), addrs, asJSON, cpuProfile, logger(), func(ctx context.Context, cl *client.Client, progress io.Writer) (bench.Result, error) {
 				cc.Progress = progress
 				return bench.Consume(ctx, cl, cc)
 			})
@@ -364,18 +365,33 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 	failover.Flags().StringVar(&dataDir, "data", "", "data directory (default: a temporary one, removed afterwards)")
 	failover.Flags().StringVar(&flush, "flush", "sync", "the group's flush mode")
 	failover.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON line")
+	for _, c := range []*cobra.Command{produce, consume} {
+		c.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write the client's CPU profile (pprof) to this file")
+	}
 	cmd.AddCommand(produce, consume, failover)
 	return cmd
 }
 
 // runBench connects, runs f with progress on stderr (unless --json) and
 // prints its result.
-func runBench(ctx context.Context, addrs string, asJSON bool, log *slog.Logger, f func(context.Context, *client.Client, io.Writer) (bench.Result, error)) error {
+func runBench(ctx context.Context, addrs string, asJSON bool, cpuProfile string, log *slog.Logger, f func(context.Context, *client.Client, io.Writer) (bench.Result, error)) error {
 	cl, err := newClient(addrs, log)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	tuneGC(log) // the load generator allocates per send as a broker does
+	if cpuProfile != "" {
+		pf, err := os.Create(cpuProfile)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var progress io.Writer = os.Stderr
 	if asJSON {
 		progress = nil

@@ -33,7 +33,7 @@ const (
 	writeBufferSize = 32 << 10
 	// outQueueLen is how many encoded frames may wait for the writer
 	// before senders block.
-	outQueueLen = 512
+	outQueueLen = 4096
 	// maxPooledFrame is the largest frame buffer kept for reuse.
 	maxPooledFrame = 256 << 10
 )
@@ -241,6 +241,22 @@ func (l *link) enqueue(fb *frameBuf) error {
 		return nil
 	case <-l.closed:
 		return l.err
+	}
+}
+
+// tryEnqueue hands an encoded frame to the writer if the queue has room
+// and the link is open. It reports whether it did; if not, fb is still
+// the caller's.
+func (l *link) tryEnqueue(fb *frameBuf) bool {
+	if l.closedErr() != nil {
+		l.putBuf(fb)
+		return true // dropped: nobody is left to answer
+	}
+	select {
+	case l.out <- fb:
+		return true
+	default:
+		return false
 	}
 }
 

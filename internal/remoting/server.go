@@ -26,6 +26,15 @@ type Handler func(ctx context.Context, conn *ServerConn, req *Command) *Command
 // request REQUEST_CODE_NOT_SUPPORTED.
 type Server struct {
 	Handler Handler
+	// Inline, if set, is offered every request first, on the connection's
+	// reader goroutine, before the request gets a handler goroutine. If it
+	// returns true it has taken the request and answers it later with
+	// ServerConn.Reply (from any goroutine); if false, Handler runs as
+	// usual. Inline must not block: it delays every later request of the
+	// connection. It exists for the hot path (sends a leader replicates and
+	// answers on commit) where a goroutine per request costs more than the
+	// work.
+	Inline func(conn *ServerConn, req *Command) bool
 	// MaxFrame limits the frame length in both directions; 0 means
 	// DefaultMaxFrame. A longer incoming frame closes its connection; a
 	// longer response is replaced by a SYSTEM_ERROR response.
@@ -208,6 +217,9 @@ func (c *ServerConn) serve() {
 // dispatch starts the handler of req. It runs on the reader goroutine,
 // which wg counts, so the Add is safe.
 func (c *ServerConn) dispatch(req *Command) {
+	if in := c.srv.Inline; in != nil && in(c, req) {
+		return
+	}
 	c.srv.wg.Add(1)
 	go c.handle(req)
 }
@@ -254,6 +266,35 @@ func (c *ServerConn) Close() error {
 // ErrConnClosed once the connection is gone. A nil error means queued, not
 // delivered.
 func (c *ServerConn) Send(cmd *Command) error { return c.l.send(cmd) }
+
+// Reply sends resp as the response to req, as a Handler's return value
+// is sent: resp gets req's opaque and FlagResponse; nothing is sent for a
+// one-way req. It is for requests an Inline hook took, and may be called
+// from any goroutine. It never blocks: when the connection's queue is
+// full the response is queued from a goroutine of its own. A response
+// to a connection that is gone is dropped.
+func (c *ServerConn) Reply(req, resp *Command) {
+	if req.IsOneway() {
+		return
+	}
+	resp.Opaque = req.Opaque
+	resp.Flag = (resp.Flag | FlagResponse) &^ FlagOneway
+	fb, err := c.l.encode(resp)
+	if err != nil {
+		// Same fallback as for a handler's response; rare, so blocking
+		// in a goroutine of its own is fine.
+		go c.l.reply(req, resp)
+		return
+	}
+	if c.l.tryEnqueue(fb) {
+		return
+	}
+	go func() {
+		if err := c.l.enqueue(fb); err != nil {
+			c.l.putBuf(fb)
+		}
+	}()
+}
 
 // Oneway sends a server-initiated request with a fresh opaque and
 // FlagOneway set (as the Java broker sends CHECK_TRANSACTION_STATE and

@@ -614,3 +614,76 @@ func (p *pendingTable) len() int {
 	defer p.mu.Unlock()
 	return len(p.mu.calls)
 }
+
+// Requests an Inline hook takes are answered by ServerConn.Reply, from any
+// goroutine and in any order; the others go to the Handler. More answers
+// than the connection's queue holds, all at once, still arrive (Reply
+// never blocks the goroutine that calls it).
+func TestInlineReply(t *testing.T) {
+	var mu sync.Mutex
+	var taken []*Command
+	var conn *ServerConn
+	ts := startServer(t, echo, func(s *Server) {
+		s.Inline = func(c *ServerConn, req *Command) bool {
+			if req.Code != SendMessageV2 {
+				return false
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			conn = c
+			taken = append(taken, req)
+			return true
+		}
+	})
+	c := dial(t, ts.addr, Options{})
+	resp, err := c.Invoke(testCtx(t), NewRequest(SendMessage, map[string]string{"k": "v"}, nil))
+	require.NoError(t, err)
+	require.Equal(t, "v", resp.ExtFields["k"], "not taken: the handler answered")
+
+	n := outQueueLen + 100
+	got := make(chan *Command, n)
+	for i := 0; i < n; i++ {
+		req := NewRequest(SendMessageV2, map[string]string{"i": strconv.Itoa(i)}, nil)
+		require.NoError(t, c.InvokeAsync(req, 5*time.Second, func(resp *Command, err error) {
+			require.NoError(t, err)
+			got <- resp
+		}))
+	}
+	// A one-way request an Inline hook takes gets no answer.
+	require.NoError(t, c.Oneway(NewRequest(SendMessageV2, map[string]string{"i": "oneway"}, nil)))
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(taken) == n+1
+	}, 5*time.Second, time.Millisecond)
+	mu.Lock()
+	reqs := taken
+	mu.Unlock()
+	// Answer newest first, all from one goroutine that must never block.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := len(reqs) - 1; i >= 0; i-- {
+			resp := NewResponse(reqs[i], Success, "")
+			resp.ExtFields = map[string]string{"i": reqs[i].ExtFields["i"]}
+			conn.Reply(reqs[i], resp)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Reply blocked")
+	}
+	seen := map[string]bool{}
+	for i := 0; i < n; i++ {
+		select {
+		case resp := <-got:
+			require.Equal(t, Success, resp.Code)
+			seen[resp.ExtFields["i"]] = true
+		case <-time.After(5 * time.Second):
+			t.Fatalf("only %d of %d answers", i, n)
+		}
+	}
+	require.Len(t, seen, n)
+	require.False(t, seen["oneway"])
+}
