@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -222,7 +223,10 @@ func decodePull(addr, topic string, queue int32, resp *remoting.Command) (PullRe
 // ErrCorrupt (and message.ErrCorrupt when the record decoder found the
 // fault). Bodies alias b.
 func DecodeMessages(b []byte, topic string, queue int32) ([]*MessageExt, error) {
-	var out []*MessageExt
+	// Records of one pull share their topic and, mostly, their hosts:
+	// their strings are made once per pull, not per record.
+	var d hostStrings
+	out := make([]*MessageExt, 0, len(b)/256+1)
 	for off := 0; off < len(b); {
 		m, n, err := message.Decode(b[off:])
 		if err != nil {
@@ -232,14 +236,34 @@ func DecodeMessages(b []byte, topic string, queue int32) ([]*MessageExt, error) 
 			return nil, fmt.Errorf("%w: record %d at byte %d is of %s/%d, pulled %s/%d",
 				ErrCorrupt, len(out), off, m.Topic, m.QueueID, topic, queue)
 		}
-		out = append(out, newMessageExt(&m))
+		if topic != "" {
+			m.Topic = topic
+		}
+		out = append(out, newMessageExt(&m, &d))
 		off += n
 	}
 	return out, nil
 }
 
-// newMessageExt converts a decoded record.
-func newMessageExt(m *message.Message) *MessageExt {
+// hostStrings remembers the last two addresses formatted.
+type hostStrings struct {
+	addr [2]netip.AddrPort
+	str  [2]string
+}
+
+func (h *hostStrings) get(i int, a netip.AddrPort) string {
+	if h.str[i] == "" || h.addr[i] != a {
+		h.addr[i], h.str[i] = a, a.String()
+	}
+	return h.str[i]
+}
+
+// newMessageExt converts a decoded record; d caches host strings (nil:
+// none).
+func newMessageExt(m *message.Message, d *hostStrings) *MessageExt {
+	if d == nil {
+		d = &hostStrings{}
+	}
 	x := &MessageExt{
 		Topic:           m.Topic,
 		QueueID:         m.QueueID,
@@ -253,8 +277,8 @@ func newMessageExt(m *message.Message) *MessageExt {
 		BornTimestamp:   m.BornTimestamp,
 		StoreTimestamp:  m.StoreTimestamp,
 		ReconsumeTimes:  m.ReconsumeTimes,
-		StoreHost:       m.StoreHost.String(),
-		BornHost:        m.BornHost.String(),
+		StoreHost:       d.get(0, m.StoreHost),
+		BornHost:        d.get(1, m.BornHost),
 		Flag:            m.Flag,
 		SysFlag:         m.SysFlag,
 	}
