@@ -32,6 +32,31 @@ func BenchmarkPut(b *testing.B) {
 	})
 }
 
+// BenchmarkPutBuffered appends units in batches of 8 per Flush, as the
+// store's Apply does for a queue that gets 8 messages of a 64-message entry.
+func BenchmarkPutBuffered(b *testing.B) {
+	benchFS(b, func(b *testing.B, fs vfs.FS, root string) {
+		q, err := OpenQueue(fs, root, "T", 0, Options{})
+		require.NoError(b, err)
+		b.SetBytes(UnitSize)
+		b.ReportAllocs()
+		i := int64(0)
+		for b.Loop() {
+			if err := q.PutBuffered(i, i*100, 100, i%7); err != nil {
+				b.Fatal(err)
+			}
+			i++
+			if i%8 == 0 {
+				if err := q.Flush(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.StopTimer()
+		require.NoError(b, q.Close())
+	})
+}
+
 // BenchmarkRead reads batches of 32 units from mapped, cached files.
 func BenchmarkRead(b *testing.B) {
 	const n = 100_000

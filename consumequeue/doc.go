@@ -48,12 +48,17 @@
 // # Writing and durability
 //
 // A queue has one writer. Put appends at MaxOffset with a single WriteAt of
-// 20 bytes; Sync fdatasyncs the files written since the last Sync. Before a
-// new file is created the previous one is synced, and a new file is
-// preallocated, synced, and its directory synced before its first unit is
-// written. So every file but the last is complete and durable, and only the
-// last file can hold unsynced units. Readers see a file through a read-only
-// mapping of the whole file.
+// 20 bytes. PutBuffered appends to an in-memory write buffer instead, and
+// Flush (also Sync, Close, the next Put) writes every buffered unit with one
+// WriteAt per file, so an owner that applies a batch of messages pays one
+// write per queue per batch rather than one per message. Buffered units are
+// invisible to readers: MaxOffset moves past units only once they are in
+// the file. Sync writes the buffer and fdatasyncs the files written since
+// the last Sync. Before a new file is created the previous one is synced, and
+// a new file is preallocated, synced, and its directory synced before its
+// first unit is written. So every file but the last is complete and durable,
+// and only the last file can hold unsynced units. Readers see a file through
+// a read-only mapping of the whole file.
 //
 // # Recovery
 //
@@ -87,9 +92,10 @@
 //
 // # Concurrency
 //
-// A Queue allows one writer (Put, TruncateTo, TruncatePhy, ResetTo,
-// DeleteBefore, Sync, Close; these are also serialised by a mutex, so a
-// flusher goroutine may call Sync while the apply loop calls Put) and any
+// A Queue allows one writer (Put, PutBuffered, Flush, TruncateTo,
+// TruncatePhy, ResetTo, DeleteBefore, Sync, Close; these are also serialised
+// by a mutex, so a flusher goroutine may call Sync while the apply loop calls
+// Put) and any
 // number of concurrent readers (Get, Read, SearchOffset, MinOffset,
 // MaxOffset). A Set is safe for concurrent use.
 package consumequeue

@@ -105,7 +105,10 @@ type Queue struct {
 	w struct {
 		sync.Mutex
 		err error // sticky: after a failed write or sync, refuse writes
-		buf [UnitSize]byte
+		// pend holds the encoded units at offsets [mu.max, mu.max +
+		// len(pend)/UnitSize): put with PutBuffered, not yet written, so
+		// invisible to readers. See flushLocked.
+		pend []byte
 	}
 
 	// mu guards what readers see.
@@ -218,8 +221,9 @@ func (q *Queue) MaxOffset() int64 {
 	return q.mu.max
 }
 
-// Close syncs the files written since the last Sync (unless a write has
-// failed) and releases them. Closing a closed queue is a no-op.
+// Close writes the buffered units and syncs the files written since the
+// last Sync (unless a write has failed), and releases them. Closing a closed
+// queue is a no-op.
 func (q *Queue) Close() error {
 	q.w.Lock()
 	defer q.w.Unlock()
@@ -228,8 +232,9 @@ func (q *Queue) Close() error {
 	}
 	var errs []error
 	if q.w.err == nil {
-		errs = append(errs, q.syncLocked())
+		errs = append(errs, q.syncLocked()) // writes the buffered units first
 	}
+	q.w.pend = nil
 	q.mu.Lock()
 	segs := q.mu.segs
 	q.mu.segs, q.mu.closed = nil, true

@@ -27,39 +27,125 @@ func (q *Queue) fail(err error) error {
 	return err
 }
 
-// Put stores the unit for queueOffset, which must be MaxOffset. Putting a
-// unit identical to the one already stored at an offset in [MinOffset,
-// MaxOffset) is a no-op, so the owner can replay committed entries after a
+// maxPending bounds the units one queue buffers: PutBuffered writes the
+// buffer once it holds this many (80 KiB), so a long replay neither grows
+// memory without bound nor delays readers for long.
+const maxPending = 4096
+
+// keepPendingCap is the largest buffer capacity kept after a flush; a larger
+// buffer (left by a burst) is released, as a Set may hold many queues.
+const keepPendingCap = 16 << 10
+
+// Put stores the unit for queueOffset, which must be MaxOffset (plus the
+// units PutBuffered is holding, if any). Putting a unit identical to the one
+// already stored (or buffered) at an offset in [MinOffset, MaxOffset) is a
+// no-op, so the owner can replay committed entries after a
 // crash; any other offset fails with ErrOffsetMismatch. A unit must have
 // size > 0 and phyOffset >= 0, and must not overlap the previous unit in the
-// commit log (ErrInvalidUnit). The unit is durable after the next Sync.
+// commit log (ErrInvalidUnit). The unit is visible to readers when Put
+// returns and durable after the next Sync. Put is PutBuffered followed by
+// Flush: it also writes the units buffered before it.
 func (q *Queue) Put(queueOffset, phyOffset int64, size int32, tagsCode int64) error {
-	u := rawUnit{phy: phyOffset, size: size, tags: tagsCode}
-	if !u.valid() {
-		return fmt.Errorf("consumequeue: put %s offset %d: unit %v: %w", q.name(), queueOffset, u, ErrInvalidUnit)
-	}
 	q.w.Lock()
 	defer q.w.Unlock()
-	if err := q.writableLocked(); err != nil {
+	if err := q.putLocked(queueOffset, phyOffset, size, tagsCode); err != nil {
+		return err
+	}
+	if err := q.flushLocked(); err != nil {
 		return fmt.Errorf("consumequeue: put %s offset %d: %w", q.name(), queueOffset, err)
-	}
-	if queueOffset != q.mu.max {
-		return q.replayLocked(queueOffset, u)
-	}
-	if prev, _, ok := q.rawLocked(queueOffset - 1); ok && prev.valid() && u.phy < prev.end() {
-		return fmt.Errorf("consumequeue: put %s offset %d: unit %v overlaps previous unit %v: %w",
-			q.name(), queueOffset, u, prev, ErrInvalidUnit)
-	}
-	if err := q.appendLocked(u); err != nil {
-		return fmt.Errorf("consumequeue: put %s offset %d: %w", q.name(), queueOffset, q.fail(err))
 	}
 	return nil
 }
 
-// replayLocked handles a Put at an offset other than max.
+// PutBuffered is Put without the write: the unit joins the queue's write
+// buffer, and the offset it takes counts as written for the next
+// PutBuffered or Put (which continues at MaxOffset plus the buffered units,
+// checks replays and overlaps against the buffered units too). Buffered
+// units are written, in order and with one WriteAt per file, by Flush, Sync,
+// Close, the next Put, DeleteBefore, or once maxPending units are waiting;
+// only then do readers (MaxOffset, Get, Read, SearchOffset) see them, so a
+// reader never sees a unit that is not in the file. TruncateTo, TruncatePhy
+// and ResetTo drop the buffered units they cut off without writing them. An
+// error writing the buffer is sticky, like any write error, and the buffered
+// units are then dropped. The owner calls Flush before telling anyone that
+// the units are stored.
+func (q *Queue) PutBuffered(queueOffset, phyOffset int64, size int32, tagsCode int64) error {
+	q.w.Lock()
+	defer q.w.Unlock()
+	if err := q.putLocked(queueOffset, phyOffset, size, tagsCode); err != nil {
+		return err
+	}
+	if len(q.w.pend) >= maxPending*UnitSize {
+		if err := q.flushLocked(); err != nil {
+			return fmt.Errorf("consumequeue: put %s offset %d: %w", q.name(), queueOffset, err)
+		}
+	}
+	return nil
+}
+
+// Flush writes the buffered units (see PutBuffered) and makes them visible
+// to readers; they are durable after the next Sync. After a failed write or
+// sync it returns that error.
+func (q *Queue) Flush() error {
+	q.w.Lock()
+	defer q.w.Unlock()
+	if err := q.writableLocked(); err != nil {
+		return fmt.Errorf("consumequeue: flush %s: %w", q.name(), err)
+	}
+	if err := q.flushLocked(); err != nil {
+		return fmt.Errorf("consumequeue: flush %s: %w", q.name(), err)
+	}
+	return nil
+}
+
+// putLocked checks a unit for queueOffset and buffers it, or accepts an
+// identical replay. Errors are complete ("consumequeue: put ...").
+func (q *Queue) putLocked(queueOffset, phyOffset int64, size int32, tagsCode int64) error {
+	u := rawUnit{phy: phyOffset, size: size, tags: tagsCode}
+	if !u.valid() {
+		return fmt.Errorf("consumequeue: put %s offset %d: unit %v: %w", q.name(), queueOffset, u, ErrInvalidUnit)
+	}
+	if err := q.writableLocked(); err != nil {
+		return fmt.Errorf("consumequeue: put %s offset %d: %w", q.name(), queueOffset, err)
+	}
+	end := q.endLocked()
+	if queueOffset != end {
+		return q.replayLocked(queueOffset, u)
+	}
+	if prev, ok := q.writerUnitLocked(queueOffset - 1); ok && prev.valid() && u.phy < prev.end() {
+		return fmt.Errorf("consumequeue: put %s offset %d: unit %v overlaps previous unit %v: %w",
+			q.name(), queueOffset, u, prev, ErrInvalidUnit)
+	}
+	n := len(q.w.pend)
+	q.w.pend = append(q.w.pend, make([]byte, UnitSize)...)
+	encodeUnit(q.w.pend[n:], u)
+	q.needSync.Store(true) // so Set.SyncDirty writes and syncs it
+	return nil
+}
+
+// endLocked is the writer's end of the queue: MaxOffset plus the buffered
+// units. Callers hold q.w.
+func (q *Queue) endLocked() int64 { return q.mu.max + int64(len(q.w.pend)/UnitSize) }
+
+// writerUnitLocked returns the unit at off as the writer sees it: written,
+// or buffered. ok is false outside [first file, endLocked). Callers hold q.w.
+func (q *Queue) writerUnitLocked(off int64) (rawUnit, bool) {
+	if off >= q.mu.max {
+		i := (off - q.mu.max) * UnitSize
+		if off < 0 || i >= int64(len(q.w.pend)) {
+			return rawUnit{}, false
+		}
+		return decodeUnit(q.w.pend[i:])
+	}
+	u, _, ok := q.rawLocked(off)
+	return u, ok
+}
+
+// replayLocked handles a Put at an offset other than the writer's end.
 func (q *Queue) replayLocked(off int64, u rawUnit) error {
-	if off >= q.mu.min && off < q.mu.max {
-		have, _, _ := q.rawLocked(off)
+	end := q.endLocked()
+	if off >= q.mu.min && off < end {
+		have, _ := q.writerUnitLocked(off)
 		if have == u {
 			return nil
 		}
@@ -67,26 +153,47 @@ func (q *Queue) replayLocked(off int64, u rawUnit) error {
 			q.name(), off, u, have, ErrOffsetMismatch)
 	}
 	return fmt.Errorf("consumequeue: put %s offset %d: queue holds [%d, %d): %w",
-		q.name(), off, q.mu.min, q.mu.max, ErrOffsetMismatch)
+		q.name(), off, q.mu.min, end, ErrOffsetMismatch)
 }
 
-// appendLocked writes u at max and publishes it.
-func (q *Queue) appendLocked(u rawUnit) error {
-	s, err := q.segmentForWriteLocked(q.mu.max)
-	if err != nil {
-		return err
+// flushLocked writes the buffered units at max, one WriteAt per file they
+// fall in, and publishes each file's share (moves max past it) only after
+// its write succeeded. On failure the error is made sticky and the units not
+// yet published are dropped: the queue refuses writes from then on, and its
+// owner rebuilds them from the commit log after a restart.
+func (q *Queue) flushLocked() error {
+	pend := q.w.pend
+	for done := 0; done < len(pend); {
+		s, err := q.segmentForWriteLocked(q.mu.max)
+		if err != nil {
+			q.w.pend = q.w.pend[:0]
+			return q.fail(err)
+		}
+		n := min(int64(len(pend)-done), (s.base+q.perFile-q.mu.max)*UnitSize)
+		if _, err := s.f.WriteAt(pend[done:done+int(n)], (q.mu.max-s.base)*UnitSize); err != nil {
+			q.w.pend = q.w.pend[:0]
+			return q.fail(fmt.Errorf("write %s: %w", s.path, err))
+		}
+		s.dirty = true
+		q.needSync.Store(true)
+		q.mu.Lock()
+		q.mu.max += n / UnitSize
+		q.mu.Unlock()
+		done += int(n)
 	}
-	buf := q.w.buf[:]
-	encodeUnit(buf, u)
-	if _, err := s.f.WriteAt(buf, (q.mu.max-s.base)*UnitSize); err != nil {
-		return fmt.Errorf("write %s: %w", s.path, err)
+	if cap(pend) > keepPendingCap {
+		q.w.pend = nil
+	} else {
+		q.w.pend = pend[:0]
 	}
-	s.dirty = true
-	q.needSync.Store(true)
-	q.mu.Lock()
-	q.mu.max++
-	q.mu.Unlock()
 	return nil
+}
+
+// dropPendingFrom drops the buffered units at offsets >= off (>= max).
+func (q *Queue) dropPendingFrom(off int64) {
+	if n := (off - q.mu.max) * UnitSize; n < int64(len(q.w.pend)) {
+		q.w.pend = q.w.pend[:max(n, 0)]
+	}
 }
 
 // segmentForWriteLocked returns the file that holds offset off, which is
@@ -153,8 +260,9 @@ func (q *Queue) createSegment(base, blanks int64) (*segment, error) {
 	return &segment{base: base, path: path, f: f, m: m, data: m.Bytes()}, nil
 }
 
-// Sync makes the units written since the last Sync durable (fdatasync).
-// After a failed write or sync it keeps returning that error.
+// Sync writes the buffered units and makes the units written since the last
+// Sync durable (fdatasync). After a failed write or sync it keeps returning
+// that error.
 func (q *Queue) Sync() error {
 	q.w.Lock()
 	defer q.w.Unlock()
@@ -170,6 +278,9 @@ func (q *Queue) Sync() error {
 func (q *Queue) syncLocked() error {
 	if q.w.err != nil {
 		return fmt.Errorf("earlier failure: %w", q.w.err)
+	}
+	if err := q.flushLocked(); err != nil {
+		return err
 	}
 	for _, s := range q.mu.segs {
 		if !s.dirty {
@@ -197,12 +308,14 @@ func (q *Queue) TruncateTo(offset int64) error {
 		return fmt.Errorf("consumequeue: truncate %s to %d: %w", q.name(), offset, err)
 	}
 	if offset >= q.mu.max {
+		q.dropPendingFrom(offset) // never written: nothing to zero
 		return nil
 	}
 	if offset < q.mu.min {
 		return fmt.Errorf("consumequeue: truncate %s to %d: queue holds [%d, %d): %w",
-			q.name(), offset, q.mu.min, q.mu.max, ErrOffsetOutOfRange)
+			q.name(), offset, q.mu.min, q.endLocked(), ErrOffsetOutOfRange)
 	}
+	q.w.pend = q.w.pend[:0]
 	if err := q.truncateLocked(offset); err != nil {
 		return fmt.Errorf("consumequeue: truncate %s to %d: %w", q.name(), offset, q.fail(err))
 	}
@@ -219,8 +332,16 @@ func (q *Queue) TruncatePhy(phyOffset int64) error {
 	}
 	off := q.searchPhyLocked(q.mu.min, q.mu.max, phyOffset)
 	if off >= q.mu.max {
+		// Only buffered units can go: they were never written.
+		for end := q.endLocked(); off < end; off++ {
+			if u, _ := q.writerUnitLocked(off); u.phy >= phyOffset {
+				break
+			}
+		}
+		q.dropPendingFrom(off)
 		return nil
 	}
+	q.w.pend = q.w.pend[:0]
 	if err := q.truncateLocked(off); err != nil {
 		return fmt.Errorf("consumequeue: truncate %s to phy %d (offset %d): %w",
 			q.name(), phyOffset, off, q.fail(err))
@@ -284,6 +405,9 @@ func (q *Queue) DeleteBefore(minPhyOffset int64) (removedFiles int, err error) {
 	if err := q.writableLocked(); err != nil {
 		return 0, fmt.Errorf("consumequeue: delete %s before phy %d: %w", q.name(), minPhyOffset, err)
 	}
+	if err := q.flushLocked(); err != nil {
+		return 0, fmt.Errorf("consumequeue: delete %s before phy %d: %w", q.name(), minPhyOffset, err)
+	}
 	segs, maxOff := q.mu.segs, q.mu.max
 	if len(segs) == 0 {
 		return 0, nil
@@ -333,6 +457,7 @@ func (q *Queue) ResetTo(offset int64) error {
 }
 
 func (q *Queue) resetLocked(offset int64) error {
+	q.w.pend = q.w.pend[:0] // dropped with every other unit
 	segs := q.mu.segs
 	q.mu.Lock()
 	q.mu.segs = nil

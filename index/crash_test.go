@@ -129,7 +129,8 @@ func TestCrashDebrisNeedsRecover(t *testing.T) {
 }
 
 // TestSlotDebrisNeedsRecover: entries put after the checkpoint into the same
-// file survive the crash, the header does not; Open notices the slots.
+// file, and written by Flush, survive the crash, the header does not; Open
+// notices the slots.
 func TestSlotDebrisNeedsRecover(t *testing.T) {
 	fs := vfs.NewMem()
 	opts := tinyOpts(t, 4, 64)
@@ -139,6 +140,7 @@ func TestSlotDebrisNeedsRecover(t *testing.T) {
 	cp, err := x.Sync()
 	require.NoError(t, err)
 	putAll(t, x, ops[10:])
+	require.NoError(t, x.Flush())
 	crashed := fs.CrashClone(rand.New(rand.NewPCG(1, 1)), 1)
 
 	y, err := Open(crashed, "/i", opts)

@@ -26,6 +26,19 @@
 // A file is preallocated to its full size with Truncate, written with
 // WriteAt, and read through a read-only mapping.
 //
+// # Writing
+//
+// Put does not write: it appends the entry to an in-memory buffer of the
+// active file and records the slot's new head in a map, and Query reads
+// both as if they were in the file, so a key is found as soon as its Put
+// returns. Flush, Sync, Close and sealing write the buffer: the entries,
+// which are contiguous, with one WriteAt, then the changed slots sorted by
+// slot, with one WriteAt per run of slots no more than 4 KiB apart (the
+// unchanged slots inside a run are rewritten with their current bytes). Put
+// flushes by itself once 65,536 entries are buffered. The bytes written are
+// exactly those that writing each Put at once would have produced; only the
+// moment they reach the file changes.
+//
 // # On-disk format
 //
 // All integers are big-endian and signed (Java's ByteBuffer). With S =
@@ -80,11 +93,14 @@
 //
 // # Crash safety
 //
-// Entries and slots are written with every Put; the header is written to the
-// file only when the file is sealed, by Sync and by Close. Sync fsyncs every
+// Entries and slots reach the file when the write buffer is flushed (see
+// Writing); the header is written to the file only when the file is sealed,
+// by Sync and by Close. Sync writes the buffer, fsyncs every
 // sealed-but-unsynced file and the active file, fsyncs the directory when
 // files were created or removed, and returns a Checkpoint: the active file
-// and its indexCount. Everything up to the checkpoint is durable.
+// and its indexCount. Everything up to the checkpoint is durable. Entries
+// put after it are lost in a crash if they were still buffered, and may
+// survive in part if they were flushed; Recover handles both.
 //
 // After an unclean stop, Open tolerates the debris a crash leaves (files with
 // an all-zero header or short size, created after the last Sync; slots of a
@@ -99,8 +115,8 @@
 //
 // # Concurrency
 //
-// One goroutine, the writer, calls Put, Sync, Recover, DeleteBefore and
-// Close. Query and Files may run concurrently with it and with each other. A
+// One goroutine, the writer, calls Put, Flush, Sync, Recover, DeleteBefore
+// and Close. Query and Files may run concurrently with it and with each other. A
 // mapping is only closed under the write lock, so never while a query reads
 // it.
 package index

@@ -92,13 +92,12 @@ type entry struct {
 	prevIndex int32
 }
 
-func (e *entry) encode() []byte {
-	b := make([]byte, entrySize)
-	binary.BigEndian.PutUint32(b[offEntryKeyHash:], uint32(e.keyHash))
-	binary.BigEndian.PutUint64(b[offEntryPhyOffset:], uint64(e.phyOffset))
-	binary.BigEndian.PutUint32(b[offEntryTimeDiff:], uint32(e.timeDiff))
-	binary.BigEndian.PutUint32(b[offEntryPrevIndex:], uint32(e.prevIndex))
-	return b
+// append appends the encoded entry to b.
+func (e *entry) append(b []byte) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(e.keyHash))
+	b = binary.BigEndian.AppendUint64(b, uint64(e.phyOffset))
+	b = binary.BigEndian.AppendUint32(b, uint32(e.timeDiff))
+	return binary.BigEndian.AppendUint32(b, uint32(e.prevIndex))
 }
 
 // decodeEntry decodes b, which must hold at least entrySize bytes.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/raftmq/raftmq/internal/vfs"
@@ -107,6 +108,45 @@ type file struct {
 	// debris is set when Open found slots pointing at or beyond indexCount:
 	// unsynced writes that survived a crash the header did not.
 	debris *CorruptError
+
+	// The write buffer: what Put added and flushPending has not written
+	// yet. Only the active file has any. Written by the writer under
+	// Index.mu; read by queries under Index.mu.RLock and by the writer
+	// without locking.
+	//
+	// Invariant: pendFirst + len(pendEnts)/entrySize == hdr.indexCount.
+	// Entries pendFirst .. indexCount-1 are encoded in pendEnts and not in
+	// the file; every slot in pendSlots holds its new head, which the file
+	// does not have yet. Every other entry and slot in the file is current.
+	pendFirst int32
+	pendEnts  []byte
+	pendSlots map[int32]int32
+}
+
+// slotHead returns the current head of slot: buffered, or from the file.
+func (f *file) slotHead(g geometry, slot int32) int32 {
+	if h, ok := f.pendSlots[slot]; ok {
+		return h
+	}
+	return int32(binary.BigEndian.Uint32(f.b[g.slotOffset(slot):]))
+}
+
+// entryBytes returns the encoded entry ordinal, which is below
+// hdr.indexCount: buffered, or from the file.
+func (f *file) entryBytes(g geometry, ordinal int32) []byte {
+	if ordinal >= f.pendFirst {
+		return f.pendEnts[int(ordinal-f.pendFirst)*entrySize:]
+	}
+	return f.b[g.entryOffset(ordinal):]
+}
+
+// resetPending empties the write buffer of a file whose entries and slots
+// are all in the file, as after Open or Recover. Callers hold the write lock
+// (or own f alone).
+func (f *file) resetPending() {
+	f.pendFirst = f.hdr.indexCount
+	f.pendEnts = f.pendEnts[:0]
+	clear(f.pendSlots)
 }
 
 // Index is a directory of index files. See the package documentation for
@@ -122,6 +162,9 @@ type Index struct {
 	werr     error   // sticky: the first failed write or sync; refuses further writes
 	unsynced []*file // sealed files whose data is not yet fsynced
 	dirDirty bool    // files created or removed since the last SyncDir
+	// Scratch of flushPending, kept to avoid allocating per flush.
+	slotScratch []int32
+	slotBuf     []byte
 
 	mu struct {
 		sync.RWMutex
@@ -202,6 +245,7 @@ func (x *Index) openFile(name string) (*file, error) {
 		fl.close()
 		return nil, err
 	}
+	fl.resetPending()
 	return fl, nil
 }
 
@@ -388,6 +432,12 @@ func (x *Index) fail(err error) error {
 // of one message share its offset. When the active file is full, Put seals
 // it (writes its header; Sync makes it durable) and starts a new file. After
 // a failed write every later write returns the same error.
+//
+// Put writes nothing to the file itself: the entry and the new slot head
+// join a write buffer, which Query reads as if it were written, and which
+// Flush, Sync, Close and sealing write (see "Writing" in the package
+// documentation). Put writes the buffer once maxPendingEntries entries or
+// slots are waiting, so a write error may surface from Put, Flush or Sync.
 func (x *Index) Put(key string, phyOffset, storeTimestamp int64) error {
 	if err := x.checkWritable(); err != nil {
 		return err
@@ -411,14 +461,32 @@ func (x *Index) Put(key string, phyOffset, storeTimestamp int64) error {
 	return x.appendEntry(act, key, phyOffset, storeTimestamp)
 }
 
-// appendEntry appends one entry to act, which has room for it. Only the slot
-// write and header update take the write lock: no query reaches entry
-// indexCount before indexCount moves past it.
+// maxPendingEntries bounds the write buffer: Put flushes it once this many
+// entries (1.25 MiB) or slot heads are waiting.
+const maxPendingEntries = 1 << 16
+
+// slotMergeGap is the largest distance, in slots, between two buffered slot
+// heads that flushPending writes with one WriteAt, rewriting the unchanged
+// slots between them with the bytes the file already holds. Slots are
+// 4-byte aligned and never straddle a page, so two slots at most 1024 slots
+// (4 KiB) apart lie in the same or adjacent 4 KiB pages: the merged write
+// dirties no page that the two slot writes would not, and copying up to
+// 4 KiB costs less than a system call.
+const slotMergeGap = 4096 / slotSize
+
+// maxSlotRun caps a merged run of slots at 64 KiB, so that a buffer of many
+// slots (which can make the runs cover the whole slot table) is written in
+// bounded pieces from a bounded scratch buffer.
+const maxSlotRun = (64 << 10) / slotSize
+
+// appendEntry appends one entry to act, which has room for it, in the write
+// buffer. The buffer and the header change under the write lock: no query
+// reaches entry indexCount before indexCount moves past it.
 func (x *Index) appendEntry(act *file, key string, phyOffset, ts int64) error {
 	h := keyHash(key)
-	slotOff := x.geo.slotOffset(h % x.geo.slotCount)
+	slot := h % x.geo.slotCount
 	count := act.hdr.indexCount
-	head := int32(binary.BigEndian.Uint32(act.b[slotOff:]))
+	head := act.slotHead(x.geo, slot)
 	newSlot := head < firstOrdinal || head >= count // 0, or debris beyond the file's entries
 	if newSlot {
 		head = 0
@@ -428,17 +496,13 @@ func (x *Index) appendEntry(act *file, key string, phyOffset, ts int64) error {
 		begin = ts
 	}
 	e := entry{keyHash: h, phyOffset: phyOffset, timeDiff: timeDiff(ts, begin), prevIndex: head}
-	if _, err := act.f.WriteAt(e.encode(), x.geo.entryOffset(count)); err != nil {
-		return x.fail(fmt.Errorf("index: put %q: write entry %d of %q: %w", key, count, act.path, err))
-	}
-	var sb [slotSize]byte
-	binary.BigEndian.PutUint32(sb[:], uint32(count))
 
 	x.mu.Lock()
-	defer x.mu.Unlock()
-	if _, err := act.f.WriteAt(sb[:], slotOff); err != nil {
-		return x.fail(fmt.Errorf("index: put %q: write slot of %q: %w", key, act.path, err))
+	act.pendEnts = e.append(act.pendEnts)
+	if act.pendSlots == nil {
+		act.pendSlots = make(map[int32]int32)
 	}
+	act.pendSlots[slot] = count
 	hd := &act.hdr
 	if count == firstOrdinal {
 		hd.beginTimestamp, hd.beginPhyOffset, hd.endTimestamp = ts, phyOffset, ts
@@ -449,6 +513,77 @@ func (x *Index) appendEntry(act *file, key string, phyOffset, ts int64) error {
 	hd.indexCount++
 	hd.endPhyOffset = phyOffset
 	hd.endTimestamp = max(hd.endTimestamp, ts)
+	x.mu.Unlock()
+
+	if len(act.pendEnts) >= maxPendingEntries*entrySize || len(act.pendSlots) >= maxPendingEntries {
+		if err := x.flushPending(act); err != nil {
+			return fmt.Errorf("index: put %q: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// Flush writes the buffered entries and slot heads of the active file (see
+// Put) without syncing them. Sync, Close and sealing flush too; Flush is for
+// callers that want the page cache current without paying for an fsync.
+// After a failed write it returns that error.
+func (x *Index) Flush() error {
+	if err := x.checkWritable(); err != nil {
+		return err
+	}
+	if act := x.active(); act != nil {
+		return x.flushPending(act)
+	}
+	return nil
+}
+
+// flushPending writes f's buffered entries with one WriteAt (they are
+// contiguous), then its buffered slot heads, sorted, in runs merged across
+// gaps of up to slotMergeGap slots (and at most maxSlotRun long); then it
+// empties the buffer. Writer only.
+//
+// Entries are written without the lock: queries read the ordinals being
+// written from the buffer until it is emptied. Slots are written under the
+// write lock, because a merged run rewrites (with equal bytes) slots that
+// queries read from the mapping. On failure the error is sticky and the
+// buffer is kept, so queries still see every entry put.
+func (x *Index) flushPending(f *file) error {
+	if len(f.pendEnts) == 0 && len(f.pendSlots) == 0 {
+		return nil
+	}
+	if len(f.pendEnts) > 0 {
+		if _, err := f.f.WriteAt(f.pendEnts, x.geo.entryOffset(f.pendFirst)); err != nil {
+			return x.fail(fmt.Errorf("index: write entries %d..%d of %q: %w",
+				f.pendFirst, f.hdr.indexCount-1, f.path, err))
+		}
+	}
+	slots := x.slotScratch[:0]
+	for s := range f.pendSlots {
+		slots = append(slots, s)
+	}
+	slices.Sort(slots)
+	x.slotScratch = slots
+
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for i := 0; i < len(slots); {
+		j := i + 1
+		for j < len(slots) && slots[j]-slots[j-1] <= slotMergeGap && slots[j]-slots[i] < maxSlotRun {
+			j++
+		}
+		first, last := slots[i], slots[j-1]
+		lo, hi := x.geo.slotOffset(first), x.geo.slotOffset(last)+slotSize
+		buf := append(x.slotBuf[:0], f.b[lo:hi]...)
+		for _, s := range slots[i:j] {
+			binary.BigEndian.PutUint32(buf[x.geo.slotOffset(s)-lo:], uint32(f.pendSlots[s]))
+		}
+		x.slotBuf = buf
+		if _, err := f.f.WriteAt(buf, lo); err != nil {
+			return x.fail(fmt.Errorf("index: write slots %d..%d of %q: %w", first, last, f.path, err))
+		}
+		i = j
+	}
+	f.resetPending() // keeps the capacity, at most maxPendingEntries entries
 	return nil
 }
 
@@ -464,6 +599,12 @@ func (x *Index) roll(ts int64) (*file, error) {
 		if ms > maxNameMillis {
 			return nil, fmt.Errorf("index: no file name after %q: %w", act.name, ErrInvalid)
 		}
+		if err := x.flushPending(act); err != nil {
+			return nil, err
+		}
+		x.mu.Lock()
+		act.pendEnts, act.pendSlots = nil, nil // a sealed file never buffers again
+		x.mu.Unlock()
 		if _, err := act.f.WriteAt(act.hdr.encode(), 0); err != nil {
 			return nil, x.fail(fmt.Errorf("index: seal %q: %w", act.path, err))
 		}
@@ -476,7 +617,7 @@ func (x *Index) roll(ts int64) (*file, error) {
 		return nil, x.fail(fmt.Errorf("index: create %q: %w", path, err))
 	}
 	x.dirDirty = true
-	fl := &file{name: name, path: path, f: f, hdr: header{indexCount: firstOrdinal}}
+	fl := &file{name: name, path: path, f: f, hdr: header{indexCount: firstOrdinal}, pendFirst: firstOrdinal}
 	if err := f.Truncate(x.geo.fileSize()); err != nil {
 		f.Close()
 		return nil, x.fail(fmt.Errorf("index: preallocate %q: %w", path, err))
@@ -493,7 +634,8 @@ func (x *Index) roll(ts int64) (*file, error) {
 }
 
 // Sync makes every entry put so far durable: it fsyncs sealed files not yet
-// synced, writes and fsyncs the active file's header and data, and fsyncs
+// synced, writes the active file's buffered entries and slots and its
+// header, fsyncs it, and fsyncs
 // the directory if files were created or removed. It returns the
 // checkpoint to hand to Recover after a crash; the zero Checkpoint when
 // there are no files.
@@ -510,6 +652,9 @@ func (x *Index) Sync() (Checkpoint, error) {
 	}
 	act := x.active()
 	if act != nil {
+		if err := x.flushPending(act); err != nil {
+			return Checkpoint{}, err
+		}
 		if _, err := act.f.WriteAt(act.hdr.encode(), 0); err != nil {
 			return Checkpoint{}, x.fail(fmt.Errorf("index: write header of %q: %w", act.path, err))
 		}
@@ -576,13 +721,13 @@ func (x *Index) Query(key string, maxNum int, begin, end int64) ([]int64, error)
 // chain, so the walk ends even on corrupt data.
 func (x *Index) walkLocked(f *file, h, slot int32, maxNum int, begin, end int64, out []int64) ([]int64, error) {
 	count := f.hdr.indexCount
-	cur := int32(binary.BigEndian.Uint32(f.b[x.geo.slotOffset(slot):]))
+	cur := f.slotHead(x.geo, slot)
 	if cur < firstOrdinal || cur >= count {
 		return out, nil
 	}
 	for {
 		off := x.geo.entryOffset(cur)
-		e := decodeEntry(f.b[off:])
+		e := decodeEntry(f.entryBytes(x.geo, cur))
 		if e.timeDiff < 0 {
 			return out, corruptf(f.path, off+offEntryTimeDiff, "entry %d: negative timeDiff %d", cur, e.timeDiff)
 		}

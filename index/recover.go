@@ -178,6 +178,7 @@ func (x *Index) rewriteLocked(f *file, hdr header, heads []int32) error {
 		return x.fail(fmt.Errorf("index: write header of %q: %w", f.path, err))
 	}
 	f.hdr, f.debris = hdr, nil
+	f.resetPending() // entries past the checkpoint are dropped, buffered or not
 	if err := f.f.Sync(); err != nil {
 		return x.fail(fmt.Errorf("index: sync %q: %w", f.path, err))
 	}

@@ -1,14 +1,18 @@
 package store
 
 import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"slices"
 	"time"
 
 	"github.com/raftmq/raftmq/commitlog"
 	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/consumequeue"
 	"github.com/raftmq/raftmq/offsets"
 )
 
@@ -40,12 +44,58 @@ type MessageResult struct {
 // applyChunk bounds the bytes copied out of the log per read.
 const applyChunk = 8 << 20
 
+// applyBatch is Apply's scratch state between two flushes of the consume
+// queues; guarded by Store.applyMu.
+//
+// Apply buffers consume-queue units (Queue.PutBuffered) and writes them with
+// one WriteAt per queue at the end of each chunk of entries, rather than one
+// per message. Until then they are invisible to readers, and the applied
+// index does not move past their entries (see Apply).
+type applyBatch struct {
+	// queues are the consume queues holding buffered units.
+	queues map[*consumequeue.Queue]struct{}
+	// queued lists the messages with a UNIQ_KEY queued since the last flush,
+	// in physical-offset order. Their units are not in the consume queues
+	// yet, so queueOffsetOf cannot find them; deduplication looks here
+	// first, so that a retry in the same batch as its original is still
+	// recognised.
+	queued []queuedMsg
+	// topic is the last topic applied: consecutive messages of one topic
+	// share its string instead of allocating one each.
+	topic string
+}
+
+type queuedMsg struct{ phy, queueOffset int64 }
+
+// queueOffset returns the queue offset of a message queued since the last
+// flush, by physical offset.
+func (b *applyBatch) queueOffset(phy int64) (int64, bool) {
+	i, ok := slices.BinarySearchFunc(b.queued, phy, func(m queuedMsg, phy int64) int { return cmp.Compare(m.phy, phy) })
+	if !ok {
+		return 0, false
+	}
+	return b.queued[i].queueOffset, true
+}
+
 // Apply applies committed entries up to and including upTo, in order, and
 // returns one Result per entry. Call it from one goroutine. It fails only on
-// a storage error, after which the node must stop.
+// a storage error, after which the node must stop: the failure is sticky,
+// and later calls to Apply and Persist return it, so that no checkpoint can
+// cover a half-applied entry or an unwritten unit.
+//
+// Entries are read from the log in chunks of up to applyChunk bytes. The
+// consume-queue units of a chunk are written when the chunk is done, and
+// only then does the applied index (AppliedIndex) move to its last entry: a
+// caller or reader told that an entry is applied can read its messages. A
+// storage error in the middle of a chunk still writes, and publishes, the
+// entries before the one that failed; if writing the units fails, the
+// results of the chunk are not returned.
 func (s *Store) Apply(upTo uint64) ([]Result, error) {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
+	if s.applyErr != nil {
+		return nil, fmt.Errorf("store: refusing to apply after an earlier failure: %w", s.applyErr)
+	}
 	var results []Result
 	for {
 		next := s.state.applied + 1
@@ -56,12 +106,30 @@ func (s *Store) Apply(upTo uint64) ([]Result, error) {
 		if err != nil {
 			return results, fmt.Errorf("store: read entries %d..%d: %w", next, upTo, err)
 		}
+		before := len(results)
+		var last *commitlog.Entry // the last entry applied whole
+		var aerr error
 		for i := range ents {
 			r, err := s.applyEntry(&ents[i])
 			if err != nil {
-				return results, err
+				aerr = err
+				break
 			}
 			results = append(results, r)
+			last = &ents[i]
+		}
+		if err := s.flushQueuesLocked(); err != nil {
+			s.applyErr = errors.Join(aerr, err)
+			return results[:before], s.applyErr
+		}
+		if last != nil {
+			s.state.mu.Lock()
+			s.state.applied, s.state.appliedTerm = last.Index, last.Term
+			s.state.mu.Unlock()
+		}
+		if aerr != nil {
+			s.applyErr = aerr
+			return results, aerr
 		}
 	}
 	if len(results) > 0 {
@@ -75,6 +143,23 @@ func (s *Store) Apply(upTo uint64) ([]Result, error) {
 	return results, nil
 }
 
+// flushQueuesLocked writes the units buffered since the last call (one
+// WriteAt per queue and file) and resets the batch. The queues' errors are
+// sticky.
+func (s *Store) flushQueuesLocked() error {
+	b := &s.batch
+	var errs []error
+	for q := range b.queues {
+		if err := q.Flush(); err != nil {
+			errs = append(errs, fmt.Errorf("store: write consume queue: %w", err))
+		}
+	}
+	clear(b.queues)
+	b.queued = b.queued[:0]
+	return errors.Join(errs...)
+}
+
+// applyEntry applies one entry. The caller publishes it as applied.
 func (s *Store) applyEntry(e *commitlog.Entry) (Result, error) {
 	r := Result{Index: e.Index, Term: e.Term}
 	if e.Type == 0 && len(e.Data) > 0 {
@@ -93,9 +178,6 @@ func (s *Store) applyEntry(e *commitlog.Entry) (Result, error) {
 			r.Err = s.applyCommand(payload)
 		}
 	}
-	s.state.mu.Lock()
-	s.state.applied, s.state.appliedTerm = e.Index, e.Term
-	s.state.mu.Unlock()
 	return r, nil
 }
 
@@ -103,7 +185,7 @@ func (s *Store) applyEntry(e *commitlog.Entry) (Result, error) {
 // record fails it and every later record of the payload, identically on
 // every replica.
 func (s *Store) applyMessages(payload []byte, base int64) ([]MessageResult, error) {
-	var out []MessageResult
+	out := make([]MessageResult, 0, countRecords(payload))
 	for off := 0; off < len(payload); {
 		v, err := message.Parse(payload[off:], false)
 		if err != nil {
@@ -111,9 +193,8 @@ func (s *Store) applyMessages(payload []byte, base int64) ([]MessageResult, erro
 			break
 		}
 		phy := base + int64(off)
-		rec := payload[off : off+v.Size]
 		off += v.Size
-		mr, err := s.applyMessage(&v, rec, phy)
+		mr, err := s.applyMessage(&v, phy)
 		if err != nil {
 			return out, err
 		}
@@ -122,8 +203,43 @@ func (s *Store) applyMessages(payload []byte, base int64) ([]MessageResult, erro
 	return out, nil
 }
 
-func (s *Store) applyMessage(v *message.View, rec []byte, phy int64) (MessageResult, error) {
-	topic := string(v.Topic)
+// countRecords returns the number of results applyMessages will produce for
+// payload, or more, by following the records' TOTALSIZE fields: it sizes the
+// results slice once.
+func countRecords(payload []byte) int {
+	n := 0
+	for off := 0; off < len(payload); n++ {
+		if off+4 > len(payload) {
+			return n + 1
+		}
+		size := int(int32(binary.BigEndian.Uint32(payload[off:])))
+		if size < 4 {
+			return n + 1
+		}
+		off += size
+	}
+	return n
+}
+
+// tagsCode is message.TagsCode of a TAGS value, computed on its bytes so
+// that the usual ASCII value needs no string.
+func tagsCode(tags []byte) int64 {
+	var h int32
+	for _, c := range tags {
+		if c >= 0x80 {
+			return message.TagsCode(string(tags))
+		}
+		h = 31*h + int32(c)
+	}
+	return int64(h)
+}
+
+func (s *Store) applyMessage(v *message.View, phy int64) (MessageResult, error) {
+	b := &s.batch
+	if string(v.Topic) != b.topic { // compares without allocating
+		b.topic = string(v.Topic)
+	}
+	topic := b.topic
 	mr := MessageResult{Topic: topic, QueueID: v.QueueID, PhyOffset: phy, Size: int32(v.Size), StoreTimestamp: v.StoreTimestamp}
 	mr.MsgID = message.OffsetMsgID(v.StoreHost, phy)
 	uniq, _ := message.PropertyValue(v.Properties, message.PropertyUniqKey)
@@ -142,8 +258,13 @@ func (s *Store) applyMessage(v *message.View, rec []byte, phy int64) (MessageRes
 		mr.Err = fmt.Errorf("%w: queue %d of %q (%d write queues)", ErrBadQueue, v.QueueID, topic, tc.WriteQueueNums)
 		return mr, nil
 	}
-	if uniq != "" && s.cfg.DedupeWindow > 0 && !s.cfg.Mutants.NoDedupe {
-		orig, found, err := s.findByUniqKey(topic, uniq, v.StoreTimestamp, s.cfg.DedupeWindow)
+	var uniqKey string // the index key of the UNIQ_KEY, built once for the lookup and the Put
+	if uniq != "" {
+		uniqKey = topic + "#" + uniq
+	}
+	dedupe := uniq != "" && s.cfg.DedupeWindow > 0 && !s.cfg.Mutants.NoDedupe
+	if dedupe {
+		orig, found, err := s.findByUniqKey(topic, uniq, uniqKey, v.StoreTimestamp, s.cfg.DedupeWindow)
 		if err != nil {
 			return mr, err
 		}
@@ -162,19 +283,26 @@ func (s *Store) applyMessage(v *message.View, rec []byte, phy int64) (MessageRes
 	s.state.queues[k] = qo + 1
 	s.state.dirtyQueues[k] = true
 	s.state.mu.Unlock()
-	tags, _ := message.PropertyValue(v.Properties, message.PropertyTags)
-	if err := q.Put(qo, phy, int32(v.Size), message.TagsCode(tags)); err != nil {
+	tags, _ := message.PropertyBytes(v.Properties, message.PropertyTags)
+	if err := q.PutBuffered(qo, phy, int32(v.Size), tagsCode(tags)); err != nil {
 		return mr, fmt.Errorf("store: dispatch to consume queue: %w", err)
+	}
+	if b.queues == nil {
+		b.queues = make(map[*consumequeue.Queue]struct{})
+	}
+	b.queues[q] = struct{}{}
+	if dedupe {
+		b.queued = append(b.queued, queuedMsg{phy: phy, queueOffset: qo})
 	}
 	mr.QueueOffset = qo
 	if uniq != "" {
-		if err := s.idx.Put(topic+"#"+uniq, phy, v.StoreTimestamp); err != nil {
+		if err := s.idx.Put(uniqKey, phy, v.StoreTimestamp); err != nil {
 			return mr, fmt.Errorf("store: index: %w", err)
 		}
 	}
-	if keys, ok := message.PropertyValue(v.Properties, message.PropertyKeys); ok {
-		for _, key := range strings.Fields(keys) {
-			if err := s.idx.Put(topic+"#"+key, phy, v.StoreTimestamp); err != nil {
+	if keys, ok := message.PropertyBytes(v.Properties, message.PropertyKeys); ok {
+		for _, key := range bytes.Fields(keys) { // as strings.Fields
+			if err := s.idx.Put(topic+"#"+string(key), phy, v.StoreTimestamp); err != nil {
 				return mr, fmt.Errorf("store: index: %w", err)
 			}
 		}
@@ -242,12 +370,14 @@ func (s *Store) applyCommand(payload []byte) error {
 	return nil
 }
 
-// findByUniqKey looks for a stored message of topic with UNIQ_KEY uniq whose
-// store time is within window of ts. Index hits are re-checked against the
-// stored record, so a hash collision never matches.
-func (s *Store) findByUniqKey(topic, uniq string, ts int64, window time.Duration) (MessageResult, bool, error) {
+// findByUniqKey looks for a stored message of topic with UNIQ_KEY uniq (index
+// key topic#uniq) whose store time is within window of ts. Index hits are
+// re-checked against the stored record, so a hash collision never matches.
+// The index serves entries put earlier in the same Apply from its write
+// buffer, and applyBatch the queue offsets of their still-buffered units.
+func (s *Store) findByUniqKey(topic, uniq, key string, ts int64, window time.Duration) (MessageResult, bool, error) {
 	w := window.Milliseconds()
-	cands, err := s.idx.Query(topic+"#"+uniq, 64, ts-w, ts+w)
+	cands, err := s.idx.Query(key, 64, ts-w, ts+w)
 	if err != nil {
 		return MessageResult{}, false, fmt.Errorf("store: index query: %w", err)
 	}
@@ -269,7 +399,10 @@ func (s *Store) findByUniqKey(topic, uniq string, ts int64, window time.Duration
 		if u, _ := message.PropertyValue(v.Properties, message.PropertyUniqKey); u != uniq {
 			continue
 		}
-		qo, ok := s.queueOffsetOf(topic, v.QueueID, phy)
+		qo, ok := s.batch.queueOffset(phy)
+		if !ok {
+			qo, ok = s.queueOffsetOf(topic, v.QueueID, phy)
+		}
 		if !ok {
 			continue // a rejected send, never queued
 		}

@@ -44,7 +44,15 @@
 // # Persistence and recovery
 //
 // Apply changes memory and the page cache only; acknowledging a send needs
-// no fsync beyond the raft log's. Every PersistInterval, Persist syncs the
+// no fsync beyond the raft log's. Apply buffers the consume-queue units of
+// the entries it applies and writes them with one write per queue at the
+// end of each chunk of entries, before it moves the applied index past them
+// and returns, so that whatever it reports applied is readable. The index
+// keeps its entries and slot heads in a write buffer that queries read, and
+// writes it when it is synced (or its buffer fills). A storage error fails
+// Apply for good: later Apply and Persist calls return it, so no checkpoint
+// ever covers a write that did not happen, and the next Open rebuilds from
+// the log. Every PersistInterval, Persist writes what is buffered, syncs the
 // consume queues and the index and then commits, in one bbolt transaction,
 // the applied index, the next queue offsets, consumer offsets, config and
 // the index checkpoint. On open, consume queues are cut back to the

@@ -112,6 +112,11 @@ type Store struct {
 	// and the index have one writer at a time.
 	applyMu     sync.Mutex
 	lastPersist time.Time
+	// batch is Apply's state between consume-queue flushes (applyMu).
+	batch applyBatch
+	// applyErr is the storage error that failed Apply, sticky: Apply and
+	// Persist refuse to run after it (applyMu).
+	applyErr error
 	// cleanStart is false when the abort file was found at open.
 	cleanStart bool
 
@@ -270,7 +275,16 @@ func (s *Store) Persist() error {
 }
 
 func (s *Store) persistLocked() error {
+	if s.applyErr != nil {
+		return fmt.Errorf("store: persist: refusing after an apply failure: %w", s.applyErr)
+	}
 	s.lastPersist = time.Now()
+	// Apply leaves nothing buffered in the consume queues, but a checkpoint
+	// must never cover an unwritten unit: write any first (SyncDirty would
+	// too), then sync. idx.Sync writes the index's buffer before syncing.
+	if err := s.flushQueuesLocked(); err != nil {
+		return fmt.Errorf("store: persist: %w", err)
+	}
 	if err := s.cqs.SyncDirty(); err != nil {
 		return fmt.Errorf("store: persist: %w", err)
 	}

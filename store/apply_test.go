@@ -1,0 +1,217 @@
+package store
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/internal/vfs"
+)
+
+// A retry in the same entry as its original is recognised: the index serves
+// the original from its write buffer and the batch knows its queue offset,
+// though its consume-queue unit is not written yet.
+func TestDedupeWithinOneBatch(t *testing.T) {
+	for _, slots := range []int{64, 1} { // 1: every key collides
+		t.Run(fmt.Sprintf("slots=%d", slots), func(t *testing.T) {
+			cfg := testConfig(t, vfs.NewMem())
+			cfg.IndexSlots = slots
+			sa := openSA(t, cfg)
+			defer sa.Close()
+			createTopic(t, sa, "t", 3)
+			_, err := sa.Put(msg("t", 2, 0, "", "EARLIER")) // the queues are not empty
+			require.NoError(t, err)
+			rs, err := sa.Put(
+				msg("t", 0, 1, "", "K1"),
+				msg("t", 1, 2, "", "K2"),
+				msg("t", 2, 3, "", "K1"), // retry of #0, another queue
+				msg("t", 9, 4, "", "K3"), // rejected: bad queue
+				msg("t", 1, 5, "", "K3"), // not a duplicate of a rejected send
+				msg("t", 0, 6, "", "K2"), // retry of #1
+				msg("t", 2, 7, "", "EARLIER"),
+			)
+			require.NoError(t, err)
+			require.Len(t, rs, 7)
+			require.False(t, rs[0].Duplicate)
+			require.False(t, rs[1].Duplicate)
+			require.True(t, rs[2].Duplicate)
+			require.Equal(t, rs[0].QueueID, rs[2].QueueID)
+			require.Equal(t, rs[0].QueueOffset, rs[2].QueueOffset)
+			require.Equal(t, rs[0].PhyOffset, rs[2].PhyOffset)
+			require.Equal(t, rs[0].MsgID, rs[2].MsgID)
+			require.ErrorIs(t, rs[3].Err, ErrBadQueue)
+			require.False(t, rs[4].Duplicate)
+			require.NoError(t, rs[4].Err)
+			require.True(t, rs[5].Duplicate)
+			require.Equal(t, rs[1].QueueID, rs[5].QueueID)
+			require.Equal(t, rs[1].QueueOffset, rs[5].QueueOffset)
+			require.True(t, rs[6].Duplicate)
+			require.Equal(t, int64(0), rs[6].QueueOffset)
+			require.Equal(t, int32(2), rs[6].QueueID)
+
+			require.Equal(t, int64(1), sa.MaxOffset("t", 0))
+			require.Equal(t, int64(2), sa.MaxOffset("t", 1))
+			require.Equal(t, int64(1), sa.MaxOffset("t", 2))
+			for _, r := range []MessageResult{rs[0], rs[1], rs[4]} {
+				g, err := sa.GetMessages("t", r.QueueID, r.QueueOffset, 1, 1<<20, nil)
+				require.NoError(t, err)
+				require.Equal(t, Found, g.Status)
+				m, _, err := message.Decode(g.Records[0])
+				require.NoError(t, err)
+				require.Equal(t, r.UniqKey, m.UniqKey())
+			}
+			// And once written, from the consume queue as before.
+			again, err := sa.Put(msg("t", 1, 8, "", "K2"))
+			require.NoError(t, err)
+			require.True(t, again[0].Duplicate)
+			require.Equal(t, rs[1].QueueOffset, again[0].QueueOffset)
+		})
+	}
+}
+
+// Apply writes every buffered unit before it returns and before the
+// applied index moves: what it reports is readable.
+func TestApplyWritesUnitsBeforeReturning(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(t, fs)
+	cfg.PersistInterval = time.Hour
+	sa := openSA(t, cfg)
+	createTopic(t, sa, "t", 4)
+	var batch []*message.Message
+	for i := 0; i < 130; i++ { // more than a file (50 units) per queue
+		batch = append(batch, msg("t", int32(i%4), i, "TagA", fmt.Sprintf("U%d", i)))
+	}
+	rs, err := sa.Put(batch...)
+	require.NoError(t, err)
+	require.Len(t, rs, 130)
+	for q := int32(0); q < 4; q++ {
+		q, err := sa.cqs.Queue("t", q, false)
+		require.NoError(t, err)
+		require.Equal(t, sa.state.queues[queueKey{"t", q.QueueID()}], q.MaxOffset(), "nothing left buffered")
+	}
+	for _, r := range rs {
+		g, err := sa.GetMessages("t", r.QueueID, r.QueueOffset, 1, 1<<20, func(c int64) bool { return c == message.TagsCode("TagA") })
+		require.NoError(t, err)
+		require.Equal(t, Found, g.Status)
+		m, _, err := message.Decode(g.Records[0])
+		require.NoError(t, err)
+		require.Equal(t, r.UniqKey, m.UniqKey())
+	}
+	require.Empty(t, sa.batch.queues)
+	require.Empty(t, sa.batch.queued)
+	require.NoError(t, sa.Close())
+}
+
+// failingFS fails WriteAt on the paths containing sub while armed.
+func failingFS(fs vfs.FS, sub string) (vfs.FS, *atomic.Bool) {
+	var armed atomic.Bool
+	return vfs.WithErrors(fs, vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if armed.Load() && op == vfs.OpWrite && strings.Contains(path, sub) {
+			return fmt.Errorf("write %s: %w", path, vfs.ErrInjected)
+		}
+		return nil
+	})), &armed
+}
+
+// A write error in the middle of a batch surfaces from Apply, is sticky (no
+// later Apply or Persist succeeds, so no checkpoint covers the lost
+// writes), and loses nothing: the next open rebuilds from the log.
+func TestApplyWriteErrorIsSticky(t *testing.T) {
+	for _, c := range []struct {
+		name, sub string
+		persist   time.Duration
+	}{
+		{"one-consume-queue", "/consumequeue/t/1/", time.Hour},
+		{"all-consume-queues", "/consumequeue/", time.Hour},
+		// Index writes happen when the index is synced: persist at every Apply.
+		{"index", "/index/", time.Nanosecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			fs, armed := failingFS(mem, c.sub)
+			cfg := testConfig(t, fs)
+			cfg.PersistInterval = c.persist
+			sa := openSA(t, cfg)
+			createTopic(t, sa, "t", 3)
+			var want []*message.Message
+			put := func(i int) ([]MessageResult, error) {
+				var batch []*message.Message
+				for k := 0; k < 5; k++ {
+					batch = append(batch, msg("t", int32(k%3), i*5+k, "", fmt.Sprintf("U%d-%d", i, k)))
+				}
+				rs, err := sa.Put(batch...)
+				if err == nil {
+					want = append(want, batch...)
+				}
+				return rs, err
+			}
+			for i := 0; i < 4; i++ {
+				_, err := put(i)
+				require.NoError(t, err)
+			}
+			require.NoError(t, sa.Persist())
+			applied := sa.AppliedIndex()
+			before := sa.MaxOffset("t", 1)
+
+			armed.Store(true)
+			rs, err := put(4)
+			require.ErrorIs(t, err, vfs.ErrInjected, "the error surfaces from Apply")
+			require.Empty(t, rs)
+			if c.sub != "/index/" {
+				require.Equal(t, applied, sa.AppliedIndex(), "an entry whose units were not written is not applied")
+				require.Equal(t, before, sa.MaxOffset("t", 1), "no unwritten unit is visible")
+			}
+			armed.Store(false)
+			_, err = put(5)
+			require.ErrorIs(t, err, vfs.ErrInjected, "sticky")
+			require.ErrorIs(t, sa.Persist(), vfs.ErrInjected, "no checkpoint after the failure")
+			require.Error(t, sa.Close())
+
+			// Everything committed to the log is there after a restart,
+			// including the batches that failed to apply.
+			cfg.FS = mem
+			sa2 := openSA(t, cfg)
+			defer sa2.Close()
+			require.False(t, sa2.CleanStart())
+			var total int64
+			for q := int32(0); q < 3; q++ {
+				total += sa2.MaxOffset("t", q)
+			}
+			require.Equal(t, int64(6*5), total)
+			for _, m := range want {
+				got, err := sa2.QueryByUniqKey("t", m.UniqKey())
+				require.NoError(t, err)
+				require.Equal(t, m.Body, got.Body)
+			}
+			rs, err = sa2.Put(msg("t", 0, 99, "", "U4-2"))
+			require.NoError(t, err)
+			require.True(t, rs[0].Duplicate, "the failed batch was applied on restart")
+		})
+	}
+}
+
+func TestTagsCode(t *testing.T) {
+	for _, tag := range []string{"", "TagA", "a b", "héllo", "日本", "x\xffy", strings.Repeat("z", 100)} {
+		require.Equal(t, message.TagsCode(tag), tagsCode([]byte(tag)), "%q", tag)
+	}
+}
+
+func TestCountRecords(t *testing.T) {
+	var b []byte
+	for i := 0; i < 5; i++ {
+		m := msg("t", 0, i, "", "")
+		m.StoreHost = m.BornHost
+		var err error
+		b, err = message.Append(b, m)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 5, countRecords(b))
+	require.Equal(t, 0, countRecords(nil))
+	require.GreaterOrEqual(t, countRecords(b[:len(b)-3]), 5, "a truncated record still gets a result")
+	require.Equal(t, 6, countRecords(append(b, 0, 0)))
+}
