@@ -15,6 +15,19 @@
 // in place; unwritten bytes read as zero. An entry never straddles two
 // segments. All integers are big-endian, as in RocketMQ's own files.
 //
+// Preallocation is a Truncate, so a segment starts as a sparse file. To keep
+// block allocation out of the appends' fdatasync, a background goroutine
+// (the segment warm-up, RocketMQ's "warm mapped file"; Options.WarmAhead,
+// on by default in FlushSync mode) writes zeros into the active segment a
+// bounded distance ahead of the write position, in block-aligned chunks,
+// and fdatasyncs them. It only ever writes zeros over bytes that read as
+// zero and never touches a byte the writer has written or is writing (see
+// warm.go for the coordination), so it changes no file's content: the
+// on-disk format below, and recovery, are the same with and without it. A
+// zero-filled tail reads exactly like a sparse one, and a crash while it
+// runs leaves nothing recovery must know about. A warm-up failure (ENOSPC,
+// EIO) is logged and stops the warm-up; it never fails the log.
+//
 // Segment header, 40 bytes at position 0 of every segment:
 //
 //	| off | size | field                                                  |

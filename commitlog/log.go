@@ -58,6 +58,15 @@ type Options struct {
 	// raft, the persisted commit index); recovery treats a bad entry at or
 	// below it as corruption.
 	DurableIndex uint64
+	// WarmAhead is how many bytes ahead of the write position a background
+	// goroutine keeps the active segment zero-filled and synced, so that
+	// appends do not pay for block allocation in their fdatasync (see
+	// warm.go); it is rounded up to a multiple of 4 KiB. 0 selects the
+	// default: DefaultWarmAhead (64 MiB) in FlushSync mode, off in
+	// FlushAsync mode, where no append waits for a sync (and warming would
+	// only double the bytes written). Negative turns the warm-up off. It
+	// changes no file's content, only which blocks are allocated.
+	WarmAhead int64
 	// Logger receives recovery and error reports (default: discard).
 	Logger *slog.Logger
 	// UnsafeSkipCRC turns off entry checksum verification on recovery and
@@ -81,6 +90,9 @@ func (o *Options) fill() error {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.WarmAhead == 0 && o.Flush == FlushSync {
+		o.WarmAhead = DefaultWarmAhead
 	}
 	return nil
 }
@@ -133,7 +145,8 @@ type Log struct {
 	}
 
 	// flushMu is held while syncing a segment file, and by anything that
-	// closes segment files, so the flusher never syncs a closed file.
+	// closes segment files, so the flusher never syncs a closed file. (The
+	// warm-up writes and syncs through handles of its own; see warm.go.)
 	flushMu sync.Mutex
 
 	sm struct {
@@ -147,6 +160,10 @@ type Log struct {
 	}
 	ckptMu   sync.Mutex // serialises checkpoint writes
 	ckptFile vfs.File
+
+	// warm is the segment warm-up's state (warm.go). Lock order: mu, then
+	// warm.
+	warm warmState
 
 	kick chan struct{}
 	done chan struct{}
@@ -164,6 +181,7 @@ func Open(fs vfs.FS, dir string, opts Options) (*Log, error) {
 	}
 	l := &Log{fs: fs, dir: dir, opts: opts, log: opts.Logger, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	l.sm.cond = sync.NewCond(&l.sm.Mutex)
+	l.initWarm()
 	if err := l.openCheckpoint(); err != nil {
 		return nil, err
 	}
@@ -174,10 +192,14 @@ func Open(fs vfs.FS, dir string, opts Options) (*Log, error) {
 	l.sm.durable = l.mu.last
 	l.wg.Add(1)
 	go l.flushLoop()
+	l.startWarm()
 	return l, nil
 }
 
+// closeFiles closes every file. The background goroutines must have
+// stopped.
 func (l *Log) closeFiles() {
+	l.stopWarm()
 	for _, s := range l.mu.segs {
 		s.close()
 	}
@@ -351,6 +373,7 @@ func (l *Log) appendLocked(ents []Entry) error {
 			buf = make([]byte, total)
 		}
 		buf = buf[:total]
+		l.warmReserveLocked(s, s.end, s.end+int64(total))
 		off := 0
 		for i := 0; i < n; i++ {
 			putEntry(buf[off:], &ents[i])
@@ -391,6 +414,7 @@ func (l *Log) activeSegmentLocked(e Entry) (*segment, error) {
 		if s.end+sz <= s.size {
 			return s, nil
 		}
+		l.warmRetargetLocked(nil)
 		if err := l.sealLocked(s); err != nil {
 			return nil, err
 		}
@@ -405,6 +429,7 @@ func (l *Log) sealLocked(s *segment) error {
 		var b [sealSize]byte
 		binary.BigEndian.PutUint32(b[sealOffMagic:], sealMagic)
 		binary.BigEndian.PutUint32(b[sealOffLeft:], uint32(left))
+		l.warmReserveLocked(s, s.end, s.end+sealSize)
 		if _, err := s.f.WriteAt(b[:], s.end); err != nil {
 			return fmt.Errorf("commitlog: seal %s: %w", s.path, err)
 		}
@@ -470,6 +495,7 @@ func (l *Log) createSegmentLocked(base int64, first uint64, start int64) (*segme
 	}
 	s.data = s.m.Bytes()
 	l.mu.segs = append(l.mu.segs, s)
+	l.warmRetargetLocked(s)
 	return s, nil
 }
 
@@ -602,6 +628,14 @@ func (l *Log) TruncateSuffix(from uint64) error {
 	if from < l.mu.first {
 		return fmt.Errorf("%w: cannot truncate from %d below first index %d", ErrCompacted, from, l.mu.first)
 	}
+	// No warming while the tail is rewritten; it resumes at the new end
+	// unless the truncation failed the log.
+	l.warmRetargetLocked(nil)
+	defer func() {
+		if n := len(l.mu.segs); n > 0 && l.mu.werr == nil {
+			l.warmRetargetLocked(l.mu.segs[n-1])
+		}
+	}()
 	// Lower the checkpoint durably before any byte at or after from changes,
 	// so a crash cannot make a later torn write there look like corruption.
 	l.sm.Lock()
@@ -751,6 +785,7 @@ func (l *Log) Reset(next uint64, pos int64) error {
 	if err := l.writeCheckpoint(next-1, ckptForce); err != nil {
 		return err
 	}
+	l.warmRetargetLocked(nil) // createSegmentLocked retargets it
 	for _, s := range l.mu.segs {
 		if err := l.removeSegment(s); err != nil {
 			return l.fail(err)
