@@ -39,6 +39,10 @@ type Config struct {
 	FS vfs.FS
 	// SegmentSize of commitlog files (default 1 GiB).
 	SegmentSize int64
+	// WarmAhead is how far ahead of the writer the commitlog zero-fills
+	// and syncs its active segment (commitlog.Options.WarmAhead: 0 for
+	// its default, negative for off).
+	WarmAhead int64
 	// Flush is the commitlog durability mode (default FlushSync).
 	Flush commitlog.FlushMode
 	// CQUnitsPerFile (default 300,000), IndexSlots (5,000,000) and
@@ -188,7 +192,7 @@ func (s *Store) open() error {
 	}
 	lopts := commitlog.Options{
 		SegmentSize: s.cfg.SegmentSize, Flush: s.cfg.Flush, DurableIndex: s.state.applied, Logger: s.log,
-		UnsafeSkipCRC: s.cfg.Mutants.CRCUnchecked,
+		UnsafeSkipCRC: s.cfg.Mutants.CRCUnchecked, WarmAhead: s.cfg.WarmAhead,
 	}
 	if s.cfg.Mutants.AckBeforeFsync {
 		// Acknowledge from the page cache and sync once a second.

@@ -17,13 +17,14 @@ import (
 )
 
 type clusterFlags struct {
-	data     string
-	basePort int
-	nodes    int
-	flush    string
-	demo     int
-	segment  int64
-	tick     time.Duration
+	data      string
+	basePort  int
+	nodes     int
+	flush     string
+	demo      int
+	segment   int64
+	warmAhead int64
+	tick      time.Duration
 }
 
 func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
@@ -47,6 +48,7 @@ func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().IntVar(&f.demo, "demo", 1000, "messages to send and read back once the group is up (0: none)")
 	cmd.Flags().Int64Var(&f.segment, "segment-size", 1<<30, "commitlog segment size")
 	cmd.Flags().DurationVar(&f.tick, "tick", 50*time.Millisecond, "raft tick")
+	cmd.Flags().Int64Var(&f.warmAhead, "warm-ahead", 0, "commitlog bytes zero-filled ahead of the writer in sync mode (0: 64 MiB, -1: off)")
 	return cmd
 }
 
@@ -61,7 +63,8 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 		return fmt.Errorf("cluster: find own binary: %w", err)
 	}
 	g := localgroup.New(localgroup.Config{Binary: self, Dir: f.data, BasePort: f.basePort, Nodes: f.nodes,
-		Args: []string{"--flush", f.flush, "--segment-size", fmt.Sprint(f.segment), "--tick", f.tick.String()}})
+		Args: []string{"--flush", f.flush, "--segment-size", fmt.Sprint(f.segment), "--tick", f.tick.String(),
+			"--warm-ahead", fmt.Sprint(f.warmAhead)}})
 	fmt.Printf("raftmq: starting a %d-node group (flush %s), data in %s\n", f.nodes, f.flush, f.data)
 	fmt.Printf("  %-4s %-17s %-17s %-17s %s\n", "node", "client", "raft", "http", "log")
 	for _, n := range g.Nodes {
