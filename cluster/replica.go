@@ -283,7 +283,11 @@ func (r *Replica) encodeSend(msgs []*message.Message) ([]byte, error) {
 	if r.st.DiskFull() {
 		return nil, fmt.Errorf("%w: used %.0f%%", store.ErrDiskFull, 100*r.st.DiskUsedRatio())
 	}
-	var recs []byte
+	est := 0
+	for _, m := range msgs {
+		est += len(m.Body) + len(m.Topic) + 256 // record header and typical properties
+	}
+	recs := make([]byte, 0, est)
 	for i, m := range msgs {
 		r.st.StoreStamp(m)
 		if err := r.st.CheckMessage(m); err != nil {
@@ -336,6 +340,7 @@ func (r *Replica) nextBatchID() uint64 { return r.epoch | (r.seq.Add(1) & 0xFFFF
 func (r *Replica) batcher() {
 	defer r.wg.Done()
 	var next *sendReq
+	var gathered []*sendReq
 	for {
 		q := next
 		next = nil
@@ -352,23 +357,33 @@ func (r *Replica) batcher() {
 			r.propose(&batch{id: id, waiters: []*waiter{q.w}}, body)
 			continue
 		}
-		b := &batch{id: r.nextBatchID(), waiters: []*waiter{q.w}}
-		body := store.AppendBodyHeader(make([]byte, 0, store.BodyHeaderSize+len(q.records)+16<<10), store.KindMessages, b.id)
-		body = append(body, q.records...)
+		// Gather first, then copy every request's records once into a
+		// body of the right size (appending as they come would regrow
+		// and recopy a body of up to MaxBatchBytes several times).
+		reqs := append(gathered[:0], q)
+		size := len(q.records)
 	gather:
-		for len(body) < r.cfg.MaxBatchBytes {
+		for size < r.cfg.MaxBatchBytes {
 			select {
 			case q2 := <-r.sendc:
-				if q2.cmd != nil || len(body)+len(q2.records) > r.cfg.MaxBatchBytes {
+				if q2.cmd != nil || size+len(q2.records) > r.cfg.MaxBatchBytes {
 					next = q2
 					break gather
 				}
-				body = append(body, q2.records...)
-				b.waiters = append(b.waiters, q2.w)
+				reqs = append(reqs, q2)
+				size += len(q2.records)
 			default:
 				break gather
 			}
 		}
+		b := &batch{id: r.nextBatchID(), waiters: make([]*waiter, len(reqs))}
+		body := store.AppendBodyHeader(make([]byte, 0, store.BodyHeaderSize+size), store.KindMessages, b.id)
+		for i, q := range reqs {
+			body = append(body, q.records...)
+			b.waiters[i] = q.w
+		}
+		clear(reqs) // drop the references until the next batch
+		gathered = reqs[:0]
 		r.propose(b, body)
 	}
 }

@@ -452,7 +452,9 @@ func TestWarmFailureIsNotFatal(t *testing.T) {
 			require.NoError(t, l.Err(), "the log is not failed")
 			require.NoError(t, l.AppendSync(mkEntries(201, 300, 1, fixed)...))
 			checkEntries(t, l, 1, 300, constTerm(1), fixed)
-			require.Contains(t, logBuf.String(), "warm-up stopped")
+			// The error is published before it is logged.
+			require.Eventually(t, func() bool { return strings.Contains(logBuf.String(), "warm-up stopped") },
+				5*time.Second, time.Millisecond)
 			require.Contains(t, logBuf.String(), c.err.Error())
 			require.NoError(t, l.Close())
 			armed.Store(false)
