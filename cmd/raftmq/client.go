@@ -317,6 +317,7 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 	consume.Flags().StringVar(&cc.Topic, "topic", "bench", "topic")
 	consume.Flags().IntVar(&cc.Batch, "batch", 32, "messages per pull")
 	consume.Flags().StringVar(&cc.From, "from", "", "pull from this node address (default: the leader)")
+	consume.Flags().IntVar(&cc.Readers, "readers", 1, "concurrent readers per queue, each reading its own part of the queue")
 	for _, c := range []*cobra.Command{produce, consume} {
 		addrFlag(c, &addrs)
 		c.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON line")

@@ -263,9 +263,13 @@ func sendBatchAsync(ctx context.Context, pr *client.Producer, ms []*client.Messa
 // ConsumeConfig configures a consume run: read every queue of Topic from
 // its minimum offset up to the maximum found at the start.
 type ConsumeConfig struct {
-	Topic    string
-	Batch    int    // messages per pull (default 32)
-	From     string // node to pull from ("" = the leader)
+	Topic string
+	Batch int    // messages per pull (default 32)
+	From  string // node to pull from ("" = the leader)
+	// Readers per queue (default 1, as a RocketMQ consumer pulls): the
+	// queue's range is split into that many parts read concurrently, so
+	// that more pulls are in flight.
+	Readers  int
 	Progress io.Writer
 }
 
@@ -274,6 +278,7 @@ func Consume(ctx context.Context, c *client.Client, cfg ConsumeConfig) (Result, 
 	if cfg.Batch <= 0 {
 		cfg.Batch = 32
 	}
+	cfg.Readers = max(cfg.Readers, 1)
 	rt, err := c.Route(ctx, cfg.Topic, true)
 	if err != nil {
 		return Result{}, fmt.Errorf("bench: route: %w", err)
@@ -296,32 +301,41 @@ func Consume(ctx context.Context, c *client.Client, cfg ConsumeConfig) (Result, 
 		if err != nil {
 			return Result{}, err
 		}
-		wg.Add(1)
-		go func(q int32, off, hi int64) {
-			defer wg.Done()
-			for off < hi && ctx.Err() == nil {
-				var pr client.PullResult
-				var err error
-				if cfg.From != "" {
-					pr, err = pc.PullFrom(ctx, cfg.From, cfg.Topic, q, off, cfg.Batch, 0)
-				} else {
-					pr, err = pc.Pull(ctx, cfg.Topic, q, off, cfg.Batch, 0)
+		for part := 0; part < cfg.Readers; part++ {
+			from := lo + (hi-lo)*int64(part)/int64(cfg.Readers)
+			to := lo + (hi-lo)*int64(part+1)/int64(cfg.Readers)
+			wg.Add(1)
+			go func(q int32, off, hi int64) {
+				defer wg.Done()
+				for off < hi && ctx.Err() == nil {
+					var pr client.PullResult
+					var err error
+					if cfg.From != "" {
+						pr, err = pc.PullFrom(ctx, cfg.From, cfg.Topic, q, off, cfg.Batch, 0)
+					} else {
+						pr, err = pc.Pull(ctx, cfg.Topic, q, off, cfg.Batch, 0)
+					}
+					if err != nil {
+						cnt.fail(err)
+						time.Sleep(10 * time.Millisecond)
+						continue
+					}
+					n := 0
+					for _, m := range pr.Messages {
+						if m.QueueOffset >= hi {
+							break // the next reader's part
+						}
+						bytes.Add(int64(len(m.Body)))
+						n++
+					}
+					cnt.msgs.Add(int64(n))
+					if pr.NextBeginOffset <= off && len(pr.Messages) == 0 {
+						break
+					}
+					off = pr.NextBeginOffset
 				}
-				if err != nil {
-					cnt.fail(err)
-					time.Sleep(10 * time.Millisecond)
-					continue
-				}
-				for _, m := range pr.Messages {
-					bytes.Add(int64(len(m.Body)))
-				}
-				cnt.msgs.Add(int64(len(pr.Messages)))
-				if pr.NextBeginOffset <= off && len(pr.Messages) == 0 {
-					break
-				}
-				off = pr.NextBeginOffset
-			}
-		}(int32(q), lo, hi)
+			}(int32(q), from, to)
+		}
 	}
 	wg.Wait()
 	close(stop)
