@@ -20,15 +20,7 @@ func putBuffered(t testing.TB, q *Queue, from, to, gen int64) {
 }
 
 // countingFS counts the WriteAt calls that reach the files of fs.
-func countingFS(fs vfs.FS) (vfs.FS, *atomic.Int64) {
-	var n atomic.Int64
-	return vfs.WithErrors(fs, vfs.InjectorFunc(func(op vfs.Op, _ string) error {
-		if op == vfs.OpWrite {
-			n.Add(1)
-		}
-		return nil
-	})), &n
-}
+func countingFS(fs vfs.FS) (vfs.FS, *atomic.Int64) { return vfs.Counting(fs, vfs.OpWrite) }
 
 // Buffered units are invisible until Flush, which writes them with one
 // WriteAt per file.

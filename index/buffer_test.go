@@ -12,15 +12,7 @@ import (
 )
 
 // countingFS counts the WriteAt calls that reach the files of fs.
-func countingFS(fs vfs.FS) (vfs.FS, *atomic.Int64) {
-	var n atomic.Int64
-	return vfs.WithErrors(fs, vfs.InjectorFunc(func(op vfs.Op, _ string) error {
-		if op == vfs.OpWrite {
-			n.Add(1)
-		}
-		return nil
-	})), &n
-}
+func countingFS(fs vfs.FS) (vfs.FS, *atomic.Int64) { return vfs.Counting(fs, vfs.OpWrite) }
 
 // keyForSlot returns a key of topic T whose slot is s.
 func keyForSlot(t *testing.T, slots, s int32) string {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 )
 
 // Op names a file-system operation for error injection.
@@ -215,4 +216,17 @@ func ReadOnly(fs FS) FS {
 		}
 		return nil
 	}))
+}
+
+// Counting wraps fs so that every operation op reaching it is counted in
+// the returned counter (tests and benchmarks: how many writes or syncs a
+// change saves).
+func Counting(fs FS, op Op) (*ErrorFS, *atomic.Int64) {
+	var n atomic.Int64
+	return WithErrors(fs, InjectorFunc(func(o Op, _ string) error {
+		if o == op {
+			n.Add(1)
+		}
+		return nil
+	})), &n
 }
