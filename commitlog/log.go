@@ -67,6 +67,12 @@ type Options struct {
 	// only double the bytes written). Negative turns the warm-up off. It
 	// changes no file's content, only which blocks are allocated.
 	WarmAhead int64
+	// WarmMaxRate is the append rate, in bytes per second, above which
+	// the warm-up pauses (0: DefaultWarmMaxRate; negative: it never
+	// pauses). At high rates each fdatasync covers many blocks, so the
+	// allocation it commits costs little per append, while zeroing costs
+	// as much CPU and disk bandwidth as the data itself.
+	WarmMaxRate int64
 	// Logger receives recovery and error reports (default: discard).
 	Logger *slog.Logger
 	// UnsafeSkipCRC turns off entry checksum verification on recovery and
@@ -93,6 +99,9 @@ func (o *Options) fill() error {
 	}
 	if o.WarmAhead == 0 && o.Flush == FlushSync {
 		o.WarmAhead = DefaultWarmAhead
+	}
+	if o.WarmMaxRate == 0 {
+		o.WarmMaxRate = DefaultWarmMaxRate
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package commitlog
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/raftmq/raftmq/internal/vfs"
 )
@@ -58,6 +59,12 @@ import (
 // (ENOSPC, EIO, a failed open) is logged and stops the warm-up for the life
 // of the Log; the writer then writes into sparse space as before, and its
 // own errors are reported as before.
+//
+// The warmer pauses while the writer appends faster than
+// Options.WarmMaxRate (measured over warmRateWindow): then every fdatasync
+// covers many blocks, their allocation is cheap per append, and zeroing
+// ahead would only double the CPU and disk bandwidth spent per byte. It
+// resumes from the writer's end once the rate drops.
 
 const (
 	// DefaultWarmAhead is the distance kept zero-filled ahead of the writer
@@ -67,6 +74,13 @@ const (
 	warmChunkMax = 1 << 20
 	// warmAlign is the granularity of warmed ranges: a file-system block.
 	warmAlign = 4096
+	// DefaultWarmMaxRate is the append rate above which the warmer pauses
+	// when Options.WarmMaxRate is 0: 8 MiB/s, about 8,000 1 KiB appends a
+	// second.
+	DefaultWarmMaxRate = 8 << 20
+	// warmRateWindow is how long the writer's rate is measured over, and
+	// how long a paused warmer sleeps before it looks again.
+	warmRateWindow = 250 * time.Millisecond
 )
 
 // warmState is the warmer's shared state; see the comment at the top of
@@ -91,6 +105,13 @@ type warmState struct {
 
 	failed error // set when the warm-up stopped on an error
 
+	// The writer's rate: end and gen at the start of the current window.
+	maxRate          int64 // bytes per second; <= 0: never pause
+	rateAt           time.Time
+	rateEnd, rateGen uint64
+	fast             bool // the last full window was above maxRate
+	pauses           int  // windows the warmer paused for (tests)
+
 	// Counters for tests and benchmarks.
 	chunks int // ranges zeroed
 	waits  int // times a writer waited for a claim
@@ -102,6 +123,7 @@ type warmStatus struct {
 	End            int64
 	Zeroed, Synced int64
 	Chunks, Waits  int
+	Pauses         int
 	Err            error
 }
 
@@ -116,6 +138,7 @@ func (l *Log) initWarm() {
 	if l.opts.WarmAhead <= 0 {
 		return
 	}
+	w.maxRate = l.opts.WarmMaxRate
 	w.ahead = max(alignUp(l.opts.WarmAhead, warmAlign), warmAlign)
 	w.chunk = min(warmChunkMax, max(alignDown(w.ahead/4, warmAlign), warmAlign))
 	w.zeros = make([]byte, w.chunk)
@@ -250,6 +273,23 @@ func (w *warmState) nextLocked() (s *segment, lo, hi int64, ok bool) {
 	return s, lo, hi, true
 }
 
+// writerFastLocked reports whether the writer appended faster than
+// maxRate over the last complete window. Caller holds warm's mutex.
+func (w *warmState) writerFastLocked(now time.Time) bool {
+	if w.maxRate <= 0 {
+		return false
+	}
+	if el := now.Sub(w.rateAt); el >= warmRateWindow {
+		// A retarget (roll, truncation) restarts end: the window's bytes
+		// are then unknown, so keep the previous verdict for it.
+		if w.rateGen == w.gen && uint64(w.end) >= w.rateEnd {
+			w.fast = float64(uint64(w.end)-w.rateEnd)/el.Seconds() > float64(w.maxRate)
+		}
+		w.rateAt, w.rateEnd, w.rateGen = now, uint64(w.end), w.gen
+	}
+	return w.fast
+}
+
 func (w *warmState) workLocked() bool {
 	_, _, _, ok := w.nextLocked()
 	return ok
@@ -302,8 +342,12 @@ func (l *Log) warmLoop() {
 			old, cur, f = f, w.seg, w.handle
 			w.handle = nil
 		}
+		paused := w.writerFastLocked(time.Now())
+		if paused {
+			w.pauses++
+		}
 		s, lo, hi, ok := w.nextLocked()
-		ok = ok && f != nil && s == cur
+		ok = ok && f != nil && s == cur && !paused
 		gen := w.gen
 		if ok {
 			w.claimSeg, w.claimLo, w.claimHi = s, lo, hi
@@ -311,6 +355,16 @@ func (l *Log) warmLoop() {
 		w.Unlock()
 		if old != nil {
 			old.Close()
+		}
+		if paused {
+			t := time.NewTimer(warmRateWindow)
+			select {
+			case <-t.C:
+			case <-l.done:
+				t.Stop()
+				return
+			}
+			continue
 		}
 		if !ok {
 			select {
@@ -353,7 +407,7 @@ func (l *Log) warmStatus() warmStatus {
 	w := &l.warm
 	w.Lock()
 	defer w.Unlock()
-	st := warmStatus{Base: -1, End: w.end, Zeroed: w.zeroed, Synced: w.synced, Chunks: w.chunks, Waits: w.waits, Err: w.failed}
+	st := warmStatus{Base: -1, End: w.end, Zeroed: w.zeroed, Synced: w.synced, Chunks: w.chunks, Waits: w.waits, Pauses: w.pauses, Err: w.failed}
 	if w.seg != nil {
 		st.Base = w.seg.base
 	}

@@ -598,3 +598,31 @@ func TestWarmLazyFSPowerLoss(t *testing.T) {
 	require.NoError(t, l.AppendSync(mkEntries(last+1, last+10, 2, varSize)...))
 	require.NoError(t, l.Close())
 }
+
+// The warmer pauses while the writer appends faster than WarmMaxRate and
+// warms again from the writer's end once it slows down.
+func TestWarmPausesForFastWriter(t *testing.T) {
+	opts := Options{SegmentSize: 256 << 20, WarmAhead: 1 << 20, WarmMaxRate: 1 << 20}
+	l := openT(t, vfs.NewMem(), opts)
+	defer l.Close()
+	fixed := func(uint64) int { return 4000 }
+	idx := uint64(1)
+	// Fast: ~4 MiB/s and more for a second.
+	start := time.Now()
+	for time.Since(start) < time.Second {
+		require.NoError(t, l.AppendSync(mkEntries(idx, idx+9, 1, fixed)...))
+		idx += 10
+		time.Sleep(time.Millisecond)
+	}
+	st := l.warmStatus()
+	require.Greater(t, st.Pauses, 0, "a fast writer pauses the warmer")
+	require.Less(t, st.Zeroed, st.End+int64(warmAlign), "nothing warmed ahead while paused: %+v", st)
+	// Slow: the warmer runs ahead of the writer again.
+	time.Sleep(3 * warmRateWindow)
+	require.NoError(t, l.AppendSync(mkEntries(idx, idx, 1, fixed)...))
+	deadline := time.Now().Add(5 * time.Second)
+	for l.warmStatus().Synced < l.warmStatus().End+(1<<20)-int64(warmAlign)-4000 {
+		require.True(t, time.Now().Before(deadline), "the warmer did not resume: %+v", l.warmStatus())
+		time.Sleep(5 * time.Millisecond)
+	}
+}
