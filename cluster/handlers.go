@@ -325,13 +325,15 @@ func (b *Broker) sendResponse(req *remoting.Command, res []store.MessageResult, 
 		b.met.sendsError.Inc()
 		return b.errorResponse(req, err)
 	}
-	ids := make([]string, len(res))
-	for i, r := range res {
-		ids[i] = r.MsgID
-	}
-	rh := remoting.SendMessageResponseHeader{MsgID: strings.Join(ids, ","), QueueID: res[0].QueueID, QueueOffset: res[0].QueueOffset}
+	rh := remoting.SendMessageResponseHeader{MsgID: res[0].MsgID, QueueID: res[0].QueueID, QueueOffset: res[0].QueueOffset}
 	if len(res) == 1 {
 		rh.TransactionID = res[0].UniqKey
+	} else {
+		ids := make([]string, len(res))
+		for i, r := range res {
+			ids[i] = r.MsgID
+		}
+		rh.MsgID = strings.Join(ids, ",")
 	}
 	resp := remoting.NewResponse(req, remoting.Success, "")
 	resp.ExtFields = rh.Encode()
