@@ -171,7 +171,7 @@ func (g *group) start(id uint64) {
 		Transport: g.net.transport(id),
 		// Fast elections keep the test short.
 		TickInterval: 20 * time.Millisecond,
-		WaitTimeout:  time.Second,
+		WaitTimeout:  5 * time.Second, // TestSendAsync waits it out once; loaded CI machines commit slowly
 	})
 	require.NoError(g.t, err)
 	g.net.mu.Lock()
