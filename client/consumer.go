@@ -258,12 +258,8 @@ func (h *hostStrings) get(i int, a netip.AddrPort) string {
 	return h.str[i]
 }
 
-// newMessageExt converts a decoded record; d caches host strings (nil:
-// none).
+// newMessageExt converts a decoded record; d caches host strings.
 func newMessageExt(m *message.Message, d *hostStrings) *MessageExt {
-	if d == nil {
-		d = &hostStrings{}
-	}
 	x := &MessageExt{
 		Topic:           m.Topic,
 		QueueID:         m.QueueID,

@@ -172,10 +172,6 @@ func bornHost(conn *remoting.ServerConn) netip.AddrPort {
 	return netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
 }
 
-// sendTopicMissing is what prepareSend says when the topic does not exist
-// and auto-creation is on: the caller creates it first.
-var errSendTopicMissing = errors.New("topic to create")
-
 // inline takes sends a leader can replicate without a goroutine of their
 // own (remoting.Server.Inline): it decodes and queues them on the
 // connection's reader goroutine and answers on commit from the applier.
@@ -191,8 +187,8 @@ func (b *Broker) inline(conn *remoting.ServerConn, req *remoting.Command) bool {
 		return false
 	}
 	start := time.Now()
-	msgs, resp := b.prepareSend(conn, req)
-	if resp == nil && msgs == nil {
+	msgs, create, resp := b.prepareSend(conn, req)
+	if create != nil {
 		return false // the topic must be created first: blocking work
 	}
 	if resp != nil {
@@ -210,17 +206,23 @@ func (b *Broker) inline(conn *remoting.ServerConn, req *remoting.Command) bool {
 
 func (b *Broker) handleSend(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
 	start := time.Now()
-	msgs, resp := b.prepareSend(conn, req)
+	msgs, create, resp := b.prepareSend(conn, req)
+	if create != nil {
+		cctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
+		err := b.rep.Exec(cctx, &store.Command{Op: store.OpCreateTopic, Topic: create})
+		cancel()
+		if err != nil {
+			return b.errorResponse(req, err)
+		}
+		// Again, now with the topic's queues. Exec returned after this node
+		// applied the creation, so the topic is missing only if it was
+		// deleted in between.
+		if msgs, create, resp = b.prepareSend(conn, req); create != nil {
+			return remoting.NewResponse(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] deleted while created", create.TopicName))
+		}
+	}
 	if resp != nil {
 		return resp
-	}
-	if msgs == nil {
-		if resp := b.createSendTopic(ctx, req); resp != nil {
-			return resp
-		}
-		if msgs, resp = b.prepareSend(conn, req); resp != nil {
-			return resp
-		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
 	res, err := b.rep.Send(sctx, msgs)
@@ -229,42 +231,46 @@ func (b *Broker) handleSend(ctx context.Context, conn *remoting.ServerConn, req 
 }
 
 // prepareSend decodes a send into messages. It returns an error response
-// for a bad request, and neither messages nor a response when the topic
-// is missing and auto-creation is on (createSendTopic, then again).
-func (b *Broker) prepareSend(conn *remoting.ServerConn, req *remoting.Command) ([]*message.Message, *remoting.Command) {
+// for a bad request, and, when the topic is missing and auto-creation is
+// on, the topic to create (then prepareSend again) instead of messages.
+func (b *Broker) prepareSend(conn *remoting.ServerConn, req *remoting.Command) (msgs []*message.Message, create *offsets.TopicConfig, resp *remoting.Command) {
 	h, err := remoting.DecodeSendMessageRequestHeader(req.Code, req.ExtFields)
 	if err != nil {
-		return nil, remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
+		return nil, nil, remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
 	}
 	if err := message.CheckTopic(h.Topic); err != nil {
-		return nil, remoting.NewResponse(req, remoting.MessageIllegal, err.Error())
+		return nil, nil, remoting.NewResponse(req, remoting.MessageIllegal, err.Error())
 	}
 	tc, ok := b.rep.Store().Topic(h.Topic)
 	if !ok {
 		if !b.cfg.AutoCreateTopics {
-			return nil, remoting.NewResponse(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", h.Topic))
+			return nil, nil, remoting.NewResponse(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", h.Topic))
 		}
-		return nil, nil
+		n := h.DefaultTopicQueueNums
+		if n <= 0 || n > 64 {
+			n = 4
+		}
+		tc := offsets.NewTopicConfig(h.Topic, n)
+		return nil, &tc, nil
 	}
 	qid := h.QueueID
 	if qid < 0 {
 		qid = int32(uint32(time.Now().UnixNano()) % uint32(max(tc.WriteQueueNums, 1)))
 	}
 	if qid >= max(tc.WriteQueueNums, tc.ReadQueueNums) {
-		return nil, remoting.NewResponse(req, remoting.InvalidParameter, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.writeQueueNums:[%d]", qid, h.Topic, tc.WriteQueueNums))
+		return nil, nil, remoting.NewResponse(req, remoting.InvalidParameter, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.writeQueueNums:[%d]", qid, h.Topic, tc.WriteQueueNums))
 	}
 	born := bornHost(conn)
-	var msgs []*message.Message
 	if req.Code == remoting.SendBatchMessage || h.Batch {
 		ents, err := remoting.DecodeBatch(req.Body)
 		if err != nil {
-			return nil, remoting.NewResponse(req, remoting.MessageIllegal, err.Error())
+			return nil, nil, remoting.NewResponse(req, remoting.MessageIllegal, err.Error())
 		}
 		if len(ents) == 0 {
-			return nil, remoting.NewResponse(req, remoting.MessageIllegal, "empty batch")
+			return nil, nil, remoting.NewResponse(req, remoting.MessageIllegal, "empty batch")
 		}
 		if strings.HasPrefix(h.Topic, "%RETRY%") {
-			return nil, remoting.NewResponse(req, remoting.MessageIllegal, "batch to a retry topic")
+			return nil, nil, remoting.NewResponse(req, remoting.MessageIllegal, "batch to a retry topic")
 		}
 		msgs = make([]*message.Message, len(ents))
 		for i, e := range ents {
@@ -274,7 +280,7 @@ func (b *Broker) prepareSend(conn *remoting.ServerConn, req *remoting.Command) (
 	} else {
 		props, err := message.DecodeProperties(h.Properties)
 		if err != nil {
-			return nil, remoting.NewResponse(req, remoting.MessageIllegal, err.Error())
+			return nil, nil, remoting.NewResponse(req, remoting.MessageIllegal, err.Error())
 		}
 		msgs = []*message.Message{{Topic: h.Topic, QueueID: qid, Flag: h.Flag, SysFlag: h.SysFlag, BornTimestamp: h.BornTimestamp,
 			BornHost: born, ReconsumeTimes: h.ReconsumeTimes, Body: req.Body, Properties: props}}
@@ -287,28 +293,7 @@ func (b *Broker) prepareSend(conn *remoting.ServerConn, req *remoting.Command) (
 			m.Properties[message.PropertyUniqKey] = newUniqKey()
 		}
 	}
-	return msgs, nil
-}
-
-// createSendTopic creates the topic a send names (auto-creation), or
-// returns the error response.
-func (b *Broker) createSendTopic(ctx context.Context, req *remoting.Command) *remoting.Command {
-	h, err := remoting.DecodeSendMessageRequestHeader(req.Code, req.ExtFields)
-	if err != nil {
-		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
-	}
-	n := h.DefaultTopicQueueNums
-	if n <= 0 || n > 64 {
-		n = 4
-	}
-	tc := offsets.NewTopicConfig(h.Topic, n)
-	cctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
-	err = b.rep.Exec(cctx, &store.Command{Op: store.OpCreateTopic, Topic: &tc})
-	cancel()
-	if err != nil {
-		return b.errorResponse(req, err)
-	}
-	return nil
+	return msgs, nil, nil
 }
 
 // sendResponse answers a send from its results.

@@ -106,11 +106,12 @@ type warmState struct {
 	failed error // set when the warm-up stopped on an error
 
 	// The writer's rate: end and gen at the start of the current window.
-	maxRate          int64 // bytes per second; <= 0: never pause
-	rateAt           time.Time
-	rateEnd, rateGen uint64
-	fast             bool // the last full window was above maxRate
-	pauses           int  // windows the warmer paused for (tests)
+	maxRate int64 // bytes per second; <= 0: never pause
+	rateAt  time.Time
+	rateEnd int64
+	rateGen uint64
+	fast    bool // the last full window was above maxRate
+	pauses  int  // windows the warmer paused for (tests)
 
 	// Counters for tests and benchmarks.
 	chunks int // ranges zeroed
@@ -282,10 +283,10 @@ func (w *warmState) writerFastLocked(now time.Time) bool {
 	if el := now.Sub(w.rateAt); el >= warmRateWindow {
 		// A retarget (roll, truncation) restarts end: the window's bytes
 		// are then unknown, so keep the previous verdict for it.
-		if w.rateGen == w.gen && uint64(w.end) >= w.rateEnd {
-			w.fast = float64(uint64(w.end)-w.rateEnd)/el.Seconds() > float64(w.maxRate)
+		if w.rateGen == w.gen && w.end >= w.rateEnd {
+			w.fast = float64(w.end-w.rateEnd)/el.Seconds() > float64(w.maxRate)
 		}
-		w.rateAt, w.rateEnd, w.rateGen = now, uint64(w.end), w.gen
+		w.rateAt, w.rateEnd, w.rateGen = now, w.end, w.gen
 	}
 	return w.fast
 }

@@ -321,6 +321,7 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 	for _, c := range []*cobra.Command{produce, consume} {
 		addrFlag(c, &addrs)
 		c.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON line")
+		c.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write the client's CPU profile (pprof) to this file")
 	}
 	var kills, producers, basePort int
 	var dataDir, flush string
@@ -366,9 +367,6 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 	failover.Flags().StringVar(&dataDir, "data", "", "data directory (default: a temporary one, removed afterwards)")
 	failover.Flags().StringVar(&flush, "flush", "sync", "the group's flush mode")
 	failover.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON line")
-	for _, c := range []*cobra.Command{produce, consume} {
-		c.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write the client's CPU profile (pprof) to this file")
-	}
 	cmd.AddCommand(produce, consume, failover)
 	return cmd
 }

@@ -244,9 +244,9 @@ func (l *link) enqueue(fb *frameBuf) error {
 	}
 }
 
-// tryEnqueue hands an encoded frame to the writer if the queue has room
-// and the link is open. It reports whether it did; if not, fb is still
-// the caller's.
+// tryEnqueue hands an encoded frame to the writer if the queue has room,
+// or drops it if the link is closed. It reports whether it took fb; if
+// not (the queue is full), fb is still the caller's.
 func (l *link) tryEnqueue(fb *frameBuf) bool {
 	if l.closedErr() != nil {
 		l.putBuf(fb)
@@ -274,11 +274,9 @@ func (l *link) send(cmd *Command) error {
 // encoded, a SYSTEM_ERROR response goes out instead so the peer does not
 // wait for a timeout.
 func (l *link) reply(req, resp *Command) {
-	if req.IsOneway() {
+	if !stampReply(req, resp) {
 		return
 	}
-	resp.Opaque = req.Opaque
-	resp.Flag = (resp.Flag | FlagResponse) &^ FlagOneway
 	err := l.send(resp)
 	if err == nil || errors.Is(err, ErrConnClosed) {
 		return
@@ -288,6 +286,17 @@ func (l *link) reply(req, resp *Command) {
 	if err := l.send(fallback); err != nil && !errors.Is(err, ErrConnClosed) {
 		l.log.Warn("remoting: cannot send error response", "remote", l.addr, "err", err)
 	}
+}
+
+// stampReply makes resp the response to req (req's opaque, FlagResponse)
+// and reports whether it is to be sent: not for a one-way req.
+func stampReply(req, resp *Command) bool {
+	if req.IsOneway() {
+		return false
+	}
+	resp.Opaque = req.Opaque
+	resp.Flag = (resp.Flag | FlagResponse) &^ FlagOneway
+	return true
 }
 
 // oneway sets FlagOneway and an opaque on req and queues it.

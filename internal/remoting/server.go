@@ -274,11 +274,9 @@ func (c *ServerConn) Send(cmd *Command) error { return c.l.send(cmd) }
 // full the response is queued from a goroutine of its own. A response
 // to a connection that is gone is dropped.
 func (c *ServerConn) Reply(req, resp *Command) {
-	if req.IsOneway() {
+	if !stampReply(req, resp) {
 		return
 	}
-	resp.Opaque = req.Opaque
-	resp.Flag = (resp.Flag | FlagResponse) &^ FlagOneway
 	fb, err := c.l.encode(resp)
 	if err != nil {
 		// Same fallback as for a handler's response; rare, so blocking
