@@ -221,19 +221,6 @@ func countRecords(payload []byte) int {
 	return n
 }
 
-// tagsCode is message.TagsCode of a TAGS value, computed on its bytes so
-// that the usual ASCII value needs no string.
-func tagsCode(tags []byte) int64 {
-	var h int32
-	for _, c := range tags {
-		if c >= 0x80 {
-			return message.TagsCode(string(tags))
-		}
-		h = 31*h + int32(c)
-	}
-	return int64(h)
-}
-
 func (s *Store) applyMessage(v *message.View, phy int64) (MessageResult, error) {
 	b := &s.batch
 	if string(v.Topic) != b.topic { // compares without allocating
@@ -284,7 +271,7 @@ func (s *Store) applyMessage(v *message.View, phy int64) (MessageResult, error) 
 	s.state.dirtyQueues[k] = true
 	s.state.mu.Unlock()
 	tags, _ := message.PropertyBytes(v.Properties, message.PropertyTags)
-	if err := q.PutBuffered(qo, phy, int32(v.Size), tagsCode(tags)); err != nil {
+	if err := q.PutBuffered(qo, phy, int32(v.Size), message.TagsCodeBytes(tags)); err != nil {
 		return mr, fmt.Errorf("store: dispatch to consume queue: %w", err)
 	}
 	if b.queues == nil {

@@ -195,12 +195,6 @@ func TestApplyWriteErrorIsSticky(t *testing.T) {
 	}
 }
 
-func TestTagsCode(t *testing.T) {
-	for _, tag := range []string{"", "TagA", "a b", "héllo", "日本", "x\xffy", strings.Repeat("z", 100)} {
-		require.Equal(t, message.TagsCode(tag), tagsCode([]byte(tag)), "%q", tag)
-	}
-}
-
 func TestCountRecords(t *testing.T) {
 	var b []byte
 	for i := 0; i < 5; i++ {

@@ -6,7 +6,11 @@ import "unicode/utf16"
 // string's UTF-16 code units, with int32 overflow. RocketMQ uses it for
 // consume-queue tag codes and IndexFile key hashes, so raftmq files built
 // from the same messages hold the same numbers.
-func JavaHashCode(s string) int32 {
+func JavaHashCode(s string) int32 { return javaHash(s) }
+
+// javaHash is JavaHashCode over a string or its bytes (no conversion, and
+// so no allocation, for the bytes of a record).
+func javaHash[T ~string | ~[]byte](s T) int32 {
 	var h int32
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -14,7 +18,7 @@ func JavaHashCode(s string) int32 {
 			h = 31*h + int32(c)
 			continue
 		}
-		for _, u := range utf16.Encode([]rune(s[i:])) {
+		for _, u := range utf16.Encode([]rune(string(s[i:]))) {
 			h = 31*h + int32(u)
 		}
 		return h
@@ -24,4 +28,7 @@ func JavaHashCode(s string) int32 {
 
 // TagsCode returns the consume-queue tag code of a TAGS property value:
 // RocketMQ's tags.hashCode() widened to int64. An empty tag has code 0.
-func TagsCode(tags string) int64 { return int64(JavaHashCode(tags)) }
+func TagsCode(tags string) int64 { return int64(javaHash(tags)) }
+
+// TagsCodeBytes is TagsCode of a TAGS value's bytes, as found in a record.
+func TagsCodeBytes(tags []byte) int64 { return int64(javaHash(tags)) }

@@ -1,6 +1,7 @@
 package message
 
 import (
+	"strings"
 	"testing"
 	"unicode/utf16"
 
@@ -51,4 +52,10 @@ func FuzzJavaHashCode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		require.Equal(t, naiveHashCode(s), JavaHashCode(s))
 	})
+}
+
+func TestTagsCodeBytes(t *testing.T) {
+	for _, tag := range []string{"", "TagA", "a b", "héllo", "日本", "x\xffy", strings.Repeat("z", 100)} {
+		require.Equal(t, TagsCode(tag), TagsCodeBytes([]byte(tag)), "%q", tag)
+	}
 }
