@@ -129,28 +129,6 @@ func (s *Set) Queues() []*Queue {
 	return qs
 }
 
-// FlushAll writes the buffered units of every queue (Queue.Flush). It
-// returns the errors of the queues that failed, now or earlier.
-func (s *Set) FlushAll() error {
-	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
-		return fmt.Errorf("consumequeue: flush: %w", ErrClosed)
-	}
-	qs := make([]*Queue, 0, len(s.mu.queues))
-	for _, q := range s.mu.queues {
-		qs = append(qs, q)
-	}
-	s.mu.Unlock()
-	var errs []error
-	for _, q := range qs {
-		if q.needSync.Load() { // clean queues have nothing buffered
-			errs = append(errs, q.Flush())
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // SyncDirty writes the buffered units of every queue and syncs the queues
 // written since they were last synced.
 func (s *Set) SyncDirty() error {
