@@ -234,11 +234,24 @@ func TestPreferredLeaderAndMembershipChange(t *testing.T) {
 	tb := startBrokers(t, 3)
 	require.Eventually(t, func() bool { return tb.bs[3].Replica().Node().LeaderReady() }, 10*time.Second, 10*time.Millisecond,
 		"the preferred leader takes over")
+	// A node still in the old term (or a leader mid-transfer, which drops
+	// proposals) answers a retryable SERVICE_NOT_AVAILABLE; wait until every
+	// node knows the new leader so the raw, non-retrying requests below are
+	// forwarded to it.
+	require.Eventually(t, func() bool {
+		for _, b := range tb.bs {
+			if b.Replica().Node().Status().Leader != 3 {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 10*time.Millisecond, "every node follows the preferred leader")
 	c := dial(t, tb.bs[1].ClientAddr())
 	ch := remoting.CreateTopicRequestHeader{Topic: "T", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}
 	require.Equal(t, remoting.Success, invoke(t, c, remoting.NewRequest(remoting.UpdateAndCreateTopic, ch.Encode(), nil)).Code)
 	for i := 0; i < 20; i++ {
-		require.Equal(t, remoting.Success, invoke(t, c, sendCmd("T", 0, fmt.Sprint("m", i), fmt.Sprint("K", i))).Code)
+		resp := invoke(t, c, sendCmd("T", 0, fmt.Sprint("m", i), fmt.Sprint("K", i)))
+		require.Equal(t, remoting.Success, resp.Code, resp.Remark)
 	}
 
 	// Add node 4: announce it through any node, then start it empty.
