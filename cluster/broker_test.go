@@ -78,13 +78,21 @@ func (tb *testBrokers) leader() *Broker {
 	return nil
 }
 
+// follower returns a node that follows the current leader and knows it, so
+// the raw (non-retrying) requests tests send it are forwarded, not refused
+// as "no raft leader elected".
 func (tb *testBrokers) follower() *Broker {
 	l := tb.leader()
-	for _, b := range tb.bs {
-		if b != l {
-			return b
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, b := range tb.bs {
+			if b != l && b.Replica().Node().Status().Leader == l.cfg.ID {
+				return b
+			}
 		}
+		time.Sleep(5 * time.Millisecond)
 	}
+	tb.t.Fatal("no follower knows the leader")
 	return nil
 }
 
