@@ -28,6 +28,12 @@
 // runs leaves nothing recovery must know about. A warm-up failure (ENOSPC,
 // EIO) is logged and stops the warm-up; it never fails the log.
 //
+// The flusher also keeps the log's page-cache footprint bounded: synced
+// bytes more than Options.CacheWindow (512 MiB) behind the durable end are
+// released from the page cache, so new appends reuse pages instead of
+// making the kernel find fresh ones (cache.go). Like the warm-up, this
+// changes no byte on disk.
+//
 // Segment header, 40 bytes at position 0 of every segment:
 //
 //	| off | size | field                                                  |

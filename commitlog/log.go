@@ -73,6 +73,13 @@ type Options struct {
 	// allocation it commits costs little per append, while zeroing costs
 	// as much CPU and disk bandwidth as the data itself.
 	WarmMaxRate int64
+	// CacheWindow is how many bytes behind the durable end of the log stay
+	// in the OS page cache; older bytes are released (unmapped and
+	// POSIX_FADV_DONTNEED) by the flusher, DropChunk at a time, as the log
+	// grows. 0 selects DefaultCacheWindow (512 MiB); negative keeps
+	// everything cached. Reads of released bytes go to the disk; content
+	// never changes. See cache.go for why.
+	CacheWindow int64
 	// Logger receives recovery and error reports (default: discard).
 	Logger *slog.Logger
 	// UnsafeSkipCRC turns off entry checksum verification on recovery and
@@ -102,6 +109,9 @@ func (o *Options) fill() error {
 	}
 	if o.WarmMaxRate == 0 {
 		o.WarmMaxRate = DefaultWarmMaxRate
+	}
+	if o.CacheWindow == 0 {
+		o.CacheWindow = DefaultCacheWindow
 	}
 	return nil
 }
@@ -157,6 +167,9 @@ type Log struct {
 	// closes segment files, so the flusher never syncs a closed file. (The
 	// warm-up writes and syncs through handles of its own; see warm.go.)
 	flushMu sync.Mutex
+	// released: global position below which the page cache was released
+	// (cache.go). Guarded by flushMu.
+	released int64
 
 	sm struct {
 		sync.Mutex
@@ -581,8 +594,10 @@ func (l *Log) syncOnce() {
 	l.mu.RLock()
 	target := l.mu.last
 	var s *segment
+	var end int64
 	if n := len(l.mu.segs); n > 0 {
 		s = l.mu.segs[n-1]
+		end = s.base + s.end
 	}
 	l.mu.RUnlock()
 	if s == nil || target <= l.durableIndex() {
@@ -611,6 +626,7 @@ func (l *Log) syncOnce() {
 	l.sm.cond.Broadcast()
 	due := time.Since(l.sm.ckptTime) >= l.opts.CheckpointInterval && l.sm.durable > l.sm.ckpt
 	l.sm.Unlock()
+	l.releaseCacheLocked(end)
 	l.flushMu.Unlock()
 	if due {
 		if err := l.writeCheckpoint(target, ckptLazy); err != nil {

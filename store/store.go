@@ -43,6 +43,10 @@ type Config struct {
 	// and syncs its active segment (commitlog.Options.WarmAhead: 0 for
 	// its default, negative for off).
 	WarmAhead int64
+	// CacheWindow is how many bytes behind the durable end of the
+	// commitlog stay in the page cache (commitlog.Options.CacheWindow: 0
+	// for 512 MiB, negative to keep everything cached).
+	CacheWindow int64
 	// Flush is the commitlog durability mode (default FlushSync).
 	Flush commitlog.FlushMode
 	// CQUnitsPerFile (default 300,000), IndexSlots (5,000,000) and
@@ -192,7 +196,7 @@ func (s *Store) open() error {
 	}
 	lopts := commitlog.Options{
 		SegmentSize: s.cfg.SegmentSize, Flush: s.cfg.Flush, DurableIndex: s.state.applied, Logger: s.log,
-		UnsafeSkipCRC: s.cfg.Mutants.CRCUnchecked, WarmAhead: s.cfg.WarmAhead,
+		UnsafeSkipCRC: s.cfg.Mutants.CRCUnchecked, WarmAhead: s.cfg.WarmAhead, CacheWindow: s.cfg.CacheWindow,
 	}
 	if s.cfg.Mutants.AckBeforeFsync {
 		// Acknowledge from the page cache and sync once a second.

@@ -24,6 +24,7 @@ type clusterFlags struct {
 	demo      int
 	segment   int64
 	warmAhead int64
+	cacheWin  int64
 	tick      time.Duration
 }
 
@@ -49,6 +50,7 @@ func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().Int64Var(&f.segment, "segment-size", 1<<30, "commitlog segment size")
 	cmd.Flags().DurationVar(&f.tick, "tick", 50*time.Millisecond, "raft tick")
 	cmd.Flags().Int64Var(&f.warmAhead, "warm-ahead", 0, "commitlog bytes zero-filled ahead of the writer in sync mode (0: 64 MiB, -1: off)")
+	cmd.Flags().Int64Var(&f.cacheWin, "cache-window", 0, "commitlog bytes kept in the page cache behind its durable end (0: 512 MiB, -1: keep all)")
 	return cmd
 }
 
@@ -64,7 +66,7 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 	}
 	g := localgroup.New(localgroup.Config{Binary: self, Dir: f.data, BasePort: f.basePort, Nodes: f.nodes,
 		Args: []string{"--flush", f.flush, "--segment-size", fmt.Sprint(f.segment), "--tick", f.tick.String(),
-			"--warm-ahead", fmt.Sprint(f.warmAhead)}})
+			"--warm-ahead", fmt.Sprint(f.warmAhead), "--cache-window", fmt.Sprint(f.cacheWin)}})
 	fmt.Printf("raftmq: starting a %d-node group (flush %s), data in %s\n", f.nodes, f.flush, f.data)
 	fmt.Printf("  %-4s %-17s %-17s %-17s %s\n", "node", "client", "raft", "http", "log")
 	for _, n := range g.Nodes {

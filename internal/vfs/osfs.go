@@ -155,3 +155,25 @@ type emptyMapping struct{}
 
 func (emptyMapping) Bytes() []byte { return nil }
 func (emptyMapping) Close() error  { return nil }
+
+// dropCache tells the kernel the file's bytes [off, off+n) will not be read
+// soon (POSIX_FADV_DONTNEED), so their clean page-cache pages can be freed.
+func (o *osFile) dropCache(off, n int64) error {
+	if err := unix.Fadvise(int(o.f.Fd()), off, n, unix.FADV_DONTNEED); err != nil {
+		return &os.PathError{Op: "fadvise", Path: o.f.Name(), Err: err}
+	}
+	return nil
+}
+
+// release unmaps the pages of [off, off+n) from this mapping
+// (MADV_DONTNEED). The mapping is a read-only shared file mapping, so a
+// later access faults the file's bytes back in; nothing changes.
+func (m osMapping) release(off, n int64) error {
+	if off < 0 || n <= 0 || off+n > int64(len(m.m)) {
+		return nil
+	}
+	if err := unix.Madvise(m.m[off:off+n], unix.MADV_DONTNEED); err != nil {
+		return fmt.Errorf("vfs: madvise: %w", err)
+	}
+	return nil
+}

@@ -163,3 +163,26 @@ func Dir(name string) string {
 	}
 	return "."
 }
+
+// DropCache is a hint that bytes [off, off+n) of f, which must already be
+// durable, will not be read soon: their pages are unmapped from m (which
+// may be nil) and released from the page cache. It never changes what the
+// file reads back. off and n are rounded inward to whole pages. File
+// systems that cannot do this (memory, fault injection) ignore it.
+func DropCache(f File, m Mapping, off, n int64) error {
+	ps := int64(os.Getpagesize())
+	lo := (off + ps - 1) / ps * ps
+	hi := (off + n) / ps * ps
+	if hi <= lo {
+		return nil
+	}
+	if r, ok := m.(interface{ release(off, n int64) error }); ok {
+		if err := r.release(lo, hi-lo); err != nil {
+			return err
+		}
+	}
+	if d, ok := f.(interface{ dropCache(off, n int64) error }); ok {
+		return d.dropCache(lo, hi-lo)
+	}
+	return nil
+}
