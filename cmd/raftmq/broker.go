@@ -59,7 +59,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.flush, "flush", "sync", "sync: acknowledge after a quorum fsynced; async: after a quorum has it in page cache")
 	fl.Int64Var(&f.segmentSize, "segment-size", 1<<30, "commitlog segment size in bytes")
 	fl.Int64Var(&f.warmAhead, "warm-ahead", 0, "bytes of the commitlog segment zero-filled and synced ahead of the writer in sync mode (0: 64 MiB, -1: off)")
-	fl.Int64Var(&f.cacheWindow, "cache-window", 0, "bytes of the commitlog kept in the page cache behind its durable end; older pages are released (0: 512 MiB, -1: keep all)")
+	fl.Int64Var(&f.cacheWindow, "cache-window", 0, "bytes of the commitlog kept in the page cache behind its durable end; older pages are released (0: 1 GiB, -1: keep all)")
 	fl.BoolVar(&f.autoCreate, "auto-create-topics", true, "create an unknown topic (4 queues) on first send")
 	fl.StringVar(&f.bindIP, "bind-ip", "", "source IP for outgoing raft connections")
 	fl.DurationVar(&f.tick, "tick", 50*time.Millisecond, "raft tick (election timeout is 10 ticks, heartbeat 2)")

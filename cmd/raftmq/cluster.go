@@ -50,7 +50,7 @@ func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().Int64Var(&f.segment, "segment-size", 1<<30, "commitlog segment size")
 	cmd.Flags().DurationVar(&f.tick, "tick", 50*time.Millisecond, "raft tick")
 	cmd.Flags().Int64Var(&f.warmAhead, "warm-ahead", 0, "commitlog bytes zero-filled ahead of the writer in sync mode (0: 64 MiB, -1: off)")
-	cmd.Flags().Int64Var(&f.cacheWin, "cache-window", 0, "commitlog bytes kept in the page cache behind its durable end (0: 512 MiB, -1: keep all)")
+	cmd.Flags().Int64Var(&f.cacheWin, "cache-window", 0, "commitlog bytes kept in the page cache behind its durable end (0: 1 GiB, -1: keep all)")
 	return cmd
 }
 
