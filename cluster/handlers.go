@@ -388,7 +388,7 @@ func (b *Broker) handlePull(ctx context.Context, req *remoting.Command) *remotin
 		if b.mut.UncommittedReads && (gr.Status == store.Found || gr.Status == store.OffsetOverflowOne || gr.Status == store.NoMessageInQueue) {
 			from := h.QueueOffset + int64(len(gr.Records))
 			if extra := st.UncommittedRecords(h.Topic, h.QueueID, from, maxMsgs-len(gr.Records)); len(extra) > 0 {
-				gr.Records = append(gr.Records, extra...)
+				gr.Records, gr.Body = append(gr.Records, extra...), nil
 				gr.Status, gr.NextBeginOffset = store.Found, from+int64(len(extra))
 				next = gr.NextBeginOffset
 			}
@@ -433,12 +433,13 @@ func (b *Broker) handlePull(ctx context.Context, req *remoting.Command) *remotin
 		rh := remoting.PullMessageResponseHeader{SuggestWhichBrokerID: 0, NextBeginOffset: next, MinOffset: gr.MinOffset, MaxOffset: gr.MaxOffset}
 		resp.ExtFields = rh.Encode()
 		if code == remoting.Success {
-			n := gr.Bytes()
-			body := make([]byte, 0, n)
-			for _, r := range gr.Records {
-				body = append(body, r...)
+			resp.Body = gr.Body
+			if resp.Body == nil {
+				resp.Body = make([]byte, 0, gr.Bytes())
+				for _, r := range gr.Records {
+					resp.Body = append(resp.Body, r...)
+				}
 			}
-			resp.Body = body
 		}
 		return resp
 	}

@@ -39,7 +39,11 @@ type GetResult struct {
 	Status GetStatus
 	// Records are complete RocketMQ records with QUEUEOFFSET and
 	// PHYSICALOFFSET filled in: what a PULL_MESSAGE response carries.
-	Records         [][]byte
+	Records [][]byte
+	// Body holds Records back to back, as one buffer they are slices of,
+	// so a pull response can send it without another copy. A caller that
+	// changes Records must set Body to nil.
+	Body            []byte
 	QueueOffsets    []int64
 	NextBeginOffset int64
 	MinOffset       int64
@@ -94,17 +98,26 @@ func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxMsgs, 
 		return r, fmt.Errorf("store: read consume queue %s/%d: %w", topic, queueID, err)
 	}
 	r.NextBeginOffset = next
-	total := 0
-	bufs := make([][]byte, 0, len(units))
-	pos := make([]int64, 0, len(units))
+	// One buffer for all the records: one allocation per pull, and the
+	// pull response's body as it is.
+	total, n := 0, 0
 	for i, u := range units {
 		if i > 0 && total+int(u.Size) > maxBytes {
 			r.NextBeginOffset = u.Offset
 			break
 		}
 		total += int(u.Size)
-		bufs = append(bufs, make([]byte, u.Size))
-		pos = append(pos, u.PhyOffset)
+		n++
+	}
+	units = units[:n]
+	all := make([]byte, total)
+	bufs := make([][]byte, n)
+	pos := make([]int64, n)
+	off := 0
+	for i, u := range units {
+		bufs[i] = all[off : off+int(u.Size) : off+int(u.Size)]
+		pos[i] = u.PhyOffset
+		off += int(u.Size)
 	}
 	if err := s.clog.ReadMany(bufs, pos); err != nil {
 		if errors.Is(err, commitlog.ErrBadPosition) { // segment deleted under us
@@ -113,12 +126,13 @@ func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxMsgs, 
 		}
 		return r, fmt.Errorf("store: read messages of %s/%d: %w", topic, queueID, err)
 	}
+	r.QueueOffsets = make([]int64, 0, n)
 	for i, b := range bufs {
 		message.PatchQueueOffset(b, units[i].Offset)
 		message.PatchPhysicalOffset(b, units[i].PhyOffset)
 		r.QueueOffsets = append(r.QueueOffsets, units[i].Offset)
 	}
-	r.Records = bufs
+	r.Records, r.Body = bufs, all
 	if len(bufs) == 0 {
 		r.Status = NoMatchedMessage
 	} else {

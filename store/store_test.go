@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -90,6 +91,7 @@ func TestPutGetRoundTrip(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, Found, r.Status)
 		require.Len(t, r.Records, 75)
+		require.Equal(t, bytes.Join(r.Records, nil), r.Body, "Body is the records back to back")
 		for k, rec := range r.Records {
 			m, _, err := message.Decode(rec)
 			require.NoError(t, err)
