@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/zlib"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -226,7 +227,9 @@ func DecodeMessages(b []byte, topic string, queue int32) ([]*MessageExt, error) 
 	// Records of one pull share their topic and, mostly, their hosts:
 	// their strings are made once per pull, not per record.
 	var d hostStrings
-	out := make([]*MessageExt, 0, len(b)/256+1)
+	n := countRecords(b)
+	out := make([]*MessageExt, 0, n)
+	slab := make([]MessageExt, n) // one allocation for the pull's messages
 	for off := 0; off < len(b); {
 		m, n, err := message.Decode(b[off:])
 		if err != nil {
@@ -239,10 +242,31 @@ func DecodeMessages(b []byte, topic string, queue int32) ([]*MessageExt, error) 
 		if topic != "" {
 			m.Topic = topic
 		}
-		out = append(out, newMessageExt(&m, &d))
+		if len(slab) == 0 {
+			slab = make([]MessageExt, 1)
+		}
+		x := &slab[0]
+		slab = slab[1:]
+		fillMessageExt(x, &m, &d)
+		out = append(out, x)
 		off += n
 	}
 	return out, nil
+}
+
+// countRecords counts the records in a pull body by their TOTALSIZE
+// fields, stopping at the first that does not fit (Decode reports it).
+func countRecords(b []byte) int {
+	n := 0
+	for len(b) >= 4 {
+		sz := int(binary.BigEndian.Uint32(b))
+		if sz <= 0 || sz > len(b) {
+			break
+		}
+		b = b[sz:]
+		n++
+	}
+	return n
 }
 
 // hostStrings remembers the last two addresses formatted.
@@ -258,9 +282,9 @@ func (h *hostStrings) get(i int, a netip.AddrPort) string {
 	return h.str[i]
 }
 
-// newMessageExt converts a decoded record; d caches host strings.
-func newMessageExt(m *message.Message, d *hostStrings) *MessageExt {
-	x := &MessageExt{
+// fillMessageExt converts a decoded record into x; d caches host strings.
+func fillMessageExt(x *MessageExt, m *message.Message, d *hostStrings) {
+	*x = MessageExt{
 		Topic:           m.Topic,
 		QueueID:         m.QueueID,
 		QueueOffset:     m.QueueOffset,
@@ -290,7 +314,6 @@ func newMessageExt(m *message.Message, d *hostStrings) *MessageExt {
 			}
 		}
 	}
-	return x
 }
 
 // inflate decompresses a zlib body, refusing more than maxInflated bytes.
