@@ -338,7 +338,7 @@ func (g *fakeGroup) sendLocked(n *fakeNode, req *remoting.Command) *remoting.Com
 		rh := remoting.SendMessageResponseHeader{MsgID: strings.Join(s.msgIDs, ","), QueueID: s.queue, QueueOffset: s.offset}
 		resp.ExtFields = rh.Encode()
 		if dup {
-			resp.ExtFields[extDuplicate] = "true"
+			resp.ExtFields[remoting.FieldDuplicate] = "true"
 		}
 		return resp
 	}

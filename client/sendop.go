@@ -10,10 +10,6 @@ import (
 	"github.com/raftmq/raftmq/internal/remoting"
 )
 
-// extDuplicate is the response ext field raftmq sets to "true" when a send
-// was answered with an earlier copy's result (same UNIQ_KEY).
-const extDuplicate = "raftmqDuplicate"
-
 // step is what a send does after an attempt.
 type step int
 
@@ -118,7 +114,9 @@ func (op *sendOp) build(r *Route) {
 		h.Flag, h.Batch = 0, true
 		code = remoting.SendBatchMessage
 	}
-	op.req = remoting.NewRequest(code, h.EncodeV2(), op.body)
+	// The header is encoded straight into the frame, without a map.
+	op.req = remoting.NewRequest(code, nil, op.body)
+	op.req.Header = h.V2()
 	op.req.Serialize = remoting.SerializeRocketMQ
 }
 
@@ -199,7 +197,7 @@ func (op *sendOp) decode(addr string, resp *remoting.Command) error {
 	if err != nil {
 		return fmt.Errorf("client: send answer from %s: %w: %w", addr, ErrProtocol, err)
 	}
-	dup := resp.ExtFields[extDuplicate] == "true"
+	dup := h.Duplicate
 	if len(op.res) == 1 {
 		r := &op.res[0]
 		r.OffsetMsgID, r.QueueID, r.QueueOffset, r.Duplicate = h.MsgID, h.QueueID, h.QueueOffset, dup

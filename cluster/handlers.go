@@ -320,11 +320,9 @@ func (b *Broker) sendResponse(req *remoting.Command, res []store.MessageResult, 
 		}
 		rh.MsgID = strings.Join(ids, ",")
 	}
+	rh.Duplicate = res[0].Duplicate
 	resp := remoting.NewResponse(req, remoting.Success, "")
-	resp.ExtFields = rh.Encode()
-	if res[0].Duplicate {
-		resp.ExtFields["raftmqDuplicate"] = "true"
-	}
+	resp.Header = &rh
 	b.met.sendsOK.Inc()
 	b.met.SendLatency.Observe(time.Since(start).Seconds())
 	return resp

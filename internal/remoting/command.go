@@ -155,6 +155,10 @@ type Command struct {
 	// ExtFields holds the command's custom header, every value a string.
 	// A decoded command without ext fields has nil.
 	ExtFields map[string]string
+	// Header, used when ExtFields is nil, supplies the ext fields at encode
+	// time: a ROCKETMQ binary frame gets them without a map being built
+	// (the send path's headers); a JSON one through a map as usual.
+	Header HeaderEncoder
 	// Body is the rest of the frame. A decoded Body aliases the frame
 	// buffer; it is nil when the frame has no body.
 	Body []byte
@@ -162,6 +166,10 @@ type Command struct {
 	// the one AppendFrame uses.
 	Serialize SerializeType
 }
+
+// HeaderEncoder is a typed header that encodes its own ext fields;
+// SendMessageRequestHeader.V2 and *SendMessageResponseHeader are ones.
+type HeaderEncoder interface{ encodeExt(w *extWriter) }
 
 // IsResponse reports whether FlagResponse is set.
 func (c *Command) IsResponse() bool { return c.Flag&FlagResponse != 0 }

@@ -75,7 +75,13 @@ func appendFrame(dst []byte, c *Command, scratch []extField) ([]byte, []extField
 	dst = slices.Grow(dst, lenPrefixSize+typeLenSize+estimateHeader(c)+len(c.Body))
 	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // prefix and type/length, patched below
 	hdrStart := len(dst)
-	fields := sortedExt(c.ExtFields, scratch[:0])
+	ext := c.ExtFields
+	if ext == nil && c.Header != nil && c.Serialize != SerializeRocketMQ {
+		w := newExtMap(16)
+		c.Header.encodeExt(&w)
+		ext = w.m
+	}
+	fields := sortedExt(ext, scratch[:0])
 	var err error
 	switch c.Serialize {
 	case SerializeJSON:
@@ -109,7 +115,11 @@ func appendFrame(dst []byte, c *Command, scratch []extField) ([]byte, []extField
 // buffer once. It does not walk the ext fields: iterating a map costs more
 // than an occasional second growth of the buffer.
 func estimateHeader(c *Command) int {
-	return 96 + len(c.Language) + len(c.Remark) + 40*len(c.ExtFields)
+	n := 96 + len(c.Language) + len(c.Remark) + 40*len(c.ExtFields)
+	if c.ExtFields == nil && c.Header != nil {
+		n += 256
+	}
+	return n
 }
 
 // DecodeFrame decodes a frame without its length prefix: the serialize type
@@ -208,6 +218,11 @@ func appendBinaryHeader(dst []byte, c *Command, fields []extField) ([]byte, erro
 
 	extLenAt := len(dst)
 	dst = append(dst, 0, 0, 0, 0) // ext fields length, patched below
+	if c.ExtFields == nil && c.Header != nil {
+		w := extWriter{bin: dst}
+		c.Header.encodeExt(&w)
+		dst = w.bin
+	}
 	for _, f := range fields {
 		k, v := f.key, f.value
 		if len(k) > math.MaxInt16 {

@@ -431,3 +431,40 @@ func TestErrorsAreDistinct(t *testing.T) {
 	require.False(t, errors.Is(ErrMalformed, ErrFrameTooLarge))
 	require.False(t, errors.Is(ErrConnClosed, ErrTimeout))
 }
+
+// TestHeaderEncoder checks that a command whose ext fields come from a
+// typed Header (no map) decodes to the same fields as the map encoders
+// give, in both header encodings, optional fields set or not.
+func TestHeaderEncoder(t *testing.T) {
+	req := SendMessageRequestHeader{ProducerGroup: "pg", Topic: "T", DefaultTopic: "TBW102", DefaultTopicQueueNums: 4,
+		QueueID: -1, SysFlag: 0, BornTimestamp: 1767225600123, Properties: "UNIQ_KEY\x01AB\x02", ReconsumeTimes: 3, Batch: true}
+	minimal := SendMessageRequestHeader{ProducerGroup: "pg", Topic: "T"}
+	resp := SendMessageResponseHeader{MsgID: "0A0000010000", QueueID: 2, QueueOffset: -7, TransactionID: "AB", Duplicate: true}
+	cases := []struct {
+		name string
+		enc  HeaderEncoder
+		want map[string]string
+	}{
+		{"send v2", req.V2(), req.EncodeV2()},
+		{"send v2 minimal", minimal.V2(), minimal.EncodeV2()},
+		{"send response", &resp, resp.Encode()},
+		{"send response plain", &SendMessageResponseHeader{MsgID: "x"}, (&SendMessageResponseHeader{MsgID: "x"}).Encode()},
+	}
+	for _, st := range []SerializeType{SerializeJSON, SerializeRocketMQ} {
+		for _, tc := range cases {
+			c := &Command{Code: SendMessageV2, Language: "GO", Opaque: 9, Header: tc.enc, Body: []byte("b"), Serialize: st}
+			got, err := DecodeFrame(encodeFrame(t, c))
+			require.NoError(t, err, "%v %s", st, tc.name)
+			require.Equal(t, tc.want, got.ExtFields, "%v %s", st, tc.name)
+			require.Equal(t, []byte("b"), got.Body)
+			// The same command built with the map encodes to equal fields.
+			m := &Command{Code: SendMessageV2, Language: "GO", Opaque: 9, ExtFields: tc.want, Body: []byte("b"), Serialize: st}
+			got2, err := DecodeFrame(encodeFrame(t, m))
+			require.NoError(t, err)
+			require.Equal(t, got2.ExtFields, got.ExtFields)
+		}
+	}
+	h, err := DecodeSendMessageResponseHeader(resp.Encode())
+	require.NoError(t, err)
+	require.Equal(t, resp, h, "Duplicate round-trips")
+}

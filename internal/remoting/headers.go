@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -98,33 +99,66 @@ func (r *extReader) boolean(name string, required bool) bool {
 	return strings.EqualFold(v, "true")
 }
 
-// extWriter builds ext fields.
-type extWriter map[string]string
+// extWriter builds ext fields: into a map (m set), or, for a Command whose
+// Header is encoded straight into a ROCKETMQ binary frame, as binary ext
+// entries appended to bin (2-byte key length, key, 4-byte value length,
+// value; see appendBinaryHeader).
+type extWriter struct {
+	m   map[string]string
+	bin []byte
+}
 
-func (w extWriter) str(name, v string)          { w[name] = v }
-func (w extWriter) i32(name string, v int32)    { w[name] = strconv.FormatInt(int64(v), 10) }
-func (w extWriter) i64(name string, v int64)    { w[name] = strconv.FormatInt(v, 10) }
-func (w extWriter) boolean(name string, v bool) { w[name] = strconv.FormatBool(v) }
+func newExtMap(n int) extWriter { return extWriter{m: make(map[string]string, n)} }
 
-func (w extWriter) optStr(name, v string) {
+func (w *extWriter) key(name string, vlen int) {
+	w.bin = binary.BigEndian.AppendUint16(w.bin, uint16(len(name)))
+	w.bin = append(w.bin, name...)
+	w.bin = binary.BigEndian.AppendUint32(w.bin, uint32(vlen))
+}
+
+func (w *extWriter) str(name, v string) {
+	if w.m != nil {
+		w.m[name] = v
+		return
+	}
+	w.key(name, len(v))
+	w.bin = append(w.bin, v...)
+}
+
+func (w *extWriter) i64(name string, v int64) {
+	if w.m != nil {
+		w.m[name] = strconv.FormatInt(v, 10)
+		return
+	}
+	w.key(name, 0)
+	at := len(w.bin)
+	w.bin = strconv.AppendInt(w.bin, v, 10)
+	binary.BigEndian.PutUint32(w.bin[at-binValueLenSize:], uint32(len(w.bin)-at))
+}
+
+func (w *extWriter) i32(name string, v int32) { w.i64(name, int64(v)) }
+
+func (w *extWriter) boolean(name string, v bool) { w.str(name, strconv.FormatBool(v)) }
+
+func (w *extWriter) optStr(name, v string) {
 	if v != "" {
-		w[name] = v
+		w.str(name, v)
 	}
 }
 
-func (w extWriter) optI32(name string, v int32) {
+func (w *extWriter) optI32(name string, v int32) {
 	if v != 0 {
 		w.i32(name, v)
 	}
 }
 
-func (w extWriter) optI64(name string, v int64) {
+func (w *extWriter) optI64(name string, v int64) {
 	if v != 0 {
 		w.i64(name, v)
 	}
 }
 
-func (w extWriter) optBool(name string, v bool) {
+func (w *extWriter) optBool(name string, v bool) {
 	if v {
 		w.boolean(name, v)
 	}
@@ -213,8 +247,22 @@ func (h *SendMessageRequestHeader) Encode() map[string]string { return h.encode(
 // SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE.
 func (h *SendMessageRequestHeader) EncodeV2() map[string]string { return h.encode(sendV2Name) }
 
+// V2 returns h as the header of a SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE
+// request for Command.Header: encoded with the short names straight into
+// the frame, without a map. h must not change until the request is sent.
+func (h *SendMessageRequestHeader) V2() HeaderEncoder { return sendV2Header{h} }
+
+type sendV2Header struct{ h *SendMessageRequestHeader }
+
+func (s sendV2Header) encodeExt(w *extWriter) { s.h.encodeTo(w, sendV2Name) }
+
 func (h *SendMessageRequestHeader) encode(name func(string) string) map[string]string {
-	w := make(extWriter, 13)
+	w := newExtMap(13)
+	h.encodeTo(&w, name)
+	return w.m
+}
+
+func (h *SendMessageRequestHeader) encodeTo(w *extWriter, name func(string) string) {
 	w.str(name(sendProducerGroup), h.ProducerGroup)
 	w.str(name(sendTopic), h.Topic)
 	w.str(name(sendDefaultTopic), h.DefaultTopic)
@@ -228,7 +276,6 @@ func (h *SendMessageRequestHeader) encode(name func(string) string) map[string]s
 	w.optBool(name(sendUnitMode), h.UnitMode)
 	w.optI32(name(sendMaxReconsumeTimes), h.MaxReconsumeTimes)
 	w.optBool(name(sendBatch), h.Batch)
-	return w
 }
 
 // DecodeSendMessageRequestHeader decodes the header of a send request with
@@ -270,16 +317,28 @@ type SendMessageResponseHeader struct {
 	QueueOffset int64  // queueOffset: of the (first) message
 	// TransactionID is the message's UNIQ_KEY property; optional.
 	TransactionID string // transactionId
+	// Duplicate (raftmq's own field, FieldDuplicate) marks the answer to a
+	// retried send the broker had already stored: the original answer.
+	Duplicate bool
 }
+
+// FieldDuplicate is the ext field of a send response that marks a
+// deduplicated retry ("true").
+const FieldDuplicate = "raftmqDuplicate"
 
 // Encode returns the ext fields.
 func (h *SendMessageResponseHeader) Encode() map[string]string {
-	w := make(extWriter, 4)
+	w := newExtMap(5)
+	h.encodeExt(&w)
+	return w.m
+}
+
+func (h *SendMessageResponseHeader) encodeExt(w *extWriter) {
 	w.str("msgId", h.MsgID)
 	w.i32(fieldQueueID, h.QueueID)
 	w.i64("queueOffset", h.QueueOffset)
 	w.optStr("transactionId", h.TransactionID)
-	return w
+	w.optBool(FieldDuplicate, h.Duplicate)
 }
 
 // DecodeSendMessageResponseHeader decodes a send response header.
@@ -290,6 +349,7 @@ func DecodeSendMessageResponseHeader(ext map[string]string) (SendMessageResponse
 		QueueID:       r.i32(fieldQueueID, true),
 		QueueOffset:   r.i64("queueOffset", true),
 		TransactionID: r.str("transactionId", false),
+		Duplicate:     r.boolean(FieldDuplicate, false),
 	}
 	return h, r.err
 }
@@ -315,7 +375,7 @@ type PullMessageRequestHeader struct {
 
 // Encode returns the ext fields.
 func (h *PullMessageRequestHeader) Encode() map[string]string {
-	w := make(extWriter, 11)
+	w := newExtMap(11)
 	w.str(fieldConsumerGroup, h.ConsumerGroup)
 	w.str(fieldTopic, h.Topic)
 	w.i32(fieldQueueID, h.QueueID)
@@ -327,7 +387,7 @@ func (h *PullMessageRequestHeader) Encode() map[string]string {
 	w.optStr("subscription", h.Subscription)
 	w.i64("subVersion", h.SubVersion)
 	w.optStr("expressionType", h.ExpressionType)
-	return w
+	return w.m
 }
 
 // DecodePullMessageRequestHeader decodes a pull request header.
@@ -362,12 +422,12 @@ type PullMessageResponseHeader struct {
 
 // Encode returns the ext fields.
 func (h *PullMessageResponseHeader) Encode() map[string]string {
-	w := make(extWriter, 4)
+	w := newExtMap(4)
 	w.i64("suggestWhichBrokerId", h.SuggestWhichBrokerID)
 	w.i64("nextBeginOffset", h.NextBeginOffset)
 	w.i64("minOffset", h.MinOffset)
 	w.i64("maxOffset", h.MaxOffset)
-	return w
+	return w.m
 }
 
 // DecodePullMessageResponseHeader decodes a pull response header.
@@ -392,11 +452,11 @@ type QueryConsumerOffsetRequestHeader struct {
 
 // Encode returns the ext fields.
 func (h *QueryConsumerOffsetRequestHeader) Encode() map[string]string {
-	w := make(extWriter, 3)
+	w := newExtMap(3)
 	w.str(fieldConsumerGroup, h.ConsumerGroup)
 	w.str(fieldTopic, h.Topic)
 	w.i32(fieldQueueID, h.QueueID)
-	return w
+	return w.m
 }
 
 // DecodeQueryConsumerOffsetRequestHeader decodes a QUERY_CONSUMER_OFFSET
@@ -441,12 +501,12 @@ type UpdateConsumerOffsetRequestHeader struct {
 
 // Encode returns the ext fields.
 func (h *UpdateConsumerOffsetRequestHeader) Encode() map[string]string {
-	w := make(extWriter, 4)
+	w := newExtMap(4)
 	w.str(fieldConsumerGroup, h.ConsumerGroup)
 	w.str(fieldTopic, h.Topic)
 	w.i32(fieldQueueID, h.QueueID)
 	w.i64("commitOffset", h.CommitOffset)
-	return w
+	return w.m
 }
 
 // DecodeUpdateConsumerOffsetRequestHeader decodes an
@@ -499,10 +559,10 @@ func DecodeGetMinOffsetRequestHeader(ext map[string]string) (GetMinOffsetRequest
 }
 
 func encodeTopicQueue(topic string, queueID int32) map[string]string {
-	w := make(extWriter, 2)
+	w := newExtMap(2)
 	w.str(fieldTopic, topic)
 	w.i32(fieldQueueID, queueID)
-	return w
+	return w.m
 }
 
 func decodeTopicQueue(ext map[string]string) (string, int32, error) {
@@ -541,11 +601,11 @@ type SearchOffsetRequestHeader struct {
 
 // Encode returns the ext fields.
 func (h *SearchOffsetRequestHeader) Encode() map[string]string {
-	w := make(extWriter, 3)
+	w := newExtMap(3)
 	w.str(fieldTopic, h.Topic)
 	w.i32(fieldQueueID, h.QueueID)
 	w.i64("timestamp", h.Timestamp)
-	return w
+	return w.m
 }
 
 // DecodeSearchOffsetRequestHeader decodes a SEARCH_OFFSET_BY_TIMESTAMP
@@ -576,7 +636,7 @@ type CreateTopicRequestHeader struct {
 
 // Encode returns the ext fields.
 func (h *CreateTopicRequestHeader) Encode() map[string]string {
-	w := make(extWriter, 8)
+	w := newExtMap(8)
 	w.str(fieldTopic, h.Topic)
 	w.str("defaultTopic", h.DefaultTopic)
 	w.i32("readQueueNums", h.ReadQueueNums)
@@ -585,7 +645,7 @@ func (h *CreateTopicRequestHeader) Encode() map[string]string {
 	w.str("topicFilterType", h.TopicFilterType)
 	w.optI32("topicSysFlag", h.TopicSysFlag)
 	w.boolean("order", h.Order)
-	return w
+	return w.m
 }
 
 // DecodeCreateTopicRequestHeader decodes an UPDATE_AND_CREATE_TOPIC header.
@@ -617,10 +677,10 @@ type GetRouteInfoRequestHeader struct {
 
 // Encode returns the ext fields.
 func (h *GetRouteInfoRequestHeader) Encode() map[string]string {
-	w := make(extWriter, 2)
+	w := newExtMap(2)
 	w.str(fieldTopic, h.Topic)
 	w.optBool("acceptStandardJsonOnly", h.AcceptStandardJSONOnly)
-	return w
+	return w.m
 }
 
 // DecodeGetRouteInfoRequestHeader decodes a GET_ROUTEINFO_BY_TOPIC header.
@@ -668,7 +728,7 @@ type ConsumerSendMsgBackRequestHeader struct {
 
 // Encode returns the ext fields.
 func (h *ConsumerSendMsgBackRequestHeader) Encode() map[string]string {
-	w := make(extWriter, 7)
+	w := newExtMap(7)
 	w.i64(fieldOffset, h.Offset)
 	w.str("group", h.Group)
 	w.i32("delayLevel", h.DelayLevel)
@@ -676,7 +736,7 @@ func (h *ConsumerSendMsgBackRequestHeader) Encode() map[string]string {
 	w.optStr("originTopic", h.OriginTopic)
 	w.boolean("unitMode", h.UnitMode)
 	w.optI32("maxReconsumeTimes", h.MaxReconsumeTimes)
-	return w
+	return w.m
 }
 
 // DecodeConsumerSendMsgBackRequestHeader decodes a CONSUMER_SEND_MSG_BACK
