@@ -171,6 +171,9 @@ type Command struct {
 // SendMessageRequestHeader.V2 and *SendMessageResponseHeader are ones.
 type HeaderEncoder interface{ encodeExt(w *extWriter) }
 
+// typedHeader reports whether the ext fields come from Header.
+func (c *Command) typedHeader() bool { return c.ExtFields == nil && c.Header != nil }
+
 // IsResponse reports whether FlagResponse is set.
 func (c *Command) IsResponse() bool { return c.Flag&FlagResponse != 0 }
 

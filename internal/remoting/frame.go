@@ -76,7 +76,7 @@ func appendFrame(dst []byte, c *Command, scratch []extField) ([]byte, []extField
 	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // prefix and type/length, patched below
 	hdrStart := len(dst)
 	ext := c.ExtFields
-	if ext == nil && c.Header != nil && c.Serialize != SerializeRocketMQ {
+	if c.typedHeader() && c.Serialize != SerializeRocketMQ {
 		w := newExtMap(16)
 		c.Header.encodeExt(&w)
 		ext = w.m
@@ -116,7 +116,7 @@ func appendFrame(dst []byte, c *Command, scratch []extField) ([]byte, []extField
 // than an occasional second growth of the buffer.
 func estimateHeader(c *Command) int {
 	n := 96 + len(c.Language) + len(c.Remark) + 40*len(c.ExtFields)
-	if c.ExtFields == nil && c.Header != nil {
+	if c.typedHeader() {
 		n += 256
 	}
 	return n
@@ -218,25 +218,22 @@ func appendBinaryHeader(dst []byte, c *Command, fields []extField) ([]byte, erro
 
 	extLenAt := len(dst)
 	dst = append(dst, 0, 0, 0, 0) // ext fields length, patched below
-	if c.ExtFields == nil && c.Header != nil {
-		w := extWriter{bin: dst}
+	w := extWriter{bin: dst}
+	if c.typedHeader() {
 		c.Header.encodeExt(&w)
-		dst = w.bin
 	}
 	for _, f := range fields {
 		k, v := f.key, f.value
 		if len(k) > math.MaxInt16 {
-			return dst, fmt.Errorf("remoting: encode: ext field key of %d bytes exceeds %d: %w",
+			return w.bin, fmt.Errorf("remoting: encode: ext field key of %d bytes exceeds %d: %w",
 				len(k), math.MaxInt16, ErrMalformed)
 		}
 		if len(v) > maxHeaderLen {
-			return dst, fmt.Errorf("remoting: encode: ext field %q of %d bytes: %w", k, len(v), ErrFrameTooLarge)
+			return w.bin, fmt.Errorf("remoting: encode: ext field %q of %d bytes: %w", k, len(v), ErrFrameTooLarge)
 		}
-		dst = binary.BigEndian.AppendUint16(dst, uint16(len(k)))
-		dst = append(dst, k...)
-		dst = binary.BigEndian.AppendUint32(dst, uint32(len(v)))
-		dst = append(dst, v...)
+		w.str(k, v)
 	}
+	dst = w.bin
 	extLen := len(dst) - extLenAt - binExtLenSize
 	if extLen > maxHeaderLen {
 		return dst, fmt.Errorf("remoting: encode: ext fields of %d bytes: %w", extLen, ErrFrameTooLarge)

@@ -99,10 +99,10 @@ func (r *extReader) boolean(name string, required bool) bool {
 	return strings.EqualFold(v, "true")
 }
 
-// extWriter builds ext fields: into a map (m set), or, for a Command whose
-// Header is encoded straight into a ROCKETMQ binary frame, as binary ext
-// entries appended to bin (2-byte key length, key, 4-byte value length,
-// value; see appendBinaryHeader).
+// extWriter builds ext fields: into a map (m set), or as the entries of a
+// ROCKETMQ binary header appended to bin (2-byte key length, key, 4-byte
+// value length, value), which is how appendBinaryHeader writes every
+// field, from a map or from a typed Header.
 type extWriter struct {
 	m   map[string]string
 	bin []byte
