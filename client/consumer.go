@@ -227,9 +227,9 @@ func DecodeMessages(b []byte, topic string, queue int32) ([]*MessageExt, error) 
 	// Records of one pull share their topic and, mostly, their hosts:
 	// their strings are made once per pull, not per record.
 	var d hostStrings
-	n := countRecords(b)
-	out := make([]*MessageExt, 0, n)
-	slab := make([]MessageExt, n) // one allocation for the pull's messages
+	count := countRecords(b)
+	out := make([]*MessageExt, 0, count)
+	slab := make([]MessageExt, count) // one allocation for the pull's messages
 	for off := 0; off < len(b); {
 		m, n, err := message.Decode(b[off:])
 		if err != nil {

@@ -386,7 +386,10 @@ func (b *Broker) handlePull(ctx context.Context, req *remoting.Command) *remotin
 		if b.mut.UncommittedReads && (gr.Status == store.Found || gr.Status == store.OffsetOverflowOne || gr.Status == store.NoMessageInQueue) {
 			from := h.QueueOffset + int64(len(gr.Records))
 			if extra := st.UncommittedRecords(h.Topic, h.QueueID, from, maxMsgs-len(gr.Records)); len(extra) > 0 {
-				gr.Records, gr.Body = append(gr.Records, extra...), nil
+				gr.Records = append(gr.Records, extra...)
+				for _, r := range extra {
+					gr.Body = append(gr.Body, r...)
+				}
 				gr.Status, gr.NextBeginOffset = store.Found, from+int64(len(extra))
 				next = gr.NextBeginOffset
 			}
@@ -432,12 +435,6 @@ func (b *Broker) handlePull(ctx context.Context, req *remoting.Command) *remotin
 		resp.ExtFields = rh.Encode()
 		if code == remoting.Success {
 			resp.Body = gr.Body
-			if resp.Body == nil {
-				resp.Body = make([]byte, 0, gr.Bytes())
-				for _, r := range gr.Records {
-					resp.Body = append(resp.Body, r...)
-				}
-			}
 		}
 		return resp
 	}

@@ -42,21 +42,12 @@ type GetResult struct {
 	Records [][]byte
 	// Body holds Records back to back, as one buffer they are slices of,
 	// so a pull response can send it without another copy. A caller that
-	// changes Records must set Body to nil.
+	// adds records appends them to Body too.
 	Body            []byte
 	QueueOffsets    []int64
 	NextBeginOffset int64
 	MinOffset       int64
 	MaxOffset       int64
-}
-
-// Bytes returns the total size of the records.
-func (g *GetResult) Bytes() int {
-	n := 0
-	for _, r := range g.Records {
-		n += len(r)
-	}
-	return n
 }
 
 // GetMessages reads up to maxMsgs messages (and at most maxBytes bytes,
