@@ -335,17 +335,32 @@ func inflate(b []byte) ([]byte, error) {
 
 // CommitOffset stores offset (the next offset to consume) as the group's
 // committed offset of the queue (UPDATE_CONSUMER_OFFSET, answered once
-// replicated). It goes to the leader and is retried after indeterminate
-// outcomes, since committing the same offset twice is harmless.
+// replicated). raftmq only moves a committed offset forward: a commit below
+// the stored offset leaves it unchanged (ResetOffset moves back). That
+// makes a commit safe to retry after an indeterminate outcome, so it is: a
+// late copy cannot rewind the group.
 func (pc *PullConsumer) CommitOffset(ctx context.Context, topic string, queue int32, offset int64) error {
-	h := remoting.UpdateConsumerOffsetRequestHeader{ConsumerGroup: pc.group, Topic: topic, QueueID: queue, CommitOffset: offset}
+	return pc.updateOffset(ctx, "commit", remoting.UpdateConsumerOffsetRequestHeader{ConsumerGroup: pc.group, Topic: topic, QueueID: queue, CommitOffset: offset})
+}
+
+// ResetOffset sets the group's committed offset of the queue to offset,
+// backwards too (UPDATE_CONSUMER_OFFSET with raftmq's reset field). Stop the
+// group's consumers of the queue first: a running consumer's next commit
+// moves the offset forward again. A reset is retried after indeterminate
+// outcomes like a commit, so a late copy may land after a later commit;
+// check with FetchOffset when that matters.
+func (pc *PullConsumer) ResetOffset(ctx context.Context, topic string, queue int32, offset int64) error {
+	return pc.updateOffset(ctx, "reset", remoting.UpdateConsumerOffsetRequestHeader{ConsumerGroup: pc.group, Topic: topic, QueueID: queue, CommitOffset: offset, Reset: true})
+}
+
+func (pc *PullConsumer) updateOffset(ctx context.Context, what string, h remoting.UpdateConsumerOffsetRequestHeader) error {
 	mk := func() *remoting.Command { return remoting.NewRequest(remoting.UpdateConsumerOffset, h.Encode(), nil) }
 	resp, addr, err := pc.c.invokeLeader(ctx, mk, true)
 	if err == nil && resp.Code != remoting.Success {
 		err = responseError(addr, resp)
 	}
 	if err != nil {
-		return fmt.Errorf("client: commit offset %d of %s %s/%d: %w", offset, pc.group, topic, queue, err)
+		return fmt.Errorf("client: %s offset %d of %s %s/%d: %w", what, h.CommitOffset, pc.group, h.Topic, h.QueueID, err)
 	}
 	return nil
 }

@@ -113,7 +113,9 @@ func (p *pool) evict(addr string, conn *remoting.Conn) {
 	}
 	p.mu.Unlock()
 	if e != nil {
-		_ = conn.Close() // pending requests fail with ErrConnClosed; that is the point
+		// Pending requests fail with ErrConnClosed; that is the point. What
+		// is still unsent is dropped, not delivered late.
+		_ = conn.Abort()
 	}
 }
 

@@ -225,6 +225,35 @@ func TestBrokerProtocolEndToEnd(t *testing.T) {
 	for _, b := range tb.bs {
 		require.Eventually(t, func() bool { o, ok := b.Replica().Store().ConsumerOffset("cg", "T", 1); return ok && o == 3 }, 5*time.Second, 5*time.Millisecond)
 	}
+	queryOffset := func() int64 {
+		resp := invoke(t, fc, remoting.NewRequest(remoting.QueryConsumerOffset, qh.Encode(), nil))
+		require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+		qr, err := remoting.DecodeQueryConsumerOffsetResponseHeader(resp.ExtFields)
+		require.NoError(t, err)
+		return qr.Offset
+	}
+	// A late copy of an older commit (a retried request's first copy
+	// delivered after the partition holding it healed) does not move the
+	// group back, whether answered, one-way, or carried by a pull.
+	uh.CommitOffset = 2
+	resp = invoke(t, lc, remoting.NewRequest(remoting.UpdateConsumerOffset, uh.Encode(), nil))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	require.NoError(t, lc.Oneway(remoting.NewRequest(remoting.UpdateConsumerOffset, uh.Encode(), nil)))
+	pc := ph
+	pc.QueueOffset, pc.SysFlag, pc.CommitOffset = 5, remoting.PullSysFlagCommitOffset, 1
+	resp = invoke(t, lc, remoting.NewRequest(remoting.PullMessage, pc.Encode(), nil))
+	require.Equal(t, remoting.PullNotFound, resp.Code, resp.Remark)
+	time.Sleep(2 * flushEvery) // the one-way and pull commits are batched
+	require.Equal(t, int64(3), queryOffset())
+	// A reset moves it back, and a later commit forward again.
+	uh.CommitOffset, uh.Reset = 1, true
+	resp = invoke(t, fc, remoting.NewRequest(remoting.UpdateConsumerOffset, uh.Encode(), nil))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	require.Equal(t, int64(1), queryOffset())
+	uh.CommitOffset, uh.Reset = 4, false
+	resp = invoke(t, fc, remoting.NewRequest(remoting.UpdateConsumerOffset, uh.Encode(), nil))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	require.Equal(t, int64(4), queryOffset())
 	// Max offset.
 	mh := remoting.GetMaxOffsetRequestHeader{Topic: "T", QueueID: 1}
 	resp = invoke(t, fc, remoting.NewRequest(remoting.GetMaxOffset, mh.Encode(), nil))

@@ -34,7 +34,7 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 	case remoting.PullMessage:
 		return b.handlePull(ctx, req)
 	case remoting.QueryConsumerOffset:
-		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleQueryOffset(req) })
+		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleQueryOffset(ctx, req) })
 	case remoting.UpdateConsumerOffset:
 		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleUpdateOffset(ctx, req) })
 	case remoting.GetMaxOffset, remoting.GetMinOffset:
@@ -98,6 +98,11 @@ func (b *Broker) leaderOnly(ctx context.Context, req *remoting.Command, f func()
 	defer cancel()
 	resp, err := conn.Invoke(fctx, &fr)
 	if err != nil {
+		if fctx.Err() != nil && ctx.Err() == nil {
+			// Timed out: the leader or the link is stuck. Drop the stream,
+			// so the request is not delivered after the client retried.
+			b.dropForwardConn(conn)
+		}
 		// Indeterminate: the leader may have taken the request.
 		return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("forwarding to leader %d failed: %v", st.Leader, err))
 	}
@@ -105,6 +110,17 @@ func (b *Broker) leaderOnly(ctx context.Context, req *remoting.Command, f func()
 	out.Opaque = req.Opaque
 	out.Serialize = req.Serialize
 	return &out
+}
+
+// dropForwardConn aborts c and forgets it, if it is still the forward
+// connection to its address.
+func (b *Broker) dropForwardConn(c *remoting.Conn) {
+	b.mu.Lock()
+	if b.fwd[c.Addr()] == c {
+		delete(b.fwd, c.Addr())
+	}
+	b.mu.Unlock()
+	_ = c.Abort()
 }
 
 func (b *Broker) forwardConn(ctx context.Context, addr string) (*remoting.Conn, error) {
@@ -440,10 +456,30 @@ func (b *Broker) handlePull(ctx context.Context, req *remoting.Command) *remotin
 	}
 }
 
-func (b *Broker) handleQueryOffset(req *remoting.Command) *remoting.Command {
+// readBarrier waits until this node's state machine reflects every write
+// committed before the call (a raft ReadIndex round, then the apply), so a
+// read served after it is linearizable: a leader cut off from the quorum, or
+// one that has not applied its predecessor's commits, cannot answer from
+// stale state.
+func (b *Broker) readBarrier(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
+	defer cancel()
+	idx, err := b.rep.Node().ReadIndex(rctx)
+	if err != nil {
+		return err
+	}
+	return b.rep.Node().WaitApplied(rctx, idx)
+}
+
+func (b *Broker) handleQueryOffset(ctx context.Context, req *remoting.Command) *remoting.Command {
 	h, err := remoting.DecodeQueryConsumerOffsetRequestHeader(req.ExtFields)
 	if err != nil {
 		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
+	}
+	if !b.mut.OffsetsInMemory {
+		if err := b.readBarrier(ctx); err != nil {
+			return remoting.NewResponse(req, remoting.ServiceNotAvailable, fmt.Sprintf("offset query: no quorum confirmed this node's state: %v; retry", err))
+		}
 	}
 	off, ok := b.rep.Store().ConsumerOffset(h.ConsumerGroup, h.Topic, h.QueueID)
 	if b.mut.OffsetsInMemory {
@@ -477,14 +513,26 @@ func (b *Broker) handleUpdateOffset(ctx context.Context, req *remoting.Command) 
 		}
 		return remoting.NewResponse(req, remoting.Success, "")
 	}
-	if req.IsOneway() {
+	if req.IsOneway() && !h.Reset {
 		b.offs.add(oc)
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
 	defer cancel()
-	if err := b.offs.commitNow(cctx, oc); err != nil {
+	if h.Reset {
+		err = b.offs.reset(cctx, oc)
+	} else {
+		err = b.offs.commitNow(cctx, oc)
+	}
+	if err != nil {
+		if req.IsOneway() {
+			b.log.Warn("cluster: one-way consumer offset reset failed", "group", oc.Group, "topic", oc.Topic, "queue", oc.QueueID, "err", err)
+			return nil
+		}
 		return b.errorResponse(req, err)
+	}
+	if req.IsOneway() {
+		return nil
 	}
 	return remoting.NewResponse(req, remoting.Success, "")
 }

@@ -14,7 +14,12 @@ import (
 // offsetCommitter batches consumer offset commits that need no answer
 // (one-way UPDATE_CONSUMER_OFFSET, the commit offset carried by pulls)
 // into one replicated command every flushEvery. Answered commits are
-// replicated before their answer.
+// replicated before their answer. Consumer commits only move offsets
+// forward (store.OpAdvanceOffsets): requests can reach the leader late and
+// out of order (a forwarded or retried copy stuck in a partitioned TCP
+// stream arrives after the retry succeeded and newer commits followed), and
+// a late lower offset must not make the group consume again. Moving back is
+// a reset, replicated at once (store.OpCommitOffsets).
 type offsetCommitter struct {
 	b  *Broker
 	mu sync.Mutex
@@ -33,8 +38,11 @@ func newOffsetCommitter(b *Broker) *offsetCommitter {
 }
 
 func (o *offsetCommitter) add(c store.OffsetCommit) {
+	k := offsetKey{c.Group, c.Topic, c.QueueID}
 	o.mu.Lock()
-	o.m[offsetKey{c.Group, c.Topic, c.QueueID}] = c.Offset
+	if cur, ok := o.m[k]; !ok || c.Offset > cur {
+		o.m[k] = c.Offset
+	}
 	o.mu.Unlock()
 }
 
@@ -66,7 +74,16 @@ func (o *offsetCommitter) commitNow(ctx context.Context, c store.OffsetCommit) e
 	if len(cs) == 0 {
 		return nil
 	}
-	return o.b.rep.Exec(ctx, &store.Command{Op: store.OpCommitOffsets, Offsets: cs})
+	return o.b.rep.Exec(ctx, &store.Command{Op: store.OpAdvanceOffsets, Offsets: cs})
+}
+
+// reset replicates c as a reset, which may move the offset back; a pending
+// commit of the same queue is dropped.
+func (o *offsetCommitter) reset(ctx context.Context, c store.OffsetCommit) error {
+	o.mu.Lock()
+	delete(o.m, offsetKey{c.Group, c.Topic, c.QueueID})
+	o.mu.Unlock()
+	return o.b.rep.Exec(ctx, &store.Command{Op: store.OpCommitOffsets, Offsets: []store.OffsetCommit{c}})
 }
 
 func (o *offsetCommitter) flush() {
@@ -76,7 +93,7 @@ func (o *offsetCommitter) flush() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.b.cfg.SendTimeout)
 	defer cancel()
-	if err := o.b.rep.Exec(ctx, &store.Command{Op: store.OpCommitOffsets, Offsets: cs}); err != nil {
+	if err := o.b.rep.Exec(ctx, &store.Command{Op: store.OpAdvanceOffsets, Offsets: cs}); err != nil {
 		o.b.log.Warn("cluster: consumer offset commit failed", "offsets", len(cs), "err", err)
 	}
 }

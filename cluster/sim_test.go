@@ -600,3 +600,73 @@ func TestSendAsync(t *testing.T) {
 	require.ErrorIs(t, a.err, context.DeadlineExceeded)
 	g.net.heal()
 }
+
+// TestReadIndexRefusesStaleLeader: a read barrier (raft ReadIndex, then the
+// apply) on a leader cut off from the quorum does not complete, not even
+// before it notices and steps down; once healed, a barrier on it (now a
+// follower) reflects the commit the new leader made meanwhile.
+func TestReadIndexRefusesStaleLeader(t *testing.T) {
+	g := newGroup(t, 11)
+	l := g.leader(5 * time.Second)
+	createTopic(t, l, "T", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var ms []*message.Message
+	for i := 0; i < 20; i++ {
+		ms = append(ms, testMsg("T", 0, fmt.Sprint("m", i)))
+	}
+	_, err := l.Send(ctx, ms)
+	require.NoError(t, err)
+	commit := func(r *Replica, off int64) {
+		require.NoError(t, r.Exec(ctx, &store.Command{Op: store.OpAdvanceOffsets, Offsets: []store.OffsetCommit{{Group: "g", Topic: "T", QueueID: 0, Offset: off}}}))
+	}
+	// readOffset is what a linearizable offset query answers on r.
+	readOffset := func(r *Replica, timeout time.Duration) (int64, error) {
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		idx, err := r.Node().ReadIndex(rctx)
+		if err != nil {
+			return 0, err
+		}
+		if err := r.Node().WaitApplied(rctx, idx); err != nil {
+			return 0, err
+		}
+		off, _ := r.Store().ConsumerOffset("g", "T", 0)
+		return off, nil
+	}
+	commit(l, 5)
+	for id := uint64(1); id <= 3; id++ {
+		off, err := readOffset(g.rep(id), 5*time.Second)
+		require.NoError(t, err, "node %d", id)
+		require.Equal(t, int64(5), off, "node %d", id)
+	}
+
+	old := l.cfg.ID
+	g.net.partition([]uint64{old}, others(old))
+	// At once, while the old leader still believes it leads.
+	require.True(t, l.Node().IsLeader())
+	_, err = readOffset(l, 150*time.Millisecond)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a leader without a quorum answered a read")
+
+	var nl *Replica
+	require.Eventually(t, func() bool {
+		for _, id := range others(old) {
+			if r := g.rep(id); r.Node().LeaderReady() {
+				nl = r
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 5*time.Millisecond)
+	commit(nl, 9)
+	_, err = readOffset(l, 150*time.Millisecond)
+	require.Error(t, err, "the cut-off node answered a read")
+	off, _ := l.Store().ConsumerOffset("g", "T", 0)
+	require.Equal(t, int64(5), off, "the cut-off node's own state is stale, which is why it must not answer")
+
+	g.net.heal()
+	require.Eventually(t, func() bool {
+		off, err := readOffset(l, time.Second)
+		return err == nil && off == 9
+	}, 10*time.Second, 20*time.Millisecond)
+}

@@ -2,6 +2,7 @@ package raftlog
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -127,6 +128,14 @@ type Node struct {
 	// tick is the current tick interval in nanoseconds.
 	tick     atomic.Int64
 	stopOnce sync.Once
+
+	// reads are the pending ReadIndex requests by request context; owned
+	// by the raft goroutine. readSeq numbers them.
+	reads   map[uint64]chan uint64
+	readSeq uint64
+	// appliedc is closed (and replaced) whenever the applied index moves.
+	appliedMu sync.Mutex
+	appliedc  chan struct{}
 }
 
 type applyWork struct {
@@ -210,6 +219,9 @@ func NewNode(cfg Config) (*Node, error) {
 		applyc: make(chan applyWork, 1024),
 		stopc:  make(chan struct{}),
 		done:   make(chan struct{}),
+		reads:  map[uint64]chan uint64{},
+
+		appliedc: make(chan struct{}),
 	}
 	n.applied.Store(cfg.Applied)
 	if cfg.Applied > 0 {
@@ -330,6 +342,89 @@ func (n *Node) Campaign(ctx context.Context) error {
 		return cerr
 	}
 	return err
+}
+
+// ReadIndex returns an index such that a state machine that has applied
+// it reflects every write committed before ReadIndex was called: raft's
+// read-only safe mode (thesis §6.4), in which the leader records its commit
+// index and confirms with a heartbeat round that a quorum still follows it.
+// A follower asks the leader. Without a leader, or if leadership changes
+// before the quorum answers, the request is lost and ReadIndex returns
+// when ctx ends. Use it before answering a read that must not be stale
+// (WaitApplied then waits for the state machine).
+func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
+	ch := make(chan uint64, 1)
+	var id uint64
+	if err := n.control(ctx, func() {
+		n.readSeq++
+		id = n.readSeq
+		n.reads[id] = ch
+		var rctx [8]byte
+		binary.BigEndian.PutUint64(rctx[:], id)
+		n.rn.ReadIndex(rctx[:])
+	}); err != nil {
+		return 0, err
+	}
+	forget := func() {
+		// The raft goroutine may be gone; forgetting is best effort.
+		select {
+		case n.ctlc <- func() { delete(n.reads, id) }:
+		default:
+		}
+	}
+	select {
+	case idx := <-ch:
+		return idx, nil
+	case <-ctx.Done():
+		forget()
+		return 0, fmt.Errorf("raftlog: read index: %w", ctx.Err())
+	case <-n.stopc:
+		return 0, ErrStopped
+	}
+}
+
+// WaitApplied blocks until the state machine has applied index, ctx ends
+// or the node stops.
+func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
+	for {
+		n.appliedMu.Lock()
+		ch := n.appliedc
+		n.appliedMu.Unlock()
+		if n.applied.Load() >= index {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("raftlog: wait for applied index %d (at %d): %w", index, n.applied.Load(), ctx.Err())
+		case <-n.stopc:
+			return ErrStopped
+		}
+	}
+}
+
+// setApplied publishes a new applied index and wakes WaitApplied.
+func (n *Node) setApplied(index, term uint64) {
+	n.applied.Store(index)
+	n.appTerm.Store(term)
+	n.appliedMu.Lock()
+	close(n.appliedc)
+	n.appliedc = make(chan struct{})
+	n.appliedMu.Unlock()
+}
+
+// answerReads hands the read states of a Ready to their waiters.
+func (n *Node) answerReads(rs []raft.ReadState) {
+	for _, r := range rs {
+		if len(r.RequestCtx) != 8 {
+			continue
+		}
+		id := binary.BigEndian.Uint64(r.RequestCtx)
+		if ch, ok := n.reads[id]; ok {
+			ch <- r.Index
+			delete(n.reads, id)
+		}
+	}
 }
 
 // ReportUnreachable tells raft a message to id could not be sent.
@@ -504,6 +599,7 @@ func (n *Node) handleReady() error {
 	if rd.SoftState != nil {
 		n.roleChanged(rd.SoftState)
 	}
+	n.answerReads(rd.ReadStates)
 	var late []*pb.Message
 	if len(rd.Messages) > 0 {
 		early := make([]*pb.Message, 0, len(rd.Messages))
@@ -667,8 +763,7 @@ func (n *Node) applier() {
 			err := n.cfg.SM.Restore(w.snap)
 			if err == nil {
 				md := w.snap.GetMetadata()
-				n.applied.Store(md.GetIndex())
-				n.appTerm.Store(md.GetTerm())
+				n.setApplied(md.GetIndex(), md.GetTerm())
 			}
 			w.done <- err
 			if err != nil {
@@ -690,8 +785,7 @@ func (n *Node) applyTo(index, term uint64) error {
 		n.fail(fmt.Errorf("raftlog: apply up to %d: %w", index, err))
 		return err
 	}
-	n.applied.Store(index)
-	n.appTerm.Store(term)
+	n.setApplied(index, term)
 	return nil
 }
 

@@ -333,7 +333,7 @@ func (s *Store) applyCommand(payload []byte) error {
 	case OpDeleteGroup:
 		delete(st.groups, c.Name)
 		st.dirtyGroups[c.Name] = true
-	case OpCommitOffsets:
+	case OpCommitOffsets, OpAdvanceOffsets:
 		// Validate all first: a commit applies whole or not at all.
 		for _, oc := range c.Offsets {
 			if oc.Group == "" || oc.Offset < 0 || oc.QueueID < 0 {
@@ -348,6 +348,9 @@ func (s *Store) applyCommand(payload []byte) error {
 		}
 		for _, oc := range c.Offsets {
 			k := offsetKey{oc.Group, oc.Topic, oc.QueueID}
+			if cur, ok := st.consumer[k]; ok && c.Op == OpAdvanceOffsets && oc.Offset <= cur {
+				continue
+			}
 			st.consumer[k] = oc.Offset
 			st.dirtyConsumer[k] = true
 		}

@@ -49,11 +49,17 @@ func AppendBodyHeader(dst []byte, kind byte, batchID uint64) []byte {
 
 // Command ops.
 const (
-	OpCreateTopic   = "createTopic" // create or update
-	OpDeleteTopic   = "deleteTopic"
-	OpUpdateGroup   = "updateGroup" // create or update
-	OpDeleteGroup   = "deleteGroup"
+	OpCreateTopic = "createTopic" // create or update
+	OpDeleteTopic = "deleteTopic"
+	OpUpdateGroup = "updateGroup" // create or update
+	OpDeleteGroup = "deleteGroup"
+	// OpCommitOffsets sets each offset, backwards too (a reset).
 	OpCommitOffsets = "commitOffsets"
+	// OpAdvanceOffsets moves each offset forward only: a commit below the
+	// stored offset leaves it unchanged. Consumer commits use it, so that a
+	// stale commit delivered late (a retried request whose first copy sat
+	// in a partitioned TCP stream) cannot move a group back.
+	OpAdvanceOffsets = "advanceOffsets"
 )
 
 // Command is a replicated change of state other than messages.

@@ -237,6 +237,41 @@ func TestOffsetsAndConfigSurviveReopen(t *testing.T) {
 	require.Equal(t, int64(10), rs[0].QueueOffset)
 }
 
+// TestAdvanceOffsetsNeverMoveBack: a consumer commit (advanceOffsets) below
+// the stored offset is ignored, in the same command as other commits too,
+// while a reset (commitOffsets) moves the offset back.
+func TestAdvanceOffsetsNeverMoveBack(t *testing.T) {
+	sa := openSA(t, testConfig(t, vfs.NewMem()))
+	defer sa.Close()
+	createTopic(t, sa, "t", 2)
+	for i := 0; i < 10; i++ {
+		_, err := sa.Put(msg("t", int32(i%2), i, "", ""))
+		require.NoError(t, err)
+	}
+	adv := func(q int32, off int64) OffsetCommit {
+		return OffsetCommit{Group: "g", Topic: "t", QueueID: q, Offset: off}
+	}
+	get := func(q int32) int64 {
+		off, ok := sa.ConsumerOffset("g", "t", q)
+		require.True(t, ok)
+		return off
+	}
+	require.NoError(t, sa.Exec(&Command{Op: OpAdvanceOffsets, Offsets: []OffsetCommit{adv(0, 4)}}))
+	require.Equal(t, int64(4), get(0))
+	// A stale commit of queue 0 next to a fresh one of queue 1.
+	require.NoError(t, sa.Exec(&Command{Op: OpAdvanceOffsets, Offsets: []OffsetCommit{adv(0, 2), adv(1, 3)}}))
+	require.Equal(t, int64(4), get(0))
+	require.Equal(t, int64(3), get(1))
+	require.NoError(t, sa.Exec(&Command{Op: OpAdvanceOffsets, Offsets: []OffsetCommit{adv(0, 5)}}))
+	require.Equal(t, int64(5), get(0))
+	// Beyond the queue's end is refused whole, as for commitOffsets.
+	require.ErrorIs(t, sa.Exec(&Command{Op: OpAdvanceOffsets, Offsets: []OffsetCommit{adv(1, 4), adv(0, 6)}}), ErrBadCommand)
+	require.Equal(t, int64(3), get(1))
+	// A reset moves back.
+	require.NoError(t, sa.Exec(&Command{Op: OpCommitOffsets, Offsets: []OffsetCommit{adv(0, 1)}}))
+	require.Equal(t, int64(1), get(0))
+}
+
 // crash simulates a power loss: the store is abandoned without Persist or
 // Close (only bbolt's handle is released so the process can reopen it; its
 // file holds what the last Persist committed), and the memory file system

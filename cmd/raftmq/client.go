@@ -240,8 +240,46 @@ func adminGroupCmds(logger func() *slog.Logger) []*cobra.Command {
 			return nil
 		})}
 	node.AddCommand(add, remove)
-	cmds := []*cobra.Command{topic, clusterCmd, transfer, node}
-	for _, c := range []*cobra.Command{create, list, status, transfer, add, remove} {
+
+	offset := &cobra.Command{Use: "offset", Short: "Show or reset a consumer group's committed offset of a queue"}
+	var og, ot string
+	var oq int32
+	get := &cobra.Command{Use: "get", Short: "Print the group's committed offset of the queue (a linearizable read)", Args: cobra.NoArgs,
+		RunE: withClient(func(ctx context.Context, cl *client.Client, _ []string) error {
+			off, ok, err := cl.NewPullConsumer(og).FetchOffset(ctx, ot, oq)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				fmt.Printf("group %s has no committed offset for %s/%d\n", og, ot, oq)
+				return nil
+			}
+			fmt.Printf("group %s %s/%d: committed offset %d\n", og, ot, oq, off)
+			return nil
+		})}
+	reset := &cobra.Command{Use: "reset OFFSET", Short: "Set the group's committed offset of the queue, backwards too (stop the group's consumers first)", Args: cobra.ExactArgs(1),
+		RunE: withClient(func(ctx context.Context, cl *client.Client, args []string) error {
+			var off int64
+			if _, err := fmt.Sscan(args[0], &off); err != nil || off < 0 {
+				return fmt.Errorf("bad offset %q: want a queue offset >= 0", args[0])
+			}
+			if err := cl.NewPullConsumer(og).ResetOffset(ctx, ot, oq, off); err != nil {
+				return err
+			}
+			fmt.Printf("group %s %s/%d: committed offset reset to %d\n", og, ot, oq, off)
+			return nil
+		})}
+	for _, c := range []*cobra.Command{get, reset} {
+		c.Flags().StringVar(&og, "group", "", "consumer group")
+		c.Flags().StringVar(&ot, "topic", "", "topic")
+		c.Flags().Int32Var(&oq, "queue", 0, "queue id")
+		_ = c.MarkFlagRequired("group")
+		_ = c.MarkFlagRequired("topic")
+	}
+	offset.AddCommand(get, reset)
+
+	cmds := []*cobra.Command{topic, clusterCmd, transfer, node, offset}
+	for _, c := range []*cobra.Command{create, list, status, transfer, add, remove, get, reset} {
 		addrFlag(c, &addrs)
 	}
 	return cmds

@@ -103,6 +103,19 @@ func (c *Conn) Close() error {
 	return nil
 }
 
+// Abort closes the connection and discards what the kernel has not yet
+// delivered (SO_LINGER 0: the peer gets a reset instead of the rest of the
+// stream). Use it after a request timed out: a request still sitting in a
+// send buffer behind a partition would otherwise reach the peer when the
+// partition heals, long after the caller gave up on it and retried.
+func (c *Conn) Abort() error {
+	if lc, ok := c.l.nc.(interface{ SetLinger(int) error }); ok {
+		_ = lc.SetLinger(0)
+	}
+	c.l.closeWith(nil)
+	return nil
+}
+
 // Done returns a channel closed when the connection is gone.
 func (c *Conn) Done() <-chan struct{} { return c.l.closed }
 

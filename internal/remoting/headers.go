@@ -497,15 +497,25 @@ type UpdateConsumerOffsetRequestHeader struct {
 	Topic         string // topic
 	QueueID       int32  // queueId
 	CommitOffset  int64  // commitOffset: the next offset to consume
+	// Reset (raftmq's own field, FieldReset) lets the commit move the
+	// offset back. Without it raftmq only moves a group's offset forward,
+	// so a late copy of an old commit cannot rewind it.
+	Reset bool
 }
+
+// FieldReset is the ext field of an UPDATE_CONSUMER_OFFSET request that
+// makes it a reset ("true"): the offset is set even if it is lower than the
+// stored one.
+const FieldReset = "raftmqReset"
 
 // Encode returns the ext fields.
 func (h *UpdateConsumerOffsetRequestHeader) Encode() map[string]string {
-	w := newExtMap(4)
+	w := newExtMap(5)
 	w.str(fieldConsumerGroup, h.ConsumerGroup)
 	w.str(fieldTopic, h.Topic)
 	w.i32(fieldQueueID, h.QueueID)
 	w.i64("commitOffset", h.CommitOffset)
+	w.optBool(FieldReset, h.Reset)
 	return w.m
 }
 
@@ -518,6 +528,7 @@ func DecodeUpdateConsumerOffsetRequestHeader(ext map[string]string) (UpdateConsu
 		Topic:         r.str(fieldTopic, true),
 		QueueID:       r.i32(fieldQueueID, true),
 		CommitOffset:  r.i64("commitOffset", true),
+		Reset:         r.boolean(FieldReset, false),
 	}
 	return h, r.err
 }

@@ -159,6 +159,7 @@ func headerCases() []headerCase {
 	qco := QueryConsumerOffsetRequestHeader{ConsumerGroup: "cg", Topic: "T", QueueID: 2}
 	qcoResp := QueryConsumerOffsetResponseHeader{Offset: 42}
 	uco := UpdateConsumerOffsetRequestHeader{ConsumerGroup: "cg", Topic: "T", QueueID: 2, CommitOffset: 43}
+	reset := UpdateConsumerOffsetRequestHeader{ConsumerGroup: "cg", Topic: "T", QueueID: 2, CommitOffset: 7, Reset: true}
 	maxOff := GetMaxOffsetRequestHeader{Topic: "T", QueueID: 3}
 	minOff := GetMinOffsetRequestHeader{Topic: "T", QueueID: 4}
 	offResp := OffsetResponseHeader{Offset: -1}
@@ -189,6 +190,9 @@ func headerCases() []headerCase {
 			map[string]string{"offset": "42"}, []string{"offset"}},
 		{"UpdateConsumerOffsetRequest", uco.Encode, decoder(DecodeUpdateConsumerOffsetRequestHeader), uco,
 			map[string]string{"consumerGroup": "cg", "topic": "T", "queueId": "2", "commitOffset": "43"},
+			[]string{"consumerGroup", "topic", "queueId", "commitOffset"}},
+		{"UpdateConsumerOffsetRequestReset", reset.Encode, decoder(DecodeUpdateConsumerOffsetRequestHeader), reset,
+			map[string]string{"consumerGroup": "cg", "topic": "T", "queueId": "2", "commitOffset": "7", "raftmqReset": "true"},
 			[]string{"consumerGroup", "topic", "queueId", "commitOffset"}},
 		{"GetMaxOffsetRequest", maxOff.Encode, decoder(DecodeGetMaxOffsetRequestHeader), maxOff,
 			map[string]string{"topic": "T", "queueId": "3"}, []string{"topic", "queueId"}},

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -686,4 +687,36 @@ func TestInlineReply(t *testing.T) {
 	}
 	require.Len(t, seen, n)
 	require.False(t, seen["oneway"])
+}
+
+// TestAbortDropsUnsent: after Abort, what the peer has not yet received is
+// never delivered: it reads up to some point and then gets a reset, not
+// the rest of the stream (a plain Close lets the kernel deliver it, and
+// the peer sees EOF only after the last byte).
+func TestAbortDropsUnsent(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	c, err := Dial(context.Background(), l.Addr().String(), Options{})
+	require.NoError(t, err)
+	peer := <-accepted
+	defer peer.Close()
+	// The peer does not read: fill its receive buffer and our send buffer.
+	body := make([]byte, 1<<20)
+	for i := 0; i < 64; i++ {
+		require.NoError(t, c.Oneway(NewRequest(UpdateConsumerOffset, nil, body)))
+	}
+	time.Sleep(100 * time.Millisecond)
+	require.NoError(t, c.Abort())
+	time.Sleep(50 * time.Millisecond)
+	n, err := io.Copy(io.Discard, peer)
+	require.ErrorIs(t, err, syscall.ECONNRESET, "the peer must see a reset after %d bytes", n)
+	require.Less(t, n, int64(64<<20))
 }
