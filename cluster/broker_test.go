@@ -172,6 +172,28 @@ func TestBrokerProtocolEndToEnd(t *testing.T) {
 	require.Equal(t, int64(1), sh3.QueueOffset)
 	require.Len(t, strings.Split(sh3.MsgID, ","), 3)
 
+	// Properties are stored as sent; an empty UNIQ_KEY is replaced by a
+	// fresh one, and malformed properties are refused.
+	rawSend := func(props string) *remoting.Command {
+		h := remoting.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "T", DefaultTopic: "TBW102", DefaultTopicQueueNums: 4,
+			QueueID: 0, BornTimestamp: time.Now().UnixMilli(), Properties: props}
+		return invoke(t, lc, remoting.NewRequest(remoting.SendMessage, h.Encode(), []byte("raw")))
+	}
+	resp = rawSend("TAGS\x01t1\x02UNIQ_KEY\x01\x02KEYS\x01k1")
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	rsh, _ := remoting.DecodeSendMessageResponseHeader(resp.ExtFields)
+	require.Len(t, rsh.TransactionID, 32, "a fresh UNIQ_KEY")
+	gr, err := l.Replica().Store().GetMessages("T", 0, rsh.QueueOffset, 1, 1<<20, nil)
+	require.NoError(t, err)
+	require.Len(t, gr.Records, 1)
+	stored, _, err := message.Decode(gr.Records[0])
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"TAGS": "t1", "KEYS": "k1", message.PropertyUniqKey: rsh.TransactionID}, stored.Properties)
+	for _, bad := range []string{"TAGS", "TAGS\x01a\x02TAGS\x01b", "\x01x", "a\x01b\x01c"} {
+		resp = rawSend(bad)
+		require.Equal(t, remoting.MessageIllegal, resp.Code, "%q: %s", bad, resp.Remark)
+	}
+
 	// Unknown topic without auto-create: TOPIC_NOT_EXIST.
 	resp = invoke(t, lc, sendCmd("nope", 0, "x", "U9"))
 	require.Equal(t, remoting.TopicNotExist, resp.Code)

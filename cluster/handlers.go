@@ -277,8 +277,10 @@ func (b *Broker) prepareSend(conn *remoting.ServerConn, req *remoting.Command) (
 		return nil, nil, remoting.NewResponse(req, remoting.InvalidParameter, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.writeQueueNums:[%d]", qid, h.Topic, tc.WriteQueueNums))
 	}
 	born := bornHost(conn)
+	// Properties are checked and stored as the client encoded them
+	// (message.RawProperties), with a UNIQ_KEY added where missing.
 	if req.Code == remoting.SendBatchMessage || h.Batch {
-		ents, err := remoting.DecodeBatch(req.Body)
+		ents, err := remoting.DecodeBatchRaw(req.Body)
 		if err != nil {
 			return nil, nil, remoting.NewResponse(req, remoting.MessageIllegal, err.Error())
 		}
@@ -289,27 +291,32 @@ func (b *Broker) prepareSend(conn *remoting.ServerConn, req *remoting.Command) (
 			return nil, nil, remoting.NewResponse(req, remoting.MessageIllegal, "batch to a retry topic")
 		}
 		msgs = make([]*message.Message, len(ents))
+		vals := make([]message.Message, len(ents))
 		for i, e := range ents {
-			msgs[i] = &message.Message{Topic: h.Topic, QueueID: qid, Flag: e.Flag, SysFlag: h.SysFlag,
-				BornTimestamp: h.BornTimestamp, BornHost: born, ReconsumeTimes: h.ReconsumeTimes, Body: e.Body, Properties: e.Properties}
+			vals[i] = message.Message{Topic: h.Topic, QueueID: qid, Flag: e.Flag, SysFlag: h.SysFlag,
+				BornTimestamp: h.BornTimestamp, BornHost: born, ReconsumeTimes: h.ReconsumeTimes, Body: e.Body,
+				RawProperties: withUniqKey(e.RawProperties, e.HasUniqKey)}
+			msgs[i] = &vals[i]
 		}
 	} else {
-		props, err := message.DecodeProperties(h.Properties)
+		raw, hasUniq, err := message.CheckRawProperties(h.Properties)
 		if err != nil {
 			return nil, nil, remoting.NewResponse(req, remoting.MessageIllegal, err.Error())
 		}
 		msgs = []*message.Message{{Topic: h.Topic, QueueID: qid, Flag: h.Flag, SysFlag: h.SysFlag, BornTimestamp: h.BornTimestamp,
-			BornHost: born, ReconsumeTimes: h.ReconsumeTimes, Body: req.Body, Properties: props}}
-	}
-	for _, m := range msgs {
-		if m.Properties == nil {
-			m.Properties = map[string]string{}
-		}
-		if m.Properties[message.PropertyUniqKey] == "" {
-			m.Properties[message.PropertyUniqKey] = newUniqKey()
-		}
+			BornHost: born, ReconsumeTimes: h.ReconsumeTimes, Body: req.Body, RawProperties: withUniqKey(raw, hasUniq)}}
 	}
 	return msgs, nil, nil
+}
+
+// withUniqKey returns raw (message.CheckRawProperties form) with a fresh
+// UNIQ_KEY appended unless it has one: every stored message has one, for
+// deduplication and lookups.
+func withUniqKey(raw string, has bool) string {
+	if has {
+		return raw
+	}
+	return message.SetRawProperty(raw, message.PropertyUniqKey, newUniqKey()) // also drops an empty UNIQ_KEY
 }
 
 // sendResponse answers a send from its results.

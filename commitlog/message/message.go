@@ -53,6 +53,11 @@ type Message struct {
 	Topic string
 	// Properties may be nil. A decoded message without properties has nil.
 	Properties map[string]string
+	// RawProperties, if not empty, are the properties already encoded
+	// (CheckRawProperties form: name \x01 value \x02, for every pair) and
+	// are stored as they are, in their order; Properties is then ignored.
+	// A broker uses it to store what a client sent without a map.
+	RawProperties string
 }
 
 // Tags returns the TAGS property, or "".
@@ -90,9 +95,14 @@ func Size(m *Message) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	props, err := propertiesSize(m.Properties)
-	if err != nil {
-		return 0, err
+	props := len(m.RawProperties)
+	if props == 0 {
+		var err error
+		if props, err = propertiesSize(m.Properties); err != nil {
+			return 0, err
+		}
+	} else if props > MaxPropertiesSize {
+		return 0, fmt.Errorf("message: properties encode to %d bytes, limit %d: %w", props, MaxPropertiesSize, ErrPropertiesTooLarge)
 	}
 	return FixedSizeV4 - 2*HostSizeV4 + born + store + len(m.Body) + len(m.Topic) + props, nil
 }
@@ -135,7 +145,11 @@ func Append(dst []byte, m *Message) ([]byte, error) {
 	dst = append(dst, m.Topic...)
 	propLenAt := len(dst)
 	dst = be.AppendUint16(dst, 0) // PROPERTIESLEN, patched below
-	dst = appendProperties(dst, m.Properties)
+	if m.RawProperties != "" {
+		dst = append(dst, m.RawProperties...)
+	} else {
+		dst = appendProperties(dst, m.Properties)
+	}
 	be.PutUint16(dst[propLenAt:], uint16(len(dst)-propLenAt-2))
 	return dst, nil
 }

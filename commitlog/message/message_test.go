@@ -210,3 +210,34 @@ func TestAppendNoAlloc(t *testing.T) {
 	})
 	require.Zero(t, allocs, "Append into a large enough buffer must not allocate")
 }
+
+// TestAppendRawProperties: a record built from RawProperties stores them
+// byte for byte, in the client's order, and reads back like one built from
+// the same pairs as a map; too large raw properties are refused.
+func TestAppendRawProperties(t *testing.T) {
+	m := sampleV4()
+	m.Properties = map[string]string{"IGNORED": "x"}
+	raw, hasUniq, err := CheckRawProperties("UNIQ_KEY\x01u1\x02KEYS\x01k1 k2\x02TAGS\x01t")
+	require.NoError(t, err)
+	require.True(t, hasUniq)
+	require.Equal(t, "UNIQ_KEY\x01u1\x02KEYS\x01k1 k2\x02TAGS\x01t\x02", raw)
+	m.RawProperties = raw
+	rec, err := Append(nil, &m)
+	require.NoError(t, err)
+	size, err := Size(&m)
+	require.NoError(t, err)
+	require.Len(t, rec, size)
+	require.True(t, bytes.HasSuffix(rec, []byte(raw)), "properties stored as sent")
+	got, _, err := Decode(rec)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{PropertyUniqKey: "u1", PropertyKeys: "k1 k2", PropertyTags: "t"}, got.Properties)
+
+	require.Equal(t, "A\x01\x02B\x01b\x02UNIQ_KEY\x01new\x02", SetRawProperty("A\x01\x02UNIQ_KEY\x01\x02B\x01b\x02", PropertyUniqKey, "new"))
+	require.Equal(t, "UNIQ_KEY\x01new\x02", SetRawProperty("", PropertyUniqKey, "new"))
+
+	m.RawProperties = "K\x01" + strings.Repeat("v", MaxPropertiesSize) + "\x02"
+	_, err = Append(nil, &m)
+	require.ErrorIs(t, err, ErrPropertiesTooLarge)
+	_, _, err = CheckRawProperties(m.RawProperties)
+	require.ErrorIs(t, err, ErrPropertiesTooLarge)
+}

@@ -129,6 +129,96 @@ func EncodeProperties(props map[string]string) string {
 	return string(appendProperties(make([]byte, 0, n), props))
 }
 
+// CheckRawProperties validates a properties string by the rules of
+// DecodeProperties, without building a map, and returns it in stored form:
+// every pair followed by \x02 (added after the last pair if missing). It
+// also reports whether it has a non-empty UNIQ_KEY. Records built from it
+// (Message.RawProperties) keep the client's order of pairs.
+func CheckRawProperties(s string) (raw string, hasUniq bool, err error) {
+	if s == "" || s == string(PropertySeparator) {
+		return "", false, nil
+	}
+	if len(s) > MaxPropertiesSize {
+		return "", false, fmt.Errorf("message: properties of %d bytes, limit %d: %w", len(s), MaxPropertiesSize, ErrPropertiesTooLarge)
+	}
+	body := strings.TrimSuffix(s, string(PropertySeparator))
+	n := strings.Count(body, string(PropertySeparator)) + 1
+	var seen map[string]bool // only for many pairs; a handful is compared pairwise
+	if n > 16 {
+		seen = make(map[string]bool, n)
+	}
+	for i, rest := 0, body; rest != ""; i++ {
+		done := body[:len(body)-len(rest)] // the pairs before this one, each with its \x02
+		item, r, more := strings.Cut(rest, string(PropertySeparator))
+		if more && r == "" {
+			return "", false, fmt.Errorf("message: property %d: empty pair: %w", i+1, ErrBadProperty)
+		}
+		rest = r
+		k, v, ok := strings.Cut(item, string(NameValueSeparator))
+		switch {
+		case !ok:
+			return "", false, fmt.Errorf("message: property %d: no name/value separator: %w", i, ErrBadProperty)
+		case k == "":
+			return "", false, fmt.Errorf("message: property %d: empty name: %w", i, ErrBadProperty)
+		case strings.IndexByte(v, NameValueSeparator) >= 0:
+			return "", false, fmt.Errorf("message: property %q: value contains a separator: %w", k, ErrBadProperty)
+		}
+		dup := false
+		if seen != nil {
+			dup = seen[k]
+			seen[k] = true
+		} else {
+			_, dup = propertyIn(done, k)
+		}
+		if dup {
+			return "", false, fmt.Errorf("message: property %q: repeated: %w", k, ErrBadProperty)
+		}
+		if k == PropertyUniqKey && v != "" {
+			hasUniq = true
+		}
+	}
+	if len(body) == len(s) {
+		if len(s)+1 > MaxPropertiesSize {
+			return "", false, fmt.Errorf("message: properties of %d bytes, limit %d: %w", len(s)+1, MaxPropertiesSize, ErrPropertiesTooLarge)
+		}
+		s += string(PropertySeparator)
+	}
+	return s, hasUniq, nil
+}
+
+// SetRawProperty returns raw (CheckRawProperties form) with the pair of
+// name, if any, removed and name=value appended. name and value must be
+// valid (checkProperty).
+func SetRawProperty(raw, name, value string) string {
+	out := make([]byte, 0, len(raw)+len(name)+len(value)+2)
+	for rest := raw; rest != ""; {
+		item, r, _ := strings.Cut(rest, string(PropertySeparator))
+		rest = r
+		if k, _, _ := strings.Cut(item, string(NameValueSeparator)); k != name {
+			out = append(out, item...)
+			out = append(out, PropertySeparator)
+		}
+	}
+	out = append(out, name...)
+	out = append(out, NameValueSeparator)
+	out = append(out, value...)
+	out = append(out, PropertySeparator)
+	return string(out)
+}
+
+// propertyIn looks for name among the pairs of prefix (well-formed pairs,
+// each followed by \x02).
+func propertyIn(prefix, name string) (string, bool) {
+	for prefix != "" {
+		item, rest, _ := strings.Cut(prefix, string(PropertySeparator))
+		prefix = rest
+		if k, v, _ := strings.Cut(item, string(NameValueSeparator)); k == name {
+			return v, true
+		}
+	}
+	return "", false
+}
+
 // DecodeProperties parses a properties string. Empty input gives a nil map;
 // the separator after the last pair is optional. Unlike Java's parser, which
 // skips what it cannot read, it returns an error wrapping ErrBadProperty for

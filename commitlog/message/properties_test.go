@@ -62,12 +62,30 @@ func TestPropertyValue(t *testing.T) {
 func FuzzDecodeProperties(f *testing.F) {
 	for _, s := range []string{
 		"", "\x02", "a\x01b", "a\x01b\x02", "KEYS\x01k1 k2\x02TAGS\x01t\x02", "a\x01\x02", "a\x01b\x01c", "\x01\x02",
-		EncodeProperties(manyProps(20)),
+		EncodeProperties(manyProps(20)), EncodeProperties(manyProps(20)) + "key-0003\x01x\x02", "UNIQ_KEY\x01\x02", "a\x01b\x02UNIQ_KEY\x01u",
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		props, err := DecodeProperties(s)
+		// CheckRawProperties accepts exactly what DecodeProperties does
+		// (within the size limit), in stored form, and finds the same
+		// UNIQ_KEY.
+		raw, hasUniq, rerr := CheckRawProperties(s)
+		if len(s)+1 < MaxPropertiesSize {
+			require.Equal(t, err == nil, rerr == nil, "%q: decode %v, check %v", s, err, rerr)
+		}
+		if rerr == nil {
+			again, err := DecodeProperties(raw)
+			require.NoError(t, err)
+			require.Equal(t, props, again)
+			require.Equal(t, props[PropertyUniqKey] != "", hasUniq)
+			if raw != "" {
+				require.Equal(t, byte(PropertySeparator), raw[len(raw)-1])
+			}
+		} else if len(s)+1 < MaxPropertiesSize {
+			require.ErrorIs(t, rerr, ErrBadProperty)
+		}
 		if err != nil {
 			require.ErrorIs(t, err, ErrBadProperty)
 			return

@@ -45,6 +45,11 @@ type BatchEntry struct {
 	// Properties are the entry's own properties (UNIQ_KEY, KEYS, TAGS,
 	// ...); nil when there are none.
 	Properties map[string]string
+	// RawProperties are the entry's properties as sent, checked, in
+	// message.CheckRawProperties form; set instead of Properties by
+	// DecodeBatchRaw. HasUniqKey tells whether they have a UNIQ_KEY.
+	RawProperties string
+	HasUniqKey    bool
 }
 
 // AppendBatch appends the batch body of entries to dst. Properties are
@@ -91,13 +96,20 @@ func checkBatchProperties(props map[string]string) error {
 // DecodeBatch decodes a batch body. Entry bodies alias body. An empty body,
 // a truncated entry, a TOTALSIZE that disagrees with the entry's lengths,
 // or bad properties give an error wrapping ErrMalformed. It never panics.
-func DecodeBatch(body []byte) ([]BatchEntry, error) {
+func DecodeBatch(body []byte) ([]BatchEntry, error) { return decodeBatch(body, false) }
+
+// DecodeBatchRaw is DecodeBatch leaving each entry's properties encoded
+// (RawProperties) rather than building a map: what a broker needs to store
+// them.
+func DecodeBatchRaw(body []byte) ([]BatchEntry, error) { return decodeBatch(body, true) }
+
+func decodeBatch(body []byte, raw bool) ([]BatchEntry, error) {
 	if len(body) == 0 {
 		return nil, fmt.Errorf("remoting: batch: empty body: %w", ErrMalformed)
 	}
 	var entries []BatchEntry
 	for off := 0; off < len(body); {
-		e, n, err := decodeBatchEntry(body[off:])
+		e, n, err := decodeBatchEntry(body[off:], raw)
 		if err != nil {
 			return nil, fmt.Errorf("remoting: batch entry %d at byte %d: %w", len(entries), off, err)
 		}
@@ -108,7 +120,7 @@ func DecodeBatch(body []byte) ([]BatchEntry, error) {
 }
 
 // decodeBatchEntry decodes the entry at the start of b and returns its size.
-func decodeBatchEntry(b []byte) (BatchEntry, int, error) {
+func decodeBatchEntry(b []byte, raw bool) (BatchEntry, int, error) {
 	if len(b) < batchFixedSize {
 		return BatchEntry{}, 0, fmt.Errorf("%d bytes left, an entry needs %d: %w", len(b), batchFixedSize, ErrMalformed)
 	}
@@ -131,10 +143,14 @@ func decodeBatchEntry(b []byte) (BatchEntry, int, error) {
 	if bodyLen > 0 {
 		e.Body = b[batchOffBody:propsAt:propsAt]
 	}
-	props, err := message.DecodeProperties(string(b[propsStart:size]))
+	var err error
+	if raw {
+		e.RawProperties, e.HasUniqKey, err = message.CheckRawProperties(string(b[propsStart:size]))
+	} else {
+		e.Properties, err = message.DecodeProperties(string(b[propsStart:size]))
+	}
 	if err != nil {
 		return BatchEntry{}, 0, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
-	e.Properties = props
 	return e, size, nil
 }
