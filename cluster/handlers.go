@@ -333,13 +333,13 @@ func (b *Broker) sendResponse(req *remoting.Command, res []store.MessageResult, 
 		b.met.sendsError.Inc()
 		return b.errorResponse(req, err)
 	}
-	rh := remoting.SendMessageResponseHeader{MsgID: res[0].MsgID, QueueID: res[0].QueueID, QueueOffset: res[0].QueueOffset}
+	rh := remoting.SendMessageResponseHeader{MsgID: res[0].MsgID(), QueueID: res[0].QueueID, QueueOffset: res[0].QueueOffset}
 	if len(res) == 1 {
 		rh.TransactionID = res[0].UniqKey
 	} else {
 		ids := make([]string, len(res))
 		for i, r := range res {
-			ids[i] = r.MsgID
+			ids[i] = r.MsgID()
 		}
 		rh.MsgID = strings.Join(ids, ",")
 	}

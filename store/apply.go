@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -33,13 +34,17 @@ type MessageResult struct {
 	PhyOffset      int64
 	Size           int32
 	StoreTimestamp int64
-	MsgID          string // offsetMsgId
+	StoreHost      netip.AddrPort
 	UniqKey        string
 	// Duplicate: the UNIQ_KEY was already stored within the dedupe window;
 	// the fields describe the original, and nothing new was queued.
 	Duplicate bool
 	Err       error
 }
+
+// MsgID returns the message's offsetMsgId. It is computed on demand: only
+// the node answering the send needs it.
+func (r *MessageResult) MsgID() string { return message.OffsetMsgID(r.StoreHost, r.PhyOffset) }
 
 // applyChunk bounds the bytes copied out of the log per read.
 const applyChunk = 8 << 20
@@ -227,8 +232,7 @@ func (s *Store) applyMessage(v *message.View, phy int64) (MessageResult, error) 
 		b.topic = string(v.Topic)
 	}
 	topic := b.topic
-	mr := MessageResult{Topic: topic, QueueID: v.QueueID, PhyOffset: phy, Size: int32(v.Size), StoreTimestamp: v.StoreTimestamp}
-	mr.MsgID = message.OffsetMsgID(v.StoreHost, phy)
+	mr := MessageResult{Topic: topic, QueueID: v.QueueID, PhyOffset: phy, Size: int32(v.Size), StoreTimestamp: v.StoreTimestamp, StoreHost: v.StoreHost}
 	uniq, _ := message.PropertyValue(v.Properties, message.PropertyUniqKey)
 	mr.UniqKey = uniq
 	s.state.mu.RLock()
@@ -397,7 +401,7 @@ func (s *Store) findByUniqKey(topic, uniq, key string, ts int64, window time.Dur
 			continue // a rejected send, never queued
 		}
 		return MessageResult{Topic: topic, QueueID: v.QueueID, QueueOffset: qo, PhyOffset: phy, Size: int32(v.Size),
-			StoreTimestamp: v.StoreTimestamp, MsgID: message.OffsetMsgID(v.StoreHost, phy), UniqKey: uniq}, true, nil
+			StoreTimestamp: v.StoreTimestamp, StoreHost: v.StoreHost, UniqKey: uniq}, true, nil
 	}
 	return MessageResult{}, false, nil
 }

@@ -43,7 +43,7 @@ func TestDedupeWithinOneBatch(t *testing.T) {
 			require.Equal(t, rs[0].QueueID, rs[2].QueueID)
 			require.Equal(t, rs[0].QueueOffset, rs[2].QueueOffset)
 			require.Equal(t, rs[0].PhyOffset, rs[2].PhyOffset)
-			require.Equal(t, rs[0].MsgID, rs[2].MsgID)
+			require.Equal(t, rs[0].MsgID(), rs[2].MsgID())
 			require.ErrorIs(t, rs[3].Err, ErrBadQueue)
 			require.False(t, rs[4].Duplicate)
 			require.NoError(t, rs[4].Err)

@@ -159,7 +159,7 @@ func TestDedupeByUniqKey(t *testing.T) {
 	require.True(t, retry[0].Duplicate)
 	require.Equal(t, first[0].QueueID, retry[0].QueueID)
 	require.Equal(t, first[0].QueueOffset, retry[0].QueueOffset)
-	require.Equal(t, first[0].MsgID, retry[0].MsgID)
+	require.Equal(t, first[0].MsgID(), retry[0].MsgID())
 	require.Equal(t, int64(1), sa.MaxOffset("t", 0)+sa.MaxOffset("t", 1))
 	// Outside the window it is a new message.
 	late := msg("t", 0, 1, "", "KEY-1")
@@ -198,7 +198,7 @@ func TestQueriesWithHashCollisions(t *testing.T) {
 	ms, err = sa.QueryByKey("t", "order-1", 10, 0, 1<<62)
 	require.NoError(t, err)
 	require.Len(t, ms, 1)
-	byID, err := sa.QueryByOffsetMsgID(b[0].MsgID)
+	byID, err := sa.QueryByOffsetMsgID(b[0].MsgID())
 	require.NoError(t, err)
 	require.Equal(t, int64(1), byID.QueueOffset)
 	_, err = sa.QueryByOffsetMsgID(message.OffsetMsgID(cfg.StoreHost, b[0].PhyOffset+3))

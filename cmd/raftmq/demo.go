@@ -80,7 +80,7 @@ func runDemo(log *slog.Logger, dir string, count, size int) error {
 	}
 	el := time.Since(start)
 	fmt.Printf("wrote %d messages of %d B in batches of 32 (fsync before ack): %.0f msgs/s\n", count, size, float64(count)/el.Seconds())
-	fmt.Printf("first: queue %d offset %d msgId %s; last: queue %d offset %d\n", first.QueueID, first.QueueOffset, first.MsgID, last.QueueID, last.QueueOffset)
+	fmt.Printf("first: queue %d offset %d msgId %s; last: queue %d offset %d\n", first.QueueID, first.QueueOffset, first.MsgID(), last.QueueID, last.QueueOffset)
 	for q := int32(0); q < 4; q++ {
 		fmt.Printf("queue %d: offsets [%d, %d)\n", q, sa.MinOffset(topic, q), sa.MaxOffset(topic, q))
 	}
@@ -89,11 +89,11 @@ func runDemo(log *slog.Logger, dir string, count, size int) error {
 		return err
 	}
 	fmt.Printf("read %d messages from queue %d at offset %d: %s\n", len(r.Records), first.QueueID, first.QueueOffset, r.Status)
-	m, err := sa.QueryByOffsetMsgID(first.MsgID)
+	m, err := sa.QueryByOffsetMsgID(first.MsgID())
 	if err != nil {
 		return err
 	}
-	fmt.Printf("looked up msgId %s: topic %s queue %d offset %d keys %q\n", first.MsgID, m.Topic, m.QueueID, m.QueueOffset, m.Keys())
+	fmt.Printf("looked up msgId %s: topic %s queue %d offset %d keys %q\n", first.MsgID(), m.Topic, m.QueueID, m.QueueOffset, m.Keys())
 	ms, err := sa.QueryByKey(topic, "order-0", 8, 0, time.Now().Add(time.Hour).UnixMilli())
 	if err != nil {
 		return err
