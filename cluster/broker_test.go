@@ -267,15 +267,22 @@ func TestBrokerProtocolEndToEnd(t *testing.T) {
 	require.Equal(t, remoting.PullNotFound, resp.Code, resp.Remark)
 	time.Sleep(2 * flushEvery) // the one-way and pull commits are batched
 	require.Equal(t, int64(3), queryOffset())
+	// A one-way commit still waiting for its batch is replicated before a
+	// query answers with it.
+	l.offs.add(store.OffsetCommit{Group: "cg", Topic: "T", QueueID: 1, Offset: 4})
+	require.Equal(t, int64(4), queryOffset())
+	for _, b := range tb.bs {
+		require.Eventually(t, func() bool { o, ok := b.Replica().Store().ConsumerOffset("cg", "T", 1); return ok && o == 4 }, 5*time.Second, 5*time.Millisecond)
+	}
 	// A reset moves it back, and a later commit forward again.
 	uh.CommitOffset, uh.Reset = 1, true
 	resp = invoke(t, fc, remoting.NewRequest(remoting.UpdateConsumerOffset, uh.Encode(), nil))
 	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
 	require.Equal(t, int64(1), queryOffset())
-	uh.CommitOffset, uh.Reset = 4, false
+	uh.CommitOffset, uh.Reset = 5, false
 	resp = invoke(t, fc, remoting.NewRequest(remoting.UpdateConsumerOffset, uh.Encode(), nil))
 	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
-	require.Equal(t, int64(4), queryOffset())
+	require.Equal(t, int64(5), queryOffset())
 	// Max offset.
 	mh := remoting.GetMaxOffsetRequestHeader{Topic: "T", QueueID: 1}
 	resp = invoke(t, fc, remoting.NewRequest(remoting.GetMaxOffset, mh.Encode(), nil))

@@ -483,20 +483,26 @@ func (b *Broker) handleQueryOffset(ctx context.Context, req *remoting.Command) *
 	if err != nil {
 		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
 	}
-	if !b.mut.OffsetsInMemory {
+	var off int64
+	var ok bool
+	if b.mut.OffsetsInMemory {
+		off, ok = b.memOffs.get(h.ConsumerGroup, h.Topic, h.QueueID)
+	} else {
+		// A one-way commit of this queue still waiting for its batch is
+		// replicated first, so the answer includes it and is never a value
+		// that a crash could take back.
+		if o, pending := b.offs.pending(h.ConsumerGroup, h.Topic, h.QueueID); pending {
+			cctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
+			err := b.offs.commitNow(cctx, store.OffsetCommit{Group: h.ConsumerGroup, Topic: h.Topic, QueueID: h.QueueID, Offset: o})
+			cancel()
+			if err != nil {
+				return b.errorResponse(req, err)
+			}
+		}
 		if err := b.readBarrier(ctx); err != nil {
 			return remoting.NewResponse(req, remoting.ServiceNotAvailable, fmt.Sprintf("offset query: no quorum confirmed this node's state: %v; retry", err))
 		}
-	}
-	off, ok := b.rep.Store().ConsumerOffset(h.ConsumerGroup, h.Topic, h.QueueID)
-	if b.mut.OffsetsInMemory {
-		off, ok = b.memOffs.get(h.ConsumerGroup, h.Topic, h.QueueID)
-	}
-	if !ok {
-		// Pending (not yet replicated) commits count too.
-		if o, ok2 := b.offs.pending(h.ConsumerGroup, h.Topic, h.QueueID); ok2 {
-			off, ok = o, true
-		}
+		off, ok = b.rep.Store().ConsumerOffset(h.ConsumerGroup, h.Topic, h.QueueID)
 	}
 	if !ok {
 		return remoting.NewResponse(req, remoting.QueryNotFound, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
