@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/internal/remoting"
 )
 
@@ -77,5 +79,23 @@ func BenchmarkSendAsync(b *testing.B) {
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
 			require.Zero(b, failed.Load())
 		})
+	}
+}
+
+// BenchmarkDecodeMessages decodes a pull of 32 1 KiB records, as a consumer
+// does for every pull (properties stay encoded until asked for).
+func BenchmarkDecodeMessages(b *testing.B) {
+	var body []byte
+	for i := 0; i < 32; i++ {
+		body = append(body, record(b, "T", 0, int64(i), int64(i)*1200, make([]byte, 1024),
+			map[string]string{message.PropertyUniqKey: fmt.Sprintf("U%031d", i), message.PropertyTags: "TagA", message.PropertyKeys: "k1 k2"})...)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		ms, err := DecodeMessages(body, "T", 0)
+		if err != nil || len(ms) != 32 {
+			b.Fatal(len(ms), err)
+		}
 	}
 }

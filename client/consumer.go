@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/raftmq/raftmq/commitlog/message"
@@ -83,8 +84,12 @@ type MessageExt struct {
 	// Body is the message body, inflated if it was stored zlib-compressed.
 	// If SysFlag still has message.SysFlagCompressed, the body is as
 	// stored (another compression type, or it did not inflate).
-	Body       []byte
-	Properties map[string]string
+	Body []byte
+	// RawProperties are the message's properties as stored (name \x01
+	// value \x02 ...), checked when the message was decoded; Property and
+	// Properties read them. Decoding them into a map only on demand keeps
+	// consuming cheap.
+	RawProperties string
 	// MsgID is the UNIQ_KEY property, or OffsetMsgID when there is none.
 	MsgID string
 	// OffsetMsgID is the broker's id: store host and CommitLogOffset.
@@ -98,6 +103,18 @@ type MessageExt struct {
 	BornHost       string
 	Flag           int32
 	SysFlag        int32
+}
+
+// Property returns the value of the message property name.
+func (m *MessageExt) Property(name string) (string, bool) {
+	return message.RawPropertyValue(m.RawProperties, name)
+}
+
+// Properties returns the message's properties as a new map (nil if it has
+// none).
+func (m *MessageExt) Properties() map[string]string {
+	props, _ := message.DecodeProperties(m.RawProperties) // checked when decoded
+	return props
 }
 
 // PullConsumer pulls messages of a consumer group and manages the group's
@@ -231,25 +248,24 @@ func DecodeMessages(b []byte, topic string, queue int32) ([]*MessageExt, error) 
 	out := make([]*MessageExt, 0, count)
 	slab := make([]MessageExt, count) // one allocation for the pull's messages
 	for off := 0; off < len(b); {
-		m, n, err := message.Decode(b[off:])
+		v, err := message.Parse(b[off:], true)
 		if err != nil {
 			return nil, fmt.Errorf("%w: record %d at byte %d: %w", ErrCorrupt, len(out), off, err)
 		}
-		if topic != "" && (m.Topic != topic || m.QueueID != queue) {
+		if topic != "" && (string(v.Topic) != topic || v.QueueID != queue) {
 			return nil, fmt.Errorf("%w: record %d at byte %d is of %s/%d, pulled %s/%d",
-				ErrCorrupt, len(out), off, m.Topic, m.QueueID, topic, queue)
-		}
-		if topic != "" {
-			m.Topic = topic
+				ErrCorrupt, len(out), off, v.Topic, v.QueueID, topic, queue)
 		}
 		if len(slab) == 0 {
 			slab = make([]MessageExt, 1)
 		}
 		x := &slab[0]
 		slab = slab[1:]
-		fillMessageExt(x, &m, &d)
+		if err := fillMessageExt(x, &v, topic, &d); err != nil {
+			return nil, fmt.Errorf("%w: record %d at byte %d: %w", ErrCorrupt, len(out), off, err)
+		}
 		out = append(out, x)
-		off += n
+		off += v.Size
 	}
 	return out, nil
 }
@@ -282,27 +298,43 @@ func (h *hostStrings) get(i int, a netip.AddrPort) string {
 	return h.str[i]
 }
 
-// fillMessageExt converts a decoded record into x; d caches host strings.
-func fillMessageExt(x *MessageExt, m *message.Message, d *hostStrings) {
-	*x = MessageExt{
-		Topic:           m.Topic,
-		QueueID:         m.QueueID,
-		QueueOffset:     m.QueueOffset,
-		CommitLogOffset: m.PhysicalOffset,
-		Body:            m.Body,
-		Properties:      m.Properties,
-		OffsetMsgID:     message.OffsetMsgID(m.StoreHost, m.PhysicalOffset),
-		Tags:            m.Tags(),
-		Keys:            m.Keys(),
-		BornTimestamp:   m.BornTimestamp,
-		StoreTimestamp:  m.StoreTimestamp,
-		ReconsumeTimes:  m.ReconsumeTimes,
-		StoreHost:       d.get(0, m.StoreHost),
-		BornHost:        d.get(1, m.BornHost),
-		Flag:            m.Flag,
-		SysFlag:         m.SysFlag,
+// fillMessageExt converts a parsed record into x; topic, if not empty, is
+// the record's topic (one string for the whole pull), and d caches host
+// strings. It fails on malformed properties.
+func fillMessageExt(x *MessageExt, v *message.View, topic string, d *hostStrings) error {
+	if topic == "" {
+		topic = string(v.Topic)
 	}
-	x.MsgID = m.UniqKey()
+	raw, _, err := message.CheckRawProperties(string(v.Properties))
+	if err != nil {
+		return err
+	}
+	*x = MessageExt{
+		Topic:           topic,
+		QueueID:         v.QueueID,
+		QueueOffset:     v.QueueOffset,
+		CommitLogOffset: v.PhysicalOffset,
+		Body:            v.Body,
+		RawProperties:   raw,
+		OffsetMsgID:     message.OffsetMsgID(v.StoreHost, v.PhysicalOffset),
+		BornTimestamp:   v.BornTimestamp,
+		StoreTimestamp:  v.StoreTimestamp,
+		ReconsumeTimes:  v.ReconsumeTimes,
+		StoreHost:       d.get(0, v.StoreHost),
+		BornHost:        d.get(1, v.BornHost),
+		Flag:            v.Flag,
+		SysFlag:         v.SysFlag,
+	}
+	x.Tags, _ = x.Property(message.PropertyTags)
+	if keys, ok := x.Property(message.PropertyKeys); ok && keys != "" {
+		x.Keys = make([]string, 0, strings.Count(keys, message.KeySeparator)+1)
+		for k := range strings.SplitSeq(keys, message.KeySeparator) {
+			if k != "" {
+				x.Keys = append(x.Keys, k)
+			}
+		}
+	}
+	x.MsgID, _ = x.Property(message.PropertyUniqKey)
 	if x.MsgID == "" {
 		x.MsgID = x.OffsetMsgID
 	}
@@ -314,6 +346,7 @@ func fillMessageExt(x *MessageExt, m *message.Message, d *hostStrings) {
 			}
 		}
 	}
+	return nil
 }
 
 // inflate decompresses a zlib body, refusing more than maxInflated bytes.

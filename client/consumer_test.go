@@ -16,7 +16,7 @@ import (
 )
 
 // record builds a stored record with commitlog/message.
-func record(t *testing.T, topic string, queue int32, off, phys int64, body []byte, props map[string]string) []byte {
+func record(t testing.TB, topic string, queue int32, off, phys int64, body []byte, props map[string]string) []byte {
 	t.Helper()
 	m := message.Message{
 		QueueID: queue, Flag: 3, QueueOffset: off, PhysicalOffset: phys,
@@ -83,7 +83,12 @@ func TestPullDecodesStoredRecords(t *testing.T) {
 	require.Equal(t, message.OffsetMsgID(netip.MustParseAddrPort("10.0.0.1:10911"), 1000), m.OffsetMsgID)
 	require.Equal(t, "TagA", m.Tags)
 	require.Equal(t, []string{"k1", "k2"}, m.Keys)
-	require.Equal(t, "y", m.Properties["x"])
+	require.Equal(t, "y", m.Properties()["x"])
+	x, ok := m.Property("x")
+	require.True(t, ok)
+	require.Equal(t, "y", x)
+	_, ok = m.Property("nope")
+	require.False(t, ok)
 	require.Equal(t, int64(1700000000000), m.BornTimestamp)
 	require.Equal(t, int64(1700000000100), m.StoreTimestamp)
 	require.Equal(t, int32(1), m.ReconsumeTimes)
@@ -160,12 +165,15 @@ func TestPullReportsCorruption(t *testing.T) {
 	badCRC[bodyAt] ^= 0xFF
 	otherQueue := record(t, "T", 1, 1, 100, []byte("payload"), nil)
 	otherTopic := record(t, "U", 0, 1, 100, []byte("payload"), nil)
+	badProps := record(t, "T", 0, 1, 100, []byte("payload"), map[string]string{"x": "y"})
+	badProps[len(badProps)-2] = message.NameValueSeparator // "x\x01y\x02" -> "x\x01\x01\x02"
 
 	for name, recs := range map[string][][]byte{
 		"crc":         {good, badCRC},
 		"truncated":   {good, good[:len(good)-5]},
 		"other queue": {good, otherQueue},
 		"other topic": {good, otherTopic},
+		"properties":  {good, badProps},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := newFakeGroup(t, 1)

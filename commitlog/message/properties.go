@@ -168,7 +168,7 @@ func CheckRawProperties(s string) (raw string, hasUniq bool, err error) {
 			dup = seen[k]
 			seen[k] = true
 		} else {
-			_, dup = propertyIn(done, k)
+			_, dup = RawPropertyValue(done, k)
 		}
 		if dup {
 			return "", false, fmt.Errorf("message: property %q: repeated: %w", k, ErrBadProperty)
@@ -206,12 +206,13 @@ func SetRawProperty(raw, name, value string) string {
 	return string(out)
 }
 
-// propertyIn looks for name among the pairs of prefix (well-formed pairs,
-// each followed by \x02).
-func propertyIn(prefix, name string) (string, bool) {
-	for prefix != "" {
-		item, rest, _ := strings.Cut(prefix, string(PropertySeparator))
-		prefix = rest
+// RawPropertyValue returns the value of name in raw, an encoded properties
+// string, without building a map or copying: the value is a substring of
+// raw. It returns the first match and skips malformed pairs.
+func RawPropertyValue(raw, name string) (string, bool) {
+	for raw != "" {
+		item, rest, _ := strings.Cut(raw, string(PropertySeparator))
+		raw = rest
 		if k, v, _ := strings.Cut(item, string(NameValueSeparator)); k == name {
 			return v, true
 		}
