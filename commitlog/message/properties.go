@@ -135,10 +135,16 @@ func EncodeProperties(props map[string]string) string {
 // also reports whether it has a non-empty UNIQ_KEY. Records built from it
 // (Message.RawProperties) keep the client's order of pairs.
 func CheckRawProperties(s string) (raw string, hasUniq bool, err error) {
+	return checkRawProperties(s, true)
+}
+
+// checkRawProperties is CheckRawProperties; limit enforces
+// MaxPropertiesSize.
+func checkRawProperties(s string, limit bool) (raw string, hasUniq bool, err error) {
 	if s == "" || s == string(PropertySeparator) {
 		return "", false, nil
 	}
-	if len(s) > MaxPropertiesSize {
+	if limit && len(s) > MaxPropertiesSize {
 		return "", false, fmt.Errorf("message: properties of %d bytes, limit %d: %w", len(s), MaxPropertiesSize, ErrPropertiesTooLarge)
 	}
 	body := strings.TrimSuffix(s, string(PropertySeparator))
@@ -178,7 +184,7 @@ func CheckRawProperties(s string) (raw string, hasUniq bool, err error) {
 		}
 	}
 	if len(body) == len(s) {
-		if len(s)+1 > MaxPropertiesSize {
+		if limit && len(s)+1 > MaxPropertiesSize {
 			return "", false, fmt.Errorf("message: properties of %d bytes, limit %d: %w", len(s)+1, MaxPropertiesSize, ErrPropertiesTooLarge)
 		}
 		s += string(PropertySeparator)
@@ -226,30 +232,15 @@ func RawPropertyValue(raw, name string) (string, bool) {
 // an empty pair, a pair without \x01, a value containing \x01, an empty name
 // or a repeated name. Values may be empty (Java clients drop such pairs).
 func DecodeProperties(s string) (map[string]string, error) {
-	s = strings.TrimSuffix(s, string(PropertySeparator))
-	if s == "" {
-		return nil, nil
+	raw, _, err := checkRawProperties(s, false)
+	if err != nil || raw == "" {
+		return nil, err
 	}
-	props := make(map[string]string, strings.Count(s, string(PropertySeparator))+1)
-	for i := 0; s != ""; i++ {
-		item, rest, more := strings.Cut(s, string(PropertySeparator))
-		if more && rest == "" {
-			// item was followed by a separator, and that one was the last.
-			return nil, fmt.Errorf("message: property %d: empty pair: %w", i+1, ErrBadProperty)
-		}
-		s = rest
-		k, v, ok := strings.Cut(item, string(NameValueSeparator))
-		switch {
-		case !ok:
-			return nil, fmt.Errorf("message: property %d: no name/value separator: %w", i, ErrBadProperty)
-		case k == "":
-			return nil, fmt.Errorf("message: property %d: empty name: %w", i, ErrBadProperty)
-		case strings.IndexByte(v, NameValueSeparator) >= 0:
-			return nil, fmt.Errorf("message: property %q: value contains a separator: %w", k, ErrBadProperty)
-		}
-		if _, dup := props[k]; dup {
-			return nil, fmt.Errorf("message: property %q: repeated: %w", k, ErrBadProperty)
-		}
+	props := make(map[string]string, strings.Count(raw, string(PropertySeparator)))
+	for raw != "" {
+		item, rest, _ := strings.Cut(raw, string(PropertySeparator))
+		raw = rest
+		k, v, _ := strings.Cut(item, string(NameValueSeparator))
 		props[k] = v
 	}
 	return props, nil
