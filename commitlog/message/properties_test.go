@@ -57,6 +57,15 @@ func TestPropertyValue(t *testing.T) {
 	got, ok := PropertyBytes([]byte("junk\x02\x02a\x01b"), "a")
 	require.True(t, ok)
 	require.Equal(t, "b", string(got))
+	// RawPropertyValue is the same lookup on a string.
+	for _, raw := range []string{string(raw), "junk\x02\x02a\x01b", "a\x02a\x01b\x02", ""} {
+		for _, key := range []string{"a", "junk", "KEYS", "TAGS", "UNIQ_KEY", "k1 k2", ""} {
+			want, wok := PropertyValue([]byte(raw), key)
+			got, gok := RawPropertyValue(raw, key)
+			require.Equal(t, wok, gok, "%q in %q", key, raw)
+			require.Equal(t, want, got, "%q in %q", key, raw)
+		}
+	}
 }
 
 func FuzzDecodeProperties(f *testing.F) {
