@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/zlib"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -244,7 +243,7 @@ func DecodeMessages(b []byte, topic string, queue int32) ([]*MessageExt, error) 
 	// Records of one pull share their topic and, mostly, their hosts:
 	// their strings are made once per pull, not per record.
 	var d hostStrings
-	count := countRecords(b)
+	count := message.CountRecords(b) // never fewer than the records decoded
 	out := make([]*MessageExt, 0, count)
 	slab := make([]MessageExt, count) // one allocation for the pull's messages
 	for off := 0; off < len(b); {
@@ -256,9 +255,6 @@ func DecodeMessages(b []byte, topic string, queue int32) ([]*MessageExt, error) 
 			return nil, fmt.Errorf("%w: record %d at byte %d is of %s/%d, pulled %s/%d",
 				ErrCorrupt, len(out), off, v.Topic, v.QueueID, topic, queue)
 		}
-		if len(slab) == 0 {
-			slab = make([]MessageExt, 1)
-		}
 		x := &slab[0]
 		slab = slab[1:]
 		if err := fillMessageExt(x, &v, topic, &d); err != nil {
@@ -268,21 +264,6 @@ func DecodeMessages(b []byte, topic string, queue int32) ([]*MessageExt, error) 
 		off += v.Size
 	}
 	return out, nil
-}
-
-// countRecords counts the records in a pull body by their TOTALSIZE
-// fields, stopping at the first that does not fit (Decode reports it).
-func countRecords(b []byte) int {
-	n := 0
-	for len(b) >= 4 {
-		sz := int(binary.BigEndian.Uint32(b))
-		if sz <= 0 || sz > len(b) {
-			break
-		}
-		b = b[sz:]
-		n++
-	}
-	return n
 }
 
 // hostStrings remembers the last two addresses formatted.

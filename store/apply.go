@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"cmp"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -190,7 +189,7 @@ func (s *Store) applyEntry(e *commitlog.Entry) (Result, error) {
 // record fails it and every later record of the payload, identically on
 // every replica.
 func (s *Store) applyMessages(payload []byte, base int64) ([]MessageResult, error) {
-	out := make([]MessageResult, 0, countRecords(payload))
+	out := make([]MessageResult, 0, message.CountRecords(payload)) // one result per record, and one for a bad tail
 	for off := 0; off < len(payload); {
 		v, err := message.Parse(payload[off:], false)
 		if err != nil {
@@ -206,24 +205,6 @@ func (s *Store) applyMessages(payload []byte, base int64) ([]MessageResult, erro
 		out = append(out, mr)
 	}
 	return out, nil
-}
-
-// countRecords returns the number of results applyMessages will produce for
-// payload, or more, by following the records' TOTALSIZE fields: it sizes the
-// results slice once.
-func countRecords(payload []byte) int {
-	n := 0
-	for off := 0; off < len(payload); n++ {
-		if off+4 > len(payload) {
-			return n + 1
-		}
-		size := int(int32(binary.BigEndian.Uint32(payload[off:])))
-		if size < 4 {
-			return n + 1
-		}
-		off += size
-	}
-	return n
 }
 
 func (s *Store) applyMessage(v *message.View, phy int64) (MessageResult, error) {

@@ -194,18 +194,3 @@ func TestApplyWriteErrorIsSticky(t *testing.T) {
 		})
 	}
 }
-
-func TestCountRecords(t *testing.T) {
-	var b []byte
-	for i := 0; i < 5; i++ {
-		m := msg("t", 0, i, "", "")
-		m.StoreHost = m.BornHost
-		var err error
-		b, err = message.Append(b, m)
-		require.NoError(t, err)
-	}
-	require.Equal(t, 5, countRecords(b))
-	require.Equal(t, 0, countRecords(nil))
-	require.GreaterOrEqual(t, countRecords(b[:len(b)-3]), 5, "a truncated record still gets a result")
-	require.Equal(t, 6, countRecords(append(b, 0, 0)))
-}

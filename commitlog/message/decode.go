@@ -247,3 +247,22 @@ func PatchQueueOffset(rec []byte, off int64) {
 func PatchPhysicalOffset(rec []byte, off int64) {
 	binary.BigEndian.PutUint64(rec[OffPhysicalOffset:OffPhysicalOffset+8], uint64(off))
 }
+
+// CountRecords returns the number of records b starts, following their
+// TOTALSIZE fields without parsing them: every record Parse would accept,
+// plus one for a malformed or truncated tail. It is an upper bound on the
+// records a reader of b gets, for sizing their slice once.
+func CountRecords(b []byte) int {
+	n := 0
+	for off := 0; off < len(b); n++ {
+		if off+4 > len(b) {
+			return n + 1
+		}
+		size := int(int32(binary.BigEndian.Uint32(b[off:])))
+		if size < 4 {
+			return n + 1
+		}
+		off += size
+	}
+	return n
+}

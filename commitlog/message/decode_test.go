@@ -226,3 +226,18 @@ func TestDecodeAliasesBody(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, byte('J'), v.Body[0])
 }
+
+func TestCountRecords(t *testing.T) {
+	var b []byte
+	for i := 0; i < 5; i++ {
+		m := sampleV4()
+		m.QueueOffset = int64(i)
+		var err error
+		b, err = Append(b, &m)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 5, CountRecords(b))
+	require.Equal(t, 0, CountRecords(nil))
+	require.GreaterOrEqual(t, CountRecords(b[:len(b)-3]), 5, "a truncated record still gets a result")
+	require.Equal(t, 6, CountRecords(append(b, 0, 0)))
+}
