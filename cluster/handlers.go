@@ -537,15 +537,14 @@ func (b *Broker) handleUpdateOffset(ctx context.Context, req *remoting.Command) 
 	} else {
 		err = b.offs.commitNow(cctx, oc)
 	}
-	if err != nil {
-		if req.IsOneway() {
+	switch {
+	case req.IsOneway():
+		if err != nil {
 			b.log.Warn("cluster: one-way consumer offset reset failed", "group", oc.Group, "topic", oc.Topic, "queue", oc.QueueID, "err", err)
-			return nil
 		}
-		return b.errorResponse(req, err)
-	}
-	if req.IsOneway() {
 		return nil
+	case err != nil:
+		return b.errorResponse(req, err)
 	}
 	return remoting.NewResponse(req, remoting.Success, "")
 }
