@@ -38,6 +38,24 @@ type ProducerOptions struct {
 	Backoff, MaxBackoff time.Duration
 	// Window bounds the SendAsync calls in flight (default 1024).
 	Window int
+	// AutoBatch packs SendAsync messages that wait behind other sends
+	// into SEND_BATCH_MESSAGE requests, like RocketMQ 5's autoBatch: a
+	// message is sent at once while fewer than AutoBatchRequests packed
+	// requests are in flight; otherwise it joins the pack of messages for
+	// the same topic, queue (or AnyQueue) and ctx, which goes out as one
+	// request when a request slot frees. So a lone send is not delayed,
+	// and under load many sends share one request, one frame and one
+	// answer. Each message keeps its own UNIQ_KEY, callback and result;
+	// the messages of one pack are stored together, at consecutive
+	// offsets of one queue, or not at all (their callbacks then get the
+	// same error). Retry topics (%RETRY%...) are never packed.
+	AutoBatch bool
+	// AutoBatchBytes bounds a pack's encoded size (default 256 KiB); a
+	// message larger than that is sent alone.
+	AutoBatchBytes int
+	// AutoBatchRequests is how many packed requests may be in flight at
+	// once (default 4).
+	AutoBatchRequests int
 }
 
 // SendResult describes a stored message.
@@ -77,6 +95,8 @@ type Producer struct {
 	sem chan struct{} // one slot per SendAsync in flight
 	// flushMu serializes Flush calls, which each take every slot of sem.
 	flushMu sync.Mutex
+	// auto packs SendAsync messages; nil unless ProducerOptions.AutoBatch.
+	auto *autoBatcher
 }
 
 // NewProducer returns a producer sending through c.
@@ -100,7 +120,7 @@ func (c *Client) NewProducer(o ProducerOptions) *Producer {
 	if o.Window <= 0 {
 		o.Window = DefaultWindow
 	}
-	return &Producer{
+	p := &Producer{
 		c:       c,
 		group:   o.Group,
 		retries: o.MaxRetries,
@@ -108,6 +128,16 @@ func (c *Client) NewProducer(o ProducerOptions) *Producer {
 		maxBack: o.MaxBackoff,
 		sem:     make(chan struct{}, o.Window),
 	}
+	if o.AutoBatch {
+		if o.AutoBatchBytes <= 0 {
+			o.AutoBatchBytes = DefaultAutoBatchBytes
+		}
+		if o.AutoBatchRequests <= 0 {
+			o.AutoBatchRequests = DefaultAutoBatchRequests
+		}
+		p.auto = newAutoBatcher(p, min(o.AutoBatchBytes, MaxBatchBody), o.AutoBatchRequests)
+	}
+	return p
 }
 
 // Send sends m and waits until it is stored (quorum-committed) or the
@@ -148,22 +178,41 @@ func (p *Producer) SendBatch(ctx context.Context, ms []*Message) ([]SendResult, 
 // not block, nor call Flush or a SendAsync that could block on the window.
 // Sends in flight together may be stored in any order.
 func (p *Producer) SendAsync(ctx context.Context, m *Message, cb func(SendResult, error)) error {
+	if p.auto != nil && packable(m) {
+		if err := m.check(); err != nil {
+			return fmt.Errorf("client: send: %w", err)
+		}
+		if err := p.acquire(ctx); err != nil {
+			return err
+		}
+		p.auto.add(ctx, m, cb)
+		return nil
+	}
 	op, err := p.newOp([]*Message{m}, false)
 	if err != nil {
 		return err
 	}
-	select {
-	case p.sem <- struct{}{}:
-	default:
-		select {
-		case p.sem <- struct{}{}:
-		case <-ctx.Done():
-			return fmt.Errorf("client: waiting for the send window: %w", ctx.Err())
-		}
+	if err := p.acquire(ctx); err != nil {
+		return err
 	}
 	op.ctx, op.cb = ctx, cb
 	op.attemptAsync()
 	return nil
+}
+
+// acquire takes a window slot for a SendAsync.
+func (p *Producer) acquire(ctx context.Context) error {
+	select {
+	case p.sem <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case p.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("client: waiting for the send window: %w", ctx.Err())
+	}
 }
 
 // Flush waits until every SendAsync started before it has called its
@@ -222,6 +271,11 @@ func (p *Producer) newOp(ms []*Message, batch bool) (*sendOp, error) {
 	if len(ms) == 0 {
 		return nil, errors.New("client: send: no messages")
 	}
+	for i, m := range ms {
+		if m == nil {
+			return nil, fmt.Errorf("client: send: message %d is nil", i)
+		}
+	}
 	op := &sendOp{p: p, batch: batch, topic: ms[0].Topic, queue: ms[0].QueueID, flag: ms[0].Flag}
 	if len(ms) == 1 {
 		op.res = op.resBuf[:]
@@ -229,9 +283,6 @@ func (p *Producer) newOp(ms []*Message, batch bool) (*sendOp, error) {
 		op.res = make([]SendResult, len(ms))
 	}
 	for i, m := range ms {
-		if m == nil {
-			return nil, fmt.Errorf("client: send: message %d is nil", i)
-		}
 		if err := m.check(); err != nil {
 			return nil, fmt.Errorf("client: send: message %d: %w", i, err)
 		}
@@ -259,9 +310,13 @@ func (p *Producer) newOp(ms []*Message, batch bool) (*sendOp, error) {
 	}
 	entries := make([]remoting.BatchEntry, len(ms))
 	size := 0
+	var props strings.Builder
 	for i, m := range ms {
-		entries[i] = remoting.BatchEntry{Flag: m.Flag, Body: m.Body, Properties: m.propertyMap(op.res[i].MsgID)}
-		size += len(m.Body) + 64
+		props.Reset()
+		props.Grow(propertiesSizeHint(m))
+		m.writeProperties(&props, op.res[i].MsgID)
+		entries[i] = remoting.BatchEntry{Flag: m.Flag, Body: m.Body, RawProperties: props.String()}
+		size += len(m.Body) + props.Len() + 20
 	}
 	body, err := remoting.AppendBatch(make([]byte, 0, min(size, MaxBatchBody+1)), entries)
 	if err != nil {

@@ -56,6 +56,10 @@ type sendOp struct {
 	cb   func(SendResult, error)
 	addr string
 	conn *remoting.Conn
+	// A pack of auto-batched messages: one callback per message (instead
+	// of cb), and the batcher to tell when done.
+	cbs  []func(SendResult, error)
+	auto *autoBatcher
 }
 
 // prepare gets a route (the cached one, or one fetched after
@@ -307,8 +311,21 @@ func (op *sendOp) afterAsync(s step) {
 	time.AfterFunc(delay, op.attemptAsync)
 }
 
-// finish calls the callback and frees the op's window slot.
+// finish calls the callback (or each message's) and frees the op's window
+// slots.
 func (op *sendOp) finish(err error) {
+	if op.auto != nil {
+		cbs := op.cbs
+		op.cbs = nil
+		for i, cb := range cbs {
+			cb(op.res[i], err)
+		}
+		for range cbs {
+			<-op.p.sem
+		}
+		op.auto.done()
+		return
+	}
 	cb := op.cb
 	op.cb = nil
 	if cb != nil {

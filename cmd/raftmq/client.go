@@ -325,7 +325,7 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 		Use:   "produce",
 		Short: "Send for --duration and report msgs/s, MB/s and latency percentiles",
 		Long: "--window 1 sends one message at a time (latency); --window N pipelines N sends per producer;\n" +
-			"--batch N sends N messages per request. Acks mean what the group's --flush says (default:\n" +
+			"--batch N sends N messages per request; --auto-batch lets the client pack waiting sends into batches. Acks mean what the group's --flush says (default:\n" +
 			"fsynced on a quorum).",
 		RunE: func(c *cobra.Command, _ []string) error {
 			return runBench(c.Context(), addrs, asJSON, cpuProfile, logger(), func(ctx context.Context, cl *client.Client, progress io.Writer) (bench.Result, error) {
@@ -340,6 +340,7 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 	produce.Flags().IntVar(&pc.Window, "window", 1000, "sends in flight per producer (1: one at a time)")
 	produce.Flags().IntVar(&pc.Batch, "batch", 1, "messages per send")
 	produce.Flags().IntVar(&pc.Producers, "producers", 1, "concurrent producers")
+	produce.Flags().BoolVar(&pc.AutoBatch, "auto-batch", false, "with --window > 1: pack sends waiting behind others into batch requests (the client's AutoBatch)")
 	produce.Flags().DurationVar(&pc.Duration, "duration", 10*time.Second, "how long to send")
 	var cc bench.ConsumeConfig
 	consume := &cobra.Command{

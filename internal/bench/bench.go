@@ -21,10 +21,13 @@ import (
 type ProduceConfig struct {
 	Topic     string
 	Queues    int
-	Size      int           // body bytes
-	Window    int           // in-flight sends per producer; 1 = one at a time (sync)
-	Batch     int           // messages per send (>1 uses batches)
-	Producers int           // concurrent producers
+	Size      int // body bytes
+	Window    int // in-flight sends per producer; 1 = one at a time (sync)
+	Batch     int // messages per send (>1 uses batches)
+	Producers int // concurrent producers
+	// AutoBatch packs pipelined sends waiting behind others into batch
+	// requests (client.ProducerOptions.AutoBatch).
+	AutoBatch bool
 	Duration  time.Duration // how long to send
 	Progress  io.Writer     // a line per second (nil: none)
 }
@@ -49,6 +52,7 @@ type Result struct {
 	Window    int    `json:"window,omitempty"`
 	Batch     int    `json:"batch,omitempty"`
 	Producers int    `json:"producers,omitempty"`
+	AutoBatch bool   `json:"autoBatch,omitempty"`
 	FirstErr  string `json:"firstError,omitempty"`
 }
 
@@ -164,7 +168,7 @@ func Produce(ctx context.Context, c *client.Client, cfg ProduceConfig) (Result, 
 		wg.Add(1)
 		go func(p int) {
 			defer wg.Done()
-			pr := c.NewProducer(client.ProducerOptions{Group: "bench", Window: cfg.Window})
+			pr := c.NewProducer(client.ProducerOptions{Group: "bench", Window: cfg.Window, AutoBatch: cfg.AutoBatch})
 			q := int32(p % cfg.Queues)
 			slots := make(chan struct{}, cfg.Window)
 			var inflight sync.WaitGroup
@@ -219,7 +223,7 @@ func Produce(ctx context.Context, c *client.Client, cfg ProduceConfig) (Result, 
 	close(stop)
 	el := time.Since(start).Seconds()
 	r := Result{Mode: mode(cfg), Messages: cnt.msgs.Load(), Errors: cnt.errs.Load(), Seconds: el, Size: cfg.Size,
-		Window: cfg.Window, Batch: cfg.Batch, Producers: cfg.Producers}
+		Window: cfg.Window, Batch: cfg.Batch, Producers: cfg.Producers, AutoBatch: cfg.AutoBatch}
 	r.MsgsPerSec = float64(r.Messages) / el
 	r.MBPerSec = r.MsgsPerSec * float64(cfg.Size) / 1e6
 	if p := cnt.firstErr.Load(); p != nil {
@@ -236,6 +240,8 @@ func mode(cfg ProduceConfig) string {
 	switch {
 	case cfg.Batch > 1:
 		return fmt.Sprintf("produce batches of %d, window %d", cfg.Batch, cfg.Window)
+	case cfg.Window > 1 && cfg.AutoBatch:
+		return fmt.Sprintf("produce pipelined, auto-batched, window %d x %d producers", cfg.Window, cfg.Producers)
 	case cfg.Window > 1:
 		return fmt.Sprintf("produce pipelined, window %d x %d producers", cfg.Window, cfg.Producers)
 	}

@@ -48,22 +48,28 @@ type BatchEntry struct {
 	// RawProperties are the entry's properties as sent, checked, in
 	// message.CheckRawProperties form; set instead of Properties by
 	// DecodeBatchRaw. HasUniqKey tells whether they have a UNIQ_KEY.
+	// AppendBatch writes RawProperties as they are, unchecked, when
+	// Properties is nil: the caller has built them by the rules.
 	RawProperties string
 	HasUniqKey    bool
 }
 
-// AppendBatch appends the batch body of entries to dst. Properties are
-// checked as message.Append checks them: an error wraps
+// AppendBatch appends the batch body of entries to dst. Properties (a
+// map) are checked as message.Append checks them; the size of either
+// form is checked: an error wraps
 // message.ErrBadProperty or message.ErrPropertiesTooLarge. On error dst is
 // returned unchanged (truncated to its original length).
 func AppendBatch(dst []byte, entries []BatchEntry) ([]byte, error) {
 	start := len(dst)
 	for i := range entries {
 		e := &entries[i]
-		if err := checkBatchProperties(e.Properties); err != nil {
-			return dst[:start], fmt.Errorf("remoting: batch entry %d: %w", i, err)
+		props := e.RawProperties
+		if e.Properties != nil || props == "" {
+			if err := checkBatchProperties(e.Properties); err != nil {
+				return dst[:start], fmt.Errorf("remoting: batch entry %d: %w", i, err)
+			}
+			props = message.EncodeProperties(e.Properties)
 		}
-		props := message.EncodeProperties(e.Properties)
 		if len(props) > message.MaxPropertiesSize {
 			return dst[:start], fmt.Errorf("remoting: batch entry %d: properties of %d bytes exceed %d: %w",
 				i, len(props), message.MaxPropertiesSize, message.ErrPropertiesTooLarge)
