@@ -37,6 +37,7 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadLog, NemCorrupt, NemPause, NemClock),
 			sc(WorkloadOffsets, NemKillLeader, NemDelay, NemLoss),
 			sc(WorkloadQueue, NemMembership, NemPartition),
+			sc(WorkloadBatched, NemKill, NemPartitionLeader),
 		}, nil
 	case "standard", "soak":
 		out := []Scenario{
@@ -49,6 +50,7 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadLog, NemDelay, NemLoss),
 			sc(WorkloadQueue, NemMembership),
 			sc(WorkloadRetries, NemKillLeader, NemPartitionLeader),
+			sc(WorkloadBatched, NemKillLeader, NemPartitionLeader),
 			sc(WorkloadOffsets, NemKill, NemPause),
 			sc(WorkloadLog, NemPartition, NemKill, NemPause, NemClock),
 			sc(WorkloadQueue, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership),

@@ -314,7 +314,7 @@ func (t *test) run(ctx context.Context, meta *history.Meta) (err error) {
 	quiet := min(10*time.Second, o.TimeLimit/4)
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	w := &workload{name: o.Workload, rec: t.rec, addrs: t.g.Addrs(), queues: o.Queues, seed: o.Seed, timeout: o.Timeout,
+	w := &workload{name: o.Workload, rec: t.rec, addrs: t.g.Addrs(), queues: o.Queues, seed: o.Seed, timeout: o.Timeout, log: t.log,
 		tokens: limiter(wctx, o.Rate)}
 	var wg sync.WaitGroup
 	var werr error

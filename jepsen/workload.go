@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/raftmq/raftmq/client"
@@ -28,11 +30,20 @@ const (
 	// acknowledged send in ten as if its answer had been lost; the broker
 	// must store each value once.
 	WorkloadRetries = "retries"
+	// WorkloadBatched: the log workload with its producers sharing one
+	// auto-batching producer (client.ProducerOptions.AutoBatch), so that
+	// concurrent sends travel as packed batches: every message's own
+	// offset, loss or duplication is checked as for single sends.
+	WorkloadBatched = "batched"
 )
+
+// batchedWorkers is how many producers share the batched workload's
+// producer.
+const batchedWorkers = 8
 
 // Workloads lists the workload names.
 func Workloads() []string {
-	return []string{WorkloadQueue, WorkloadLog, WorkloadOffsets, WorkloadRetries}
+	return []string{WorkloadQueue, WorkloadLog, WorkloadOffsets, WorkloadRetries, WorkloadBatched}
 }
 
 const (
@@ -50,6 +61,7 @@ type workload struct {
 	tokens  <-chan struct{}
 	seed    int64
 	timeout time.Duration
+	log     *slog.Logger
 }
 
 // limiter hands out rate tokens per second until ctx ends.
@@ -123,11 +135,23 @@ func (w *workload) run(ctx context.Context) error {
 	}
 	producers := 4
 	k := 0
+	if w.name == WorkloadBatched {
+		start(w.batchedProducers, k)
+		k++
+		producers = 0
+	}
 	for i := 0; i < producers; i++ {
 		worker := i
 		retry := w.name == WorkloadRetries
 		start(func(ctx context.Context, c *client.Client, rng *rand.Rand) error {
-			return w.producer(ctx, c, rng, worker, retry)
+			p := c.NewProducer(client.ProducerOptions{Group: "jepsen-producers", MaxRetries: -1})
+			return w.producer(ctx, rng, worker, retry, func() bool { return w.token(ctx) }, func(m *client.Message) (client.SendResult, error) {
+				// The send's own deadline, not the run's: an operation
+				// in flight when the run ends completes normally.
+				sctx, cancel := context.WithTimeout(context.Background(), w.timeout+time.Second)
+				defer cancel()
+				return p.Send(sctx, m)
+			})
 		}, k)
 		k++
 	}
@@ -140,7 +164,7 @@ func (w *workload) run(ctx context.Context) error {
 			}, k)
 			k++
 		}
-	case WorkloadLog:
+	case WorkloadLog, WorkloadBatched:
 		for i := 0; i < 2; i++ {
 			start(w.reader, k)
 			k++
@@ -191,11 +215,73 @@ func errString(err error) string {
 	return s
 }
 
-// producer sends unique values w<worker>-<seq> to random queues.
-func (w *workload) producer(ctx context.Context, c *client.Client, rng *rand.Rand, worker int, retry bool) error {
-	p := c.NewProducer(client.ProducerOptions{Group: "jepsen-producers", MaxRetries: -1})
+// batchedProducers runs batchedWorkers producers on one auto-batching
+// producer with one request in flight. Each rate token releases all of
+// them at once, so that one send goes out alone and the others are packed
+// behind it. Their context is shared (packs are per context) and not the
+// run's, so that an operation in flight when the run ends completes; the
+// client's request timeout bounds each attempt.
+func (w *workload) batchedProducers(ctx context.Context, c *client.Client, rng *rand.Rand) error {
+	p := c.NewProducer(client.ProducerOptions{Group: "jepsen-producers", MaxRetries: -1, AutoBatch: true, AutoBatchRequests: 1})
+	type result struct {
+		res client.SendResult
+		err error
+	}
+	var (
+		wg              sync.WaitGroup
+		inflight, sends atomic.Int64
+		packed          atomic.Int64 // sends made while another was in flight
+	)
+	gates := make([]chan struct{}, batchedWorkers)
+	for i := range gates {
+		gates[i] = make(chan struct{})
+	}
+	go func() {
+		defer func() {
+			for _, g := range gates {
+				close(g)
+			}
+		}()
+		for w.token(ctx) {
+			for _, g := range gates {
+				select {
+				case g <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	for i := range batchedWorkers {
+		wrng := rand.New(rand.NewPCG(rng.Uint64(), uint64(i)))
+		gate := gates[i]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = w.producer(ctx, wrng, i, false, func() bool { _, ok := <-gate; return ok }, func(m *client.Message) (client.SendResult, error) {
+				done := make(chan result, 1)
+				sends.Add(1)
+				if inflight.Add(1) > 1 {
+					packed.Add(1)
+				}
+				defer inflight.Add(-1)
+				if err := p.SendAsync(context.Background(), m, func(r client.SendResult, err error) { done <- result{r, err} }); err != nil {
+					return client.SendResult{}, err
+				}
+				r := <-done
+				return r.res, r.err
+			})
+		}()
+	}
+	wg.Wait()
+	w.log.Info("jepsen: batched producers done", "sends", sends.Load(), "madeWhileAnotherInFlight", packed.Load())
+	return nil
+}
+
+// producer sends unique values w<worker>-<seq> to random queues with send.
+func (w *workload) producer(ctx context.Context, rng *rand.Rand, worker int, retry bool, token func() bool, send func(*client.Message) (client.SendResult, error)) error {
 	proc := w.rec.process()
-	for seq := 0; w.token(ctx); seq++ {
+	for seq := 0; token(); seq++ {
 		value := fmt.Sprintf("w%d-%d", worker, seq)
 		queue := rng.IntN(w.queues)
 		for attempt := 1; ; attempt++ {
@@ -205,11 +291,7 @@ func (w *workload) producer(ctx context.Context, c *client.Client, rng *rand.Ran
 			}
 			m := &client.Message{Topic: topic, QueueID: int32(queue), Body: []byte(value),
 				Properties: map[string]string{"UNIQ_KEY": value}}
-			// The send's own deadline, not the run's: an operation in flight
-			// when the run ends completes normally.
-			sctx, cancel := context.WithTimeout(context.Background(), w.timeout+time.Second)
-			res, err := p.Send(sctx, m)
-			cancel()
+			res, err := send(m)
 			o.Complete, o.Outcome, o.Error = w.rec.now(), outcome(err), errString(err)
 			if err == nil {
 				o.Offset = res.QueueOffset
