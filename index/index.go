@@ -121,12 +121,16 @@ type file struct {
 	pendFirst int32
 	pendEnts  []byte
 	pendSlots map[int32]int32
+	// pendBits has bit s set for every slot s in pendSlots, so that a
+	// lookup of a slot that is not buffered (most are not) costs a bit
+	// test instead of a map miss.
+	pendBits []uint64
 }
 
 // slotHead returns the current head of slot: buffered, or from the file.
 func (f *file) slotHead(g geometry, slot int32) int32 {
-	if h, ok := f.pendSlots[slot]; ok {
-		return h
+	if f.pendBits != nil && f.pendBits[slot>>6]&(1<<(slot&63)) != 0 {
+		return f.pendSlots[slot]
 	}
 	return int32(binary.BigEndian.Uint32(f.b[g.slotOffset(slot):]))
 }
@@ -147,6 +151,7 @@ func (f *file) resetPending() {
 	f.pendFirst = f.hdr.indexCount
 	f.pendEnts = f.pendEnts[:0]
 	clear(f.pendSlots)
+	clear(f.pendBits)
 }
 
 // Index is a directory of index files. See the package documentation for
@@ -501,8 +506,10 @@ func (x *Index) appendEntry(act *file, key string, phyOffset, ts int64) error {
 	act.pendEnts = e.append(act.pendEnts)
 	if act.pendSlots == nil {
 		act.pendSlots = make(map[int32]int32)
+		act.pendBits = make([]uint64, (x.geo.slotCount+63)/64)
 	}
 	act.pendSlots[slot] = count
+	act.pendBits[slot>>6] |= 1 << (slot & 63)
 	hd := &act.hdr
 	if count == firstOrdinal {
 		hd.beginTimestamp, hd.beginPhyOffset, hd.endTimestamp = ts, phyOffset, ts
@@ -603,7 +610,7 @@ func (x *Index) roll(ts int64) (*file, error) {
 			return nil, err
 		}
 		x.mu.Lock()
-		act.pendEnts, act.pendSlots = nil, nil // a sealed file never buffers again
+		act.pendEnts, act.pendSlots, act.pendBits = nil, nil, nil // a sealed file never buffers again
 		x.mu.Unlock()
 		if _, err := act.f.WriteAt(act.hdr.encode(), 0); err != nil {
 			return nil, x.fail(fmt.Errorf("index: seal %q: %w", act.path, err))
