@@ -80,6 +80,10 @@ type Options struct {
 	// everything cached. Reads of released bytes go to the disk; content
 	// never changes. See cache.go for why.
 	CacheWindow int64
+	// TailCache is how many bytes of the most recently appended entries
+	// Entries serves from memory instead of the mapped segments (see
+	// tail.go). 0 selects DefaultTailCache (32 MiB); negative turns it off.
+	TailCache int64
 	// Logger receives recovery and error reports (default: discard).
 	Logger *slog.Logger
 	// UnsafeSkipCRC turns off entry checksum verification on recovery and
@@ -112,6 +116,9 @@ func (o *Options) fill() error {
 	}
 	if o.CacheWindow == 0 {
 		o.CacheWindow = DefaultCacheWindow
+	}
+	if o.TailCache == 0 {
+		o.TailCache = DefaultTailCache
 	}
 	return nil
 }
@@ -159,8 +166,11 @@ type Log struct {
 		lastTerm uint64
 		werr     error // sticky write error
 		closed   bool
-		wbuf     []byte // reused encoding buffer
-
+		wbuf     []byte // reused encoding buffer (tail cache off)
+		// tail is the tail cache (tail.go): chunks of consecutive
+		// entries, oldest first, tailBytes in all.
+		tail      []tailChunk
+		tailBytes int
 	}
 
 	// flushMu is held while syncing a segment file, and by anything that
@@ -391,7 +401,10 @@ func (l *Log) appendLocked(ents []Entry) error {
 			total += sz
 			n++
 		}
-		if cap(buf) < total {
+		switch {
+		case l.opts.TailCache > 0:
+			buf = make([]byte, total) // kept by the tail cache
+		case cap(buf) < total:
 			buf = make([]byte, total)
 		}
 		buf = buf[:total]
@@ -404,10 +417,21 @@ func (l *Log) appendLocked(ents []Entry) error {
 		if _, err := s.f.WriteAt(buf, s.end); err != nil {
 			return l.fail(fmt.Errorf("commitlog: write %s at %d: %w", s.path, s.end, err))
 		}
+		var offs []uint32
+		if l.opts.TailCache > 0 {
+			offs = make([]uint32, n)
+		}
 		off = 0
 		for i := 0; i < n; i++ {
 			s.pos = append(s.pos, uint32(s.end)+uint32(off))
+			if offs != nil {
+				offs[i] = uint32(off)
+			}
 			off += EncodedSize(len(ents[i].Data))
+		}
+		if offs != nil {
+			l.tailAddLocked(tailChunk{first: ents[0].Index, pos: s.base + s.end, buf: buf, offs: offs})
+			buf = nil // the cache owns it; the next append allocates anew
 		}
 		s.end += int64(total)
 		l.mu.last = ents[n-1].Index
@@ -653,6 +677,9 @@ func (l *Log) TruncateSuffix(from uint64) error {
 	if from < l.mu.first {
 		return fmt.Errorf("%w: cannot truncate from %d below first index %d", ErrCompacted, from, l.mu.first)
 	}
+	// The tail cache forgets the entries first, so that whatever happens
+	// below, it never serves one the segments no longer hold.
+	l.tailTruncateLocked(from)
 	// No warming while the tail is rewritten; it resumes at the new end
 	// unless the truncation failed the log.
 	l.warmRetargetLocked(nil)
@@ -781,6 +808,7 @@ func (l *Log) DropPrefix(index uint64) (int64, error) {
 	}
 	l.mu.segs = append([]*segment(nil), l.mu.segs[n:]...)
 	l.mu.first = l.mu.segs[0].first
+	l.tailDropBelowLocked(l.mu.first)
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		return freed, fmt.Errorf("commitlog: sync dir: %w", err)
 	}
@@ -811,6 +839,7 @@ func (l *Log) Reset(next uint64, pos int64) error {
 		return err
 	}
 	l.warmRetargetLocked(nil) // createSegmentLocked retargets it
+	l.tailResetLocked()
 	for _, s := range l.mu.segs {
 		if err := l.removeSegment(s); err != nil {
 			return l.fail(err)
@@ -850,9 +879,11 @@ func (l *Log) Position(i uint64) (int64, error) {
 	return s.base + int64(s.pos[i-s.first]), nil
 }
 
-// Entries returns entries [lo, hi), copied, stopping before maxSize bytes of
-// bodies are exceeded but always returning at least one entry (raft's
-// Storage.Entries contract).
+// Entries returns entries [lo, hi), stopping before maxSize bytes of bodies
+// are exceeded but always returning at least one entry (raft's
+// Storage.Entries contract). Bodies are copies of the mapped segment, or
+// alias the tail cache (tail.go); either way they stay valid and
+// unchanged, and callers must not modify them.
 func (l *Log) Entries(lo, hi, maxSize uint64) ([]Entry, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -865,24 +896,36 @@ func (l *Log) Entries(lo, hi, maxSize uint64) ([]Entry, error) {
 	var out []Entry
 	var size uint64
 	for i := lo; i < hi; i++ {
-		s, err := l.segForLocked(i)
-		if err != nil {
-			return nil, err
+		var e Entry
+		if b, pos, ok := l.tailEntryLocked(i); ok {
+			n := binary.BigEndian.Uint32(b[entOffBodyLen:])
+			e = Entry{Pos: pos}
+			if n > 0 {
+				e.Data = b[HeaderSize : HeaderSize+n : HeaderSize+n]
+			}
+			b = b[:HeaderSize]
+			e.Index, e.Term, e.Type = binary.BigEndian.Uint64(b[entOffIndex:]), binary.BigEndian.Uint64(b[entOffTerm:]), binary.BigEndian.Uint32(b[entOffType:])
+		} else {
+			s, err := l.segForLocked(i)
+			if err != nil {
+				return nil, err
+			}
+			p := s.pos[i-s.first]
+			b := s.data[p:]
+			n := binary.BigEndian.Uint32(b[entOffBodyLen:])
+			e = Entry{
+				Index: binary.BigEndian.Uint64(b[entOffIndex:]),
+				Term:  binary.BigEndian.Uint64(b[entOffTerm:]),
+				Type:  binary.BigEndian.Uint32(b[entOffType:]),
+				Data:  append([]byte(nil), b[HeaderSize:HeaderSize+n]...),
+				Pos:   s.base + int64(p),
+			}
 		}
-		p := s.pos[i-s.first]
-		b := s.data[p:]
-		n := binary.BigEndian.Uint32(b[entOffBodyLen:])
-		size += uint64(n)
+		size += uint64(len(e.Data))
 		if len(out) > 0 && size > maxSize {
 			break
 		}
-		out = append(out, Entry{
-			Index: binary.BigEndian.Uint64(b[entOffIndex:]),
-			Term:  binary.BigEndian.Uint64(b[entOffTerm:]),
-			Type:  binary.BigEndian.Uint32(b[entOffType:]),
-			Data:  append([]byte(nil), b[HeaderSize:HeaderSize+n]...),
-			Pos:   s.base + int64(p),
-		})
+		out = append(out, e)
 	}
 	return out, nil
 }

@@ -1,0 +1,91 @@
+package commitlog
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/raftmq/raftmq/internal/vfs"
+	"github.com/stretchr/testify/require"
+)
+
+// A log with a small tail cache (so that it evicts) and one without must
+// answer every Entries call alike, through appends across segment rolls,
+// conflicting appends, truncations, prefix drops and resets; and a body
+// handed out from the cache never changes afterwards.
+func TestTailCacheAgreesWithSegments(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		cached := openT(t, vfs.NewMem(), Options{SegmentSize: 4096, TailCache: 3000, WarmAhead: -1})
+		plain := openT(t, vfs.NewMem(), Options{SegmentSize: 4096, TailCache: -1, WarmAhead: -1})
+		type held struct {
+			data []byte
+			want []byte
+		}
+		var kept []held
+		term := uint64(1)
+		both := func(f func(l *Log) error) {
+			t.Helper()
+			ea, eb := f(cached), f(plain)
+			require.Equal(t, eb == nil, ea == nil, "seed %d: %v vs %v", seed, ea, eb)
+		}
+		for step := 0; step < 60; step++ {
+			last := plain.LastIndex()
+			switch op := rng.IntN(10); {
+			case op < 6: // append, sometimes replacing a suffix
+				from := last + 1
+				if op == 0 && last >= plain.FirstIndex()+2 {
+					from = last - uint64(rng.IntN(3))
+					term++
+				}
+				n := 1 + rng.IntN(8)
+				size := func(i uint64) int { return int(i*13+seed) % 900 }
+				both(func(l *Log) error { return l.AppendSync(mkEntries(from, from+uint64(n)-1, term, size)...) })
+			case op < 8 && last > plain.FirstIndex():
+				from := plain.FirstIndex() + 1 + uint64(rng.IntN(int(last-plain.FirstIndex())))
+				both(func(l *Log) error { return l.TruncateSuffix(from) })
+			case op < 9 && last > plain.FirstIndex()+5:
+				i := last - uint64(rng.IntN(5))
+				both(func(l *Log) error { _, err := l.DropPrefix(i); return err })
+			case op == 9 && rng.IntN(2) == 0:
+				next := last + 10
+				if rng.IntN(2) == 0 && last > 2 {
+					next = 2 + uint64(rng.IntN(int(last-1))) // back below entries once held
+				}
+				pos := int64(next) * 5000
+				both(func(l *Log) error { return l.Reset(next, pos) })
+			}
+			require.Equal(t, plain.FirstIndex(), cached.FirstIndex())
+			require.Equal(t, plain.LastIndex(), cached.LastIndex())
+			first, last := plain.FirstIndex(), plain.LastIndex()
+			if last < first {
+				continue
+			}
+			want, err := plain.Entries(first, last+1, 1<<40)
+			require.NoError(t, err)
+			got, err := cached.Entries(first, last+1, 1<<40)
+			require.NoError(t, err)
+			require.Equal(t, want, got, "seed %d step %d", seed, step)
+			// The size limit counts the same way.
+			lim := uint64(rng.IntN(2000))
+			want, _ = plain.Entries(first, last+1, lim)
+			got, _ = cached.Entries(first, last+1, lim)
+			require.Equal(t, len(want), len(got))
+			kept = append(kept, held{got[len(got)-1].Data, bytes.Clone(got[len(got)-1].Data)})
+			cached.mu.RLock()
+			n, biggest := 0, 0
+			for _, c := range cached.mu.tail {
+				n += len(c.buf)
+				biggest = max(biggest, len(c.buf))
+			}
+			require.Equal(t, n, cached.mu.tailBytes)
+			require.LessOrEqual(t, n, 3000+biggest)
+			cached.mu.RUnlock()
+		}
+		for _, h := range kept {
+			require.Equal(t, h.want, h.data, "a body handed out changed")
+		}
+		require.NoError(t, cached.Close())
+		require.NoError(t, plain.Close())
+	}
+}
