@@ -8,7 +8,8 @@
 //	Client        connection pool (one remoting.Conn per node address,
 //	              redialled when dead), route cache, leader tracking,
 //	              admin commands (topics, status, membership)
-//	Producer      Send, SendBatch, SendAsync (pipelined, windowed), Flush
+//	Producer      Send, SendBatch, SendAsync (pipelined, windowed, optionally
+//	              auto-batched), Flush
 //	PullConsumer  Pull/PullFrom/PullWith, CommitOffset, FetchOffset
 //
 // # Leader following
@@ -51,4 +52,18 @@
 // caller; its response is handled on the connection's reader goroutine,
 // which also calls the user's callback; retries run on timer goroutines
 // (time.AfterFunc), because they may block on a route fetch or a dial.
+// With ProducerOptions.AutoBatch, a pack that waited for a request slot is
+// sent from a goroutine of its own for the same reason.
+//
+// # Auto-batching
+//
+// ProducerOptions.AutoBatch packs SendAsync messages into batch requests
+// without a linger timer: at most AutoBatchRequests packed requests are in
+// flight, a message finding a free slot goes out at once (alone, as a plain
+// send), and messages arriving while every slot is taken wait in one pack
+// per topic, queue and context, sent oldest first as slots free. At low
+// load nothing waits; under load a request carries as many messages as
+// arrived during one round trip, bounded by AutoBatchBytes. A pack is one
+// SEND_BATCH_MESSAGE: stored whole at consecutive offsets of one queue, or
+// not at all, and retried whole with the same UNIQ_KEYs.
 package client
