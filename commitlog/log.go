@@ -896,34 +896,31 @@ func (l *Log) Entries(lo, hi, maxSize uint64) ([]Entry, error) {
 	var out []Entry
 	var size uint64
 	for i := lo; i < hi; i++ {
-		var e Entry
-		if b, pos, ok := l.tailEntryLocked(i); ok {
-			n := binary.BigEndian.Uint32(b[entOffBodyLen:])
-			e = Entry{Pos: pos}
-			if n > 0 {
-				e.Data = b[HeaderSize : HeaderSize+n : HeaderSize+n]
-			}
-			b = b[:HeaderSize]
-			e.Index, e.Term, e.Type = binary.BigEndian.Uint64(b[entOffIndex:]), binary.BigEndian.Uint64(b[entOffTerm:]), binary.BigEndian.Uint32(b[entOffType:])
-		} else {
+		b, pos, cached := l.tailEntryLocked(i)
+		if !cached {
 			s, err := l.segForLocked(i)
 			if err != nil {
 				return nil, err
 			}
 			p := s.pos[i-s.first]
-			b := s.data[p:]
-			n := binary.BigEndian.Uint32(b[entOffBodyLen:])
-			e = Entry{
-				Index: binary.BigEndian.Uint64(b[entOffIndex:]),
-				Term:  binary.BigEndian.Uint64(b[entOffTerm:]),
-				Type:  binary.BigEndian.Uint32(b[entOffType:]),
-				Data:  append([]byte(nil), b[HeaderSize:HeaderSize+n]...),
-				Pos:   s.base + int64(p),
-			}
+			b, pos = s.data[p:], s.base+int64(p)
 		}
-		size += uint64(len(e.Data))
+		n := binary.BigEndian.Uint32(b[entOffBodyLen:])
+		size += uint64(n)
 		if len(out) > 0 && size > maxSize {
 			break
+		}
+		e := Entry{
+			Index: binary.BigEndian.Uint64(b[entOffIndex:]),
+			Term:  binary.BigEndian.Uint64(b[entOffTerm:]),
+			Type:  binary.BigEndian.Uint32(b[entOffType:]),
+			Pos:   pos,
+		}
+		switch body := b[HeaderSize : HeaderSize+n : HeaderSize+n]; {
+		case !cached:
+			e.Data = append([]byte(nil), body...) // the mapping may go; copy
+		case n > 0:
+			e.Data = body // the cache's buffers never change
 		}
 		out = append(out, e)
 	}

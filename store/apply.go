@@ -45,7 +45,8 @@ type MessageResult struct {
 // the node answering the send needs it.
 func (r *MessageResult) MsgID() string { return message.OffsetMsgID(r.StoreHost, r.PhyOffset) }
 
-// applyChunk bounds the bytes copied out of the log per read.
+// applyChunk bounds the entry bytes read from the log at a time (copied, or
+// aliasing its tail cache).
 const applyChunk = 8 << 20
 
 // applyBatch is Apply's scratch state between two flushes of the consume
