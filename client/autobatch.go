@@ -119,10 +119,10 @@ func (a *autoBatcher) done() {
 // send starts one request for pk: a plain send for a lone message, a batch
 // otherwise.
 func (a *autoBatcher) send(pk *pack) {
-	op, err := a.p.newOp(pk.msgs, len(pk.msgs) > 1)
+	op, err := a.p.buildOp(pk.msgs, len(pk.msgs) > 1) // SendAsync checked each message
 	if err != nil {
-		// The messages were checked one by one and the pack is bounded
-		// by size, so this is not expected; fail them all the same.
+		// The pack shares topic and queue and is bounded by size, so this
+		// is not expected; fail them all the same.
 		for _, cb := range pk.cbs {
 			cb(SendResult{}, err)
 		}

@@ -275,7 +275,16 @@ func (p *Producer) newOp(ms []*Message, batch bool) (*sendOp, error) {
 		if m == nil {
 			return nil, fmt.Errorf("client: send: message %d is nil", i)
 		}
+		if err := m.check(); err != nil {
+			return nil, fmt.Errorf("client: send: message %d: %w", i, err)
+		}
 	}
+	return p.buildOp(ms, batch)
+}
+
+// buildOp is newOp for messages already checked one by one (Message.check):
+// the auto-batcher's packs, whose messages SendAsync checked.
+func (p *Producer) buildOp(ms []*Message, batch bool) (*sendOp, error) {
 	op := &sendOp{p: p, batch: batch, topic: ms[0].Topic, queue: ms[0].QueueID, flag: ms[0].Flag}
 	if len(ms) == 1 {
 		op.res = op.resBuf[:]
@@ -283,9 +292,6 @@ func (p *Producer) newOp(ms []*Message, batch bool) (*sendOp, error) {
 		op.res = make([]SendResult, len(ms))
 	}
 	for i, m := range ms {
-		if err := m.check(); err != nil {
-			return nil, fmt.Errorf("client: send: message %d: %w", i, err)
-		}
 		if m.Topic != op.topic || m.QueueID != op.queue {
 			return nil, fmt.Errorf("client: send batch: message %d is for %s queue %d, message 0 for %s queue %d",
 				i, m.Topic, m.QueueID, op.topic, op.queue)
