@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/netip"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/raftmq/raftmq/commitlog/message"
@@ -307,13 +306,8 @@ func fillMessageExt(x *MessageExt, v *message.View, topic string, d *hostStrings
 		SysFlag:         v.SysFlag,
 	}
 	x.Tags, _ = x.Property(message.PropertyTags)
-	if keys, ok := x.Property(message.PropertyKeys); ok && keys != "" {
-		x.Keys = make([]string, 0, strings.Count(keys, message.KeySeparator)+1)
-		for k := range strings.SplitSeq(keys, message.KeySeparator) {
-			if k != "" {
-				x.Keys = append(x.Keys, k)
-			}
-		}
+	if keys, ok := x.Property(message.PropertyKeys); ok {
+		x.Keys = message.SplitKeys(keys)
 	}
 	x.MsgID, _ = x.Property(message.PropertyUniqKey)
 	if x.MsgID == "" {

@@ -121,20 +121,3 @@ func (m *Message) writeProperties(b *strings.Builder, uniq string) {
 	}
 	pair(message.PropertyUniqKey, uniq)
 }
-
-// propertyMap returns m's properties as a map, for a batch entry, with
-// UNIQ_KEY set to uniq.
-func (m *Message) propertyMap(uniq string) map[string]string {
-	props := make(map[string]string, len(m.Properties)+3)
-	for k, v := range m.Properties {
-		props[k] = v
-	}
-	if m.Tags != "" {
-		props[message.PropertyTags] = m.Tags
-	}
-	if len(m.Keys) > 0 {
-		props[message.PropertyKeys] = strings.Join(m.Keys, message.KeySeparator)
-	}
-	props[message.PropertyUniqKey] = uniq
-	return props
-}

@@ -69,10 +69,17 @@ func (m *Message) UniqKey() string { return m.Properties[PropertyUniqKey] }
 // Keys returns the business keys of the KEYS property, split on spaces,
 // with empty keys dropped as the broker's index does. It is nil if there
 // are none.
-func (m *Message) Keys() []string {
+func (m *Message) Keys() []string { return SplitKeys(m.Properties[PropertyKeys]) }
+
+// SplitKeys splits a KEYS property value into its business keys, as
+// Message.Keys does; nil if there are none.
+func SplitKeys(v string) []string {
 	var keys []string
-	for k := range strings.SplitSeq(m.Properties[PropertyKeys], KeySeparator) {
+	for k := range strings.SplitSeq(v, KeySeparator) {
 		if k != "" {
+			if keys == nil {
+				keys = make([]string, 0, strings.Count(v, KeySeparator)+1)
+			}
 			keys = append(keys, k)
 		}
 	}
