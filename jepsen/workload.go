@@ -133,27 +133,27 @@ func (w *workload) run(ctx context.Context) error {
 			}
 		}()
 	}
-	producers := 4
+	const producers = 4
 	k := 0
 	if w.name == WorkloadBatched {
 		start(w.batchedProducers, k)
 		k++
-		producers = 0
-	}
-	for i := 0; i < producers; i++ {
-		worker := i
-		retry := w.name == WorkloadRetries
-		start(func(ctx context.Context, c *client.Client, rng *rand.Rand) error {
-			p := c.NewProducer(client.ProducerOptions{Group: "jepsen-producers", MaxRetries: -1})
-			return w.producer(ctx, rng, worker, retry, func() bool { return w.token(ctx) }, func(m *client.Message) (client.SendResult, error) {
-				// The send's own deadline, not the run's: an operation
-				// in flight when the run ends completes normally.
-				sctx, cancel := context.WithTimeout(context.Background(), w.timeout+time.Second)
-				defer cancel()
-				return p.Send(sctx, m)
-			})
-		}, k)
-		k++
+	} else {
+		for i := 0; i < producers; i++ {
+			worker := i
+			retry := w.name == WorkloadRetries
+			start(func(ctx context.Context, c *client.Client, rng *rand.Rand) error {
+				p := c.NewProducer(client.ProducerOptions{Group: "jepsen-producers", MaxRetries: -1})
+				return w.producer(ctx, rng, worker, retry, func() bool { return w.token(ctx) }, func(m *client.Message) (client.SendResult, error) {
+					// The send's own deadline, not the run's: an operation
+					// in flight when the run ends completes normally.
+					sctx, cancel := context.WithTimeout(context.Background(), w.timeout+time.Second)
+					defer cancel()
+					return p.Send(sctx, m)
+				})
+			}, k)
+			k++
+		}
 	}
 	switch w.name {
 	case WorkloadQueue, WorkloadRetries:
