@@ -1,6 +1,9 @@
 package commitlog
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // The tail cache.
 //
@@ -39,15 +42,20 @@ func (c *tailChunk) last() uint64 { return c.first + uint64(len(c.offs)) - 1 }
 func (l *Log) tailAddLocked(c tailChunk) {
 	l.mu.tail = append(l.mu.tail, c)
 	l.mu.tailBytes += len(c.buf)
-	n := 0
-	for n < len(l.mu.tail)-1 && l.mu.tailBytes > int(l.opts.TailCache) {
-		l.mu.tailBytes -= len(l.mu.tail[n].buf)
-		l.mu.tail[n] = tailChunk{}
+	n, left := 0, l.mu.tailBytes
+	for n < len(l.mu.tail)-1 && left > int(l.opts.TailCache) {
+		left -= len(l.mu.tail[n].buf)
 		n++
 	}
-	if n > 0 {
-		l.mu.tail = append(l.mu.tail[:0], l.mu.tail[n:]...)
+	l.tailDropFrontLocked(n)
+}
+
+// tailDropFrontLocked drops the n oldest chunks. Caller holds mu.
+func (l *Log) tailDropFrontLocked(n int) {
+	for _, c := range l.mu.tail[:n] {
+		l.mu.tailBytes -= len(c.buf)
 	}
+	l.mu.tail = slices.Delete(l.mu.tail, 0, n) // zeroes the vacated slots: no buffer stays referenced
 }
 
 // tailEntryLocked returns the encoded entry i (header and body, possibly
@@ -91,13 +99,9 @@ func (l *Log) tailTruncateLocked(from uint64) {
 func (l *Log) tailDropBelowLocked(first uint64) {
 	n := 0
 	for n < len(l.mu.tail) && l.mu.tail[n].last() < first {
-		l.mu.tailBytes -= len(l.mu.tail[n].buf)
-		l.mu.tail[n] = tailChunk{}
 		n++
 	}
-	if n > 0 {
-		l.mu.tail = append(l.mu.tail[:0], l.mu.tail[n:]...)
-	}
+	l.tailDropFrontLocked(n)
 }
 
 // tailResetLocked empties the cache. Caller holds mu.
