@@ -44,7 +44,7 @@ func TestCacheWindowReleasesSyncedPages(t *testing.T) {
 		t.Skip("tmpfs keeps every page in memory; POSIX_FADV_DONTNEED does nothing there")
 	}
 	const seg = 64 << 20
-	l, err := Open(vfs.Default(), dir, Options{SegmentSize: seg, CacheWindow: DropChunk, WarmAhead: -1})
+	l, err := Open(vfs.Default(), dir, Options{SegmentSize: seg, CacheWindow: DropChunk, WarmAhead: -1, DirectIO: -1})
 	require.NoError(t, err)
 	defer l.Close()
 	const size = 64 << 10
@@ -77,7 +77,7 @@ func TestCacheWindowReleasesSyncedPages(t *testing.T) {
 // TestCacheWindowOff keeps every page when CacheWindow is negative.
 func TestCacheWindowOff(t *testing.T) {
 	dir := t.TempDir()
-	l, err := Open(vfs.Default(), dir, Options{SegmentSize: 64 << 20, CacheWindow: -1, WarmAhead: -1})
+	l, err := Open(vfs.Default(), dir, Options{SegmentSize: 64 << 20, CacheWindow: -1, WarmAhead: -1, DirectIO: -1})
 	require.NoError(t, err)
 	defer l.Close()
 	for i := uint64(1); i <= 600; i++ {

@@ -109,3 +109,20 @@ func (l *Log) tailResetLocked() {
 	clear(l.mu.tail)
 	l.mu.tail, l.mu.tailBytes = l.mu.tail[:0], 0
 }
+
+// tailReadLocked copies len(p) bytes at global position pos into p if one
+// cached chunk holds them all, and reports whether it did. Caller holds mu.
+func (l *Log) tailReadLocked(p []byte, pos int64) bool {
+	t := l.mu.tail
+	if len(t) == 0 || pos < t[0].pos {
+		return false
+	}
+	k := sort.Search(len(t), func(k int) bool { return t[k].pos > pos }) - 1
+	c := &t[k]
+	off := pos - c.pos
+	if off+int64(len(p)) > int64(len(c.buf)) {
+		return false
+	}
+	copy(p, c.buf[off:])
+	return true
+}

@@ -9,15 +9,19 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A log with a small tail cache (so that it evicts) and one without must
-// answer every Entries call alike, through appends across segment rolls,
-// conflicting appends, truncations, prefix drops and resets; and a body
-// handed out from the cache never changes afterwards.
+// A log with a small tail cache (so that it evicts) and direct appends
+// (block rewrites, direct.go), and one with neither, must answer every
+// Entries, Term and ReadAt call alike and leave byte-identical segment
+// files, through appends across segment rolls, conflicting appends,
+// truncations, prefix drops and resets; and a body handed out from the
+// cache never changes afterwards.
 func TestTailCacheAgreesWithSegments(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 7))
-		cached := openT(t, vfs.NewMem(), Options{SegmentSize: 4096, TailCache: 3000, WarmAhead: -1})
-		plain := openT(t, vfs.NewMem(), Options{SegmentSize: 4096, TailCache: -1, WarmAhead: -1})
+		cfs, pfs := vfs.NewMem(), vfs.NewMem()
+		cached := openT(t, cfs, Options{SegmentSize: 8192, TailCache: 3000, WarmAhead: -1, DirectIO: 1})
+		plain := openT(t, pfs, Options{SegmentSize: 8192, TailCache: -1, WarmAhead: -1, DirectIO: -1})
+		require.Positive(t, cached.opts.DirectIO)
 		type held struct {
 			data []byte
 			want []byte
@@ -66,6 +70,21 @@ func TestTailCacheAgreesWithSegments(t *testing.T) {
 			got, err := cached.Entries(first, last+1, 1<<40)
 			require.NoError(t, err)
 			require.Equal(t, want, got, "seed %d step %d", seed, step)
+			requireSameSegments(t, pfs, cfs)
+			i := first + uint64(rng.IntN(int(last-first+1)))
+			tp, err := plain.Term(i)
+			require.NoError(t, err)
+			tc, err := cached.Term(i)
+			require.NoError(t, err)
+			require.Equal(t, tp, tc)
+			if e := want[i-first]; len(e.Data) > 0 {
+				lo := rng.IntN(len(e.Data))
+				n := 1 + rng.IntN(len(e.Data)-lo)
+				bp, bc := make([]byte, n), make([]byte, n)
+				require.NoError(t, plain.ReadAt(bp, e.Pos+HeaderSize+int64(lo)))
+				require.NoError(t, cached.ReadAt(bc, e.Pos+HeaderSize+int64(lo)))
+				require.Equal(t, bp, bc)
+			}
 			// The size limit counts the same way.
 			lim := uint64(rng.IntN(2000))
 			want, _ = plain.Entries(first, last+1, lim)
@@ -87,5 +106,28 @@ func TestTailCacheAgreesWithSegments(t *testing.T) {
 		}
 		require.NoError(t, cached.Close())
 		require.NoError(t, plain.Close())
+	}
+}
+
+// requireSameSegments checks that two logs in /log hold the same segment
+// files with the same bytes.
+func requireSameSegments(t *testing.T, a, b vfs.FS) {
+	t.Helper()
+	segs := func(fs vfs.FS) map[string][]byte {
+		names, err := fs.List("/log")
+		require.NoError(t, err)
+		out := map[string][]byte{}
+		for _, n := range names {
+			if _, ok := parseSegmentName(n); ok {
+				out[n], err = vfs.ReadFile(fs, vfs.Join("/log", n))
+				require.NoError(t, err)
+			}
+		}
+		return out
+	}
+	sa, sb := segs(a), segs(b)
+	require.Equal(t, len(sa), len(sb))
+	for n, da := range sa {
+		require.True(t, bytes.Equal(da, sb[n]), "segment %s differs", n)
 	}
 }

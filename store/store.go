@@ -47,6 +47,9 @@ type Config struct {
 	// commitlog stay in the page cache (commitlog.Options.CacheWindow: 0
 	// for 1 GiB, negative to keep everything cached).
 	CacheWindow int64
+	// DirectIO, when positive, selects O_DIRECT appends to the commitlog
+	// (commitlog.Options.DirectIO; off by default).
+	DirectIO int
 	// Flush is the commitlog durability mode (default FlushSync).
 	Flush commitlog.FlushMode
 	// CQUnitsPerFile (default 300,000), IndexSlots (5,000,000) and
@@ -197,6 +200,7 @@ func (s *Store) open() error {
 	lopts := commitlog.Options{
 		SegmentSize: s.cfg.SegmentSize, Flush: s.cfg.Flush, DurableIndex: s.state.applied, Logger: s.log,
 		UnsafeSkipCRC: s.cfg.Mutants.CRCUnchecked, WarmAhead: s.cfg.WarmAhead, CacheWindow: s.cfg.CacheWindow,
+		DirectIO: s.cfg.DirectIO,
 	}
 	if s.cfg.Mutants.AckBeforeFsync {
 		// Acknowledge from the page cache and sync once a second.

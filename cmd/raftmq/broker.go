@@ -32,6 +32,7 @@ type brokerFlags struct {
 	segmentSize int64
 	warmAhead   int64
 	cacheWindow int64
+	directIO    int
 	autoCreate  bool
 	bindIP      string
 	tick        time.Duration
@@ -60,6 +61,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.Int64Var(&f.segmentSize, "segment-size", 1<<30, "commitlog segment size in bytes")
 	fl.Int64Var(&f.warmAhead, "warm-ahead", 0, "bytes of the commitlog segment zero-filled and synced ahead of the writer in sync mode (0: 64 MiB, -1: off)")
 	fl.Int64Var(&f.cacheWindow, "cache-window", 0, "bytes of the commitlog kept in the page cache behind its durable end; older pages are released (0: 1 GiB, -1: keep all)")
+	fl.IntVar(&f.directIO, "direct-io", 0, "1: write commitlog appends with O_DIRECT, past the page cache (0: buffered writes, the default)")
 	fl.BoolVar(&f.autoCreate, "auto-create-topics", true, "create an unknown topic (4 queues) on first send")
 	fl.StringVar(&f.bindIP, "bind-ip", "", "source IP for outgoing raft connections")
 	fl.DurationVar(&f.tick, "tick", 50*time.Millisecond, "raft tick (election timeout is 10 ticks, heartbeat 2)")
@@ -115,6 +117,7 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 	cfg.Store.Mutants = muts
 	cfg.Store.WarmAhead = f.warmAhead
 	cfg.Store.CacheWindow = f.cacheWindow
+	cfg.Store.DirectIO = f.directIO
 	for _, s := range f.routes {
 		id, p, err := cluster.ParsePeer(s)
 		if err != nil {
