@@ -274,7 +274,12 @@ func (s *Store) applyMessage(v *message.View, phy int64) (MessageResult, error) 
 		}
 	}
 	if keys, ok := message.PropertyBytes(v.Properties, message.PropertyKeys); ok {
-		for _, key := range bytes.Fields(keys) { // as strings.Fields
+		// Split on spaces only, as RocketMQ's index and Message.Keys do: a
+		// tab is part of a key.
+		for key := range bytes.SplitSeq(keys, []byte(message.KeySeparator)) {
+			if len(key) == 0 {
+				continue
+			}
 			if err := s.idx.Put(topic+"#"+string(key), phy, v.StoreTimestamp); err != nil {
 				return mr, fmt.Errorf("store: index: %w", err)
 			}

@@ -198,6 +198,16 @@ func TestQueriesWithHashCollisions(t *testing.T) {
 	ms, err = sa.QueryByKey("t", "order-1", 10, 0, 1<<62)
 	require.NoError(t, err)
 	require.Len(t, ms, 1)
+	// Keys are separated by spaces only, as Message.Keys splits them.
+	c := msg("t", 0, 3, "", "")
+	c.Properties[message.PropertyKeys] = "tab\tkey  last "
+	_, err = sa.Put(c)
+	require.NoError(t, err)
+	for key, n := range map[string]int{"tab\tkey": 1, "last": 1, "tab": 0, "key": 0} {
+		ms, err = sa.QueryByKey("t", key, 10, 0, 1<<62)
+		require.NoError(t, err)
+		require.Len(t, ms, n, "key %q", key)
+	}
 	byID, err := sa.QueryByOffsetMsgID(b[0].MsgID())
 	require.NoError(t, err)
 	require.Equal(t, int64(1), byID.QueueOffset)
