@@ -507,7 +507,7 @@ func (l *Log) sealLocked(s *segment) error {
 		binary.BigEndian.PutUint32(b[sealOffLeft:], uint32(left))
 		l.warmReserveLocked(s, s.end, s.end+sealSize)
 		if err := l.writeLocked(s, b[:]); err != nil {
-			return fmt.Errorf("commitlog: seal: %w", err)
+			return fmt.Errorf("%w (the seal)", err)
 		}
 	}
 	if err := s.f.Sync(); err != nil {

@@ -209,12 +209,15 @@ func (l *Log) warmRetargetLocked(s *segment) {
 	// With direct appends the warmer writes its zeros directly too, so it
 	// does not fill the page cache either (a page it left there would
 	// only be dropped by the next direct append to its block).
+	// (Only in whole 4 KiB blocks: not in a segment made with a size
+	// that is not a multiple of them.)
+	direct := w.direct && s.size%vfs.DirectAlign == 0
 	var h vfs.File
 	var err error
-	if w.direct {
+	if direct {
 		h, err = vfs.OpenDirect(l.fs, s.path)
 	}
-	if !w.direct || err != nil {
+	if !direct || err != nil {
 		h, err = l.fs.OpenReadWrite(s.path)
 	}
 	if err != nil {
