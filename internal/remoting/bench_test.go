@@ -85,10 +85,14 @@ func BenchmarkInvoke(b *testing.B) {
 	defer c.Close()
 	ctx := context.Background()
 	b.ReportAllocs()
+	cpu0 := processCPU()
 	for b.Loop() {
 		if _, err := c.Invoke(ctx, NewRequest(HeartBeat, nil, nil)); err != nil {
 			b.Fatal(err)
 		}
+	}
+	if cpu := processCPU() - cpu0; cpu > 0 {
+		b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(b.N), "cpu-µs/req")
 	}
 }
 
