@@ -34,6 +34,8 @@ type ReplicaConfig struct {
 	TickInterval  time.Duration
 	ElectionTick  int
 	HeartbeatTick int
+	// CommitNotifyDelay: see raftlog.Config (default 2 ms, negative: off).
+	CommitNotifyDelay time.Duration
 	// MaxBatchBytes bounds the messages packed into one entry (default 1 MiB).
 	MaxBatchBytes int
 	// WaitTimeout bounds how long a SendAsync waits for its entry to
@@ -134,6 +136,7 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 		TickInterval:          cfg.TickInterval,
 		ElectionTick:          cfg.ElectionTick,
 		HeartbeatTick:         cfg.HeartbeatTick,
+		CommitNotifyDelay:     cfg.CommitNotifyDelay,
 		OnAppend:              r.pend.appended,
 		UnsafeAckBeforeCommit: scfg.Mutants.AckBeforeCommit,
 		OnConfChange:          cfg.OnConfChange,

@@ -29,6 +29,8 @@ type simNet struct {
 	rng   *rand.Rand
 	nodes map[uint64]*Replica
 	links map[[2]uint64]*simLink
+	// commitOnly counts the appends without entries handed to links.
+	commitOnly atomic.Int64
 }
 
 type simLink struct {
@@ -81,6 +83,9 @@ func (n *simNet) link(from, to uint64) *simLink {
 }
 
 func (n *simNet) deliver(from uint64, m *pb.Message) {
+	if m.GetType() == pb.MessageType_MsgApp && len(m.GetEntries()) == 0 {
+		n.commitOnly.Add(1)
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	l := n.link(from, m.GetTo())
@@ -145,12 +150,18 @@ type group struct {
 	dirs map[uint64]string
 	mu   sync.Mutex
 	reps map[uint64]*Replica
+	// commitNotifyDelay is every replica's CommitNotifyDelay (0: default).
+	commitNotifyDelay time.Duration
 }
 
 var simPeers = []raft.Peer{{ID: 1}, {ID: 2}, {ID: 3}}
 
 func newGroup(t *testing.T, seed uint64) *group {
-	g := &group{t: t, net: newSimNet(seed), dirs: map[uint64]string{}, reps: map[uint64]*Replica{}}
+	return newGroupWith(t, seed, 0)
+}
+
+func newGroupWith(t *testing.T, seed uint64, commitNotifyDelay time.Duration) *group {
+	g := &group{t: t, net: newSimNet(seed), dirs: map[uint64]string{}, reps: map[uint64]*Replica{}, commitNotifyDelay: commitNotifyDelay}
 	for id := uint64(1); id <= 3; id++ {
 		g.dirs[id] = t.TempDir()
 		g.start(id)
@@ -170,8 +181,9 @@ func (g *group) start(id uint64) {
 		Bootstrap: simPeers,
 		Transport: g.net.transport(id),
 		// Fast elections keep the test short.
-		TickInterval: 20 * time.Millisecond,
-		WaitTimeout:  5 * time.Second, // TestSendAsync waits it out once; loaded CI machines commit slowly
+		TickInterval:      20 * time.Millisecond,
+		WaitTimeout:       5 * time.Second, // TestSendAsync waits it out once; loaded CI machines commit slowly
+		CommitNotifyDelay: g.commitNotifyDelay,
 	})
 	require.NoError(g.t, err)
 	g.net.mu.Lock()
@@ -267,6 +279,41 @@ func TestGroupElectsAndReplicates(t *testing.T) {
 	g.checkAgreement()
 	for id := uint64(1); id <= 3; id++ {
 		require.Equal(t, int64(2), g.rep(id).Store().MaxOffset("T", 1))
+	}
+}
+
+// TestCommitOnlyAppendsAreHeld sends one message at a time. Raft tells the
+// followers of each commit with an append carrying no entries; the leader
+// holds those back (CommitNotifyDelay), and the next send's append, which
+// carries the commit index too, replaces them. After the last send the held
+// appends go out when the delay ends, so the followers still learn of it.
+func TestCommitOnlyAppendsAreHeld(t *testing.T) {
+	const delay = 300 * time.Millisecond // far longer than a send takes, even on a loaded machine
+	g := newGroupWith(t, 1, delay)
+	l := g.leader(5 * time.Second)
+	createTopic(t, l, "T", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	before := g.net.commitOnly.Load()
+	const n = 30
+	for i := range n {
+		res, err := l.Send(ctx, []*message.Message{testMsg("T", 0, fmt.Sprint("k", i))})
+		require.NoError(t, err)
+		require.NoError(t, res[0].Err)
+	}
+	// Without holding, each send's commit costs one such append per
+	// follower: 2n of them.
+	require.Zero(t, g.net.commitOnly.Load()-before, "appends without entries sent while sends kept coming")
+	commit := l.Node().Status().Commit
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && g.net.commitOnly.Load()-before < 2 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.Equal(t, int64(2), g.net.commitOnly.Load()-before, "held appends sent after the delay, one per follower")
+	g.waitConverged(5 * time.Second)
+	for id := uint64(1); id <= 3; id++ {
+		require.GreaterOrEqual(t, g.rep(id).Node().Status().Commit, commit, "node %d", id)
+		require.Equal(t, int64(n), g.rep(id).Store().MaxOffset("T", 0), "node %d", id)
 	}
 }
 
