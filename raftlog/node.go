@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"go.etcd.io/raft/v3"
-	"go.etcd.io/raft/v3/tracker"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
 )
 
