@@ -84,6 +84,10 @@ type Config struct {
 	SendTimeout  time.Duration
 	TickInterval time.Duration
 	ElectionTick int
+	// CommitNotifyDelay: how long the leader holds an append that only
+	// carries a new commit index (see raftlog.Config; default 2 ms,
+	// negative: never held).
+	CommitNotifyDelay time.Duration
 	// MaxFrame bounds remoting frames (default 16 MiB).
 	MaxFrame int
 	// PreferredLeader, if set, is the node that should lead whenever it is
@@ -216,8 +220,8 @@ func Start(cfg Config) (*Broker, error) {
 	b.rep, err = OpenReplica(ReplicaConfig{
 		ID: cfg.ID, Store: scfg, Bootstrap: bootstrap, Transport: tp,
 		TickInterval: cfg.TickInterval, ElectionTick: cfg.ElectionTick,
-		WaitTimeout: cfg.SendTimeout,
-		Metrics:     b.met, OnConfChange: b.onConfChange, Logger: b.log,
+		WaitTimeout: cfg.SendTimeout, CommitNotifyDelay: cfg.CommitNotifyDelay,
+		Metrics: b.met, OnConfChange: b.onConfChange, Logger: b.log,
 	})
 	if err != nil {
 		return fail(err)

@@ -27,6 +27,7 @@ type clusterFlags struct {
 	cacheWin  int64
 	directIO  int
 	tick      time.Duration
+	notify    time.Duration
 }
 
 func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
@@ -53,6 +54,7 @@ func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().Int64Var(&f.warmAhead, "warm-ahead", 0, "commitlog bytes zero-filled ahead of the writer in sync mode (0: 64 MiB, -1: off)")
 	cmd.Flags().Int64Var(&f.cacheWin, "cache-window", 0, "commitlog bytes kept in the page cache behind its durable end (0: 1 GiB, -1: keep all)")
 	cmd.Flags().IntVar(&f.directIO, "direct-io", 0, "1: write commitlog appends with O_DIRECT, past the page cache (0: buffered writes, the default)")
+	cmd.Flags().DurationVar(&f.notify, "commit-notify-delay", 0, "how long a leader holds a commit-only append to a follower (0: 2ms, negative: never)")
 	return cmd
 }
 
@@ -68,7 +70,8 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 	}
 	g := localgroup.New(localgroup.Config{Binary: self, Dir: f.data, BasePort: f.basePort, Nodes: f.nodes,
 		Args: []string{"--flush", f.flush, "--segment-size", fmt.Sprint(f.segment), "--tick", f.tick.String(),
-			"--warm-ahead", fmt.Sprint(f.warmAhead), "--cache-window", fmt.Sprint(f.cacheWin), "--direct-io", fmt.Sprint(f.directIO)}})
+			"--warm-ahead", fmt.Sprint(f.warmAhead), "--cache-window", fmt.Sprint(f.cacheWin), "--direct-io", fmt.Sprint(f.directIO),
+			"--commit-notify-delay", f.notify.String()}})
 	fmt.Printf("raftmq: starting a %d-node group (flush %s), data in %s\n", f.nodes, f.flush, f.data)
 	fmt.Printf("  %-4s %-17s %-17s %-17s %s\n", "node", "client", "raft", "http", "log")
 	for _, n := range g.Nodes {
