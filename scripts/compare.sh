@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# compare.sh: the benchmark table of the README in one run, next to NATS
+# JetStream measured on the same machine just before.
+#
+#   ./scripts/compare.sh            # NATS (both sync modes), then raftmq
+#   NATS=0 ./scripts/compare.sh     # raftmq only
+#
+# Every raftmq scenario prints its result line and the CPU each process
+# spent per message (from /proc/PID/stat for the brokers, /usr/bin/time for
+# the client). Takes ~15 minutes. Uses ports 10911-10933 (the group) and
+# 11911+ (the failover bench); stops whatever group it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$HOME/go/bin:$PATH"
+peers=../shared/tools/peers/nats/run.sh
+data=$(mktemp -d "${TMPDIR:-/tmp}/raftmq-compare.XXXXXX")
+group=""
+
+stop_group() {
+  if [ -n "$group" ]; then
+    kill -INT "$group" 2>/dev/null || true
+    wait "$group" 2>/dev/null || true
+    group=""
+  fi
+}
+trap 'stop_group; rm -rf "$data"' EXIT
+
+# fresh_group starts a new three-node group in $data and waits for a leader.
+fresh_group() {
+  stop_group
+  rm -rf "$data/group"
+  ./raftmq cluster --demo 0 --data "$data/group" >"$data/cluster.log" 2>&1 &
+  group=$!
+  for _ in $(seq 1 80); do
+    grep -aq 'leader elected' "$data/cluster.log" && break
+    sleep 0.25
+  done
+  grep -a 'leader elected' "$data/cluster.log" || { cat "$data/cluster.log"; exit 1; }
+  sleep 5 # let the warm-up zero ahead before the first run
+}
+
+# run prints one bench result and each process's CPU per message.
+run() {
+  local pids before after out n
+  pids=$(pgrep -f "broker --id .* --data $data/group/" | tr '\n' ' ')
+  before=$(for p in $pids; do awk '{print $14+$15}' "/proc/$p/stat"; done | paste -sd' ')
+  out=$(/usr/bin/time -f 'CLIENTCPU %U %S' ./raftmq bench "$@" 2>&1)
+  after=$(for p in $pids; do awk '{print $14+$15}' "/proc/$p/stat"; done | paste -sd' ')
+  echo "$out" | grep -E 'messages of'
+  n=$(echo "$out" | grep -oE '[0-9]+ messages of' | grep -oE '^[0-9]+' | tail -1)
+  echo "$out" | awk -v n="$n" -v b="$before" -v a="$after" -v p="$pids" '
+    /CLIENTCPU/ { c = ($2 + $3) * 1e6 / n }
+    END {
+      split(b, B, " "); split(a, A, " "); k = split(p, P, " ")
+      printf "  CPU us/msg:"
+      for (i = 1; i <= k; i++) printf " broker %s %.1f", P[i], (A[i] - B[i]) * 1e4 / n
+      printf " client %.1f\n", c
+    }'
+}
+
+echo "== build"
+go build -o raftmq ./cmd/raftmq
+if [ "${NATS:-1}" != 0 ]; then
+  if [ -x "$peers" ]; then
+    echo "== NATS JetStream R3, default sync (every 2 min)"
+    "$peers" 2>&1 | grep -E '^(sync|async|consume) '
+    echo "== NATS JetStream R3, sync=always"
+    SYNC=always "$peers" 2>&1 | grep -E '^(sync|async|consume) '
+  else
+    echo "== NATS: $peers not found, skipped"
+  fi
+fi
+fresh_group
+echo "== raftmq: one send at a time"
+for _ in 1 2; do run produce --window 1 --duration 10s; done
+echo "== raftmq: pipelined, one request per message"
+for _ in 1 2 3; do run produce --window 1000 --duration 10s; done
+echo "== raftmq: pipelined, auto-batching client"
+for _ in 1 2 3; do run produce --window 1000 --duration 10s --auto-batch; done
+echo "== raftmq: consume everything above, 32 per pull"
+for _ in 1 2 3; do run consume; done
+echo "== raftmq: consume, 64 and 128 per pull"
+run consume --batch 64
+run consume --batch 128
+fresh_group
+echo "== raftmq: batches of 32, window 64"
+for _ in 1 2; do run produce --window 64 --batch 32 --duration 20s; done
+fresh_group
+echo "== raftmq: pipelined, auto-batching, 20 s from a fresh group, then consume"
+run produce --window 1000 --duration 20s --auto-batch
+for _ in 1 2; do run consume; done
+stop_group
+echo "== raftmq: kill -9 of the leader under load, 20 times"
+./raftmq bench failover --kills 20 2>&1 | tail -1
