@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -26,6 +27,7 @@ type brokerFlags struct {
 	id          uint64
 	data        string
 	peers       []string
+	peerList    []string // --peers: the same, comma-separated
 	join        bool
 	httpAddr    string
 	flush       string
@@ -56,6 +58,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.Uint64Var(&f.id, "id", 0, "this node's raft id (>0)")
 	fl.StringVar(&f.data, "data", "", "data directory (default ./raftmq-data/n<ID>)")
 	fl.StringArrayVar(&f.peers, "peer", nil, "a member as ID=CLIENTADDR/RAFTADDR, repeated for every member including this one")
+	fl.StringSliceVar(&f.peerList, "peers", nil, "every member at once, comma-separated: 1=C1/R1,2=C2/R2,3=C3/R3 (combines with --peer)")
 	fl.BoolVar(&f.join, "join", false, "join a running group (after `raftmq admin node add` on it) instead of bootstrapping")
 	fl.StringVar(&f.httpAddr, "http", "", "address for /metrics and /status (empty: off)")
 	fl.StringVar(&f.flush, "flush", "sync", "sync: acknowledge after a quorum fsynced; async: after a quorum has it in page cache")
@@ -83,15 +86,18 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 		return cluster.Config{}, fmt.Errorf("--id is required")
 	}
 	peers := map[uint64]cluster.Peer{}
-	for _, s := range f.peers {
+	for _, s := range append(slices.Clone(f.peers), f.peerList...) {
 		id, p, err := cluster.ParsePeer(s)
 		if err != nil {
 			return cluster.Config{}, err
 		}
+		if q, dup := peers[id]; dup && q != p {
+			return cluster.Config{}, fmt.Errorf("member %d is listed twice, as %s/%s and %s/%s", id, q.Client, q.Raft, p.Client, p.Raft)
+		}
 		peers[id] = p
 	}
 	if _, ok := peers[f.id]; !ok {
-		return cluster.Config{}, fmt.Errorf("--peer must list this node (%d) too", f.id)
+		return cluster.Config{}, fmt.Errorf("--peer/--peers must list this node (%d) too", f.id)
 	}
 	var fm commitlog.FlushMode
 	switch f.flush {
