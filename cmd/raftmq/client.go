@@ -317,7 +317,7 @@ func printClusterStatus(ctx context.Context, cl *client.Client, addrs []string) 
 }
 
 func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
-	var addrs, cpuProfile string
+	var addrs, cpuProfile, htmlOut string
 	var asJSON bool
 	cmd := &cobra.Command{Use: "bench", Short: "Measure a running group: produce throughput and ack latency, consume throughput"}
 	var pc bench.ProduceConfig
@@ -328,7 +328,7 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 			"--batch N sends N messages per request; --auto-batch lets the client pack waiting sends into batches. Acks mean what the group's --flush says (default:\n" +
 			"fsynced on a quorum).",
 		RunE: func(c *cobra.Command, _ []string) error {
-			return runBench(c.Context(), addrs, asJSON, cpuProfile, logger(), func(ctx context.Context, cl *client.Client, progress io.Writer) (bench.Result, error) {
+			return runBench(c.Context(), addrs, asJSON, cpuProfile, htmlOut, "send", logger(), func(ctx context.Context, cl *client.Client, progress io.Writer) (bench.Result, error) {
 				pc.Progress = progress
 				return bench.Produce(ctx, cl, pc)
 			})
@@ -347,7 +347,7 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 		Use:   "consume",
 		Short: "Read every queue of --topic from its start to its end and report msgs/s",
 		RunE: func(c *cobra.Command, _ []string) error {
-			return runBench(c.Context(), addrs, asJSON, cpuProfile, logger(), func(ctx context.Context, cl *client.Client, progress io.Writer) (bench.Result, error) {
+			return runBench(c.Context(), addrs, asJSON, cpuProfile, htmlOut, "pull", logger(), func(ctx context.Context, cl *client.Client, progress io.Writer) (bench.Result, error) {
 				cc.Progress = progress
 				return bench.Consume(ctx, cl, cc)
 			})
@@ -361,6 +361,9 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 		addrFlag(c, &addrs)
 		c.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON line")
 		c.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write the client's CPU profile (pprof) to this file")
+	}
+	for _, c := range []*cobra.Command{produce, consume} {
+		c.Flags().StringVar(&htmlOut, "html", "", "also write an HTML report (throughput and latency over time) to this file")
 	}
 	var kills, producers, basePort int
 	var dataDir, flush string
@@ -394,6 +397,11 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 			} else {
 				fmt.Println(r.String())
 			}
+			if htmlOut != "" {
+				if err := writeReport(htmlOut, "raftmq bench failover", r.String(), "send", r.Series, r.Windows); err != nil {
+					return err
+				}
+			}
 			if r.Lost > 0 || r.Duplicated > 0 || !r.LogsAgree {
 				return &exitError{code: 1, err: fmt.Errorf("failover check failed: %s", r.String())}
 			}
@@ -406,13 +414,14 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 	failover.Flags().StringVar(&dataDir, "data", "", "data directory (default: a temporary one, removed afterwards)")
 	failover.Flags().StringVar(&flush, "flush", "sync", "the group's flush mode")
 	failover.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON line")
+	failover.Flags().StringVar(&htmlOut, "html", "", "also write an HTML report (sends and latency over time, each kill shaded) to this file")
 	cmd.AddCommand(produce, consume, failover)
 	return cmd
 }
 
 // runBench connects, runs f with progress on stderr (unless --json) and
 // prints its result.
-func runBench(ctx context.Context, addrs string, asJSON bool, cpuProfile string, log *slog.Logger, f func(context.Context, *client.Client, io.Writer) (bench.Result, error)) error {
+func runBench(ctx context.Context, addrs string, asJSON bool, cpuProfile, htmlOut, latencyOf string, log *slog.Logger, f func(context.Context, *client.Client, io.Writer) (bench.Result, error)) error {
 	cl, err := newClient(addrs, log)
 	if err != nil {
 		return err
@@ -438,7 +447,30 @@ func runBench(ctx context.Context, addrs string, asJSON bool, cpuProfile string,
 	if err != nil {
 		return err
 	}
-	return printResult(r, asJSON)
+	if err := printResult(r, asJSON); err != nil {
+		return err
+	}
+	if htmlOut != "" {
+		return writeReport(htmlOut, "raftmq bench: "+r.Mode, r.String(), latencyOf, r.Series, nil)
+	}
+	return nil
+}
+
+// writeReport writes a run's HTML report to path and says where it is.
+func writeReport(path, title, summary, latencyOf string, series []bench.Interval, kills []bench.KillWindow) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("html report: %w", err)
+	}
+	if err := bench.WriteHTML(f, title, summary, latencyOf, series, kills); err != nil {
+		f.Close()
+		return fmt.Errorf("html report %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("html report %s: %w", path, err)
+	}
+	fmt.Fprintf(os.Stderr, "report: %s\n", path)
+	return nil
 }
 
 func printResult(r bench.Result, asJSON bool) error {

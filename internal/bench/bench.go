@@ -54,6 +54,9 @@ type Result struct {
 	Producers int    `json:"producers,omitempty"`
 	AutoBatch bool   `json:"autoBatch,omitempty"`
 	FirstErr  string `json:"firstError,omitempty"`
+	// Series is the run's timeline (throughput, errors, latency per
+	// step), for the HTML report.
+	Series []Interval `json:"-"`
 }
 
 // JSON returns the result as one JSON line.
@@ -73,42 +76,63 @@ func (r Result) String() string {
 	return s
 }
 
-// latencies collects per-send durations.
-type latencies struct {
-	mu sync.Mutex
-	d  []time.Duration
+// sample is one acknowledged send: when its answer came (since the run
+// started), how long it took, and how many messages it carried.
+type sample struct {
+	at, d time.Duration
+	msgs  int
 }
 
-func (l *latencies) add(d time.Duration) {
+// latencies collects acknowledged sends.
+type latencies struct {
+	start time.Time
+	mu    sync.Mutex
+	s     []sample
+}
+
+func newLatencies(start time.Time) *latencies { return &latencies{start: start} }
+
+func (l *latencies) add(d time.Duration, msgs int) {
+	at := time.Since(l.start)
 	l.mu.Lock()
-	l.d = append(l.d, d)
+	l.s = append(l.s, sample{at: at, d: d, msgs: msgs})
 	l.mu.Unlock()
 }
 
 func (l *latencies) fill(r *Result) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.d) == 0 {
+	d := make([]time.Duration, len(l.s))
+	for i, s := range l.s {
+		d[i] = s.d
+	}
+	l.mu.Unlock()
+	if len(d) == 0 {
 		return
 	}
-	slices.Sort(l.d)
-	q := func(p float64) float64 {
-		i := int(p * float64(len(l.d)-1))
-		return float64(l.d[i].Microseconds()) / 1000
-	}
-	r.P50, r.P90, r.P99, r.P999 = q(0.5), q(0.9), q(0.99), q(0.999)
-	r.Max = float64(l.d[len(l.d)-1].Microseconds()) / 1000
+	r.P50, r.P90, r.P99, r.P999, r.Max = quantile(d, 0.5), quantile(d, 0.9), quantile(d, 0.99), quantile(d, 0.999), quantile(d, 1)
+}
+
+// quantile sorts d and returns its q-quantile in milliseconds.
+func quantile(d []time.Duration, q float64) float64 {
+	slices.Sort(d)
+	return float64(d[int(q*float64(len(d)-1))].Microseconds()) / 1000
 }
 
 type counters struct {
 	msgs, errs atomic.Int64
 	firstErr   atomic.Pointer[string]
+	start      time.Time
+	mu         sync.Mutex
+	failedAt   []time.Duration // since start, per failed send
 }
 
 func (c *counters) fail(err error) {
 	c.errs.Add(1)
 	s := err.Error()
 	c.firstErr.CompareAndSwap(nil, &s)
+	c.mu.Lock()
+	c.failedAt = append(c.failedAt, time.Since(c.start))
+	c.mu.Unlock()
 }
 
 // progress prints a line per second until stop is closed.
@@ -156,12 +180,12 @@ func Produce(ctx context.Context, c *client.Client, cfg ProduceConfig) (Result, 
 		body[i] = byte('a' + i%26)
 	}
 	var (
-		cnt  counters
-		lat  latencies
-		wg   sync.WaitGroup
-		stop = make(chan struct{})
+		wg    sync.WaitGroup
+		stop  = make(chan struct{})
+		start = time.Now()
+		cnt   = counters{start: start}
+		lat   = newLatencies(start)
 	)
-	start := time.Now()
 	end := start.Add(cfg.Duration)
 	go progress(cfg.Progress, "produce", &cnt, start, stop)
 	for p := 0; p < cfg.Producers; p++ {
@@ -183,7 +207,7 @@ func Produce(ctx context.Context, c *client.Client, cfg ProduceConfig) (Result, 
 					}
 					if cfg.Window > 1 {
 						// Pipelined batches: one goroutine per in-flight batch.
-						sendBatchAsync(ctx, pr, ms, &cnt, &lat, slots, &inflight)
+						sendBatchAsync(ctx, pr, ms, &cnt, lat, slots, &inflight)
 						continue
 					}
 					if _, err := pr.SendBatch(ctx, ms); err != nil {
@@ -191,7 +215,7 @@ func Produce(ctx context.Context, c *client.Client, cfg ProduceConfig) (Result, 
 						continue
 					}
 					cnt.msgs.Add(int64(len(ms)))
-					lat.add(time.Since(t0))
+					lat.add(time.Since(t0), len(ms))
 				case cfg.Window > 1:
 					err := pr.SendAsync(ctx, &client.Message{Topic: cfg.Topic, QueueID: q, Body: body}, func(_ client.SendResult, err error) {
 						if err != nil {
@@ -199,7 +223,7 @@ func Produce(ctx context.Context, c *client.Client, cfg ProduceConfig) (Result, 
 							return
 						}
 						cnt.msgs.Add(1)
-						lat.add(time.Since(t0))
+						lat.add(time.Since(t0), 1)
 					})
 					if err != nil {
 						cnt.fail(err)
@@ -210,7 +234,7 @@ func Produce(ctx context.Context, c *client.Client, cfg ProduceConfig) (Result, 
 						continue
 					}
 					cnt.msgs.Add(1)
-					lat.add(time.Since(t0))
+					lat.add(time.Since(t0), 1)
 				}
 			}
 			inflight.Wait()
@@ -230,6 +254,7 @@ func Produce(ctx context.Context, c *client.Client, cfg ProduceConfig) (Result, 
 		r.FirstErr = *p
 	}
 	lat.fill(&r)
+	r.Series = timeline(lat, &cnt, time.Since(start))
 	if r.Messages == 0 {
 		return r, errors.New("bench: no send succeeded: " + r.FirstErr)
 	}
@@ -262,7 +287,7 @@ func sendBatchAsync(ctx context.Context, pr *client.Producer, ms []*client.Messa
 			return
 		}
 		cnt.msgs.Add(int64(len(ms)))
-		lat.add(time.Since(t0))
+		lat.add(time.Since(t0), len(ms))
 	}()
 }
 
@@ -291,12 +316,13 @@ func Consume(ctx context.Context, c *client.Client, cfg ConsumeConfig) (Result, 
 	}
 	pc := c.NewPullConsumer("bench-consumer")
 	var (
-		cnt   counters
 		bytes atomic.Int64
 		wg    sync.WaitGroup
 		stop  = make(chan struct{})
+		start = time.Now()
+		cnt   = counters{start: start}
+		lat   = newLatencies(start)
 	)
-	start := time.Now()
 	go progress(cfg.Progress, "consume", &cnt, start, stop)
 	for q := 0; q < rt.ReadQueues; q++ {
 		lo, err := c.MinOffset(ctx, cfg.Topic, int32(q))
@@ -316,6 +342,7 @@ func Consume(ctx context.Context, c *client.Client, cfg ConsumeConfig) (Result, 
 				for off < hi && ctx.Err() == nil {
 					var pr client.PullResult
 					var err error
+					t0 := time.Now()
 					if cfg.From != "" {
 						pr, err = pc.PullFrom(ctx, cfg.From, cfg.Topic, q, off, cfg.Batch, 0)
 					} else {
@@ -335,6 +362,7 @@ func Consume(ctx context.Context, c *client.Client, cfg ConsumeConfig) (Result, 
 						n++
 					}
 					cnt.msgs.Add(int64(n))
+					lat.add(time.Since(t0), n)
 					if pr.NextBeginOffset <= off && len(pr.Messages) == 0 {
 						break
 					}
@@ -355,5 +383,6 @@ func Consume(ctx context.Context, c *client.Client, cfg ConsumeConfig) (Result, 
 	if p := cnt.firstErr.Load(); p != nil {
 		r.FirstErr = *p
 	}
+	r.Series = timeline(lat, &cnt, time.Since(start))
 	return r, nil
 }

@@ -35,6 +35,10 @@ type FailoverResult struct {
 	// up to the lowest last index (checked on the stopped nodes' files).
 	LogsAgree bool   `json:"logsAgree"`
 	Problem   string `json:"problem,omitempty"`
+	// Series (acknowledged sends, failures and latency per step) and
+	// Windows (each kill) are the run's timeline, for the HTML report.
+	Series  []Interval   `json:"-"`
+	Windows []KillWindow `json:"-"`
 }
 
 func (r FailoverResult) String() string {
@@ -65,6 +69,8 @@ func Failover(ctx context.Context, g *localgroup.Group, kills, producers int, pr
 	if err := cl.CreateTopic(ctx, topic, 4); err != nil {
 		return res, fmt.Errorf("failover: create topic: %w", err)
 	}
+	start := time.Now()
+	cnt, lat := counters{start: start}, newLatencies(start)
 	var (
 		mu      sync.Mutex
 		acks    = map[string]ack{}
@@ -85,11 +91,14 @@ func Failover(ctx context.Context, g *localgroup.Group, kills, producers int, pr
 				}
 				body := fmt.Sprintf("p%d-%d", p, i)
 				sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				t0 := time.Now()
 				r, err := pr.Send(sctx, &client.Message{Topic: topic, QueueID: int32(i % 4), Body: []byte(body)})
 				cancel()
 				if err != nil {
+					cnt.fail(err)
 					continue // not acknowledged: nothing to check
 				}
+				lat.add(time.Since(t0), 1)
 				lastAck.Store(time.Now().UnixNano())
 				mu.Lock()
 				acks[body] = ack{r.QueueID, r.QueueOffset}
@@ -122,8 +131,10 @@ func Failover(ctx context.Context, g *localgroup.Group, kills, producers int, pr
 			}
 			time.Sleep(time.Millisecond)
 		}
-		dt := float64(time.Unix(0, lastAck.Load()).Sub(t0).Microseconds()) / 1000
+		acked := time.Unix(0, lastAck.Load())
+		dt := float64(acked.Sub(t0).Microseconds()) / 1000
 		res.Recovery = append(res.Recovery, dt)
+		res.Windows = append(res.Windows, KillWindow{Node: leader, At: t0.Sub(start).Seconds(), Recovered: acked.Sub(start).Seconds()})
 		if progress != nil {
 			fmt.Fprintf(progress, "kill %d/%d: node %d killed, sends acknowledged again after %.0f ms\n", k+1, kills, leader, dt)
 		}
@@ -142,6 +153,7 @@ func Failover(ctx context.Context, g *localgroup.Group, kills, producers int, pr
 	}
 	close(stop)
 	wg.Wait()
+	res.Series = timeline(lat, &cnt, time.Since(start))
 	res.Kills = kills
 	s := slices.Clone(res.Recovery)
 	slices.Sort(s)
