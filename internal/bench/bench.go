@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -77,11 +78,17 @@ func (r Result) String() string {
 }
 
 // sample is one acknowledged send: when its answer came (since the run
-// started), how long it took, and how many messages it carried.
+// started) and how long it took, in microseconds (up to 71 minutes), and
+// how many messages it carried. 12 bytes, as a run keeps one per send.
 type sample struct {
-	at, d time.Duration
-	msgs  int
+	atUS, dUS, msgs uint32
 }
+
+func (s sample) at() time.Duration { return time.Duration(s.atUS) * time.Microsecond }
+func (s sample) d() time.Duration  { return time.Duration(s.dUS) * time.Microsecond }
+
+// micros converts d to whole microseconds, saturating at the uint32 range.
+func micros(d time.Duration) uint32 { return uint32(min(max(d.Microseconds(), 0), math.MaxUint32)) }
 
 // latencies collects acknowledged sends.
 type latencies struct {
@@ -95,7 +102,7 @@ func newLatencies(start time.Time) *latencies { return &latencies{start: start} 
 func (l *latencies) add(d time.Duration, msgs int) {
 	at := time.Since(l.start)
 	l.mu.Lock()
-	l.s = append(l.s, sample{at: at, d: d, msgs: msgs})
+	l.s = append(l.s, sample{atUS: micros(at), dUS: micros(d), msgs: uint32(msgs)})
 	l.mu.Unlock()
 }
 
@@ -103,7 +110,7 @@ func (l *latencies) fill(r *Result) {
 	l.mu.Lock()
 	d := make([]time.Duration, len(l.s))
 	for i, s := range l.s {
-		d[i] = s.d
+		d[i] = s.d()
 	}
 	l.mu.Unlock()
 	if len(d) == 0 {

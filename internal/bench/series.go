@@ -48,9 +48,9 @@ func timeline(l *latencies, c *counters, total time.Duration) []Interval {
 	at := func(d time.Duration) int { return min(max(int(d/st), 0), n-1) }
 	l.mu.Lock()
 	for _, s := range l.s {
-		i := at(s.at)
+		i := at(s.at())
 		out[i].Msgs += int64(s.msgs)
-		lat[i] = append(lat[i], s.d)
+		lat[i] = append(lat[i], s.d())
 	}
 	l.mu.Unlock()
 	c.mu.Lock()

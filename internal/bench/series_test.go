@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,9 @@ func TestStep(t *testing.T) {
 	} {
 		require.Equal(t, want, step(total), "step(%v)", total)
 	}
+	require.Equal(t, uint32(0), micros(-time.Second))
+	require.Equal(t, uint32(1500), micros(1500*time.Microsecond))
+	require.Equal(t, uint32(math.MaxUint32), micros(100*time.Hour), "saturates")
 }
 
 // timeline puts each answer and failure in its step, rates count the
@@ -24,12 +28,18 @@ func TestStep(t *testing.T) {
 // and steps without answers have no latency.
 func TestTimeline(t *testing.T) {
 	ms := time.Millisecond
-	l := &latencies{s: []sample{
-		{at: 50 * ms, d: 1 * ms, msgs: 1},
-		{at: 60 * ms, d: 3 * ms, msgs: 2},
-		{at: 950 * ms, d: 10 * ms, msgs: 32},
-		{at: 1040 * ms, d: 20 * ms, msgs: 32}, // past the last step's start: the last step
-	}}
+	l := &latencies{}
+	for _, s := range []struct {
+		at, d time.Duration
+		msgs  int
+	}{
+		{50 * ms, 1 * ms, 1},
+		{60 * ms, 3 * ms, 2},
+		{950 * ms, 10 * ms, 32},
+		{1040 * ms, 20 * ms, 32}, // past the last step's start: the last step
+	} {
+		l.s = append(l.s, sample{atUS: micros(s.at), dUS: micros(s.d), msgs: uint32(s.msgs)})
+	}
 	c := &counters{failedAt: []time.Duration{120 * ms, 130 * ms}}
 	got := timeline(l, c, 1050*ms)
 	require.Len(t, got, 10)
