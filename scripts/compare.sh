@@ -7,13 +7,17 @@
 #
 # Every raftmq scenario prints its result line and the CPU each process
 # spent per message (from /proc/PID/stat for the brokers, /usr/bin/time for
-# the client). Takes ~15 minutes. Uses ports 10911-10933 (the group) and
+# the client), and writes its HTML report (throughput and latency over
+# time) to bench-results/compare-<time>/. Takes ~15 minutes. Uses ports 10911-10933 (the group) and
 # 11911+ (the failover bench); stops whatever group it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$HOME/go/bin:$PATH"
 peers=../shared/tools/peers/nats/run.sh
 data=$(mktemp -d "${TMPDIR:-/tmp}/raftmq-compare.XXXXXX")
+reports=bench-results/compare-$(date +%Y%m%d-%H%M%S)
+mkdir -p "$reports"
+runs=0
 group=""
 
 stop_group() {
@@ -44,7 +48,8 @@ run() {
   local pids before after out n
   pids=$(pgrep -f "broker --id .* --data $data/group/" | tr '\n' ' ')
   before=$(for p in $pids; do awk '{print $14+$15}' "/proc/$p/stat"; done | paste -sd' ')
-  out=$(/usr/bin/time -f 'CLIENTCPU %U %S' ./raftmq bench "$@" 2>&1)
+  runs=$((runs + 1))
+  out=$(/usr/bin/time -f 'CLIENTCPU %U %S' ./raftmq bench "$@" --html "$(printf '%s/%02d-%s.html' "$reports" "$runs" "$1")" 2>&1)
   after=$(for p in $pids; do awk '{print $14+$15}' "/proc/$p/stat"; done | paste -sd' ')
   echo "$out" | grep -E 'messages of'
   n=$(echo "$out" | grep -oE '[0-9]+ messages of' | grep -oE '^[0-9]+' | tail -1)
@@ -91,4 +96,5 @@ run produce --window 1000 --duration 20s --auto-batch
 for _ in 1 2; do run consume; done
 stop_group
 echo "== raftmq: kill -9 of the leader under load, 20 times"
-./raftmq bench failover --kills 20 2>&1 | tail -1
+./raftmq bench failover --kills 20 --html "$reports/failover.html" 2>&1 | grep '^failover:'
+echo "== reports in $reports"
