@@ -158,7 +158,7 @@ func Failover(ctx context.Context, g *localgroup.Group, kills, producers int, pr
 	s := slices.Clone(res.Recovery)
 	slices.Sort(s)
 	if len(s) > 0 {
-		res.P50, res.Max = s[len(s)/2], s[len(s)-1]
+		res.P50, res.Max = (s[(len(s)-1)/2]+s[len(s)/2])/2, s[len(s)-1] // the median: the middle two averaged when even
 	}
 	mu.Lock()
 	res.Acked = len(acks)
