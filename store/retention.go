@@ -114,15 +114,23 @@ func (s *Store) CheckDisk() (int, error) {
 			}
 		}
 	}
-	full := ratio > r.FullRatio
+	s.noteUsage(ratio)
+	return deleted, nil
+}
+
+// noteUsage records ratio as the device's used fraction and turns the
+// disk-full flag on or off by it.
+func (s *Store) noteUsage(ratio float64) {
+	s.usage.Store(math.Float64bits(ratio))
+	limit := s.cfg.Retention.FullRatio
+	full := ratio > limit
 	if was := s.diskFull.Swap(full); was != full {
 		if full {
-			s.log.Error("store: disk full: refusing writes", "used", fmt.Sprintf("%.1f%%", 100*ratio), "limit", fmt.Sprintf("%.0f%%", 100*r.FullRatio))
+			s.log.Error("store: disk full: refusing writes", "used", fmt.Sprintf("%.1f%%", 100*ratio), "limit", fmt.Sprintf("%.0f%%", 100*limit))
 		} else {
 			s.log.Info("store: disk space available again: accepting writes", "used", fmt.Sprintf("%.1f%%", 100*ratio))
 		}
 	}
-	return deleted, nil
 }
 
 // deleteSegments drops expired segments from the front of the log (or, when

@@ -450,6 +450,32 @@ func TestDiskFullRefusesWritesThenResumes(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// A store opened on a device already over the full ratio refuses writes
+// from the first one, without waiting for its periodic check, and reports
+// the usage at once.
+func TestOpenOnFullDiskRefusesWrites(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(t, fs)
+	sa := openSA(t, cfg)
+	createTopic(t, sa, "t", 1)
+	for i := 0; i < 200; i++ {
+		_, err := sa.Put(msg("t", 0, i, "", ""))
+		require.NoError(t, err)
+	}
+	require.Greater(t, sa.DiskUsedRatio(), 0.0, "usage is measured when the store opens")
+	require.False(t, sa.DiskFull())
+	require.NoError(t, sa.Close())
+
+	u, _ := fs.DiskUsage("/")
+	fs.SetCapacity(uint64(float64(u.Total-u.Free) / 0.95))
+	sa = openSA(t, cfg)
+	defer sa.Close()
+	require.True(t, sa.DiskFull(), "refusing before the first periodic check")
+	require.InDelta(t, 0.95, sa.DiskUsedRatio(), 0.01)
+	_, err := sa.Put(msg("t", 0, 1, "", ""))
+	require.ErrorIs(t, err, ErrDiskFull)
+}
+
 func TestInspect(t *testing.T) {
 	cfg := testConfig(t, vfs.Default())
 	sa := openSA(t, cfg)
