@@ -289,11 +289,22 @@ func TestBrokerProtocolEndToEnd(t *testing.T) {
 	or, _ := remoting.DecodeOffsetResponseHeader(resp.ExtFields)
 	require.Equal(t, int64(5), or.Offset)
 
+	// A transfer to a node that is not a member is refused, not dropped
+	// silently by raft.
+	resp = invoke(t, fc, remoting.NewRequest(remoting.TransferLeader, map[string]string{"id": "7"}, nil))
+	require.NotEqual(t, remoting.Success, resp.Code)
+	require.Contains(t, resp.Remark, "node 7 is not a voting member")
 	// Leadership transfer through a follower's admin endpoint.
 	target := f.cfg.ID
 	resp = invoke(t, fc, remoting.NewRequest(remoting.TransferLeader, map[string]string{"id": fmt.Sprint(target)}, nil))
 	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
 	require.Eventually(t, func() bool { return f.Replica().Node().LeaderReady() }, 5*time.Second, 10*time.Millisecond)
+	// A transfer to the node that already leads succeeds and changes nothing.
+	term := f.Replica().Node().Status().Term
+	resp = invoke(t, fc, remoting.NewRequest(remoting.TransferLeader, map[string]string{"id": fmt.Sprint(target)}, nil))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	require.True(t, f.Replica().Node().IsLeader())
+	require.Equal(t, term, f.Replica().Node().Status().Term)
 }
 
 func TestPreferredLeaderAndMembershipChange(t *testing.T) {

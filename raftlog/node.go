@@ -332,14 +332,22 @@ func (n *Node) control(ctx context.Context, f func()) error {
 
 // TransferLeader asks the current leader (this node) to hand leadership to
 // to; it returns once raft has taken the request. Callers poll Status to
-// see it happen.
+// see it happen. A transfer to this node itself is a no-op; one to a node
+// that is not a voting member is refused (raft would drop it silently).
 func (n *Node) TransferLeader(ctx context.Context, to uint64) error {
 	var err error
 	if cerr := n.control(ctx, func() {
-		st := n.rn.BasicStatus()
+		st := n.rn.Status()
 		if st.RaftState != raft.StateLeader {
 			err = fmt.Errorf("raftlog: node %d is not the leader (leader is %d)", n.cfg.ID, st.Lead)
 			return
+		}
+		if _, ok := st.Config.Voters.IDs()[to]; !ok {
+			err = fmt.Errorf("raftlog: node %d is not a voting member of the group", to)
+			return
+		}
+		if to == n.cfg.ID {
+			return // already leads
 		}
 		n.rn.TransferLeader(to)
 	}); cerr != nil {

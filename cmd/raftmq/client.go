@@ -210,7 +210,24 @@ func adminGroupCmds(logger func() *slog.Logger) []*cobra.Command {
 			return err
 		}
 		fmt.Printf("leadership transfer to node %d requested\n", to)
-		return nil
+		// Watch it happen: raft gives up a transfer after an election
+		// timeout, and the old leader goes on leading.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			st, err := nodeStatuses(ctx, cl, strings.Split(addrs, ","))
+			if err == nil {
+				for _, ns := range st {
+					if ns.Status.ID == to && ns.Status.Leader == to {
+						fmt.Printf("node %d leads (term %d)\n", to, ns.Status.Term)
+						return nil
+					}
+				}
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("node %d did not take over within 5s (is it caught up and reachable?); see `raftmq admin cluster status`", to)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	})}
 	transfer.Flags().Uint64Var(&to, "to", 0, "node id")
 
@@ -285,6 +302,38 @@ func adminGroupCmds(logger func() *slog.Logger) []*cobra.Command {
 	return cmds
 }
 
+// nodeStatus asks the node at addr for its status.
+func nodeStatus(ctx context.Context, cl *client.Client, addr string) (cluster.NodeStatus, error) {
+	var st cluster.NodeStatus
+	raw, err := cl.NodeStatus(ctx, addr)
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return st, fmt.Errorf("bad status answer from %s: %w", addr, err)
+	}
+	return st, nil
+}
+
+// nodeStatuses asks every address for its node's status and returns the
+// answers it got (an error only when none answered).
+func nodeStatuses(ctx context.Context, cl *client.Client, addrs []string) ([]cluster.NodeStatus, error) {
+	var out []cluster.NodeStatus
+	var lastErr error
+	for _, a := range addrs {
+		st, err := nodeStatus(ctx, cl, a)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		out = append(out, st)
+	}
+	if len(out) == 0 {
+		return nil, lastErr
+	}
+	return out, nil
+}
+
 func printClusterStatus(ctx context.Context, cl *client.Client, addrs []string) error {
 	type row struct {
 		addr string
@@ -293,14 +342,8 @@ func printClusterStatus(ctx context.Context, cl *client.Client, addrs []string) 
 	}
 	var rows []row
 	for _, a := range addrs {
-		raw, err := cl.NodeStatus(ctx, a)
-		r := row{addr: a, err: err}
-		if err == nil {
-			if err := json.Unmarshal(raw, &r.st); err != nil {
-				r.err = fmt.Errorf("bad status answer: %w", err)
-			}
-		}
-		rows = append(rows, r)
+		st, err := nodeStatus(ctx, cl, a)
+		rows = append(rows, row{addr: a, st: st, err: err})
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].addr < rows[j].addr })
 	fmt.Printf("%-22s %-5s %-10s %-6s %-7s %-10s %-10s %-10s %s\n", "node", "id", "role", "term", "leader", "commit", "applied", "log MB", "disk used")
