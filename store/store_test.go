@@ -347,12 +347,7 @@ func TestCrashRecoveryKeepsAckedMessages(t *testing.T) {
 func TestCorruptLogRefusesToOpen(t *testing.T) {
 	fs := vfs.NewMem()
 	cfg := testConfig(t, fs)
-	sa := openSA(t, cfg)
-	createTopic(t, sa, "t", 1)
-	for i := 0; i < 20; i++ {
-		_, err := sa.Put(msg("t", 0, i, "", ""))
-		require.NoError(t, err)
-	}
+	sa := filled(t, cfg, 20)
 	seg := sa.Log().Segments()[0].Path
 	require.NoError(t, sa.Close())
 	f, err := fs.OpenReadWrite(seg)
@@ -407,13 +402,20 @@ func freshSegments(t *testing.T, n int) (*vfs.MemFS, *Standalone) {
 	fs := vfs.NewMem()
 	cfg := testConfig(t, fs)
 	cfg.SegmentSize = 16 << 10
+	return fs, filled(t, cfg, n)
+}
+
+// filled opens a store with cfg, creates topic "t" with one queue and puts
+// n messages into it.
+func filled(t *testing.T, cfg Config, n int) *Standalone {
+	t.Helper()
 	sa := openSA(t, cfg)
 	createTopic(t, sa, "t", 1)
 	for i := 0; i < n; i++ {
 		_, err := sa.Put(msg("t", 0, i, "", ""))
 		require.NoError(t, err)
 	}
-	return fs, sa
+	return sa
 }
 
 func TestForceCleanAbove85Percent(t *testing.T) {
@@ -456,12 +458,7 @@ func TestDiskFullRefusesWritesThenResumes(t *testing.T) {
 func TestOpenOnFullDiskRefusesWrites(t *testing.T) {
 	fs := vfs.NewMem()
 	cfg := testConfig(t, fs)
-	sa := openSA(t, cfg)
-	createTopic(t, sa, "t", 1)
-	for i := 0; i < 200; i++ {
-		_, err := sa.Put(msg("t", 0, i, "", ""))
-		require.NoError(t, err)
-	}
+	sa := filled(t, cfg, 200)
 	require.Greater(t, sa.DiskUsedRatio(), 0.0, "usage is measured when the store opens")
 	require.False(t, sa.DiskFull())
 	require.NoError(t, sa.Close())
