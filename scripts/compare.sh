@@ -2,8 +2,8 @@
 # compare.sh: the benchmark table of the README in one run, next to NATS
 # JetStream measured on the same machine just before.
 #
-#   ./scripts/compare.sh            # NATS (both sync modes), then raftmq
-#   NATS=0 ./scripts/compare.sh     # raftmq only
+#   ./scripts/compare.sh            # NATS (both sync modes), etcd, then raftmq
+#   NATS=0 ETCD=0 ./scripts/compare.sh   # raftmq only
 #
 # Every raftmq scenario prints its result line and the CPU each process
 # spent per message (from /proc/PID/stat for the brokers, /usr/bin/time for
@@ -14,6 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$HOME/go/bin:$PATH"
 peers=../shared/tools/peers/nats/run.sh
+etcd=../shared/tools/peers/etcd/run.sh
 data=$(mktemp -d "${TMPDIR:-/tmp}/raftmq-compare.XXXXXX")
 reports=bench-results/compare-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$reports"
@@ -73,6 +74,14 @@ if [ "${NATS:-1}" != 0 ]; then
     SYNC=always "$peers" 2>&1 | grep -E '^(sync|async|consume) '
   else
     echo "== NATS: $peers not found, skipped"
+  fi
+fi
+if [ "${ETCD:-1}" != 0 ]; then
+  if [ -x "$etcd" ]; then
+    echo "== etcd, three members, fsync (one put at a time, then 256 clients)"
+    "$etcd" 2>&1 | grep -E '^put '
+  else
+    echo "== etcd: $etcd not found, skipped"
   fi
 fi
 fresh_group
