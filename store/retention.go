@@ -88,12 +88,10 @@ func (s *Store) diskLoop() {
 // call it directly. It returns the number of segments deleted.
 func (s *Store) CheckDisk() (int, error) {
 	r := &s.cfg.Retention
-	u, err := s.fs.DiskUsage(s.cfg.Dir)
+	ratio, err := s.measureDisk()
 	if err != nil {
-		return 0, fmt.Errorf("store: disk usage: %w", err)
+		return 0, err
 	}
-	ratio := u.UsedRatio()
-	s.usage.Store(math.Float64bits(ratio))
 	hour := s.cfg.Clock.Now().Hour()
 	timeToClean := ratio > r.CleanRatio
 	for _, h := range r.DeleteWhen {
@@ -108,20 +106,30 @@ func (s *Store) CheckDisk() (int, error) {
 			return deleted, err
 		}
 		if deleted > 0 {
-			if u2, err := s.fs.DiskUsage(s.cfg.Dir); err == nil {
-				ratio = u2.UsedRatio()
-				s.usage.Store(math.Float64bits(ratio))
+			if r2, err := s.measureDisk(); err == nil {
+				ratio = r2
 			}
 		}
 	}
-	s.noteUsage(ratio)
+	s.setDiskFull(ratio)
 	return deleted, nil
 }
 
-// noteUsage records ratio as the device's used fraction and turns the
-// disk-full flag on or off by it.
-func (s *Store) noteUsage(ratio float64) {
+// measureDisk reads the used fraction of the store's device and records
+// it (DiskUsedRatio).
+func (s *Store) measureDisk() (float64, error) {
+	u, err := s.fs.DiskUsage(s.cfg.Dir)
+	if err != nil {
+		return 0, fmt.Errorf("store: disk usage: %w", err)
+	}
+	ratio := u.UsedRatio()
 	s.usage.Store(math.Float64bits(ratio))
+	return ratio, nil
+}
+
+// setDiskFull turns the disk-full flag on or off by the device's used
+// fraction, logging each change.
+func (s *Store) setDiskFull(ratio float64) {
 	limit := s.cfg.Retention.FullRatio
 	full := ratio > limit
 	if was := s.diskFull.Swap(full); was != full {

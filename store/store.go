@@ -163,8 +163,8 @@ func Open(cfg Config) (*Store, error) {
 	// Measure the device now rather than at the first check: a node
 	// started on a full disk refuses writes from its first one, and its
 	// status shows the real usage at once. Retention waits for the loop.
-	if u, err := s.fs.DiskUsage(s.cfg.Dir); err == nil {
-		s.noteUsage(u.UsedRatio())
+	if ratio, err := s.measureDisk(); err == nil {
+		s.setDiskFull(ratio)
 	} else {
 		s.log.Warn("store: disk usage unknown until the first check", "err", err)
 	}
