@@ -90,23 +90,32 @@ func (s sample) d() time.Duration  { return time.Duration(s.dUS) * time.Microsec
 // micros converts d to whole microseconds, saturating at the uint32 range.
 func micros(d time.Duration) uint32 { return uint32(min(max(d.Microseconds(), 0), math.MaxUint32)) }
 
-// latencies collects acknowledged sends.
-type latencies struct {
-	start time.Time
-	mu    sync.Mutex
-	s     []sample
+// recorder keeps a run's timeline: every answered send (or pull) and the
+// time of every failed one, relative to the run's start.
+type recorder struct {
+	start    time.Time
+	mu       sync.Mutex
+	s        []sample
+	failedAt []time.Duration
 }
 
-func newLatencies(start time.Time) *latencies { return &latencies{start: start} }
+func newRecorder(start time.Time) *recorder { return &recorder{start: start} }
 
-func (l *latencies) add(d time.Duration, msgs int) {
+func (l *recorder) add(d time.Duration, msgs int) {
 	at := time.Since(l.start)
 	l.mu.Lock()
 	l.s = append(l.s, sample{atUS: micros(at), dUS: micros(d), msgs: uint32(msgs)})
 	l.mu.Unlock()
 }
 
-func (l *latencies) fill(r *Result) {
+func (l *recorder) failed() {
+	at := time.Since(l.start)
+	l.mu.Lock()
+	l.failedAt = append(l.failedAt, at)
+	l.mu.Unlock()
+}
+
+func (l *recorder) fill(r *Result) {
 	l.mu.Lock()
 	d := make([]time.Duration, len(l.s))
 	for i, s := range l.s {
@@ -116,30 +125,30 @@ func (l *latencies) fill(r *Result) {
 	if len(d) == 0 {
 		return
 	}
+	slices.Sort(d)
 	r.P50, r.P90, r.P99, r.P999, r.Max = quantile(d, 0.5), quantile(d, 0.9), quantile(d, 0.99), quantile(d, 0.999), quantile(d, 1)
 }
 
-// quantile sorts d and returns its q-quantile in milliseconds.
-func quantile(d []time.Duration, q float64) float64 {
-	slices.Sort(d)
-	return float64(d[int(q*float64(len(d)-1))].Microseconds()) / 1000
+// quantile returns the q-quantile of sorted d in milliseconds.
+func quantile(sorted []time.Duration, q float64) float64 {
+	return float64(sorted[int(q*float64(len(sorted)-1))].Microseconds()) / 1000
 }
 
+// counters counts a run's messages and failures as they happen; rec, if
+// set, also records when each failure happened.
 type counters struct {
 	msgs, errs atomic.Int64
 	firstErr   atomic.Pointer[string]
-	start      time.Time
-	mu         sync.Mutex
-	failedAt   []time.Duration // since start, per failed send
+	rec        *recorder
 }
 
 func (c *counters) fail(err error) {
 	c.errs.Add(1)
 	s := err.Error()
 	c.firstErr.CompareAndSwap(nil, &s)
-	c.mu.Lock()
-	c.failedAt = append(c.failedAt, time.Since(c.start))
-	c.mu.Unlock()
+	if c.rec != nil {
+		c.rec.failed()
+	}
 }
 
 // progress prints a line per second until stop is closed.
@@ -190,8 +199,8 @@ func Produce(ctx context.Context, c *client.Client, cfg ProduceConfig) (Result, 
 		wg    sync.WaitGroup
 		stop  = make(chan struct{})
 		start = time.Now()
-		cnt   = counters{start: start}
-		lat   = newLatencies(start)
+		lat   = newRecorder(start)
+		cnt   = counters{rec: lat}
 	)
 	end := start.Add(cfg.Duration)
 	go progress(cfg.Progress, "produce", &cnt, start, stop)
@@ -261,7 +270,7 @@ func Produce(ctx context.Context, c *client.Client, cfg ProduceConfig) (Result, 
 		r.FirstErr = *p
 	}
 	lat.fill(&r)
-	r.Series = timeline(lat, &cnt, time.Since(start))
+	r.Series = timeline(lat, time.Since(start))
 	if r.Messages == 0 {
 		return r, errors.New("bench: no send succeeded: " + r.FirstErr)
 	}
@@ -282,7 +291,7 @@ func mode(cfg ProduceConfig) string {
 
 // sendBatchAsync sends one batch in its own goroutine, holding one of the
 // window's slots while it is in flight.
-func sendBatchAsync(ctx context.Context, pr *client.Producer, ms []*client.Message, cnt *counters, lat *latencies, slots chan struct{}, wg *sync.WaitGroup) {
+func sendBatchAsync(ctx context.Context, pr *client.Producer, ms []*client.Message, cnt *counters, lat *recorder, slots chan struct{}, wg *sync.WaitGroup) {
 	slots <- struct{}{}
 	wg.Add(1)
 	go func() {
@@ -327,8 +336,8 @@ func Consume(ctx context.Context, c *client.Client, cfg ConsumeConfig) (Result, 
 		wg    sync.WaitGroup
 		stop  = make(chan struct{})
 		start = time.Now()
-		cnt   = counters{start: start}
-		lat   = newLatencies(start)
+		lat   = newRecorder(start)
+		cnt   = counters{rec: lat}
 	)
 	go progress(cfg.Progress, "consume", &cnt, start, stop)
 	for q := 0; q < rt.ReadQueues; q++ {
@@ -390,6 +399,6 @@ func Consume(ctx context.Context, c *client.Client, cfg ConsumeConfig) (Result, 
 	if p := cnt.firstErr.Load(); p != nil {
 		r.FirstErr = *p
 	}
-	r.Series = timeline(lat, &cnt, time.Since(start))
+	r.Series = timeline(lat, time.Since(start))
 	return r, nil
 }

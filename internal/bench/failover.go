@@ -70,7 +70,8 @@ func Failover(ctx context.Context, g *localgroup.Group, kills, producers int, pr
 		return res, fmt.Errorf("failover: create topic: %w", err)
 	}
 	start := time.Now()
-	cnt, lat := counters{start: start}, newLatencies(start)
+	lat := newRecorder(start)
+	cnt := counters{rec: lat}
 	var (
 		mu      sync.Mutex
 		acks    = map[string]ack{}
@@ -153,7 +154,7 @@ func Failover(ctx context.Context, g *localgroup.Group, kills, producers int, pr
 	}
 	close(stop)
 	wg.Wait()
-	res.Series = timeline(lat, &cnt, time.Since(start))
+	res.Series = timeline(lat, time.Since(start))
 	res.Kills = kills
 	s := slices.Clone(res.Recovery)
 	slices.Sort(s)

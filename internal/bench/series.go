@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"time"
 )
 
@@ -37,7 +38,7 @@ func step(total time.Duration) time.Duration {
 }
 
 // timeline buckets a run's samples and failures into steps.
-func timeline(l *latencies, c *counters, total time.Duration) []Interval {
+func timeline(l *recorder, total time.Duration) []Interval {
 	st := step(total)
 	n := max(int(total/st), 1) // the last step also takes the remainder
 	out := make([]Interval, n)
@@ -52,12 +53,10 @@ func timeline(l *latencies, c *counters, total time.Duration) []Interval {
 		out[i].Msgs += int64(s.msgs)
 		lat[i] = append(lat[i], s.d())
 	}
-	l.mu.Unlock()
-	c.mu.Lock()
-	for _, d := range c.failedAt {
+	for _, d := range l.failedAt {
 		out[at(d)].Errors++
 	}
-	c.mu.Unlock()
+	l.mu.Unlock()
 	for i := range out {
 		width := st
 		if i == n-1 {
@@ -67,6 +66,7 @@ func timeline(l *latencies, c *counters, total time.Duration) []Interval {
 			out[i].Rate = float64(out[i].Msgs) / width.Seconds()
 		}
 		if len(lat[i]) > 0 {
+			slices.Sort(lat[i])
 			out[i].P50, out[i].P99, out[i].Max = quantile(lat[i], 0.5), quantile(lat[i], 0.99), quantile(lat[i], 1)
 		}
 	}

@@ -28,7 +28,7 @@ func TestStep(t *testing.T) {
 // and steps without answers have no latency.
 func TestTimeline(t *testing.T) {
 	ms := time.Millisecond
-	l := &latencies{}
+	l := &recorder{failedAt: []time.Duration{120 * ms, 130 * ms}}
 	for _, s := range []struct {
 		at, d time.Duration
 		msgs  int
@@ -40,8 +40,7 @@ func TestTimeline(t *testing.T) {
 	} {
 		l.s = append(l.s, sample{atUS: micros(s.at), dUS: micros(s.d), msgs: uint32(s.msgs)})
 	}
-	c := &counters{failedAt: []time.Duration{120 * ms, 130 * ms}}
-	got := timeline(l, c, 1050*ms)
+	got := timeline(l, 1050*ms)
 	require.Len(t, got, 10)
 	require.Equal(t, Interval{Start: 0, Msgs: 3, Rate: 30, P50: 1, P99: 1, Max: 3}, got[0])
 	require.Equal(t, Interval{Start: 0.1, Errors: 2}, got[1])
