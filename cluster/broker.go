@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -32,6 +33,8 @@ import (
 	"github.com/raftmq/raftmq/internal/mutant"
 	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/internal/vfs"
+	"github.com/raftmq/raftmq/locks"
+	"github.com/raftmq/raftmq/membership"
 	"github.com/raftmq/raftmq/raftlog/transport"
 	"github.com/raftmq/raftmq/store"
 )
@@ -129,6 +132,12 @@ type Broker struct {
 
 	offs *offsetCommitter
 
+	members  *membership.Registry // clients and groups from heartbeats
+	locks    *locks.Manager       // orderly consumers' queue locks (leader)
+	lockTerm atomic.Uint64        // the term locks was last used in
+	watched  map[*remoting.ServerConn]struct{}
+	refused  map[refusalKey]struct{} // refusals logged once
+
 	mut     mutant.Set // from Config.Store.Mutants
 	memOffs memOffsets // the offsets-in-memory mutant's table
 	clock   *skewClock
@@ -164,7 +173,8 @@ func Start(cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("cluster: node %d is not in its own peer list", cfg.ID)
 	}
 	b := &Broker{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), peers: map[uint64]Peer{}, fwd: map[string]*remoting.Conn{}, stopc: make(chan struct{}),
-		mut: cfg.Store.Mutants, clock: &skewClock{}}
+		mut: cfg.Store.Mutants, clock: &skewClock{},
+		members: membership.New(0), locks: locks.New(0), watched: map[*remoting.ServerConn]struct{}{}, refused: map[refusalKey]struct{}{}}
 	if b.mut.Any() {
 		b.log.Warn("cluster: MUTANT broker: known-bad behaviours are on, for harness self-tests only", "mutants", fmt.Sprintf("%+v", b.mut))
 	}
@@ -254,9 +264,10 @@ func Start(cfg Config) (*Broker, error) {
 
 	b.tr.Start()
 	b.rep.Start()
-	b.wg.Add(2)
+	b.wg.Add(3)
 	go func() { defer b.wg.Done(); _ = b.srv.Serve(b.clientLn) }()
 	go func() { defer b.wg.Done(); b.offs.run(b.stopc) }()
+	go func() { defer b.wg.Done(); b.expireClients() }()
 	if cfg.PreferredLeader != 0 {
 		b.wg.Add(1)
 		go func() { defer b.wg.Done(); b.preferLeader() }()

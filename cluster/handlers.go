@@ -41,8 +41,24 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 		return b.handleMinMax(req)
 	case remoting.SearchOffsetByTimestamp:
 		return b.handleSearchOffset(req)
-	case remoting.HeartBeat, remoting.UnregisterClient:
-		return remoting.NewResponse(req, remoting.Success, "")
+	case remoting.HeartBeat:
+		return b.handleHeartbeat(ctx, conn, req)
+	case remoting.UnregisterClient:
+		return b.handleUnregisterClient(conn, req)
+	case remoting.GetConsumerListByGroup:
+		return b.handleConsumerList(conn, req)
+	case remoting.LockBatchMQ, remoting.UnlockBatchMQ:
+		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleLockBatch(conn, req) })
+	case remoting.UpdateAndCreateSubscriptionGroup:
+		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleUpdateGroup(ctx, conn, req) })
+	case remoting.GetAllSubscriptionGroupConfig:
+		return b.handleAllGroups(req)
+	case remoting.DeleteSubscriptionGroup:
+		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleDeleteGroup(ctx, conn, req) })
+	case remoting.DeleteTopicInBroker:
+		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleDeleteTopic(ctx, conn, req) })
+	case remoting.GetAllTopicListFromNameServer:
+		return b.handleTopicList(req)
 	case remoting.GetRouteInfoByTopic:
 		resp := b.handleRoute(req)
 		if resp.Code == remoting.TopicNotExist && !b.rep.Node().IsLeader() {
@@ -64,7 +80,7 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 	case remoting.TransferLeader, remoting.AddNode, remoting.RemoveNode:
 		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleAdmin(ctx, req) })
 	}
-	return remoting.NewResponse(req, remoting.RequestCodeNotSupported, fmt.Sprintf("request code %d not supported", req.Code))
+	return b.refuse(conn, req, remoting.RequestCodeNotSupported, fmt.Sprintf("request code %d not supported", req.Code))
 }
 
 // leaderOnly runs f on the leader; a follower forwards the request to the
@@ -252,15 +268,15 @@ func (b *Broker) handleSend(ctx context.Context, conn *remoting.ServerConn, req 
 func (b *Broker) prepareSend(conn *remoting.ServerConn, req *remoting.Command) (msgs []*message.Message, create *offsets.TopicConfig, resp *remoting.Command) {
 	h, err := remoting.DecodeSendMessageRequestHeader(req.Code, req.ExtFields)
 	if err != nil {
-		return nil, nil, remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
+		return nil, nil, b.refuse(conn, req, remoting.InvalidParameter, err.Error())
 	}
 	if err := message.CheckTopic(h.Topic); err != nil {
-		return nil, nil, remoting.NewResponse(req, remoting.MessageIllegal, err.Error())
+		return nil, nil, b.refuse(conn, req, remoting.MessageIllegal, err.Error())
 	}
 	tc, ok := b.rep.Store().Topic(h.Topic)
 	if !ok {
 		if !b.cfg.AutoCreateTopics {
-			return nil, nil, remoting.NewResponse(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", h.Topic))
+			return nil, nil, b.refuse(conn, req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", h.Topic))
 		}
 		n := h.DefaultTopicQueueNums
 		if n <= 0 || n > 64 {
@@ -274,7 +290,7 @@ func (b *Broker) prepareSend(conn *remoting.ServerConn, req *remoting.Command) (
 		qid = int32(uint32(time.Now().UnixNano()) % uint32(max(tc.WriteQueueNums, 1)))
 	}
 	if qid >= max(tc.WriteQueueNums, tc.ReadQueueNums) {
-		return nil, nil, remoting.NewResponse(req, remoting.InvalidParameter, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.writeQueueNums:[%d]", qid, h.Topic, tc.WriteQueueNums))
+		return nil, nil, b.refuse(conn, req, remoting.InvalidParameter, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.writeQueueNums:[%d]", qid, h.Topic, tc.WriteQueueNums))
 	}
 	born := bornHost(conn)
 	// Properties are checked and stored as the client encoded them
@@ -282,13 +298,13 @@ func (b *Broker) prepareSend(conn *remoting.ServerConn, req *remoting.Command) (
 	if req.Code == remoting.SendBatchMessage || h.Batch {
 		ents, err := remoting.DecodeBatchRaw(req.Body)
 		if err != nil {
-			return nil, nil, remoting.NewResponse(req, remoting.MessageIllegal, err.Error())
+			return nil, nil, b.refuse(conn, req, remoting.MessageIllegal, err.Error())
 		}
 		if len(ents) == 0 {
-			return nil, nil, remoting.NewResponse(req, remoting.MessageIllegal, "empty batch")
+			return nil, nil, b.refuse(conn, req, remoting.MessageIllegal, "empty batch")
 		}
 		if strings.HasPrefix(h.Topic, "%RETRY%") {
-			return nil, nil, remoting.NewResponse(req, remoting.MessageIllegal, "batch to a retry topic")
+			return nil, nil, b.refuse(conn, req, remoting.MessageIllegal, "batch to a retry topic")
 		}
 		msgs = make([]*message.Message, len(ents))
 		vals := make([]message.Message, len(ents))
@@ -299,9 +315,12 @@ func (b *Broker) prepareSend(conn *remoting.ServerConn, req *remoting.Command) (
 			msgs[i] = &vals[i]
 		}
 	} else {
-		raw, hasUniq, err := message.CheckRawProperties(h.Properties)
+		raw, hasUniq, dropped, err := message.LenientRawProperties(h.Properties)
 		if err != nil {
-			return nil, nil, remoting.NewResponse(req, remoting.MessageIllegal, err.Error())
+			return nil, nil, b.refuse(conn, req, remoting.MessageIllegal, err.Error())
+		}
+		if dropped > 0 {
+			b.log.Debug("cluster: malformed property pairs skipped, as RocketMQ does", "client", remoteAddr(conn), "dropped", dropped)
 		}
 		msgs = []*message.Message{{Topic: h.Topic, QueueID: qid, Flag: h.Flag, SysFlag: h.SysFlag, BornTimestamp: h.BornTimestamp,
 			BornHost: born, ReconsumeTimes: h.ReconsumeTimes, Body: req.Body, RawProperties: withUniqKey(raw, hasUniq)}}

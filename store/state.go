@@ -170,6 +170,19 @@ func (s *Store) SubscriptionGroup(name string) (offsets.SubscriptionGroupConfig,
 	return c, ok
 }
 
+// SubscriptionGroups returns every subscription group's config, sorted by
+// name.
+func (s *Store) SubscriptionGroups() []offsets.SubscriptionGroupConfig {
+	s.state.mu.RLock()
+	defer s.state.mu.RUnlock()
+	out := make([]offsets.SubscriptionGroupConfig, 0, len(s.state.groups))
+	for _, c := range s.state.groups {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GroupName < out[j].GroupName })
+	return out
+}
+
 // ConsumerOffset returns a group's committed next offset in a queue.
 func (s *Store) ConsumerOffset(group, topic string, queueID int32) (int64, bool) {
 	s.state.mu.RLock()

@@ -2,6 +2,7 @@ package message
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -136,6 +137,44 @@ func EncodeProperties(props map[string]string) string {
 // (Message.RawProperties) keep the client's order of pairs.
 func CheckRawProperties(s string) (raw string, hasUniq bool, err error) {
 	return checkRawProperties(s, true)
+}
+
+// LenientRawProperties is CheckRawProperties with the leniency of
+// RocketMQ's broker, which skips what it cannot read as a pair: an empty
+// pair, a pair without a name/value separator or with an empty name is
+// dropped, and of a repeated name the last value is kept. dropped counts
+// the pairs that were left out. A value containing the name/value
+// separator is still refused: it cannot be stored without changing it. The
+// common case (a clean string) costs what CheckRawProperties costs.
+func LenientRawProperties(s string) (raw string, hasUniq bool, dropped int, err error) {
+	raw, hasUniq, err = checkRawProperties(s, true)
+	if err == nil || !errors.Is(err, ErrBadProperty) {
+		return raw, hasUniq, 0, err
+	}
+	type pair struct{ k, v string }
+	var pairs []pair
+	items := strings.Split(strings.TrimSuffix(s, string(PropertySeparator)), string(PropertySeparator))
+	for _, item := range items {
+		k, v, ok := strings.Cut(item, string(NameValueSeparator))
+		if !ok || k == "" {
+			dropped++
+			continue
+		}
+		if i := slices.IndexFunc(pairs, func(p pair) bool { return p.k == k }); i >= 0 {
+			pairs = slices.Delete(pairs, i, i+1)
+			dropped++
+		}
+		pairs = append(pairs, pair{k, v})
+	}
+	var b strings.Builder
+	for _, p := range pairs {
+		b.WriteString(p.k)
+		b.WriteByte(NameValueSeparator)
+		b.WriteString(p.v)
+		b.WriteByte(PropertySeparator)
+	}
+	raw, hasUniq, err = checkRawProperties(b.String(), true)
+	return raw, hasUniq, dropped, err
 }
 
 // checkRawProperties is CheckRawProperties; limit enforces

@@ -114,3 +114,29 @@ func FuzzDecodeProperties(f *testing.F) {
 		require.GreaterOrEqual(t, len(enc)-len(s), -1)
 	})
 }
+
+func TestLenientRawProperties(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		dropped  int
+		err      bool
+	}{
+		{in: "a\x01b\x02", want: "a\x01b\x02"},
+		{in: "a\x01b\x02\x01\x02", want: "a\x01b\x02", dropped: 1},             // an empty pair at the end
+		{in: "a\x01b\x02\x02c\x01d", want: "a\x01b\x02c\x01d\x02", dropped: 1}, // an empty pair inside
+		{in: "noseparator\x02a\x01b", want: "a\x01b\x02", dropped: 1},
+		{in: "a\x011\x02a\x012\x02", want: "a\x012\x02", dropped: 1}, // the last value wins
+		{in: "a\x01b\x01c\x02", err: true},                           // a value with a separator
+	} {
+		raw, _, dropped, err := LenientRawProperties(tc.in)
+		if tc.err {
+			if err == nil {
+				t.Errorf("%q: accepted as %q", tc.in, raw)
+			}
+			continue
+		}
+		if err != nil || raw != tc.want || dropped != tc.dropped {
+			t.Errorf("%q: got %q, %d dropped, %v; want %q, %d dropped", tc.in, raw, dropped, err, tc.want, tc.dropped)
+		}
+	}
+}

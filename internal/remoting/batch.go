@@ -151,7 +151,7 @@ func decodeBatchEntry(b []byte, raw bool) (BatchEntry, int, error) {
 	}
 	var err error
 	if raw {
-		e.RawProperties, e.HasUniqKey, err = message.CheckRawProperties(string(b[propsStart:size]))
+		e.RawProperties, e.HasUniqKey, _, err = message.LenientRawProperties(string(b[propsStart:size]))
 	} else {
 		e.Properties, err = message.DecodeProperties(string(b[propsStart:size]))
 	}
