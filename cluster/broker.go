@@ -84,7 +84,11 @@ type Config struct {
 	// AutoCreateTopics creates an unknown topic (4 queues) on first send.
 	AutoCreateTopics bool
 	// SendTimeout bounds the wait for commit (default 5 s).
-	SendTimeout  time.Duration
+	SendTimeout time.Duration
+	// LeaderWait bounds how long a request that needs the leader waits
+	// for one to be elected (or reachable) before it is refused (default
+	// 2 s; negative: no wait).
+	LeaderWait   time.Duration
 	TickInterval time.Duration
 	ElectionTick int
 	// CommitNotifyDelay: how long the leader holds an append that only
@@ -148,6 +152,11 @@ type Broker struct {
 
 const peersFile = "peers.json"
 
+// DefaultLeaderWait is Config.LeaderWait's default: long enough for an
+// election after a leader dies (about a second with the default ticks),
+// shorter than the 3 s a RocketMQ client gives a send.
+const DefaultLeaderWait = 2 * time.Second
+
 // Start opens the node's store and starts serving.
 func Start(cfg Config) (*Broker, error) {
 	if cfg.BrokerName == "" {
@@ -161,6 +170,9 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	if cfg.MaxFrame <= 0 {
 		cfg.MaxFrame = remoting.DefaultMaxFrame
+	}
+	if cfg.LeaderWait == 0 {
+		cfg.LeaderWait = DefaultLeaderWait
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -189,10 +189,27 @@ func TestBrokerProtocolEndToEnd(t *testing.T) {
 	stored, _, err := message.Decode(gr.Records[0])
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"TAGS": "t1", "KEYS": "k1", message.PropertyUniqKey: rsh.TransactionID}, stored.Properties)
-	for _, bad := range []string{"TAGS", "TAGS\x01a\x02TAGS\x01b", "\x01x", "a\x01b\x01c"} {
-		resp = rawSend(bad)
-		require.Equal(t, remoting.MessageIllegal, resp.Code, "%q: %s", bad, resp.Remark)
+	// What RocketMQ's broker skips is skipped (a pair without a separator,
+	// an empty name, an empty pair; of a repeated name the last value
+	// wins); a value holding a separator cannot be stored as sent.
+	for in, want := range map[string]string{"TAGS": "", "TAGS\x01a\x02TAGS\x01b": "b", "\x01x\x02TAGS\x01c\x02\x01\x02": "c"} {
+		resp = rawSend(in)
+		require.Equal(t, remoting.Success, resp.Code, "%q: %s", in, resp.Remark)
+		sh, _ := remoting.DecodeSendMessageResponseHeader(resp.ExtFields)
+		gr, err := l.Replica().Store().GetMessages("T", 0, sh.QueueOffset, 1, 1<<20, nil)
+		require.NoError(t, err)
+		require.Len(t, gr.Records, 1)
+		m, _, err := message.Decode(gr.Records[0])
+		require.NoError(t, err)
+		require.Equal(t, want, m.Properties["TAGS"], "%q", in)
+		wantLen := 1 // UNIQ_KEY, added by the broker
+		if want != "" {
+			wantLen++
+		}
+		require.Len(t, m.Properties, wantLen, "%q: %v", in, m.Properties)
 	}
+	resp = rawSend("a\x01b\x01c")
+	require.Equal(t, remoting.MessageIllegal, resp.Code, resp.Remark)
 
 	// Unknown topic without auto-create: TOPIC_NOT_EXIST.
 	resp = invoke(t, lc, sendCmd("nope", 0, "x", "U9"))

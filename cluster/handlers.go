@@ -59,6 +59,10 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleDeleteTopic(ctx, conn, req) })
 	case remoting.GetAllTopicListFromNameServer:
 		return b.handleTopicList(req)
+	case remoting.QueryMessage:
+		return b.handleQueryMessage(conn, req)
+	case remoting.ViewMessageByID:
+		return b.handleViewMessage(conn, req)
 	case remoting.GetRouteInfoByTopic:
 		resp := b.handleRoute(req)
 		if resp.Code == remoting.TopicNotExist && !b.rep.Node().IsLeader() {
@@ -84,23 +88,57 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 }
 
 // leaderOnly runs f on the leader; a follower forwards the request to the
-// leader and relays the answer (keeping the client's opaque), or answers
-// SERVICE_NOT_AVAILABLE naming the leader when it cannot.
+// leader and relays the answer (keeping the client's opaque). While no
+// leader is known, or the known one cannot be dialled (it died and the
+// election has not ended), it waits up to Config.LeaderWait for one, so a
+// request that arrives during an election is served rather than refused;
+// past that it answers SERVICE_NOT_AVAILABLE, naming the leader if known.
 func (b *Broker) leaderOnly(ctx context.Context, req *remoting.Command, f func() *remoting.Command) *remoting.Command {
-	if b.rep.Node().IsLeader() {
-		return f()
+	deadline := time.Now().Add(b.cfg.LeaderWait)
+	for {
+		if b.rep.Node().IsLeader() {
+			return f()
+		}
+		resp, retry := b.forward(ctx, req)
+		if !retry || !time.Now().Before(deadline) {
+			return resp
+		}
+		t := time.NewTimer(leaderPoll)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return remoting.NewResponse(req, remoting.ServiceNotAvailable, "no raft leader elected; retry")
+		}
 	}
+}
+
+// leadershipRemark reports whether a SERVICE_NOT_AVAILABLE answer's remark
+// says the node was not the leader (or knew none), rather than that it
+// refused the request for another reason (a full disk).
+func leadershipRemark(r string) bool {
+	return strings.HasPrefix(r, "not the leader") || strings.HasPrefix(r, "no raft leader") ||
+		strings.Contains(r, ErrNotLeader.Error()) || strings.Contains(r, ErrDropped.Error())
+}
+
+// leaderPoll is how often leaderOnly looks for a leader while it waits.
+const leaderPoll = 20 * time.Millisecond
+
+// forward sends req to the leader and returns its answer. retry reports a
+// definite failure that waiting may cure: no leader known, or the leader
+// not reachable; the request was not delivered.
+func (b *Broker) forward(ctx context.Context, req *remoting.Command) (resp *remoting.Command, retry bool) {
 	st := b.rep.Node().Status()
 	lp, ok := b.peer(st.Leader)
 	if st.Leader == 0 || !ok {
-		return remoting.NewResponse(req, remoting.ServiceNotAvailable, "no raft leader elected; retry")
+		return remoting.NewResponse(req, remoting.ServiceNotAvailable, "no raft leader elected; retry"), true
 	}
 	if req.ExtFields[extForwarded] != "" {
-		return remoting.NewResponse(req, remoting.ServiceNotAvailable, fmt.Sprintf("not the leader; leader is node %d at %s", st.Leader, lp.Client))
+		return remoting.NewResponse(req, remoting.ServiceNotAvailable, fmt.Sprintf("not the leader; leader is node %d at %s", st.Leader, lp.Client)), false
 	}
 	conn, err := b.forwardConn(ctx, b.route(st.Leader, lp).Client)
 	if err != nil {
-		return remoting.NewResponse(req, remoting.ServiceNotAvailable, fmt.Sprintf("not the leader; leader is node %d at %s (unreachable: %v)", st.Leader, lp.Client, err))
+		return remoting.NewResponse(req, remoting.ServiceNotAvailable, fmt.Sprintf("not the leader; leader is node %d at %s (unreachable: %v)", st.Leader, lp.Client, err)), true
 	}
 	fr := *req
 	fr.ExtFields = make(map[string]string, len(req.ExtFields)+1)
@@ -112,7 +150,7 @@ func (b *Broker) leaderOnly(ctx context.Context, req *remoting.Command, f func()
 	b.met.Forwarded.Inc()
 	fctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout+time.Second)
 	defer cancel()
-	resp, err := conn.Invoke(fctx, &fr)
+	r, err := conn.Invoke(fctx, &fr)
 	if err != nil {
 		if fctx.Err() != nil && ctx.Err() == nil {
 			// Timed out: the leader or the link is stuck. Drop the stream,
@@ -120,12 +158,17 @@ func (b *Broker) leaderOnly(ctx context.Context, req *remoting.Command, f func()
 			b.dropForwardConn(conn)
 		}
 		// Indeterminate: the leader may have taken the request.
-		return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("forwarding to leader %d failed: %v", st.Leader, err))
+		return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("forwarding to leader %d failed: %v", st.Leader, err)), false
 	}
-	out := *resp
+	out := *r
 	out.Opaque = req.Opaque
 	out.Serialize = req.Serialize
-	return &out
+	if out.Code == remoting.ServiceNotAvailable && leadershipRemark(out.Remark) {
+		// The node we took for the leader was not (it lost leadership, or
+		// has not learnt of the new term yet): definite, worth a retry.
+		return &out, true
+	}
+	return &out, false
 }
 
 // dropForwardConn aborts c and forgets it, if it is still the forward
@@ -600,6 +643,20 @@ func (b *Broker) handleSearchOffset(req *remoting.Command) *remoting.Command {
 	return resp
 }
 
+// AutoCreateTopicKey is RocketMQ's template topic for auto-creation: a
+// client whose topic has no route asks for this one's, sends to its queues,
+// and the broker creates the topic on that first send.
+const AutoCreateTopicKey = "TBW102"
+
+// autoCreateTemplate is the route a broker with auto-creation on gives
+// TBW102: 8 queues, read, write and inherit (perm 7), as RocketMQ's. It is
+// not a stored topic: it exists only while auto-creation is on.
+func autoCreateTemplate() offsets.TopicConfig {
+	tc := offsets.NewTopicConfig(AutoCreateTopicKey, 8)
+	tc.Perm = remoting.PermRead | remoting.PermWrite | remoting.PermInherit
+	return tc
+}
+
 // handleRoute answers a name-server route query: one broker name for the
 // group, the ready leader as brokerId 0 and the others under their node id.
 func (b *Broker) handleRoute(req *remoting.Command) *remoting.Command {
@@ -608,6 +665,9 @@ func (b *Broker) handleRoute(req *remoting.Command) *remoting.Command {
 		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
 	}
 	tc, ok := b.rep.Store().Topic(h.Topic)
+	if !ok && h.Topic == AutoCreateTopicKey && b.cfg.AutoCreateTopics {
+		tc, ok = autoCreateTemplate(), true
+	}
 	if !ok {
 		return remoting.NewResponse(req, remoting.TopicNotExist, fmt.Sprintf("No topic route info in name server for the topic: %s", h.Topic))
 	}

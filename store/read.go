@@ -293,15 +293,22 @@ func (s *Store) QueryByUniqKey(topic, uniq string) (StoredMessage, error) {
 	return StoredMessage{}, fmt.Errorf("%w: topic %q uniq key %q", ErrNotFound, topic, uniq)
 }
 
+// MessageAt returns the queued message stored at a physical (commit-log)
+// offset, or an error wrapping ErrNotFound if no queued message starts
+// there.
+func (s *Store) MessageAt(phy int64) (StoredMessage, error) {
+	m, err := s.stored(phy)
+	if errors.Is(err, commitlog.ErrBadPosition) {
+		return StoredMessage{}, fmt.Errorf("%w: no message at physical offset %d", ErrNotFound, phy)
+	}
+	return m, err
+}
+
 // QueryByOffsetMsgID returns the message an offsetMsgId points at.
 func (s *Store) QueryByOffsetMsgID(id string) (StoredMessage, error) {
 	_, phy, err := message.ParseOffsetMsgID(id)
 	if err != nil {
 		return StoredMessage{}, fmt.Errorf("store: %w", err)
 	}
-	m, err := s.stored(phy)
-	if errors.Is(err, commitlog.ErrBadPosition) {
-		return StoredMessage{}, fmt.Errorf("%w: no message at physical offset %d", ErrNotFound, phy)
-	}
-	return m, err
+	return s.MessageAt(phy)
 }

@@ -1,0 +1,71 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/store"
+)
+
+// Message queries, served from this node's index and commit log (a
+// follower answers with what it has applied, as any RocketMQ broker answers
+// from its own store).
+
+// maxQueryMessages caps QUERY_MESSAGE's maxNum, as RocketMQ's
+// defaultQueryMaxNum does.
+const maxQueryMessages = 64
+
+func (b *Broker) handleQueryMessage(conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+	h, err := remoting.DecodeQueryMessageRequestHeader(req.ExtFields)
+	if err != nil {
+		return b.refuse(conn, req, remoting.InvalidParameter, err.Error())
+	}
+	n := int(h.MaxNum)
+	if n <= 0 || n > maxQueryMessages {
+		n = maxQueryMessages
+	}
+	end := h.EndTimestamp
+	if end <= 0 {
+		end = 1 << 62
+	}
+	ms, err := b.rep.Store().QueryByKey(h.Topic, h.Key, n, h.BeginTimestamp, end)
+	if err != nil {
+		return remoting.NewResponse(req, remoting.SystemError, err.Error())
+	}
+	var body []byte
+	for _, m := range ms {
+		if h.UniqueKey && m.UniqKey() != h.Key {
+			continue // matched by KEYS, not by UNIQ_KEY
+		}
+		body = append(body, m.Raw...)
+	}
+	if len(body) == 0 {
+		return remoting.NewResponse(req, remoting.QueryNotFound, fmt.Sprintf("can not find message, maybe time range not correct: topic %s key %s", h.Topic, h.Key))
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	rh := remoting.QueryMessageResponseHeader{IndexLastUpdateTimestamp: time.Now().UnixMilli(), IndexLastUpdatePhyoffset: b.rep.Store().Log().EndPosition()}
+	resp.ExtFields = rh.Encode()
+	resp.Body = body
+	return resp
+}
+
+func (b *Broker) handleViewMessage(conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+	h, err := remoting.DecodeViewMessageRequestHeader(req.ExtFields)
+	if err != nil {
+		return b.refuse(conn, req, remoting.InvalidParameter, err.Error())
+	}
+	m, err := b.rep.Store().MessageAt(h.Offset)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("can not find message by the offset, %d", h.Offset))
+	case err != nil:
+		return remoting.NewResponse(req, remoting.SystemError, err.Error())
+	case h.Topic != "" && m.Topic != h.Topic:
+		return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("the message at offset %d is of topic %s, not %s", h.Offset, m.Topic, h.Topic))
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body = m.Raw
+	return resp
+}
