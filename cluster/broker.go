@@ -83,6 +83,10 @@ type Config struct {
 	SegmentSize int64
 	// AutoCreateTopics creates an unknown topic (4 queues) on first send.
 	AutoCreateTopics bool
+	// FailoverRoutes lists each follower in routes as a write-only broker
+	// name of its own, so that RocketMQ clients' send retries reach a live
+	// node when the leader dies (see FailoverBrokerName).
+	FailoverRoutes bool
 	// SendTimeout bounds the wait for commit (default 5 s).
 	SendTimeout time.Duration
 	// LeaderWait bounds how long a request that needs the leader waits

@@ -34,14 +34,19 @@ func freeAddrs(t *testing.T, n int) []string {
 type testBrokers struct {
 	t         *testing.T
 	preferred uint64
+	mod       func(*Config) // adjusts each node's config, if set
 	peers     map[uint64]Peer
 	dirs      map[uint64]string
 	bs        map[uint64]*Broker
 }
 
 func startBrokers(t *testing.T, preferred ...uint64) *testBrokers {
+	return startBrokersWith(t, nil, preferred...)
+}
+
+func startBrokersWith(t *testing.T, mod func(*Config), preferred ...uint64) *testBrokers {
 	addrs := freeAddrs(t, 6)
-	tb := &testBrokers{t: t, preferred: append(preferred, 0)[0], peers: map[uint64]Peer{}, dirs: map[uint64]string{}, bs: map[uint64]*Broker{}}
+	tb := &testBrokers{t: t, preferred: append(preferred, 0)[0], mod: mod, peers: map[uint64]Peer{}, dirs: map[uint64]string{}, bs: map[uint64]*Broker{}}
 	for i := uint64(1); i <= 3; i++ {
 		tb.peers[i] = Peer{Client: addrs[2*(i-1)], Raft: addrs[2*(i-1)+1]}
 		tb.dirs[i] = t.TempDir()
@@ -58,8 +63,12 @@ func startBrokers(t *testing.T, preferred ...uint64) *testBrokers {
 }
 
 func (tb *testBrokers) start(id uint64, join ...bool) {
-	b, err := Start(Config{ID: id, Dir: tb.dirs[id], Peers: tb.peers, Join: len(join) > 0 && join[0], PreferredLeader: tb.preferred, SegmentSize: 4 << 20, TickInterval: 10 * time.Millisecond,
-		Store: store.Config{CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096}})
+	cfg := Config{ID: id, Dir: tb.dirs[id], Peers: tb.peers, Join: len(join) > 0 && join[0], PreferredLeader: tb.preferred, SegmentSize: 4 << 20, TickInterval: 10 * time.Millisecond,
+		Store: store.Config{CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096}}
+	if tb.mod != nil {
+		tb.mod(&cfg)
+	}
+	b, err := Start(cfg)
 	require.NoError(tb.t, err)
 	tb.bs[id] = b
 }

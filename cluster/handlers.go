@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -683,12 +684,14 @@ func (b *Broker) routeBody(tc offsets.TopicConfig) []byte {
 		leader = 0
 	}
 	addrs := map[int64]string{}
+	var followers []uint64
 	b.mu.Lock()
 	for id, p := range b.peers {
 		if id == leader {
 			addrs[0] = p.Client
 		} else {
 			addrs[int64(id)] = p.Client
+			followers = append(followers, id)
 		}
 	}
 	b.mu.Unlock()
@@ -697,8 +700,36 @@ func (b *Broker) routeBody(tc offsets.TopicConfig) []byte {
 			WriteQueueNums: int(tc.WriteQueueNums), Perm: int(tc.Perm), TopicSysFlag: int(tc.TopicSysFlag)}},
 		BrokerDatas: []remoting.BrokerData{{Cluster: b.cfg.ClusterName, BrokerName: b.cfg.BrokerName, BrokerAddrs: addrs}},
 	}
+	if b.cfg.FailoverRoutes && tc.Perm&remoting.PermWrite != 0 {
+		sort.Slice(followers, func(i, j int) bool { return followers[i] < followers[j] })
+		for _, id := range followers {
+			name := FailoverBrokerName(b.cfg.BrokerName, id)
+			rd.QueueDatas = append(rd.QueueDatas, remoting.QueueData{BrokerName: name, WriteQueueNums: int(tc.WriteQueueNums),
+				Perm: remoting.PermWrite, TopicSysFlag: int(tc.TopicSysFlag)})
+			rd.BrokerDatas = append(rd.BrokerDatas, remoting.BrokerData{Cluster: b.cfg.ClusterName, BrokerName: name,
+				BrokerAddrs: map[int64]string{remoting.MasterID: addrs[int64(id)]}})
+		}
+	}
 	body, _ := rd.Encode()
 	return body
+}
+
+// FailoverBrokerName is the write-only broker name under which a route
+// lists follower id of group broker: "broker@id".
+//
+// RocketMQ's clients refresh a route every 30 s and, when a send fails,
+// retry at once on another broker name, never the same one. A group whose
+// only broker name pointed at a leader that died would fail every send
+// for up to 30 s. So a route also lists each follower as a broker name of
+// its own, with the topic's write queues and write permission only (no
+// read queues: consumers never see it): a producer spreads its sends over
+// the leader and the followers, the followers forward theirs to the
+// leader (waiting out an election), and a send that failed on a dead node
+// is retried on a live one. The queue id is the topic's own, so a message
+// sent to broker@2's queue 1 is stored in queue 1, as if sent to broker.
+// Config.FailoverRoutes turns this on (the default for `raftmq broker`).
+func FailoverBrokerName(broker string, id uint64) string {
+	return broker + "@" + strconv.FormatUint(id, 10)
 }
 
 func (b *Broker) handleCreateTopic(ctx context.Context, req *remoting.Command) *remoting.Command {

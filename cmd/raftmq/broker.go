@@ -40,6 +40,7 @@ type brokerFlags struct {
 	tick        time.Duration
 	notifyDelay time.Duration
 	leaderWait  time.Duration
+	failover    bool
 	broker      string
 	preferred   uint64
 	// Chaos-testing settings, hidden from --help.
@@ -70,6 +71,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.autoCreate, "auto-create-topics", true, "create an unknown topic (4 queues) on first send")
 	fl.StringVar(&f.bindIP, "bind-ip", "", "source IP for outgoing raft connections")
 	fl.DurationVar(&f.tick, "tick", 50*time.Millisecond, "raft tick (election timeout is 10 ticks, heartbeat 2)")
+	fl.BoolVar(&f.failover, "failover-routes", true, "list each follower in routes as a write-only broker name, so RocketMQ clients retry a failed send on a live node (see README)")
 	fl.DurationVar(&f.leaderWait, "leader-wait", 0, "how long a request that needs the leader waits for an election before it is refused (0: 2s, negative: no wait)")
 	fl.DurationVar(&f.notifyDelay, "commit-notify-delay", 0, "how long the leader holds an append that only tells followers a new commit index, hoping the next append carries it (0: 2ms, negative: send at once)")
 	fl.Uint64Var(&f.preferred, "preferred-leader", 0, "node that should lead whenever it is up and caught up (0: any)")
@@ -121,7 +123,7 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 	cfg := cluster.Config{
 		ID: f.id, Dir: dir, Peers: peers, Join: f.join, HTTPAddr: f.httpAddr, Flush: fm,
 		SegmentSize: f.segmentSize, AutoCreateTopics: f.autoCreate, BindIP: f.bindIP,
-		TickInterval: f.tick, CommitNotifyDelay: f.notifyDelay, LeaderWait: f.leaderWait, BrokerName: f.broker, PreferredLeader: f.preferred, Logger: log,
+		TickInterval: f.tick, CommitNotifyDelay: f.notifyDelay, LeaderWait: f.leaderWait, FailoverRoutes: f.failover, BrokerName: f.broker, PreferredLeader: f.preferred, Logger: log,
 		FaultEndpoint: f.faultEndpoint,
 	}
 	cfg.Store.Mutants = muts
