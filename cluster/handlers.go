@@ -32,7 +32,7 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 	switch req.Code {
 	case remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage:
 		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleSend(ctx, conn, req) })
-	case remoting.PullMessage:
+	case remoting.PullMessage, remoting.LitePullMessage:
 		return b.handlePull(ctx, req)
 	case remoting.QueryConsumerOffset:
 		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleQueryOffset(ctx, req) })

@@ -295,8 +295,10 @@ func adminGroupCmds(logger func() *slog.Logger) []*cobra.Command {
 	}
 	offset.AddCommand(get, reset)
 
-	cmds := []*cobra.Command{topic, clusterCmd, transfer, node, offset}
-	for _, c := range []*cobra.Command{create, list, status, transfer, add, remove, get, reset} {
+	msg, query := newMessageCmd(withClient)
+
+	cmds := []*cobra.Command{topic, clusterCmd, transfer, node, offset, msg}
+	for _, c := range []*cobra.Command{create, list, status, transfer, add, remove, get, reset, query} {
 		addrFlag(c, &addrs)
 	}
 	return cmds
