@@ -70,6 +70,10 @@ type Client struct {
 		// nodes are the known client addresses: Options.Addrs and every
 		// address seen in a route or a leader hint. Never shrinks.
 		nodes []string
+		// notify holds, per consumer group, the functions the push
+		// consumers registered for NOTIFY_CONSUMER_IDS_CHANGED, by id.
+		notify   map[string]map[uint64]func()
+		notifyID uint64
 	}
 	closed atomic.Bool
 }
@@ -101,7 +105,7 @@ func New(opts Options) (*Client, error) {
 		log:     log,
 		ids:     ids,
 	}
-	c.pool = newPool(remoting.Options{MaxFrame: opts.MaxFrame, Dial: opts.Dial, Logger: log}, opts.RequestTimeout)
+	c.pool = newPool(remoting.Options{MaxFrame: opts.MaxFrame, Dial: opts.Dial, Logger: log, OnRequest: c.serveRequest}, opts.RequestTimeout)
 	c.routes.init()
 	c.mu.nodes = slices.Compact(slices.Sorted(slices.Values(opts.Addrs)))
 	return c, nil
@@ -113,6 +117,67 @@ func (c *Client) Close() error {
 	c.closed.Store(true)
 	c.pool.close()
 	return nil
+}
+
+// serveRequest handles a request a broker sends on one of the pool's
+// connections (remoting.Options.OnRequest; its own goroutine). Only
+// NOTIFY_CONSUMER_IDS_CHANGED is served: it wakes the push consumers of the
+// group named. RocketMQ brokers send it one-way; it is answered SUCCESS
+// otherwise. Other requests are answered REQUEST_CODE_NOT_SUPPORTED unless
+// one-way.
+func (c *Client) serveRequest(req *remoting.Command) *remoting.Command {
+	if req.Code != remoting.NotifyConsumerIDsChanged {
+		if req.IsOneway() {
+			return nil
+		}
+		return remoting.NewNotSupportedResponse(req)
+	}
+	h, err := remoting.DecodeNotifyConsumerIDsChangedRequestHeader(req.ExtFields)
+	if err != nil {
+		c.log.Warn("client: bad NOTIFY_CONSUMER_IDS_CHANGED", "err", err)
+		if req.IsOneway() {
+			return nil
+		}
+		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
+	}
+	c.mu.Lock()
+	fns := make([]func(), 0, len(c.mu.notify[h.ConsumerGroup]))
+	for _, f := range c.mu.notify[h.ConsumerGroup] {
+		fns = append(fns, f)
+	}
+	c.mu.Unlock()
+	for _, f := range fns {
+		f()
+	}
+	if req.IsOneway() {
+		return nil
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+// onNotify registers f to run (on a connection's request goroutine; it
+// must not block) whenever a broker notifies that group's consumers
+// changed. The returned function unregisters it.
+func (c *Client) onNotify(group string, f func()) (remove func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.notify == nil {
+		c.mu.notify = map[string]map[uint64]func(){}
+	}
+	if c.mu.notify[group] == nil {
+		c.mu.notify[group] = map[uint64]func(){}
+	}
+	c.mu.notifyID++
+	id := c.mu.notifyID
+	c.mu.notify[group][id] = f
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.mu.notify[group], id)
+		if len(c.mu.notify[group]) == 0 {
+			delete(c.mu.notify, group)
+		}
+	}
 }
 
 // NewMsgID returns a fresh UNIQ_KEY: 32 upper-case hex digits, unique per

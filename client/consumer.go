@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"strconv"
 	"time"
@@ -21,9 +22,8 @@ const (
 	// (the Go and Java clients' PullBatchSize).
 	DefaultPullBatch = 32
 	// maxInflated bounds a decompressed body, against zip bombs.
-	maxInflated       = 64 << 20
-	expressionTypeTag = "TAG"
-	subscribeAll      = "*"
+	maxInflated  = 64 << 20
+	subscribeAll = "*"
 )
 
 // PullStatus is the outcome of a pull.
@@ -144,8 +144,15 @@ type PullRequest struct {
 	// until a message arrives. The request's timeout is LongPoll plus
 	// RequestTimeout.
 	LongPoll time.Duration
-	// Expression is a tag filter ("TagA || TagB"); "" means all.
+	// Expression is a tag filter ("TagA || TagB"), or an SQL92 one with
+	// ExpressionType ExpressionSQL92; "" means all.
 	Expression string
+	// ExpressionType is the kind of Expression; "" means ExpressionTag.
+	ExpressionType ExpressionType
+	// CommitOffset > 0 asks the broker to store it as the group's
+	// committed offset of the queue (sysFlag COMMIT_OFFSET), as push
+	// consumers do on every pull; only the leader does.
+	CommitOffset int64
 }
 
 // Pull pulls up to max messages of topic's queue from offset, from the
@@ -184,10 +191,17 @@ func (pc *PullConsumer) PullWith(ctx context.Context, r PullRequest) (PullResult
 		SysFlag:              remoting.PullSysFlagSubscription,
 		SuspendTimeoutMillis: r.LongPoll.Milliseconds(),
 		Subscription:         expr,
-		ExpressionType:       expressionTypeTag,
+		ExpressionType:       string(ExpressionTag),
+	}
+	if r.ExpressionType != "" {
+		h.ExpressionType = string(r.ExpressionType)
 	}
 	if r.LongPoll > 0 {
 		h.SysFlag |= remoting.PullSysFlagSuspend
+	}
+	if r.CommitOffset > 0 {
+		h.SysFlag |= remoting.PullSysFlagCommitOffset
+		h.CommitOffset = r.CommitOffset
 	}
 	mk := func() *remoting.Command { return remoting.NewRequest(remoting.PullMessage, h.Encode(), nil) }
 	if r.Addr == "" {
@@ -401,22 +415,27 @@ func (pc *PullConsumer) FetchOffset(ctx context.Context, topic string, queue int
 // (GET_MAX_OFFSET), as the leader sees it (another node's view if the
 // leader cannot be reached).
 func (c *Client) MaxOffset(ctx context.Context, topic string, queue int32) (int64, error) {
-	return c.queueOffset(ctx, remoting.GetMaxOffset, topic, queue)
+	h := remoting.GetMaxOffsetRequestHeader{Topic: topic, QueueID: queue}
+	return c.queueOffset(ctx, "max", remoting.GetMaxOffset, h.Encode(), topic, queue)
 }
 
 // MinOffset returns the smallest offset still stored in the queue
 // (GET_MIN_OFFSET).
 func (c *Client) MinOffset(ctx context.Context, topic string, queue int32) (int64, error) {
-	return c.queueOffset(ctx, remoting.GetMinOffset, topic, queue)
+	h := remoting.GetMinOffsetRequestHeader{Topic: topic, QueueID: queue}
+	return c.queueOffset(ctx, "min", remoting.GetMinOffset, h.Encode(), topic, queue)
 }
 
-func (c *Client) queueOffset(ctx context.Context, code int32, topic string, queue int32) (int64, error) {
-	what := "max"
-	if code == remoting.GetMinOffset {
-		what = "min"
-	}
-	h := remoting.GetMaxOffsetRequestHeader{Topic: topic, QueueID: queue} // same fields as GET_MIN_OFFSET
-	mk := func() *remoting.Command { return remoting.NewRequest(code, h.Encode(), nil) }
+// SearchOffset returns the offset of the queue's first message stored at
+// or after t, or the max offset if every message is older
+// (SEARCH_OFFSET_BY_TIMESTAMP).
+func (c *Client) SearchOffset(ctx context.Context, topic string, queue int32, t time.Time) (int64, error) {
+	h := remoting.SearchOffsetRequestHeader{Topic: topic, QueueID: queue, Timestamp: t.UnixMilli()}
+	return c.queueOffset(ctx, "search", remoting.SearchOffsetByTimestamp, h.Encode(), topic, queue)
+}
+
+func (c *Client) queueOffset(ctx context.Context, what string, code int32, ext map[string]string, topic string, queue int32) (int64, error) {
+	mk := func() *remoting.Command { return remoting.NewRequest(code, maps.Clone(ext), nil) }
 	c.findLeader(ctx, topic)
 	resp, addr, err := c.invokeRead(ctx, "", mk, c.timeout)
 	if err == nil && resp.Code != remoting.Success {

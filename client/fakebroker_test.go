@@ -38,6 +38,12 @@ type fakeGroup struct {
 		byKey   map[string]fakeSent
 		offsets map[string]int64 // group/topic/queue -> committed offset
 		phys    int64
+		// Consumer groups: members by group and client id, queue locks
+		// (group/topic/queue -> client id).
+		consumers   map[string]map[string]*remoting.ServerConn
+		locks       map[string]string
+		refuseLocks bool // answer every LOCK_BATCH_MQ with nothing granted
+		noNotify    bool // send no NOTIFY_CONSUMER_IDS_CHANGED
 	}
 }
 
@@ -74,6 +80,8 @@ func newFakeGroup(t *testing.T, n int) *fakeGroup {
 	g.mu.queues = map[fakeQ][][]byte{}
 	g.mu.byKey = map[string]fakeSent{}
 	g.mu.offsets = map[string]int64{}
+	g.mu.consumers = map[string]map[string]*remoting.ServerConn{}
+	g.mu.locks = map[string]string{}
 	for i := range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
@@ -139,7 +147,7 @@ func (n *fakeNode) requests(code int32) []*remoting.Command {
 	return out
 }
 
-func (n *fakeNode) handle(ctx context.Context, _ *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+func (n *fakeNode) handle(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
 	rec := *req
 	rec.ExtFields = maps.Clone(req.ExtFields)
 	rec.Body = slices.Clone(req.Body)
@@ -152,13 +160,43 @@ func (n *fakeNode) handle(ctx context.Context, _ *remoting.ServerConn, req *remo
 			return resp
 		}
 	}
-	return n.g.serve(n, req)
+	resp, notify := n.g.serveConn(n, conn, req)
+	n.g.notify(notify)
+	return resp
 }
 
-// serve is the default behaviour of node n.
+// serve is the default behaviour of node n, for hooks that pass a request
+// on (without its connection, so a heartbeat would register none).
 func (g *fakeGroup) serve(n *fakeNode, req *remoting.Command) *remoting.Command {
+	resp, _ := g.serveConn(n, nil, req)
+	return resp
+}
+
+// serveConn is the default behaviour of node n: its answer, and the
+// consumer groups whose members to notify of a change.
+func (g *fakeGroup) serveConn(n *fakeNode, conn *remoting.ServerConn, req *remoting.Command) (*remoting.Command, []string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	switch req.Code {
+	case remoting.HeartBeat:
+		return g.heartbeatLocked(conn, req)
+	case remoting.UnregisterClient:
+		h, err := remoting.DecodeUnregisterClientRequestHeader(req.ExtFields)
+		if err != nil {
+			return g.bad(req, err), nil
+		}
+		var changed []string
+		if _, ok := g.mu.consumers[h.ConsumerGroup][h.ClientID]; ok {
+			delete(g.mu.consumers[h.ConsumerGroup], h.ClientID)
+			changed = append(changed, h.ConsumerGroup)
+		}
+		return remoting.NewResponse(req, remoting.Success, ""), changed
+	}
+	return g.serveLocked(n, req), nil
+}
+
+// serveLocked answers requests that change no group membership.
+func (g *fakeGroup) serveLocked(n *fakeNode, req *remoting.Command) *remoting.Command {
 	leaderOnly := func() *remoting.Command {
 		switch {
 		case g.mu.leader < 0:
@@ -206,6 +244,40 @@ func (g *fakeGroup) serve(n *fakeNode, req *remoting.Command) *remoting.Command 
 		}
 		g.mu.offsets[offsetKey(h.ConsumerGroup, h.Topic, h.QueueID)] = h.CommitOffset
 		return remoting.NewResponse(req, remoting.Success, "")
+	case remoting.GetConsumerListByGroup:
+		h, err := remoting.DecodeGetConsumerListByGroupRequestHeader(req.ExtFields)
+		if err != nil {
+			return g.bad(req, err)
+		}
+		ids := slices.Sorted(maps.Keys(g.mu.consumers[h.ConsumerGroup]))
+		code := remoting.Success
+		if len(ids) == 0 {
+			code = remoting.SystemError
+		}
+		resp := remoting.NewResponse(req, code, "")
+		resp.Body, _ = json.Marshal(remoting.ConsumerListBody{ConsumerIDList: ids})
+		return resp
+	case remoting.LockBatchMQ, remoting.UnlockBatchMQ:
+		if r := leaderOnly(); r != nil {
+			return r
+		}
+		return g.lockLocked(req)
+	case remoting.SearchOffsetByTimestamp:
+		h, err := remoting.DecodeSearchOffsetRequestHeader(req.ExtFields)
+		if err != nil {
+			return g.bad(req, err)
+		}
+		off := int64(len(g.mu.queues[fakeQ{h.Topic, h.QueueID}]))
+		for i, rec := range g.mu.queues[fakeQ{h.Topic, h.QueueID}] {
+			if v, err := message.Parse(rec, false); err == nil && v.StoreTimestamp >= h.Timestamp {
+				off = int64(i)
+				break
+			}
+		}
+		resp := remoting.NewResponse(req, remoting.Success, "")
+		rh := remoting.OffsetResponseHeader{Offset: off}
+		resp.ExtFields = rh.Encode()
+		return resp
 	case remoting.GetMaxOffset, remoting.GetMinOffset:
 		h, err := remoting.DecodeGetMaxOffsetRequestHeader(req.ExtFields)
 		if err != nil {
@@ -373,6 +445,9 @@ func (g *fakeGroup) pullLocked(req *remoting.Command) *remoting.Command {
 	if err != nil {
 		return g.bad(req, err)
 	}
+	if h.SysFlag&remoting.PullSysFlagCommitOffset != 0 {
+		g.mu.offsets[offsetKey(h.ConsumerGroup, h.Topic, h.QueueID)] = h.CommitOffset
+	}
 	recs := g.mu.queues[fakeQ{h.Topic, h.QueueID}]
 	maxOff := int64(len(recs))
 	code, next := remoting.Success, h.QueueOffset
@@ -424,4 +499,109 @@ func uniqKeys(t *testing.T, reqs []*remoting.Command) []string {
 		out = append(out, props[message.PropertyUniqKey])
 	}
 	return out
+}
+
+// heartbeatLocked registers a client's consumer groups, creating each
+// group's retry topic (one queue) as raftmq's broker does. A new member
+// changes the group.
+func (g *fakeGroup) heartbeatLocked(conn *remoting.ServerConn, req *remoting.Command) (*remoting.Command, []string) {
+	hb, err := remoting.DecodeHeartbeatData(req.Body)
+	if err != nil {
+		return g.bad(req, err), nil
+	}
+	var changed []string
+	for _, cd := range hb.ConsumerDataSet {
+		members := g.mu.consumers[cd.GroupName]
+		if members == nil {
+			members = map[string]*remoting.ServerConn{}
+			g.mu.consumers[cd.GroupName] = members
+		}
+		if _, ok := members[hb.ClientID]; !ok {
+			changed = append(changed, cd.GroupName)
+		}
+		members[hb.ClientID] = conn
+		if _, ok := g.mu.topics["%RETRY%"+cd.GroupName]; !ok {
+			g.mu.topics["%RETRY%"+cd.GroupName] = 1
+		}
+	}
+	return remoting.NewResponse(req, remoting.Success, ""), changed
+}
+
+// notify sends NOTIFY_CONSUMER_IDS_CHANGED to every member of the groups.
+func (g *fakeGroup) notify(groups []string) {
+	g.mu.Lock()
+	var conns []*remoting.ServerConn
+	var names []string
+	if !g.mu.noNotify {
+		for _, grp := range groups {
+			for _, c := range g.mu.consumers[grp] {
+				if c != nil {
+					conns = append(conns, c)
+					names = append(names, grp)
+				}
+			}
+		}
+	}
+	g.mu.Unlock()
+	for i, c := range conns {
+		h := remoting.NotifyConsumerIDsChangedRequestHeader{ConsumerGroup: names[i]}
+		_ = c.Oneway(remoting.NewRequest(remoting.NotifyConsumerIDsChanged, h.Encode(), nil)) // best effort, as the broker's
+	}
+}
+
+// lockLocked grants the queues that are free or already the client's.
+func (g *fakeGroup) lockLocked(req *remoting.Command) *remoting.Command {
+	b, err := remoting.DecodeLockBatchRequestBody(req.Body)
+	if err != nil {
+		return g.bad(req, err)
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	var ok []remoting.MessageQueue
+	for _, mq := range b.MQSet {
+		k := offsetKey(b.ConsumerGroup, mq.Topic, mq.QueueID)
+		holder := g.mu.locks[k]
+		switch {
+		case req.Code == remoting.UnlockBatchMQ:
+			if holder == b.ClientID {
+				delete(g.mu.locks, k)
+			}
+		case g.mu.refuseLocks:
+		case holder == "" || holder == b.ClientID:
+			g.mu.locks[k] = b.ClientID
+			ok = append(ok, mq)
+		}
+	}
+	if req.Code == remoting.LockBatchMQ {
+		resp.Body, _ = json.Marshal(remoting.LockBatchResponseBody{LockOKMQSet: ok})
+	}
+	return resp
+}
+
+func (g *fakeGroup) setRefuseLocks(refuse bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.mu.refuseLocks = refuse
+}
+
+func (g *fakeGroup) setNoNotify(off bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.mu.noNotify = off
+}
+
+// offset returns a group's committed offset of a queue (-1: none).
+func (g *fakeGroup) offset(group, topic string, queue int32) int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if off, ok := g.mu.offsets[offsetKey(group, topic, queue)]; ok {
+		return off
+	}
+	return -1
+}
+
+// members returns a consumer group's client ids, sorted.
+func (g *fakeGroup) members(group string) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Sorted(maps.Keys(g.mu.consumers[group]))
 }
