@@ -83,10 +83,20 @@ func (p *PushConsumer) rebalance() (again bool) {
 			return false
 		}
 		if !slices.Contains(ids, p.id) {
-			// The broker has not seen this client's heartbeat yet (or has
-			// expired it): keep the queues until it has.
-			p.log.Info("client: rebalance: this client is not in the group's list yet", "clients", ids)
-			return true
+			// The node has not seen this client's heartbeat yet, or has
+			// forgotten it (its connection closed): heartbeat now, and
+			// keep the queues until the node lists this client.
+			if err := p.heartbeat(ctx); err == nil {
+				ids, err = p.consumerIDs(ctx)
+				if err != nil {
+					p.log.Warn("client: rebalance: consumer list", "err", err)
+					return true
+				}
+			}
+			if !slices.Contains(ids, p.id) {
+				p.log.Info("client: rebalance: this client is not in the group's list yet", "clients", ids)
+				return true
+			}
 		}
 		clients = ids
 	}
