@@ -27,8 +27,8 @@ func TestFileOffsetStoreCrashSafe(t *testing.T) {
 
 	mqs := allQueues("T", 3)
 	cur := map[MessageQueue]int64{}
-	durable := map[MessageQueue]int64{}  // last state persisted without error
-	var since []map[MessageQueue]int64 // states attempted after it
+	durable := map[MessageQueue]int64{} // last state persisted without error
+	var since []map[MessageQueue]int64  // states attempted after it
 	ops := []vfs.Op{vfs.OpWrite, vfs.OpSync, vfs.OpRename, vfs.OpSyncDir}
 	for range 300 {
 		mq := mqs[rng.IntN(len(mqs))]
