@@ -612,7 +612,8 @@ func (p *PushConsumer) call(msgs []*MessageExt) (res ConsumeResult) {
 // (UNLOCK_BATCH_MQ). Messages pulled but not consumed, and batches waiting
 // for a local retry, are left uncommitted: the group gets them again. The
 // Client stays open. Errors of the persist, unregister and unlock steps are
-// joined; every step runs regardless.
+// joined; every step runs regardless. Do not call it from a ConsumeFunc: it
+// would wait for that callback until ctx ends.
 func (p *PushConsumer) Shutdown(ctx context.Context) error {
 	if !p.state.CompareAndSwap(pushStarted, pushStopped) {
 		return fmt.Errorf("client: push consumer %s: Shutdown without a running consumer", p.o.Group)
