@@ -391,7 +391,14 @@ func (pc *PullConsumer) updateOffset(ctx context.Context, what string, h remotin
 // (QUERY_CONSUMER_OFFSET, answered by the leader), or false if none is
 // stored (QUERY_NOT_FOUND).
 func (pc *PullConsumer) FetchOffset(ctx context.Context, topic string, queue int32) (int64, bool, error) {
-	h := remoting.QueryConsumerOffsetRequestHeader{ConsumerGroup: pc.group, Topic: topic, QueueID: queue}
+	return pc.fetchOffset(ctx, topic, queue, true)
+}
+
+// fetchOffset is FetchOffset; without exact, a group with no stored offset
+// in a queue that has lost nothing to retention gets 0, as RocketMQ's
+// clients do (so a new group sees what was sent before it started).
+func (pc *PullConsumer) fetchOffset(ctx context.Context, topic string, queue int32, exact bool) (int64, bool, error) {
+	h := remoting.QueryConsumerOffsetRequestHeader{ConsumerGroup: pc.group, Topic: topic, QueueID: queue, ExactOnly: exact}
 	mk := func() *remoting.Command { return remoting.NewRequest(remoting.QueryConsumerOffset, h.Encode(), nil) }
 	resp, addr, err := pc.c.invokeLeader(ctx, mk, true)
 	if err != nil {

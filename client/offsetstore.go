@@ -107,7 +107,7 @@ func newBrokerOffsetStore(pc *PullConsumer) *brokerOffsetStore {
 }
 
 func (s *brokerOffsetStore) read(ctx context.Context, mq MessageQueue) (int64, bool, error) {
-	return s.pc.FetchOffset(ctx, mq.Topic, mq.QueueID)
+	return s.pc.fetchOffset(ctx, mq.Topic, mq.QueueID, false)
 }
 
 func (s *brokerOffsetStore) update(mq MessageQueue, offset int64) { s.table.update(mq, offset) }

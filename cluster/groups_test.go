@@ -119,6 +119,18 @@ func TestConsumerGroupProtocol(t *testing.T) {
 	require.Eventually(t, func() bool { return len(consumerList(t, c1, "g")) == 1 }, 5*time.Second, 5*time.Millisecond)
 	require.Eventually(t, func() bool { return n1.Load() > before }, 5*time.Second, 5*time.Millisecond)
 
+	// A group with no offset in a queue that has lost nothing to
+	// retention starts at 0 (as RocketMQ's broker answers its clients),
+	// unless the client asks for a stored offset only.
+	qh := remoting.QueryConsumerOffsetRequestHeader{ConsumerGroup: "fresh", Topic: "T", QueueID: 2}
+	resp = invoke(t, fc, remoting.NewRequest(remoting.QueryConsumerOffset, qh.Encode(), nil))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	qr, err := remoting.DecodeQueryConsumerOffsetResponseHeader(resp.ExtFields)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), qr.Offset)
+	qh.ExactOnly = true
+	require.Equal(t, remoting.QueryNotFound, invoke(t, fc, remoting.NewRequest(remoting.QueryConsumerOffset, qh.Encode(), nil)).Code)
+
 	// UNREGISTER_CLIENT.
 	uh := remoting.UnregisterClientRequestHeader{ClientID: "c1", ConsumerGroup: "g"}
 	require.Equal(t, remoting.Success, invoke(t, c1, remoting.NewRequest(remoting.UnregisterClient, uh.Encode(), nil)).Code)

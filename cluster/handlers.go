@@ -566,6 +566,13 @@ func (b *Broker) handleQueryOffset(ctx context.Context, req *remoting.Command) *
 			return remoting.NewResponse(req, remoting.ServiceNotAvailable, fmt.Sprintf("offset query: no quorum confirmed this node's state: %v; retry", err))
 		}
 		off, ok = b.rep.Store().ConsumerOffset(h.ConsumerGroup, h.Topic, h.QueueID)
+		if !ok && !h.ExactOnly && b.rep.Store().MinOffset(h.Topic, h.QueueID) == 0 {
+			// As RocketMQ's broker: a group with no offset in a queue
+			// that has never lost a message to retention starts at 0,
+			// so that a new group sees what was sent before it started
+			// (its clients would otherwise start at the end).
+			off, ok = 0, true
+		}
 	}
 	if !ok {
 		return remoting.NewResponse(req, remoting.QueryNotFound, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")

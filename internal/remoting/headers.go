@@ -443,19 +443,27 @@ func DecodePullMessageResponseHeader(ext map[string]string) (PullMessageResponse
 }
 
 // QueryConsumerOffsetRequestHeader is the header of QUERY_CONSUMER_OFFSET
-// (14). All fields are required.
+// (14). ConsumerGroup, Topic and QueueID are required.
 type QueryConsumerOffsetRequestHeader struct {
 	ConsumerGroup string // consumerGroup
 	Topic         string // topic
 	QueueID       int32  // queueId
+	// ExactOnly sends setZeroIfNotFound=false: a group with no stored
+	// offset gets QUERY_NOT_FOUND, never the 0 a broker gives (RocketMQ's
+	// clients leave the field out) when the queue has lost nothing to
+	// retention.
+	ExactOnly bool
 }
 
 // Encode returns the ext fields.
 func (h *QueryConsumerOffsetRequestHeader) Encode() map[string]string {
-	w := newExtMap(3)
+	w := newExtMap(4)
 	w.str(fieldConsumerGroup, h.ConsumerGroup)
 	w.str(fieldTopic, h.Topic)
 	w.i32(fieldQueueID, h.QueueID)
+	if h.ExactOnly {
+		w.boolean("setZeroIfNotFound", false)
+	}
 	return w.m
 }
 
@@ -467,6 +475,9 @@ func DecodeQueryConsumerOffsetRequestHeader(ext map[string]string) (QueryConsume
 		ConsumerGroup: r.str(fieldConsumerGroup, true),
 		Topic:         r.str(fieldTopic, true),
 		QueueID:       r.i32(fieldQueueID, true),
+	}
+	if v, ok := r.get("setZeroIfNotFound"); ok {
+		h.ExactOnly = v == "false"
 	}
 	return h, r.err
 }
