@@ -143,8 +143,10 @@ type Broker struct {
 	members  *membership.Registry // clients and groups from heartbeats
 	locks    *locks.Manager       // orderly consumers' queue locks (leader)
 	lockTerm atomic.Uint64        // the term locks was last used in
-	watched  map[*remoting.ServerConn]struct{}
-	refused  map[refusalKey]struct{} // refusals logged once
+	// memberTerm: the forget-members mutant's last term seen leading.
+	memberTerm atomic.Uint64
+	watched    map[*remoting.ServerConn]struct{}
+	refused    map[refusalKey]struct{} // refusals logged once
 
 	mut     mutant.Set // from Config.Store.Mutants
 	memOffs memOffsets // the offsets-in-memory mutant's table

@@ -32,6 +32,7 @@ func (b *Broker) handleHeartbeat(ctx context.Context, conn *remoting.ServerConn,
 		return b.refuse(conn, req, remoting.InvalidParameter, "heartbeat: clientID is empty")
 	}
 	b.watchConn(conn)
+	b.mutantForgetMembers()
 	changed := b.members.Heartbeat(membership.Client{Channel: conn, Addr: remoteAddr(conn), Language: req.Language, Version: req.Version}, &hb, time.Now())
 	b.notifyChanged(changed)
 	if b.rep.Node().IsLeader() {
@@ -93,6 +94,7 @@ func (b *Broker) handleUnregisterClient(conn *remoting.ServerConn, req *remoting
 }
 
 func (b *Broker) handleConsumerList(conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+	b.mutantForgetMembers()
 	h, err := remoting.DecodeGetConsumerListByGroupRequestHeader(req.ExtFields)
 	if err != nil {
 		return b.refuse(conn, req, remoting.InvalidParameter, err.Error())
@@ -197,6 +199,9 @@ func (b *Broker) handleLockBatch(conn *remoting.ServerConn, req *remoting.Comman
 		return resp
 	}
 	ok := b.locks.TryLock(body.ConsumerGroup, body.ClientID, body.MQSet, time.Now())
+	if b.mut.LockTwoOwners {
+		ok = body.MQSet
+	}
 	if len(ok) < len(body.MQSet) {
 		b.log.Debug("cluster: queue locks refused", "group", body.ConsumerGroup, "client", body.ClientID, "asked", len(body.MQSet), "granted", len(ok))
 	}
@@ -330,3 +335,15 @@ type refusalKey struct {
 // maxRefusalsLogged bounds the refusal log's memory: past it, every
 // refusal is logged (a client flooding bad requests is worth seeing).
 const maxRefusalsLogged = 4096
+
+// mutantForgetMembers is the forget-members mutant: the first time this
+// node is asked anything about members in a term it leads, it drops every
+// client it knew, telling none of them.
+func (b *Broker) mutantForgetMembers() {
+	if !b.mut.ForgetMembers || !b.rep.Node().IsLeader() {
+		return
+	}
+	if term := b.rep.Node().Status().Term; b.memberTerm.Swap(term) != term {
+		b.members.Reset()
+	}
+}

@@ -38,6 +38,7 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadOffsets, NemKillLeader, NemDelay, NemLoss),
 			sc(WorkloadQueue, NemMembership, NemPartition),
 			sc(WorkloadBatched, NemKill, NemPartitionLeader),
+			sc(WorkloadGroup, NemKillLeader, NemPartition),
 		}, nil
 	case "standard", "soak":
 		out := []Scenario{
@@ -52,6 +53,8 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadRetries, NemKillLeader, NemPartitionLeader),
 			sc(WorkloadBatched, NemKillLeader, NemPartitionLeader),
 			sc(WorkloadOffsets, NemKill, NemPause),
+			sc(WorkloadGroup, NemKill, NemPartition),
+			sc(WorkloadGroup, NemPause, NemDelay, NemLoss),
 			sc(WorkloadLog, NemPartition, NemKill, NemPause, NemClock),
 			sc(WorkloadQueue, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership),
 		}

@@ -41,6 +41,10 @@ func Campaigns() []Campaign {
 			"a flipped bit in a follower's synced log goes unnoticed: its log and reads differ"},
 		{"vote-not-fsynced", WorkloadQueue, []string{NemPowerLoss},
 			"after a power cut the nodes' raft state is behind their logs: they must not vote again, and refuse to start"},
+		{"lock-two-owners", WorkloadGroup, nil,
+			"a queue handed to a new member of an orderly group while its old owner is still consuming it: two owners at once"},
+		{"forget-members", WorkloadGroup, []string{NemKillLeader},
+			"the new leader's member lists lack consumers that heartbeated it before it led"},
 	}
 	if len(c) != len(mutant.Names()) {
 		panic("jepsen: a mutant without a campaign")

@@ -35,6 +35,10 @@ const (
 	// concurrent sends travel as packed batches: every message's own
 	// offset, loss or duplication is checked as for single sends.
 	WorkloadBatched = "batched"
+	// WorkloadGroup: producers send while two consumer groups of push
+	// consumers (one concurrent, one orderly) consume, their members
+	// joining, leaving and being killed (see groupwork.go).
+	WorkloadGroup = "group"
 )
 
 // batchedWorkers is how many producers share the batched workload's
@@ -43,7 +47,7 @@ const batchedWorkers = 8
 
 // Workloads lists the workload names.
 func Workloads() []string {
-	return []string{WorkloadQueue, WorkloadLog, WorkloadOffsets, WorkloadRetries, WorkloadBatched}
+	return []string{WorkloadQueue, WorkloadLog, WorkloadOffsets, WorkloadRetries, WorkloadBatched, WorkloadGroup}
 }
 
 const (
@@ -135,6 +139,10 @@ func (w *workload) run(ctx context.Context) error {
 	}
 	const producers = 4
 	k := 0
+	var groups *groupState
+	if w.name == WorkloadGroup {
+		groups = &groupState{w: w, acked: map[string]bool{}, seen: map[string]map[string]bool{ConcurrentGroup: {}, OrderlyGroup: {}}}
+	}
 	if w.name == WorkloadBatched {
 		start(w.batchedProducers, k)
 		k++
@@ -149,7 +157,11 @@ func (w *workload) run(ctx context.Context) error {
 					// in flight when the run ends completes normally.
 					sctx, cancel := context.WithTimeout(context.Background(), w.timeout+time.Second)
 					defer cancel()
-					return p.Send(sctx, m)
+					res, err := p.Send(sctx, m)
+					if err == nil && groups != nil {
+						groups.ack(string(m.Body))
+					}
+					return res, err
 				})
 			}, k)
 			k++
@@ -169,6 +181,14 @@ func (w *workload) run(ctx context.Context) error {
 			start(w.reader, k)
 			k++
 		}
+	case WorkloadGroup:
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := groups.runGroups(ctx); err != nil {
+				errc <- err
+			}
+		}()
 	case WorkloadOffsets:
 		for q := 0; q < w.queues; q++ {
 			queue := q

@@ -205,6 +205,15 @@ func (r *Registry) removeConsumer(group, clientID string) bool {
 	return true
 }
 
+// Reset forgets every client (the chaos harness's forget-members mutant
+// uses it; a correct broker never does).
+func (r *Registry) Reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.consumers)
+	clear(r.producers)
+}
+
 // ConsumerIDs returns the client ids of a consumer group, sorted: every
 // consumer allocates queues over this list, so all must see one order.
 func (r *Registry) ConsumerIDs(group string) []string {

@@ -30,6 +30,12 @@ type Set struct {
 	CRCUnchecked bool
 	// VoteNotFsynced: raft's term and vote are written but not fsynced.
 	VoteNotFsynced bool
+	// LockTwoOwners: LOCK_BATCH_MQ grants every queue asked for, even one
+	// another client of the group holds.
+	LockTwoOwners bool
+	// ForgetMembers: a node that becomes leader forgets every client that
+	// heartbeated it, and tells nobody.
+	ForgetMembers bool
 }
 
 // names maps each mutant's name to the field it sets.
@@ -48,6 +54,8 @@ func names() []struct {
 		{"no-dedupe", func(s *Set) { s.NoDedupe = true }},
 		{"crc-unchecked", func(s *Set) { s.CRCUnchecked = true }},
 		{"vote-not-fsynced", func(s *Set) { s.VoteNotFsynced = true }},
+		{"lock-two-owners", func(s *Set) { s.LockTwoOwners = true }},
+		{"forget-members", func(s *Set) { s.ForgetMembers = true }},
 	}
 }
 

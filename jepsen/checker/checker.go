@@ -16,7 +16,11 @@
 //     int-poll-skip) and committed offsets are durable;
 //   - replica-agreement: the committed raft log prefix is identical on all
 //     nodes;
-//   - availability: the cluster accepts writes soon after the faults heal.
+//   - availability: the cluster accepts writes soon after the faults heal;
+//   - consumer-group: push consumers of consumer groups get every
+//     acknowledged send, orderly groups in queue order with one owner per
+//     queue, committed offsets never go back, and nodes keep their member
+//     lists (groups.go).
 //
 // Every checker tolerates empty or missing inputs: it then reports a Note
 // rather than failing or panicking.
@@ -122,6 +126,9 @@ func Check(run *history.Run, opts Options) history.Results {
 	})
 	res.Checkers[AvailabilityChecker] = guard(func() history.CheckerResult {
 		return checkAvailability(run, opts)
+	})
+	res.Checkers[ConsumerGroupChecker] = guard(func() history.CheckerResult {
+		return checkConsumerGroups(run, opts)
 	})
 
 	res.Valid = true

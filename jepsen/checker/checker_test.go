@@ -16,7 +16,7 @@ import (
 
 var allCheckers = []string{
 	FinalLogChecker, LinearizableChecker, TotalQueueChecker, ReadConsistencyChecker,
-	ConsumerChecker, ReplicaAgreementChecker, AvailabilityChecker,
+	ConsumerChecker, ReplicaAgreementChecker, AvailabilityChecker, ConsumerGroupChecker,
 }
 
 func TestValidConcurrentHistory(t *testing.T) {

@@ -56,6 +56,27 @@ const (
 	Commit Kind = "commit"
 	// Fetch reads Group's committed offset of Queue into Offset (-1: none).
 	Fetch Kind = "fetch"
+
+	// The group workload's kinds: push consumers of consumer groups,
+	// checked by the consumer-group checker only.
+
+	// Deliver is one callback of a push consumer (Process) of Group with
+	// Queue's messages Msgs, from Invoke (the callback began) to Complete
+	// (it returned).
+	Deliver Kind = "deliver"
+	// Join is a consumer (Value: its client id) of Group starting, from
+	// Invoke to Complete (its Start returned: it has heartbeated).
+	Join Kind = "join"
+	// Leave is a consumer (Value) of Group stopping: cleanly (Outcome ok,
+	// from the start of Shutdown) or killed (Outcome info: its
+	// connections cut, nothing persisted or unregistered).
+	Leave Kind = "leave"
+	// Members is Node's answer to GET_CONSUMER_LIST_BY_GROUP for Group:
+	// the client ids in Msgs' values (offsets unused).
+	Members Kind = "members"
+	// GroupOffset reads Group's committed offset of Queue, as a push
+	// consumer committed it (Offset, -1: none).
+	GroupOffset Kind = "group-offset"
 )
 
 // Msg is one message at one queue offset.
@@ -92,6 +113,8 @@ type Op struct {
 	Error    string  `json:"error,omitempty"`
 	// Drain marks the final reads made after every fault healed.
 	Drain bool `json:"drain,omitempty"`
+	// Orderly marks the Join and Deliver ops of an orderly consumer group.
+	Orderly bool `json:"orderly,omitempty"`
 }
 
 // Event is one fault, written when it ends (End is 0 if the run stopped
