@@ -30,6 +30,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/raftmq/raftmq/commitlog"
+	"github.com/raftmq/raftmq/filter"
 	"github.com/raftmq/raftmq/internal/mutant"
 	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/internal/vfs"
@@ -141,6 +142,7 @@ type Broker struct {
 	offs *offsetCommitter
 
 	members  *membership.Registry // clients and groups from heartbeats
+	filters  *filter.Cache        // compiled subscription expressions
 	locks    *locks.Manager       // orderly consumers' queue locks (leader)
 	lockTerm atomic.Uint64        // the term locks was last used in
 	// memberTerm: the forget-members mutant's last term seen leading.
@@ -192,7 +194,7 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	b := &Broker{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), peers: map[uint64]Peer{}, fwd: map[string]*remoting.Conn{}, stopc: make(chan struct{}),
 		mut: cfg.Store.Mutants, clock: &skewClock{},
-		members: membership.New(0), locks: locks.New(0), watched: map[*remoting.ServerConn]struct{}{}, refused: map[refusalKey]struct{}{}}
+		members: membership.New(0), filters: filter.NewCache(0), locks: locks.New(0), watched: map[*remoting.ServerConn]struct{}{}, refused: map[refusalKey]struct{}{}}
 	if b.mut.Any() {
 		b.log.Warn("cluster: MUTANT broker: known-bad behaviours are on, for harness self-tests only", "mutants", fmt.Sprintf("%+v", b.mut))
 	}

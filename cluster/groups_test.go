@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -222,4 +223,64 @@ func TestQueriesRoutesAndTopicDelete(t *testing.T) {
 
 	// An unsupported request is an error the client sees.
 	require.Equal(t, remoting.RequestCodeNotSupported, invoke(t, lc, remoting.NewRequest(remoting.EndTransaction, nil, nil)).Code)
+}
+
+func TestPullFilters(t *testing.T) {
+	tb := startBrokers(t)
+	l := tb.leader()
+	lc := dial(t, l.ClientAddr())
+	ch := remoting.CreateTopicRequestHeader{Topic: "F", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}
+	require.Equal(t, remoting.Success, invoke(t, lc, remoting.NewRequest(remoting.UpdateAndCreateTopic, ch.Encode(), nil)).Code)
+	for i := range 6 {
+		tag := []string{"red", "blue"}[i%2]
+		props := message.EncodeProperties(map[string]string{message.PropertyUniqKey: fmt.Sprintf("U%d", i), "TAGS": tag, "n": fmt.Sprint(i)})
+		h := remoting.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "F", QueueID: 0, BornTimestamp: time.Now().UnixMilli(), Properties: props}
+		require.Equal(t, remoting.Success, invoke(t, lc, remoting.NewRequest(remoting.SendMessage, h.Encode(), []byte(fmt.Sprint(i)))).Code)
+	}
+	pull := func(group string, sysFlag int32, typ, expr string) (*remoting.Command, []string) {
+		h := remoting.PullMessageRequestHeader{ConsumerGroup: group, Topic: "F", QueueID: 0, QueueOffset: 0, MaxMsgNums: 32,
+			SysFlag: sysFlag, Subscription: expr, ExpressionType: typ}
+		resp := invoke(t, lc, remoting.NewRequest(remoting.PullMessage, h.Encode(), nil))
+		var bodies []string
+		for b := resp.Body; len(b) > 0; {
+			m, n, err := message.Decode(b)
+			require.NoError(t, err)
+			bodies = append(bodies, string(m.Body))
+			b = b[n:]
+		}
+		return resp, bodies
+	}
+	// The subscription in the pull.
+	_, got := pull("g1", remoting.PullSysFlagSubscription, "SQL92", "n > 1 AND TAGS = 'red'")
+	require.Equal(t, []string{"2", "4"}, got)
+	_, got = pull("g1", remoting.PullSysFlagSubscription, "TAG", "blue")
+	require.Equal(t, []string{"1", "3", "5"}, got)
+	resp, _ := pull("g1", remoting.PullSysFlagSubscription, "SQL92", "n >")
+	require.Equal(t, remoting.SubscriptionParseFailed, resp.Code, resp.Remark)
+	// Nothing matches: retry at once from past the scanned messages.
+	resp, got = pull("g1", remoting.PullSysFlagSubscription, "SQL92", "n = 99")
+	require.Equal(t, remoting.PullRetryImmediately, resp.Code)
+	require.Empty(t, got)
+	rh, err := remoting.DecodePullMessageResponseHeader(resp.ExtFields)
+	require.NoError(t, err)
+	require.Equal(t, int64(6), rh.NextBeginOffset)
+
+	// The subscription a heartbeat registered (RocketMQ's clients pull
+	// without one).
+	hb := remoting.HeartbeatData{ClientID: "c1", ConsumerDataSet: []remoting.ConsumerData{{GroupName: "g2", ConsumeType: "CONSUME_PASSIVELY",
+		MessageModel: "CLUSTERING", SubscriptionDataSet: []remoting.SubscriptionData{{Topic: "F", SubString: "n BETWEEN 1 AND 3", ExpressionType: "SQL92"}}}}}
+	body, _ := hb.Encode()
+	require.Equal(t, remoting.Success, invoke(t, lc, remoting.NewRequest(remoting.HeartBeat, nil, body)).Code)
+	_, got = pull("g2", 0, "TAG", "")
+	require.Equal(t, []string{"1", "2", "3"}, got)
+	_, got = pull("unknown-group", 0, "TAG", "")
+	require.Len(t, got, 6, "a group no heartbeat subscribed is not filtered")
+
+	// CHECK_CLIENT_CONFIG compiles the expression.
+	check := func(expr string) int32 {
+		b, _ := json.Marshal(map[string]any{"clientId": "c1", "group": "g2", "subscriptionData": remoting.SubscriptionData{Topic: "F", SubString: expr, ExpressionType: "SQL92"}})
+		return invoke(t, lc, remoting.NewRequest(remoting.CheckClientConfig, nil, b)).Code
+	}
+	require.Equal(t, remoting.Success, check("a = 1"))
+	require.Equal(t, remoting.SubscriptionParseFailed, check("a = = 1"))
 }

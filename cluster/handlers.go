@@ -60,6 +60,8 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleDeleteTopic(ctx, conn, req) })
 	case remoting.GetAllTopicListFromNameServer:
 		return b.handleTopicList(req)
+	case remoting.CheckClientConfig:
+		return b.handleCheckClientConfig(conn, req)
 	case remoting.QueryMessage:
 		return b.handleQueryMessage(conn, req)
 	case remoting.ViewMessageByID:
@@ -414,22 +416,6 @@ func (b *Broker) sendResponse(req *remoting.Command, res []store.MessageResult, 
 	return resp
 }
 
-// tagFilter returns a filter for a subscription expression ("*", "" or
-// "a || b"), or nil for all.
-func tagFilter(sub string) func(int64) bool {
-	sub = strings.TrimSpace(sub)
-	if sub == "" || sub == "*" {
-		return nil
-	}
-	codes := map[int64]bool{}
-	for _, t := range strings.Split(sub, "||") {
-		if t = strings.TrimSpace(t); t != "" {
-			codes[message.TagsCode(t)] = true
-		}
-	}
-	return func(c int64) bool { return codes[c] }
-}
-
 func (b *Broker) handlePull(ctx context.Context, req *remoting.Command) *remoting.Command {
 	h, err := remoting.DecodePullMessageRequestHeader(req.ExtFields)
 	if err != nil {
@@ -447,7 +433,14 @@ func (b *Broker) handlePull(ctx context.Context, req *remoting.Command) *remotin
 			b.offs.add(store.OffsetCommit{Group: h.ConsumerGroup, Topic: h.Topic, QueueID: h.QueueID, Offset: h.CommitOffset})
 		}
 	}
-	filter := tagFilter(h.Subscription)
+	flt, errResp := b.pullFilter(req, &h)
+	if errResp != nil {
+		return errResp
+	}
+	var tags func(int64) bool
+	if flt != nil {
+		tags = flt.MatchTagsCode
+	}
 	maxMsgs := int(h.MaxMsgNums)
 	if maxMsgs <= 0 || maxMsgs > 1024 {
 		maxMsgs = 32
@@ -463,10 +456,11 @@ func (b *Broker) handlePull(ctx context.Context, req *remoting.Command) *remotin
 	leader := b.rep.Node().IsLeader()
 	for {
 		changed := st.Changed()
-		gr, err := st.GetMessages(h.Topic, h.QueueID, h.QueueOffset, maxMsgs, 4<<20, filter)
+		gr, err := st.GetMessages(h.Topic, h.QueueID, h.QueueOffset, maxMsgs, 4<<20, tags)
 		if err != nil {
 			return remoting.NewResponse(req, remoting.SystemError, err.Error())
 		}
+		keepMatching(&gr, flt)
 		code := remoting.PullNotFound
 		next := gr.NextBeginOffset
 		if b.mut.UncommittedReads && (gr.Status == store.Found || gr.Status == store.OffsetOverflowOne || gr.Status == store.NoMessageInQueue) {

@@ -1,0 +1,92 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/filter"
+	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/store"
+)
+
+// Server-side filtering of pulls (package filter): the subscription comes
+// from the pull itself when it carries one (PullSysFlagSubscription),
+// else from the group's heartbeats, as RocketMQ's broker takes it. A pull
+// of a group and topic no heartbeat subscribed is served unfiltered
+// (RocketMQ answers SUBSCRIPTION_NOT_EXIST; raftmq's own pull consumer
+// heartbeats nothing and filters nothing).
+
+// pullFilter returns the filter of a pull (nil: everything), or an error
+// response for an expression that does not compile.
+func (b *Broker) pullFilter(req *remoting.Command, h *remoting.PullMessageRequestHeader) (filter.Filter, *remoting.Command) {
+	typ, expr := h.ExpressionType, h.Subscription
+	if h.SysFlag&remoting.PullSysFlagSubscription == 0 {
+		sub, ok := b.members.Subscription(h.ConsumerGroup, h.Topic)
+		if !ok {
+			return nil, nil
+		}
+		typ, expr = sub.ExpressionType, sub.SubString
+	}
+	f, err := b.filters.Get(typ, expr)
+	if err != nil {
+		return nil, b.refuse(nil, req, remoting.SubscriptionParseFailed, fmt.Sprintf("parse the consumer's subscription [%s] failed: %v", expr, err))
+	}
+	return f, nil
+}
+
+// keepMatching drops from gr the records whose properties f rejects,
+// compacting gr.Body in place. If it drops every record, gr says
+// NoMatchedMessage (the pull answers PULL_RETRY_IMMEDIATELY and the
+// consumer moves on to NextBeginOffset).
+func keepMatching(gr *store.GetResult, f filter.Filter) {
+	if f == nil || gr.Status != store.Found {
+		return
+	}
+	kept, off := 0, 0
+	for i, rec := range gr.Records {
+		v, err := message.Parse(rec, false)
+		if err != nil {
+			continue // not a message we can judge: not delivered
+		}
+		props := v.Properties
+		if !f.MatchProperties(func(name string) (string, bool) {
+			b, ok := message.PropertyBytes(props, name)
+			return string(b), ok
+		}) {
+			continue
+		}
+		n := copy(gr.Body[off:], rec)
+		gr.Records[kept] = gr.Body[off : off+n : off+n]
+		gr.QueueOffsets[kept] = gr.QueueOffsets[i]
+		kept++
+		off += n
+	}
+	gr.Records, gr.QueueOffsets, gr.Body = gr.Records[:kept], gr.QueueOffsets[:kept], gr.Body[:off]
+	if kept == 0 {
+		gr.Status = store.NoMatchedMessage
+	}
+}
+
+// handleCheckClientConfig answers CHECK_CLIENT_CONFIG (46), which Java
+// consumers send before they start with an SQL92 subscription: SUCCESS if
+// the expression compiles, SUBSCRIPTION_PARSE_FAILED otherwise.
+func (b *Broker) handleCheckClientConfig(conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+	var body struct {
+		ClientID         string                    `json:"clientId"`
+		Group            string                    `json:"group"`
+		SubscriptionData remoting.SubscriptionData `json:"subscriptionData"`
+	}
+	if err := remoting.DecodeJSON(req.Body, &body); err != nil {
+		return b.refuse(conn, req, remoting.InvalidParameter, fmt.Sprintf("check client config: %v", err))
+	}
+	sd := body.SubscriptionData
+	if _, err := b.filters.Get(sd.ExpressionType, sd.SubString); err != nil {
+		code := remoting.SubscriptionParseFailed
+		if !errors.Is(err, filter.ErrBadExpression) {
+			code = remoting.SystemError
+		}
+		return b.refuse(conn, req, code, err.Error())
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}
