@@ -56,7 +56,8 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 		return b.handleAllGroups(req)
 	case remoting.DeleteSubscriptionGroup:
 		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleDeleteGroup(ctx, conn, req) })
-	case remoting.DeleteTopicInBroker:
+	case remoting.DeleteTopicInBroker, remoting.DeleteTopicInNameServer:
+		// A client using the group's nodes as its name server sends both.
 		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleDeleteTopic(ctx, conn, req) })
 	case remoting.GetAllTopicListFromNameServer:
 		return b.handleTopicList(req)

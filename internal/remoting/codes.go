@@ -32,6 +32,7 @@ const (
 	GetAllTopicListFromNameServer    int32 = 206
 	DeleteSubscriptionGroup          int32 = 207
 	DeleteTopicInBroker              int32 = 215
+	DeleteTopicInNameServer          int32 = 216
 	ResetConsumerClientOffset        int32 = 220 // broker -> client
 	GetConsumerStatusFromClient      int32 = 221 // broker -> client
 	GetConsumerRunningInfo           int32 = 307 // broker -> client
