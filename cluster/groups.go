@@ -77,9 +77,10 @@ func (b *Broker) ensureGroup(ctx context.Context, group string) error {
 	return nil
 }
 
-// exec replicates a command with the send timeout.
+// exec replicates a command with the send timeout. It is not cancelled
+// when the client's connection closes: a request received is carried out.
 func (b *Broker) exec(ctx context.Context, c *store.Command) error {
-	cctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.SendTimeout)
 	defer cancel()
 	return b.rep.Exec(cctx, c)
 }
@@ -227,7 +228,10 @@ func (b *Broker) handleUpdateGroup(ctx context.Context, conn *remoting.ServerCon
 	return remoting.NewResponse(req, remoting.Success, "")
 }
 
-func (b *Broker) handleAllGroups(req *remoting.Command) *remoting.Command {
+func (b *Broker) handleAllGroups(ctx context.Context, req *remoting.Command) *remoting.Command {
+	if err := b.readBarrier(ctx); err != nil {
+		return remoting.NewResponse(req, remoting.ServiceNotAvailable, fmt.Sprintf("subscription groups: no quorum confirmed this node's state: %v; retry", err))
+	}
 	table := map[string]offsets.SubscriptionGroupConfig{}
 	for _, gc := range b.rep.Store().SubscriptionGroups() {
 		table[gc.GroupName] = gc
@@ -282,8 +286,13 @@ func (b *Broker) handleDeleteTopic(ctx context.Context, conn *remoting.ServerCon
 }
 
 // handleTopicList answers GET_ALL_TOPIC_LIST_FROM_NAMESERVER for a client
-// that uses the group's nodes as its name server.
-func (b *Broker) handleTopicList(req *remoting.Command) *remoting.Command {
+// that uses the group's nodes as its name server. Like the subscription
+// group list it is a linearizable read (a raft ReadIndex round first): a
+// topic created through the leader is listed by a follower asked next.
+func (b *Broker) handleTopicList(ctx context.Context, req *remoting.Command) *remoting.Command {
+	if err := b.readBarrier(ctx); err != nil {
+		return remoting.NewResponse(req, remoting.ServiceNotAvailable, fmt.Sprintf("topic list: no quorum confirmed this node's state: %v; retry", err))
+	}
 	var names []string
 	for _, tc := range b.rep.Store().Topics() {
 		names = append(names, tc.TopicName)

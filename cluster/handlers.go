@@ -53,14 +53,14 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 	case remoting.UpdateAndCreateSubscriptionGroup:
 		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleUpdateGroup(ctx, conn, req) })
 	case remoting.GetAllSubscriptionGroupConfig:
-		return b.handleAllGroups(req)
+		return b.handleAllGroups(ctx, req)
 	case remoting.DeleteSubscriptionGroup:
 		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleDeleteGroup(ctx, conn, req) })
 	case remoting.DeleteTopicInBroker, remoting.DeleteTopicInNameServer:
 		// A client using the group's nodes as its name server sends both.
 		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleDeleteTopic(ctx, conn, req) })
 	case remoting.GetAllTopicListFromNameServer:
-		return b.handleTopicList(req)
+		return b.handleTopicList(ctx, req)
 	case remoting.CheckClientConfig:
 		return b.handleCheckClientConfig(conn, req)
 	case remoting.QueryMessage:
@@ -595,7 +595,10 @@ func (b *Broker) handleUpdateOffset(ctx context.Context, req *remoting.Command) 
 		b.offs.add(oc)
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
+	// Detached from the connection: RocketMQ's Go client sends its last
+	// commits at shutdown and closes the connection without waiting for
+	// the answers; a commit received is carried out.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.SendTimeout)
 	defer cancel()
 	if h.Reset {
 		err = b.offs.reset(cctx, oc)
@@ -751,9 +754,7 @@ func (b *Broker) handleCreateTopic(ctx context.Context, req *remoting.Command) *
 	if err := tc.Validate(); err != nil {
 		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
 	}
-	cctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
-	defer cancel()
-	if err := b.rep.Exec(cctx, &store.Command{Op: store.OpCreateTopic, Topic: &tc}); err != nil {
+	if err := b.exec(ctx, &store.Command{Op: store.OpCreateTopic, Topic: &tc}); err != nil {
 		return b.errorResponse(req, err)
 	}
 	return remoting.NewResponse(req, remoting.Success, "")
