@@ -36,6 +36,7 @@ import (
 	"github.com/raftmq/raftmq/internal/vfs"
 	"github.com/raftmq/raftmq/locks"
 	"github.com/raftmq/raftmq/membership"
+	"github.com/raftmq/raftmq/namesrv"
 	"github.com/raftmq/raftmq/raftlog/transport"
 	"github.com/raftmq/raftmq/store"
 )
@@ -84,6 +85,9 @@ type Config struct {
 	SegmentSize int64
 	// AutoCreateTopics creates an unknown topic (4 queues) on first send.
 	AutoCreateTopics bool
+	// NameServers, if set, are the name servers this node registers with
+	// (see namesrv.go).
+	NameServers []string
 	// FailoverRoutes lists each follower in routes as a write-only broker
 	// name of its own, so that RocketMQ clients' send retries reach a live
 	// node when the leader dies (see FailoverBrokerName).
@@ -140,6 +144,7 @@ type Broker struct {
 	fwd   map[string]*remoting.Conn // leader client address -> conn
 
 	offs *offsetCommitter
+	reg  *namesrv.Registrar // nil without name servers
 
 	members  *membership.Registry // clients and groups from heartbeats
 	filters  *filter.Cache        // compiled subscription expressions
@@ -288,6 +293,11 @@ func Start(cfg Config) (*Broker, error) {
 	go func() { defer b.wg.Done(); _ = b.srv.Serve(b.clientLn) }()
 	go func() { defer b.wg.Done(); b.offs.run(b.stopc) }()
 	go func() { defer b.wg.Done(); b.expireClients() }()
+	if len(cfg.NameServers) > 0 {
+		b.reg = namesrv.NewRegistrar(namesrv.RegistrarConfig{Addrs: cfg.NameServers, State: b.registrations, Logger: b.log})
+		b.wg.Add(1)
+		go func() { defer b.wg.Done(); b.watchRegistration(b.reg) }()
+	}
 	if cfg.PreferredLeader != 0 {
 		b.wg.Add(1)
 		go func() { defer b.wg.Done(); b.preferLeader() }()
@@ -327,6 +337,9 @@ func (b *Broker) closeListeners() {
 
 // Close stops serving and closes the store.
 func (b *Broker) Close() error {
+	if b.reg != nil {
+		b.reg.Close() // unregisters while this node still answers
+	}
 	close(b.stopc)
 	if b.srv != nil {
 		b.srv.Close()

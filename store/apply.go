@@ -306,12 +306,14 @@ func (s *Store) applyCommand(payload []byte) error {
 		}
 		st.topics[c.Topic.TopicName] = *c.Topic
 		st.dirtyTopics[c.Topic.TopicName] = true
+		s.topicsVersion.Add(1)
 	case OpDeleteTopic:
 		if _, ok := st.topics[c.Name]; !ok {
 			return fmt.Errorf("%w: %q", ErrUnknownTopic, c.Name)
 		}
 		delete(st.topics, c.Name)
 		st.dirtyTopics[c.Name] = true
+		s.topicsVersion.Add(1)
 	case OpUpdateGroup:
 		if c.Group == nil {
 			return fmt.Errorf("%w: updateGroup without group", ErrBadCommand)

@@ -113,6 +113,7 @@ func (s *Store) Restore(snap []byte, resetLog func(info SnapshotInfo) error) err
 	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
+	defer s.topicsVersion.Add(1)
 	if err := resetLog(info); err != nil {
 		return fmt.Errorf("store: restore: reset log: %w", err)
 	}

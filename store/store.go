@@ -133,6 +133,9 @@ type Store struct {
 
 	diskFull atomic.Bool
 	usage    atomic.Uint64 // float64 bits of the last used ratio
+	// topicsVersion counts changes of the topic table (applied creations,
+	// updates and deletions, snapshot restores), for those who publish it.
+	topicsVersion atomic.Uint64
 
 	changed  chan struct{} // closed and replaced after each Apply
 	changeMu sync.Mutex
@@ -275,6 +278,9 @@ func (s *Store) recoverDerived() error {
 
 // Log returns the commitlog, which is the raft log.
 func (s *Store) Log() *commitlog.Log { return s.clog }
+
+// TopicsVersion changes whenever the topic table does.
+func (s *Store) TopicsVersion() uint64 { return s.topicsVersion.Load() }
 
 // AppliedIndex returns the index of the last applied entry.
 func (s *Store) AppliedIndex() uint64 {

@@ -18,6 +18,7 @@ import (
 	"github.com/raftmq/raftmq/commitlog"
 	"github.com/raftmq/raftmq/internal/mutant"
 	"github.com/raftmq/raftmq/internal/vfs"
+	"github.com/raftmq/raftmq/namesrv"
 	"github.com/raftmq/raftmq/raftlog"
 )
 
@@ -41,6 +42,8 @@ type brokerFlags struct {
 	notifyDelay time.Duration
 	leaderWait  time.Duration
 	failover    bool
+	namesrv     string
+	cluster     string
 	broker      string
 	preferred   uint64
 	// Chaos-testing settings, hidden from --help.
@@ -71,6 +74,8 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.autoCreate, "auto-create-topics", true, "create an unknown topic (4 queues) on first send")
 	fl.StringVar(&f.bindIP, "bind-ip", "", "source IP for outgoing raft connections")
 	fl.DurationVar(&f.tick, "tick", 50*time.Millisecond, "raft tick (election timeout is 10 ticks, heartbeat 2)")
+	fl.StringVar(&f.namesrv, "namesrv", "", "name servers to register with, ADDR;ADDR (default: $NAMESRV_ADDR; none: routes only from the nodes themselves)")
+	fl.StringVar(&f.cluster, "cluster-name", "DefaultCluster", "cluster the group registers under with the name servers")
 	fl.BoolVar(&f.failover, "failover-routes", true, "list each follower in routes as a write-only broker name, so RocketMQ clients retry a failed send on a live node (see README)")
 	fl.DurationVar(&f.leaderWait, "leader-wait", 0, "how long a request that needs the leader waits for an election before it is refused (0: 2s, negative: no wait)")
 	fl.DurationVar(&f.notifyDelay, "commit-notify-delay", 0, "how long the leader holds an append that only tells followers a new commit index, hoping the next append carries it (0: 2ms, negative: send at once)")
@@ -123,7 +128,7 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 	cfg := cluster.Config{
 		ID: f.id, Dir: dir, Peers: peers, Join: f.join, HTTPAddr: f.httpAddr, Flush: fm,
 		SegmentSize: f.segmentSize, AutoCreateTopics: f.autoCreate, BindIP: f.bindIP,
-		TickInterval: f.tick, CommitNotifyDelay: f.notifyDelay, LeaderWait: f.leaderWait, FailoverRoutes: f.failover, BrokerName: f.broker, PreferredLeader: f.preferred, Logger: log,
+		TickInterval: f.tick, CommitNotifyDelay: f.notifyDelay, LeaderWait: f.leaderWait, FailoverRoutes: f.failover, NameServers: namesrv.AddrsFromEnv(f.namesrv), ClusterName: f.cluster, BrokerName: f.broker, PreferredLeader: f.preferred, Logger: log,
 		FaultEndpoint: f.faultEndpoint,
 	}
 	cfg.Store.Mutants = muts
