@@ -19,6 +19,7 @@ import (
 	"github.com/raftmq/raftmq/internal/bench"
 	"github.com/raftmq/raftmq/internal/localgroup"
 	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/namesrv"
 )
 
 const defaultAddrs = "127.0.0.1:10911,127.0.0.1:10912,127.0.0.1:10913"
@@ -202,7 +203,21 @@ func adminGroupCmds(logger func() *slog.Logger) []*cobra.Command {
 		RunE: withClient(func(ctx context.Context, cl *client.Client, _ []string) error {
 			return printClusterStatus(ctx, cl, strings.Split(addrs, ","))
 		})}
-	clusterCmd.AddCommand(status)
+	var nsAddr string
+	var listJSON bool
+	clist := &cobra.Command{Use: "list", Short: "Every group (broker name) a name server knows, with its nodes by broker id (0: the leader)", Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			addrs := namesrv.AddrsFromEnv(nsAddr)
+			if len(addrs) == 0 {
+				return fmt.Errorf("no name server: give --namesrv ADDR or set NAMESRV_ADDR")
+			}
+			ctx, cancel := context.WithTimeout(c.Context(), 10*time.Second)
+			defer cancel()
+			return printClusterList(ctx, c.OutOrStdout(), addrs[0], listJSON)
+		}}
+	clist.Flags().StringVar(&nsAddr, "namesrv", "", "name server address (default: $NAMESRV_ADDR)")
+	clist.Flags().BoolVar(&listJSON, "json", false, "print the name server's JSON answer")
+	clusterCmd.AddCommand(status, clist)
 
 	var to uint64
 	transfer := &cobra.Command{Use: "transfer-leader", Short: "Hand leadership to node --to", RunE: withClient(func(ctx context.Context, cl *client.Client, _ []string) error {

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -28,6 +31,9 @@ type clusterFlags struct {
 	directIO  int
 	tick      time.Duration
 	notify    time.Duration
+	groups    int
+	// namesrvPort is the name server's port when groups > 1.
+	namesrvPort int
 }
 
 func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
@@ -47,6 +53,8 @@ func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().StringVar(&f.data, "data", "raftmq-data", "data directory (one subdirectory per node)")
 	cmd.Flags().IntVar(&f.basePort, "base-port", 10911, "first client port")
 	cmd.Flags().IntVar(&f.nodes, "nodes", 3, "number of nodes")
+	cmd.Flags().IntVar(&f.groups, "groups", 1, "number of groups (broker names raftmq-g1, raftmq-g2, ...; with more than one, a name server runs too and each group's ports start 100 above the previous)")
+	cmd.Flags().IntVar(&f.namesrvPort, "namesrv-port", 9876, "the name server's port (with --groups > 1)")
 	cmd.Flags().StringVar(&f.flush, "flush", "sync", "sync (fsync on a quorum before ack) or async")
 	cmd.Flags().IntVar(&f.demo, "demo", 1000, "messages to send and read back once the group is up (0: none)")
 	cmd.Flags().Int64Var(&f.segment, "segment-size", 1<<30, "commitlog segment size")
@@ -68,36 +76,71 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 	if err != nil {
 		return fmt.Errorf("cluster: find own binary: %w", err)
 	}
-	g := localgroup.New(localgroup.Config{Binary: self, Dir: f.data, BasePort: f.basePort, Nodes: f.nodes,
-		Args: []string{"--flush", f.flush, "--segment-size", fmt.Sprint(f.segment), "--tick", f.tick.String(),
-			"--warm-ahead", fmt.Sprint(f.warmAhead), "--cache-window", fmt.Sprint(f.cacheWin), "--direct-io", fmt.Sprint(f.directIO),
-			"--commit-notify-delay", f.notify.String()}})
-	fmt.Printf("raftmq: starting a %d-node group (flush %s), data in %s\n", f.nodes, f.flush, f.data)
-	fmt.Printf("  %-4s %-17s %-17s %-17s %s\n", "node", "client", "raft", "http", "log")
-	for _, n := range g.Nodes {
-		fmt.Printf("  n%-3d %-17s %-17s %-17s %s\n", n.ID, n.Client, n.Raft, n.HTTP, n.LogPath)
+	if f.groups < 1 {
+		return fmt.Errorf("cluster: --groups must be at least 1")
 	}
-	if err := g.Start(); err != nil {
-		return err
-	}
-	defer g.StopAll()
-	leader, err := g.WaitLeader(20 * time.Second)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("leader elected: n%d\n", leader)
-	if f.demo > 0 {
-		if err := clusterDemo(ctx, log, g.Addrs(), f.demo); err != nil {
+	args := []string{"--flush", f.flush, "--segment-size", fmt.Sprint(f.segment), "--tick", f.tick.String(),
+		"--warm-ahead", fmt.Sprint(f.warmAhead), "--cache-window", fmt.Sprint(f.cacheWin), "--direct-io", fmt.Sprint(f.directIO),
+		"--commit-notify-delay", f.notify.String()}
+	var nsAddr string
+	if f.groups > 1 {
+		// Several groups share a name server, as RocketMQ's brokers do.
+		nsAddr = fmt.Sprintf("127.0.0.1:%d", f.namesrvPort)
+		ns, err := startNamesrv(self, nsAddr, filepath.Join(f.data, "namesrv.log"))
+		if err != nil {
 			return err
 		}
+		defer ns.stop()
+		fmt.Printf("raftmq: name server on %s (log %s)\n", nsAddr, filepath.Join(f.data, "namesrv.log"))
 	}
-	fmt.Println("watching the group; Ctrl-C stops all nodes")
+	var groups []*localgroup.Group
+	defer func() {
+		for _, g := range groups {
+			g.StopAll()
+		}
+	}()
+	for i := 1; i <= f.groups; i++ {
+		dir, gargs, name := f.data, args, "raftmq"
+		if f.groups > 1 {
+			name = fmt.Sprintf("raftmq-g%d", i)
+			dir = filepath.Join(f.data, fmt.Sprintf("g%d", i))
+			gargs = append(append([]string{}, args...), "--broker-name", name, "--namesrv", nsAddr)
+		}
+		g := localgroup.New(localgroup.Config{Binary: self, Dir: dir, BasePort: f.basePort + 100*(i-1), Nodes: f.nodes, Args: gargs})
+		fmt.Printf("raftmq: starting %s, a %d-node group (flush %s), data in %s\n", name, f.nodes, f.flush, dir)
+		fmt.Printf("  %-4s %-17s %-17s %-17s %s\n", "node", "client", "raft", "http", "log")
+		for _, n := range g.Nodes {
+			fmt.Printf("  n%-3d %-17s %-17s %-17s %s\n", n.ID, n.Client, n.Raft, n.HTTP, n.LogPath)
+		}
+		if err := g.Start(); err != nil {
+			return err
+		}
+		groups = append(groups, g)
+	}
+	for i, g := range groups {
+		leader, err := g.WaitLeader(20 * time.Second)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("group %d: leader elected: n%d\n", i+1, leader)
+	}
+	if f.demo > 0 {
+		for _, g := range groups {
+			if err := clusterDemo(ctx, log, g.Addrs(), f.demo); err != nil {
+				return err
+			}
+		}
+	}
+	if nsAddr != "" {
+		fmt.Printf("point RocketMQ clients at the name server %s; `raftmq admin cluster list --namesrv %s` shows the groups\n", nsAddr, nsAddr)
+	}
+	fmt.Println("watching; Ctrl-C stops all nodes")
 	fi, _ := os.Stdout.Stat()
 	tty := fi != nil && fi.Mode()&os.ModeCharDevice != 0
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var last time.Time
-	reported := map[uint64]bool{}
+	reported := map[string]bool{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -105,26 +148,90 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 				fmt.Println()
 			}
 			fmt.Println("stopping...")
-			if err := g.StopAll(); err != nil {
-				return err
+			for _, g := range groups {
+				if err := g.StopAll(); err != nil {
+					return err
+				}
 			}
+			groups = nil
 			fmt.Println("all nodes stopped cleanly")
 			return nil
 		case <-tick.C:
 		}
-		for _, n := range g.Nodes {
-			if e := n.Exited(); e != "" && !reported[n.ID] {
-				reported[n.ID] = true
-				fmt.Fprintf(os.Stderr, "\nnode %d exited (%s); last lines of %s:\n%s\n", n.ID, e, n.LogPath, localgroup.Tail(n.LogPath, 10))
+		var lines []string
+		for i, g := range groups {
+			for _, n := range g.Nodes {
+				if e := n.Exited(); e != "" && !reported[n.LogPath] {
+					reported[n.LogPath] = true
+					fmt.Fprintf(os.Stderr, "\ngroup %d node %d exited (%s); last lines of %s:\n%s\n", i+1, n.ID, e, n.LogPath, localgroup.Tail(n.LogPath, 10))
+				}
 			}
+			line := statusLine(g.Nodes, g.Statuses())
+			if len(groups) > 1 {
+				line = fmt.Sprintf("g%d %s", i+1, line)
+			}
+			lines = append(lines, line)
 		}
-		line := statusLine(g.Nodes, g.Statuses())
+		line := strings.Join(lines, " || ")
 		if tty {
 			fmt.Printf("\r\033[K%s", line)
 		} else if time.Since(last) >= 5*time.Second {
 			fmt.Println(line)
 			last = time.Now()
 		}
+	}
+}
+
+// namesrvProc is a name server run as a process of its own.
+type namesrvProc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// startNamesrv runs `raftmq namesrv` on addr and waits until it answers.
+func startNamesrv(binary, addr, logPath string) (*namesrvProc, error) {
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return nil, err
+	}
+	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(binary, "namesrv", "--listen", addr)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("cluster: start name server: %w", err)
+	}
+	p := &namesrvProc{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); lf.Close(); close(p.done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return p, nil
+		}
+		select {
+		case <-p.done:
+			return nil, fmt.Errorf("cluster: name server exited; see %s", logPath)
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.stop()
+			return nil, fmt.Errorf("cluster: name server not answering on %s: %w", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (p *namesrvProc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
 	}
 }
 

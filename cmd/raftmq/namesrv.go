@@ -1,16 +1,22 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"sort"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/namesrv"
 )
 
@@ -43,4 +49,62 @@ func newNamesrvCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().DurationVar(&expiry, "expire", namesrv.DefaultExpiry, "how long a broker's registration lives without renewal")
 	cmd.Flags().DurationVar(&scan, "scan", 5*time.Second, "how often expired registrations are dropped")
 	return cmd
+}
+
+// printClusterList asks a name server for GET_BROKER_CLUSTER_INFO and
+// prints each cluster's broker names with their addresses by broker id.
+func printClusterList(ctx context.Context, w io.Writer, addr string, asJSON bool) error {
+	c, err := remoting.Dial(ctx, addr, remoting.Options{})
+	if err != nil {
+		return fmt.Errorf("name server %s: %w", addr, err)
+	}
+	defer c.Close()
+	resp, err := c.Invoke(ctx, remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
+	if err != nil {
+		return fmt.Errorf("name server %s: %w", addr, err)
+	}
+	if resp.Code != remoting.Success {
+		return fmt.Errorf("name server %s answered %d: %s", addr, resp.Code, resp.Remark)
+	}
+	var ci remoting.ClusterInfo
+	if err := remoting.DecodeJSON(resp.Body, &ci); err != nil {
+		return err
+	}
+	if asJSON {
+		b, err := json.MarshalIndent(ci, "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w, string(b))
+		return nil
+	}
+	clusters := make([]string, 0, len(ci.ClusterAddrTable))
+	for c := range ci.ClusterAddrTable {
+		clusters = append(clusters, c)
+	}
+	sort.Strings(clusters)
+	for _, cl := range clusters {
+		fmt.Fprintf(w, "cluster %s\n", cl)
+		for _, name := range ci.ClusterAddrTable[cl] {
+			bd := ci.BrokerAddrTable[name]
+			ids := make([]int64, 0, len(bd.BrokerAddrs))
+			for id := range bd.BrokerAddrs {
+				ids = append(ids, id)
+			}
+			sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+			var parts []string
+			for _, id := range ids {
+				role := "follower"
+				switch {
+				case strings.Contains(name, "@"):
+					role = "failover write route"
+				case id == remoting.MasterID:
+					role = "leader"
+				}
+				parts = append(parts, fmt.Sprintf("%d=%s (%s)", id, bd.BrokerAddrs[id], role))
+			}
+			fmt.Fprintf(w, "  %-16s %s\n", name, strings.Join(parts, "  "))
+		}
+	}
+	return nil
 }
