@@ -153,7 +153,7 @@ type Broker struct {
 	// memberTerm: the forget-members mutant's last term seen leading.
 	memberTerm atomic.Uint64
 	watched    map[*remoting.ServerConn]struct{}
-	refused    map[refusalKey]struct{} // refusals logged once
+	refused    remoting.Refusals // refusals logged once
 
 	mut     mutant.Set // from Config.Store.Mutants
 	memOffs memOffsets // the offsets-in-memory mutant's table
@@ -199,7 +199,7 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	b := &Broker{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), peers: map[uint64]Peer{}, fwd: map[string]*remoting.Conn{}, stopc: make(chan struct{}),
 		mut: cfg.Store.Mutants, clock: &skewClock{},
-		members: membership.New(0), filters: filter.NewCache(0), locks: locks.New(0), watched: map[*remoting.ServerConn]struct{}{}, refused: map[refusalKey]struct{}{}}
+		members: membership.New(0), filters: filter.NewCache(0), locks: locks.New(0), watched: map[*remoting.ServerConn]struct{}{}}
 	if b.mut.Any() {
 		b.log.Warn("cluster: MUTANT broker: known-bad behaviours are on, for harness self-tests only", "mutants", fmt.Sprintf("%+v", b.mut))
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/raftmq/raftmq/internal/remoting"
@@ -314,36 +313,15 @@ func remoteAddr(conn *remoting.ServerConn) string {
 }
 
 // refuse answers a request with an error and logs it once per client
-// address and request code, so an operator sees why a client fails
+// host, request code and answer, so an operator sees why a client fails
 // without a log line per retry.
 func (b *Broker) refuse(conn *remoting.ServerConn, req *remoting.Command, code int32, remark string) *remoting.Command {
-	addr := remoteAddr(conn)
-	host := addr
-	if i := strings.LastIndexByte(addr, ':'); i > 0 {
-		host = addr[:i]
-	}
-	k := refusalKey{host: host, code: req.Code, answer: code}
-	b.mu.Lock()
-	_, seen := b.refused[k]
-	if !seen && len(b.refused) < maxRefusalsLogged {
-		b.refused[k] = struct{}{}
-	}
-	b.mu.Unlock()
-	if !seen {
+	if addr, first := b.refused.First(conn, req, code); first {
 		b.log.Warn("cluster: request refused (logged once per client host and code)", "client", addr,
 			"code", req.Code, "language", req.Language, "version", req.Version, "answer", code, "remark", remark)
 	}
 	return remoting.NewResponse(req, code, remark)
 }
-
-type refusalKey struct {
-	host         string
-	code, answer int32
-}
-
-// maxRefusalsLogged bounds the refusal log's memory: past it, every
-// refusal is logged (a client flooding bad requests is worth seeing).
-const maxRefusalsLogged = 4096
 
 // mutantForgetMembers is the forget-members mutant: the first time this
 // node is asked anything about members in a term it leads, it drops every

@@ -33,7 +33,6 @@ import (
 	"log/slog"
 	"net"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -66,7 +65,7 @@ type Server struct {
 	topics  map[string]map[string]queueConfig // topic -> broker name -> queues
 	live    map[liveKey]*liveEntry
 	watched map[*remoting.ServerConn]bool
-	refused map[string]bool // "host/code" logged once
+	refused remoting.Refusals
 }
 
 type brokerEntry struct {
@@ -102,7 +101,7 @@ func New(cfg Config) *Server {
 	}
 	return &Server{expiry: cfg.Expiry, now: cfg.Now, log: cfg.Logger,
 		brokers: map[string]*brokerEntry{}, topics: map[string]map[string]queueConfig{},
-		live: map[liveKey]*liveEntry{}, watched: map[*remoting.ServerConn]bool{}, refused: map[string]bool{}}
+		live: map[liveKey]*liveEntry{}, watched: map[*remoting.ServerConn]bool{}}
 }
 
 // Handle answers one request (a remoting.Handler).
@@ -160,22 +159,7 @@ func jsonResponse(req *remoting.Command, v any) *remoting.Command {
 
 // refuse answers with an error and logs it once per client host and code.
 func (s *Server) refuse(conn *remoting.ServerConn, req *remoting.Command, code int32, remark string) *remoting.Command {
-	addr := ""
-	if conn != nil {
-		addr = conn.RemoteAddr().String()
-	}
-	host := addr
-	if i := strings.LastIndexByte(addr, ':'); i > 0 {
-		host = addr[:i]
-	}
-	k := fmt.Sprintf("%s/%d", host, req.Code)
-	s.mu.Lock()
-	seen := s.refused[k]
-	if !seen && len(s.refused) < 4096 {
-		s.refused[k] = true
-	}
-	s.mu.Unlock()
-	if !seen {
+	if addr, first := s.refused.First(conn, req, code); first {
 		s.log.Warn("namesrv: request refused (logged once per client host and code)", "client", addr, "code", req.Code, "answer", code, "remark", remark)
 	}
 	return remoting.NewResponse(req, code, remark)
