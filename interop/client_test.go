@@ -172,14 +172,27 @@ func testSendModes(t *testing.T, g *group) {
 	}
 }
 
-// testAutoCreateTopic: the first send to a topic nobody created succeeds
-// (the client sends it on the TBW102 route with defaultTopicQueueNums 4);
-// the topic then has queues 0-3 and its messages can be consumed.
+// testAutoCreateTopic: a producer already running sends to a topic nobody
+// created: the first send goes on the TBW102 route, the client's publish
+// list for the new topic being TBW102's queues cut to its
+// defaultTopicQueueNums (4), and it and every later send succeed. The
+// topic then has queues 0-3 and its messages can be consumed.
 func testAutoCreateTopic(t *testing.T, g *group) {
 	topic := uniq("auto")
 	p := newProducer(t, g)
+	// The client refreshes the routes of the topics it knows 10 ms after
+	// Start, then every 30 s. A producer that has been running keeps the
+	// publish list it built from TBW102 until the next refresh; wait out
+	// the first one (it cannot be observed) so this is that producer, not
+	// one whose startup refresh happens to replace the list at once.
+	existing := uniq("warm")
+	g.createTopic(t, existing, 4)
+	sendSync(t, p, message(existing, "warm-up"))
+	time.Sleep(100 * time.Millisecond)
 	var want []string
-	for i := range 8 {
+	// Enough sends to go round every queue of the client's publish list
+	// (each broker name's queues) more than once.
+	for i := range 40 {
 		body := fmt.Sprintf("auto%d", i)
 		sendSync(t, p, message(topic, body))
 		want = append(want, body)

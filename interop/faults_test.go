@@ -50,9 +50,12 @@ func startSender(t *testing.T, p rocketmq.Producer, workers int, next func(w, i 
 				if err == nil && res.Status == primitive.SendOK {
 					s.acked = append(s.acked, string(m.Body))
 				} else {
-					s.failed = append(s.failed, fmt.Sprintf("%s at +%v: %v %v", m.Body, time.Since(s.start).Round(time.Millisecond), res, err))
+					s.failed = append(s.failed, fmt.Sprintf("%s at +%v: %v", m.Body, time.Since(s.start).Round(time.Millisecond), err))
 				}
 				s.mu.Unlock()
+				if err != nil {
+					time.Sleep(10 * time.Millisecond) // no tight loop against a dead node
+				}
 			}
 		}()
 	}
@@ -152,7 +155,7 @@ func TestSendSyncThroughLeaderKills(t *testing.T) {
 	acked, failed := s.results()
 	t.Logf("%d sends acknowledged, %d failed; %s", len(acked), len(failed), tl)
 	if len(failed) > 0 {
-		t.Errorf("%d sends failed, want 0; first: %v", len(failed), failed[:min(len(failed), 10)])
+		t.Errorf("%d sends failed, want 0; first: %v", len(failed), failed[:min(len(failed), 5)])
 	}
 
 	box := newInbox()

@@ -276,6 +276,8 @@ func (g *group) start(id int) {
 		// share a small machine.
 		"--segment-size", "67108864", "--warm-ahead", "-1"}
 	args = append(args, g.extra...)
+	// More flags for every broker of every test, for diagnosis.
+	args = append(args, strings.Fields(os.Getenv("INTEROP_BROKER_FLAGS"))...)
 	if os.Getenv("INTEROP_BROKER_VERBOSE") != "" {
 		args = append(args, "-v")
 	}
