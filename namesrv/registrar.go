@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/raftmq/raftmq/internal/remoting"
@@ -97,9 +98,21 @@ type version struct {
 // nsLink is the connection to one name server. During a round it belongs
 // to that round's goroutine for its name server.
 type nsLink struct {
-	addr    string
-	conn    *remoting.Conn
+	addr string
+	conn *remoting.Conn
+	// ours is set before the Registrar closes conn itself, so that its
+	// watcher does not start a round for it.
+	ours    *atomic.Bool
 	failing bool // the last request failed (logged once until it works)
+}
+
+// drop closes the link's connection, if any.
+func (l *nsLink) drop() {
+	if l.conn != nil {
+		l.ours.Store(true)
+		_ = l.conn.Abort() // a late answer must not arrive on a reused connection
+		l.conn = nil
+	}
 }
 
 // NewRegistrar starts a Registrar; its first round starts at once.
@@ -145,9 +158,7 @@ func (r *Registrar) Close() {
 		}
 		r.eachServer(func(l *nsLink) { r.send(l, reqs) })
 		for _, l := range r.links {
-			if l.conn != nil {
-				_ = l.conn.Close() // Close of a client connection never fails
-			}
+			l.drop()
 		}
 		r.watchers.Wait()
 	})
@@ -308,37 +319,34 @@ func (r *Registrar) invoke(l *nsLink, req *remoting.Command) (*remoting.Command,
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.Timeout)
 	defer cancel()
 	if l.conn != nil && l.conn.Err() != nil {
-		l.conn = nil
+		l.conn = nil // broken; its watcher started a round
 	}
 	if l.conn == nil {
 		c, err := remoting.Dial(ctx, l.addr, remoting.Options{Logger: r.cfg.Logger})
 		if err != nil {
 			return nil, err // Dial's error names the address
 		}
-		l.conn = c
-		r.watch(c)
+		l.conn, l.ours = c, new(atomic.Bool)
+		r.watch(c, l.ours)
 	}
 	resp, err := l.conn.Invoke(ctx, req)
 	if err != nil {
-		_ = l.conn.Abort() // a late answer must not arrive on a reused connection
-		l.conn = nil
+		l.drop()
 		return nil, fmt.Errorf("namesrv: %s: %w", l.addr, err)
 	}
 	return resp, nil
 }
 
-// watch triggers a round when c breaks while the Registrar runs: the name
-// server dropped the registrations made over c, and the next round makes
-// them again over a new connection.
-func (r *Registrar) watch(c *remoting.Conn) {
+// watch triggers a round when c breaks while the Registrar runs and did
+// not close c itself: the name server dropped the registrations made over
+// c, and the next round makes them again over a new connection.
+func (r *Registrar) watch(c *remoting.Conn, ours *atomic.Bool) {
 	r.watchers.Add(1)
 	go func() {
 		defer r.watchers.Done()
 		select {
 		case <-c.Done():
-			select {
-			case <-r.stop:
-			default:
+			if !ours.Load() {
 				r.Trigger()
 			}
 		case <-r.stop:
