@@ -188,6 +188,15 @@ type pushConsumer struct {
 // committed offset for.
 func startConsumer(t *testing.T, g *group, name, grp, topic string, sel consumer.MessageSelector, box *inbox, opts ...consumer.Option) *pushConsumer {
 	t.Helper()
+	return startConsumerFunc(t, g, name, grp, topic, sel, box, func(*primitive.MessageExt) consumer.ConsumeResult { return consumer.ConsumeSuccess }, opts...)
+}
+
+// startConsumerFunc is startConsumer with each message's answer given by
+// answer (called after the message was recorded; the consumer is given
+// one message a callback, the client's default).
+func startConsumerFunc(t *testing.T, g *group, name, grp, topic string, sel consumer.MessageSelector, box *inbox,
+	answer func(*primitive.MessageExt) consumer.ConsumeResult, opts ...consumer.Option) *pushConsumer {
+	t.Helper()
 	opts = append([]consumer.Option{consumer.WithNsResolver(g.resolver()), consumer.WithGroupName(grp),
 		consumer.WithInstance(uniq(name)), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset)}, opts...)
 	c, err := rocketmq.NewPushConsumer(opts...)
@@ -196,6 +205,11 @@ func startConsumer(t *testing.T, g *group, name, grp, topic string, sel consumer
 	}
 	err = c.Subscribe(topic, sel, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 		box.add(name, msgs...)
+		for _, m := range msgs {
+			if r := answer(m); r != consumer.ConsumeSuccess {
+				return r, nil
+			}
+		}
 		return consumer.ConsumeSuccess, nil
 	})
 	if err != nil {
