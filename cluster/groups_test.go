@@ -147,6 +147,9 @@ func TestQueriesRoutesAndTopicDelete(t *testing.T) {
 	rh := remoting.GetRouteInfoRequestHeader{Topic: AutoCreateTopicKey}
 	resp := invoke(t, fc, remoting.NewRequest(remoting.GetRouteInfoByTopic, rh.Encode(), nil))
 	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	tbw, err := remoting.DecodeTopicRouteData(resp.Body)
+	require.NoError(t, err)
+	require.Len(t, tbw.QueueDatas, 1, "no failover names in the template's route: a client would send to queue ids the new topic lacks")
 	props := message.EncodeProperties(map[string]string{message.PropertyUniqKey: "U1", "KEYS": "order-7 other"})
 	h := remoting.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "Q", DefaultTopic: AutoCreateTopicKey, DefaultTopicQueueNums: 4,
 		QueueID: 1, BornTimestamp: time.Now().UnixMilli(), Properties: props}

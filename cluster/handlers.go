@@ -705,7 +705,12 @@ func (b *Broker) routeBody(tc offsets.TopicConfig) []byte {
 			WriteQueueNums: int(tc.WriteQueueNums), Perm: int(tc.Perm), TopicSysFlag: int(tc.TopicSysFlag)}},
 		BrokerDatas: []remoting.BrokerData{{Cluster: b.cfg.ClusterName, BrokerName: b.cfg.BrokerName, BrokerAddrs: addrs}},
 	}
-	if b.cfg.FailoverRoutes && tc.Perm&remoting.PermWrite != 0 {
+	// Not for TBW102: a client sending to a new topic takes the template's
+	// queues, capped at its default queue count, from the broker names
+	// that have read queues only; it would send to a failover name's
+	// higher queue ids, which the topic created with the default count
+	// does not have.
+	if b.cfg.FailoverRoutes && tc.Perm&remoting.PermWrite != 0 && tc.TopicName != AutoCreateTopicKey {
 		sort.Slice(followers, func(i, j int) bool { return followers[i] < followers[j] })
 		for _, id := range followers {
 			name := FailoverBrokerName(b.cfg.BrokerName, id)

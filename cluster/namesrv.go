@@ -26,8 +26,13 @@ func (b *Broker) registrations() []namesrv.Registration {
 	}
 	topics := b.rep.Store().Topics()
 	addr := b.ClientAddr()
+	published := topics
+	if b.cfg.AutoCreateTopics {
+		// The auto-creation template, as RocketMQ's brokers publish it.
+		published = append(append([]offsets.TopicConfig{}, topics...), autoCreateTemplate())
+	}
 	regs := []namesrv.Registration{{Cluster: b.cfg.ClusterName, BrokerName: b.cfg.BrokerName, BrokerAddr: addr,
-		BrokerID: id, StateVersion: int64(st.Term), Topics: topics}}
+		BrokerID: id, StateVersion: int64(st.Term), Topics: published}}
 	if b.cfg.FailoverRoutes && id != remoting.MasterID {
 		var writable []offsets.TopicConfig
 		for _, tc := range topics {
