@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -509,4 +510,103 @@ func testResume(t *testing.T, g *group) {
 			t.Errorf("%s delivered %d times, want once", b, n)
 		}
 	}
+}
+
+// brokerSelector sends every message through the broker names ending in
+// suffix (a follower's failover name, broker@id), a message with property
+// "leader" through the group's own broker name (no "@"), and spreads them
+// over the queues.
+type brokerSelector struct {
+	suffix string
+	n      *atomic.Int64
+}
+
+func (s brokerSelector) Select(m *primitive.Message, mqs []*primitive.MessageQueue, _ string) *primitive.MessageQueue {
+	var mine []*primitive.MessageQueue
+	for _, mq := range mqs {
+		if m.GetProperty("leader") != "" && !strings.Contains(mq.BrokerName, "@") ||
+			m.GetProperty("leader") == "" && strings.HasSuffix(mq.BrokerName, s.suffix) {
+			mine = append(mine, mq)
+		}
+	}
+	if len(mine) == 0 {
+		return nil
+	}
+	return mine[int(s.n.Add(1))%len(mine)]
+}
+
+// TestConcurrentSendsThroughFollowers: a fresh group's followers, which
+// have forwarded nothing yet, are sent many sends at once (producers
+// without retries, each with its own connection, through the followers'
+// failover broker names; a follower forwards them to the leader). Every
+// send must succeed: nothing is wrong with the group. Three rounds, each
+// on a fresh group, as what goes wrong is a race.
+func TestConcurrentSendsThroughFollowers(t *testing.T) {
+	for round := range 3 {
+		t.Run(fmt.Sprintf("round%d", round), func(t *testing.T) {
+			g := startGroup(t)
+			g.diagnose(t, g.mark())
+			concurrentFollowerSends(t, g)
+		})
+	}
+}
+
+func concurrentFollowerSends(t *testing.T, g *group) {
+	topic := uniq("fwd")
+	g.createTopic(t, topic, 4)
+	l := g.waitLeader(10 * time.Second)
+	const perFollower = 12
+	type sender struct {
+		p interface {
+			SendSync(context.Context, ...*primitive.Message) (*primitive.SendResult, error)
+		}
+		body string
+		via  int
+	}
+	var ss []sender
+	var n atomic.Int64
+	for _, f := range []int{l%3 + 1, (l+1)%3 + 1} {
+		for i := range perFollower {
+			p := newProducer(t, g, producer.WithRetry(0), producer.WithQueueSelector(brokerSelector{suffix: fmt.Sprintf("@%d", f), n: &n}))
+			// A first send, to the leader, so that every producer has the
+			// route and a connection before they all send at once.
+			sendSync(t, p, message(topic, fmt.Sprintf("warm%d-%d", f, i), "leader", "yes"))
+			ss = append(ss, sender{p: p, body: fmt.Sprintf("fwd%d-%d", f, i), via: f})
+		}
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed []string
+	start := make(chan struct{})
+	for _, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res, err := s.p.SendSync(ctx, message(topic, s.body))
+			if err != nil || res.Status != primitive.SendOK {
+				mu.Lock()
+				failed = append(failed, fmt.Sprintf("%s via node %d: %v", s.body, s.via, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	began := time.Now()
+	close(start)
+	wg.Wait()
+	t.Logf("%d concurrent sends through followers %d and %d took %v", len(ss), l%3+1, (l+1)%3+1, time.Since(began).Round(time.Millisecond))
+	if len(failed) > 0 {
+		t.Errorf("%d of %d concurrent sends through the followers failed (leader: node %d): %v", len(failed), len(ss), l, failed)
+	}
+	box := newInbox()
+	startConsumer(t, g, "c", uniq("cg"), topic, consumer.MessageSelector{}, box)
+	var acked []string
+	for _, s := range ss {
+		if !slices.ContainsFunc(failed, func(f string) bool { return strings.HasPrefix(f, s.body+" ") }) {
+			acked = append(acked, s.body)
+		}
+	}
+	box.waitAll(t, 30*time.Second, "every acknowledged send consumed", acked)
 }
