@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -130,9 +131,32 @@ func freePorts(t testing.TB, n int) []int {
 
 // startGroup starts three brokers (extra: more broker flags) and waits
 // until one leads. Everything is stopped when t ends; each node's log is
-// printed if t failed.
+// printed if t failed. The ports are free when chosen but not reserved:
+// if another process takes one first, the group starts again on others.
 func startGroup(t *testing.T, extra ...string) *group {
 	t.Helper()
+	for attempt := 1; ; attempt++ {
+		g := planGroup(t, extra)
+		t.Cleanup(g.close)
+		for _, n := range g.nodes {
+			g.start(n.id)
+		}
+		err := poll(30*time.Second, func() bool { return g.leader() != 0 || g.exited() != nil })
+		if err == nil && g.exited() == nil {
+			return g
+		}
+		if n := g.exited(); n != nil && attempt < 3 && strings.Contains(tail(n.logPath, 0, 20), "address already in use") {
+			t.Logf("node %d could not bind its ports (taken since they were chosen); starting the group again on others", n.id)
+			g.killAll()
+			continue
+		}
+		g.checkAlive()
+		t.Fatalf("no ready leader within 30 s of starting the group")
+	}
+}
+
+// planGroup chooses ports and directories for a group without starting it.
+func planGroup(t *testing.T, extra []string) *group {
 	ports := freePorts(t, 9)
 	g := &group{t: t, extra: extra}
 	base := t.TempDir()
@@ -149,12 +173,33 @@ func startGroup(t *testing.T, extra ...string) *group {
 		peers = append(peers, fmt.Sprintf("%d=%s/%s", n.id, n.client, n.raft))
 	}
 	g.peers = strings.Join(peers, ",")
-	t.Cleanup(g.close)
-	for _, n := range g.nodes {
-		g.start(n.id)
-	}
-	g.waitLeader(30 * time.Second)
 	return g
+}
+
+// exited returns a node that exited without being killed by the test, or
+// nil.
+func (g *group) exited() *node {
+	for _, n := range g.nodes {
+		n.mu.Lock()
+		dead := n.cmd != nil && isClosed(n.exited) && !n.killed
+		n.mu.Unlock()
+		if dead {
+			return n
+		}
+	}
+	return nil
+}
+
+// killAll kill -9s every running node (a group given up on).
+func (g *group) killAll() {
+	for _, n := range g.nodes {
+		n.mu.Lock()
+		running := n.cmd != nil && !isClosed(n.exited)
+		n.mu.Unlock()
+		if running {
+			g.kill(n.id)
+		}
+	}
 }
 
 // startNamesrv runs `raftmq namesrv` on a free port until the test ends.
@@ -283,8 +328,11 @@ func (g *group) start(id int) {
 	}
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
-	// Three brokers share this machine's CPUs (see internal/localgroup).
-	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
+	// Three brokers share this machine's CPUs (see internal/localgroup);
+	// they register with no name server the environment may name.
+	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "NAMESRV_ADDR=") || strings.HasPrefix(kv, "GOMAXPROCS=")
+	}), "GOMAXPROCS=1")
 	// A broker dies with the test binary, even if the binary is killed
 	// (go test's timeout) before its cleanups run.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
