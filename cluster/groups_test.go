@@ -287,3 +287,37 @@ func TestPullFilters(t *testing.T) {
 	require.Equal(t, remoting.Success, check("a = 1"))
 	require.Equal(t, remoting.SubscriptionParseFailed, check("a = = 1"))
 }
+
+// TestConcurrentFirstForwards: sends arriving at once at a follower that
+// has no connection to the leader yet all get through (each used to dial,
+// and the last dial closed the connection the others were using).
+func TestConcurrentFirstForwards(t *testing.T) {
+	tb := startBrokers(t)
+	l, f := tb.leader(), tb.follower()
+	ch := remoting.CreateTopicRequestHeader{Topic: "CF", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}
+	require.Equal(t, remoting.Success, invoke(t, dial(t, l.ClientAddr()), remoting.NewRequest(remoting.UpdateAndCreateTopic, ch.Encode(), nil)).Code)
+	require.Eventually(t, func() bool { _, ok := f.Replica().Store().Topic("CF"); return ok }, 5*time.Second, 5*time.Millisecond)
+	const n = 64
+	codes := make(chan int32, n)
+	start := make(chan struct{})
+	for i := range n {
+		c, err := remoting.Dial(context.Background(), f.ClientAddr(), remoting.Options{})
+		require.NoError(t, err)
+		defer c.Close()
+		go func() {
+			<-start
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			resp, err := c.Invoke(ctx, sendCmd("CF", int32(i%4), "x", fmt.Sprintf("CF%d", i)))
+			if err != nil {
+				codes <- -1
+				return
+			}
+			codes <- resp.Code
+		}()
+	}
+	close(start)
+	for range n {
+		require.Equal(t, remoting.Success, <-codes)
+	}
+}

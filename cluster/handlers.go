@@ -208,8 +208,16 @@ func (b *Broker) forwardConn(ctx context.Context, addr string) (*remoting.Conn, 
 		return nil, err
 	}
 	b.mu.Lock()
-	if old := b.fwd[addr]; old != nil && old != c {
-		old.Close()
+	if cur := b.fwd[addr]; cur != nil {
+		select {
+		case <-cur.Done():
+		default:
+			// Another request dialled too and won: use its connection
+			// (closing it would fail the requests already on it).
+			b.mu.Unlock()
+			c.Close()
+			return cur, nil
+		}
 	}
 	b.fwd[addr] = c
 	b.mu.Unlock()
