@@ -184,13 +184,7 @@ func TestOrderlyAcrossLeaderKill(t *testing.T) {
 	box := newInbox()
 	startConsumer(t, g, "c", uniq("cg"), topic, consumer.MessageSelector{}, box, consumer.WithConsumerOrder(true))
 	p := newProducer(t, g, producer.WithQueueSelector(producer.NewHashQueueSelector()))
-	const keys = 8
-	s := startSender(t, p, 1, func(_, i int) *primitive.Message {
-		key := fmt.Sprintf("key%d", i%keys)
-		m := message(topic, fmt.Sprintf("%s:%d", key, i))
-		m.WithShardingKey(key)
-		return m
-	})
+	s := startKeyedSender(t, p, topic)
 	tl := &timeline{start: s.start}
 	s.waitProgress(t, 100, 30*time.Second, "sends before the kill")
 	// A hash-selected send cannot move to another broker name: sends of
@@ -202,6 +196,26 @@ func TestOrderlyAcrossLeaderKill(t *testing.T) {
 	t.Logf("%d sends acknowledged, %d failed (allowed here); %s", len(acked), len(failed), tl)
 	box.waitAll(t, 60*time.Second, "every acknowledged message consumed", acked)
 
+	checkKeyOrder(t, box, acked)
+}
+
+// startKeyedSender sends eight keys' sequences ("keyK:i" bodies, sharding
+// key keyK) one send at a time, so each key's sends are in order.
+func startKeyedSender(t *testing.T, p rocketmq.Producer, topic string) *sender {
+	const keys = 8
+	return startSender(t, p, 1, func(_, i int) *primitive.Message {
+		key := fmt.Sprintf("key%d", i%keys)
+		m := message(topic, fmt.Sprintf("%s:%d", key, i))
+		m.WithShardingKey(key)
+		return m
+	})
+}
+
+// checkKeyOrder checks that every acknowledged message of each key
+// ("key:i" bodies) was first delivered in send order; later deliveries of
+// a message (redeliveries) are ignored.
+func checkKeyOrder(t *testing.T, box *inbox, acked []string) {
+	t.Helper()
 	ackedSet := map[string]bool{}
 	want := map[string][]int{}
 	for _, b := range acked {
