@@ -295,7 +295,7 @@ func TestCompileErrors(t *testing.T) {
 		{"a = 1 AND", 10, "ends where"},
 		{"a == 1", 4, `found "="`},
 		{"(a = 1", 7, "expected ), found the end"},
-		{"a = 1)", 6, `unexpected ")" after a complete expression`},
+		{"a = 1)", 6, `unexpected ")" after a complete expression: no ( to close`},
 		{"a between 1", 12, "expected AND between the bounds"},
 		{"a in 'x'", 6, "expected ( after IN"},
 		{"a in ('x' 'y')", 11, "expected , or )"},

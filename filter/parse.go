@@ -58,7 +58,11 @@ func parseSQL(expr string, strict bool) (cond, error) {
 	if err != nil {
 		return nil, err
 	}
-	if strict && t.kind != tEOF && !t.openComment {
+	switch {
+	case !strict || t.kind == tEOF || t.openComment:
+	case t.kind == tRParen:
+		return nil, p.errAt(t.pos, "unexpected \")\" after a complete expression: no ( to close")
+	default:
 		return nil, p.errAt(t.pos, "unexpected %s after a complete expression (a missing AND or OR?)", describe(t))
 	}
 	return c, nil
