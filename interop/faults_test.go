@@ -23,6 +23,8 @@ type sender struct {
 	mu     sync.Mutex
 	acked  []string
 	failed []string
+	slow   time.Duration // the longest acknowledged SendSync
+	slowAt time.Duration // when it started, since start
 	stop   chan struct{}
 	done   sync.WaitGroup
 }
@@ -44,11 +46,16 @@ func startSender(t *testing.T, p rocketmq.Producer, workers int, next func(w, i 
 				// The client's own bounds are 3 s an attempt and 3 attempts;
 				// this one only keeps a hung send from hanging the test.
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				began := time.Now()
 				res, err := p.SendSync(ctx, m)
+				took := time.Since(began)
 				cancel()
 				s.mu.Lock()
 				if err == nil && res.Status == primitive.SendOK {
 					s.acked = append(s.acked, string(m.Body))
+					if took > s.slow {
+						s.slow, s.slowAt = took, began.Sub(s.start)
+					}
 				} else {
 					s.failed = append(s.failed, fmt.Sprintf("%s at +%v: %v", m.Body, time.Since(s.start).Round(time.Millisecond), err))
 				}
@@ -153,7 +160,8 @@ func TestSendSyncThroughLeaderKills(t *testing.T) {
 	}
 	s.finish()
 	acked, failed := s.results()
-	t.Logf("%d sends acknowledged, %d failed; %s", len(acked), len(failed), tl)
+	t.Logf("%d sends acknowledged, %d failed; the slowest acknowledged send took %v (from +%v); %s", len(acked), len(failed),
+		s.slow.Round(time.Millisecond), s.slowAt.Round(time.Millisecond), tl)
 	if len(failed) > 0 {
 		t.Errorf("%d sends failed, want 0; first: %v", len(failed), failed[:min(len(failed), 5)])
 	}
