@@ -68,3 +68,30 @@ func TestNameServerRegistration(t *testing.T) {
 	t.Logf("the route named the new leader %v after the transfer began", took)
 	require.Less(t, took, 2*time.Second)
 }
+
+// TestTwoGroupsShareATopic: two groups registered with one name server
+// serve one topic's queues between them.
+func TestTwoGroupsShareATopic(t *testing.T) {
+	ns := namesrv.New(namesrv.Config{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = ns.Serve(ctx, ln, time.Second) }()
+	defer func() { cancel(); <-done }()
+	for _, name := range []string{"ga", "gb"} {
+		tb := startBrokersWith(t, func(c *Config) { c.NameServers, c.FailoverRoutes, c.BrokerName = []string{ln.Addr().String()}, true, name })
+		ch := remoting.CreateTopicRequestHeader{Topic: "S", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6}
+		require.Equal(t, remoting.Success, invoke(t, dial(t, tb.leader().ClientAddr()), remoting.NewRequest(remoting.UpdateAndCreateTopic, ch.Encode(), nil)).Code)
+	}
+	require.Eventually(t, func() bool {
+		rd, ok := ns.Route("S")
+		readable := map[string]bool{}
+		for _, qd := range rd.QueueDatas {
+			if qd.ReadQueueNums > 0 {
+				readable[qd.BrokerName] = true
+			}
+		}
+		return ok && readable["ga"] && readable["gb"]
+	}, 3*time.Second, 10*time.Millisecond, "the topic routed to both groups")
+}
