@@ -80,7 +80,9 @@ func TestTwoGroupsShareATopic(t *testing.T) {
 	go func() { defer close(done); _ = ns.Serve(ctx, ln, time.Second) }()
 	defer func() { cancel(); <-done }()
 	for _, name := range []string{"ga", "gb"} {
-		tb := startBrokersWith(t, func(c *Config) { c.NameServers, c.FailoverRoutes, c.BrokerName = []string{ln.Addr().String()}, true, name })
+		tb := startBrokersWith(t, func(c *Config) {
+			c.NameServers, c.FailoverRoutes, c.BrokerName = []string{ln.Addr().String()}, true, name
+		})
 		ch := remoting.CreateTopicRequestHeader{Topic: "S", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6}
 		require.Equal(t, remoting.Success, invoke(t, dial(t, tb.leader().ClientAddr()), remoting.NewRequest(remoting.UpdateAndCreateTopic, ch.Encode(), nil)).Code)
 	}
