@@ -93,6 +93,8 @@ echo "== raftmq: pipelined, auto-batching client"
 for _ in 1 2 3; do run produce --window 1000 --duration 10s --auto-batch; done
 echo "== raftmq: consume everything above, 32 per pull"
 for _ in 1 2 3; do run consume; done
+echo "== raftmq: consume everything above, pulls alternating with push consumers of a new group (32 per pull, a callback per pull; 1, then 2 consumers)"
+for n in 1 2; do run consume; run consume --push --consumers "$n"; done
 echo "== raftmq: consume, 64 and 128 per pull"
 run consume --batch 64
 run consume --batch 128

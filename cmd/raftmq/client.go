@@ -406,17 +406,32 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 	consume := &cobra.Command{
 		Use:   "consume",
 		Short: "Read every queue of --topic from its start to its end and report msgs/s",
+		Long: "Pulls each queue one batch at a time (--readers N: N parts of it at once); with --push, N push consumers\n" +
+			"(--consumers N) of a new consumer group, each on a client of its own, share the queues through the group's\n" +
+			"rebalancing. Either way the run ends when every message was consumed at least once; more deliveries are\n" +
+			"reported as duplicates.",
 		RunE: func(c *cobra.Command, _ []string) error {
-			return runBench(c.Context(), addrs, asJSON, cpuProfile, htmlOut, "pull", logger(), func(ctx context.Context, cl *client.Client, progress io.Writer) (bench.Result, error) {
+			log := logger()
+			latencyOf := "pull"
+			if cc.Push {
+				cc.NewClient = func() (*client.Client, error) { return newClient(addrs, log) }
+				latencyOf = "push consumer pull" // none recorded: the report shows throughput only
+			}
+			return runBench(c.Context(), addrs, asJSON, cpuProfile, htmlOut, latencyOf, log, func(ctx context.Context, cl *client.Client, progress io.Writer) (bench.Result, error) {
 				cc.Progress = progress
 				return bench.Consume(ctx, cl, cc)
 			})
 		},
 	}
 	consume.Flags().StringVar(&cc.Topic, "topic", "bench", "topic")
-	consume.Flags().IntVar(&cc.Batch, "batch", 32, "messages per pull")
+	consume.Flags().IntVar(&cc.Batch, "batch", 32, "messages per pull (the push consumers' PullBatchSize with --push)")
 	consume.Flags().StringVar(&cc.From, "from", "", "pull from this node address (default: the leader)")
 	consume.Flags().IntVar(&cc.Readers, "readers", 1, "concurrent readers per queue, each reading its own part of the queue")
+	consume.Flags().BoolVar(&cc.Push, "push", false, "consume with push consumers (client.PushConsumer) of a new consumer group instead of pulls")
+	consume.Flags().IntVar(&cc.Consumers, "consumers", 1, "with --push: push consumers in the group, each with a client of its own")
+	consume.Flags().IntVar(&cc.ConsumeBatch, "consume-batch", 0, "with --push: most messages per callback (ConsumeBatchSize; 0: --batch, a whole pull; 1 is the client's default)")
+	consume.Flags().IntVar(&cc.ConsumeGoroutines, "consume-goroutines", 0, "with --push: callbacks running at once per consumer (ConsumeGoroutines; 0: the client's default, 20)")
+	consume.Flags().IntVar(&cc.QueueCache, "queue-cache", 0, "with --push: pulled, unconsumed messages per queue before pulling pauses (QueueCacheSize; 0: the client's default, 1000)")
 	for _, c := range []*cobra.Command{produce, consume} {
 		addrFlag(c, &addrs)
 		c.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON line")

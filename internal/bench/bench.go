@@ -1,6 +1,7 @@
 // Package bench measures a running group through the Go client: produce
 // throughput and acknowledgement latency (sync, pipelined, batched) and
-// consume throughput. It backs `raftmq bench`.
+// consume throughput (pulls, or push consumers of one group). It backs
+// `raftmq bench`.
 package bench
 
 import (
@@ -49,12 +50,19 @@ type Result struct {
 	P999 float64 `json:"p999ms,omitempty"`
 	Max  float64 `json:"maxms,omitempty"`
 	// Settings, so a number is never quoted without them.
-	Size      int    `json:"size"`
-	Window    int    `json:"window,omitempty"`
-	Batch     int    `json:"batch,omitempty"`
-	Producers int    `json:"producers,omitempty"`
-	AutoBatch bool   `json:"autoBatch,omitempty"`
-	FirstErr  string `json:"firstError,omitempty"`
+	Size      int  `json:"size"`
+	Window    int  `json:"window,omitempty"`
+	Batch     int  `json:"batch,omitempty"`
+	Producers int  `json:"producers,omitempty"`
+	AutoBatch bool `json:"autoBatch,omitempty"`
+	// A consume run counts each message of its range once (Messages) and
+	// every further delivery of one as a duplicate. Consumers is the push
+	// consumers of a push run (0 for pulls), ConsumeBatch the most
+	// messages one of their callbacks got.
+	Duplicates   int64  `json:"duplicates,omitempty"`
+	Consumers    int    `json:"consumers,omitempty"`
+	ConsumeBatch int    `json:"consumeBatch,omitempty"`
+	FirstErr     string `json:"firstError,omitempty"`
 	// Series is the run's timeline (throughput, errors, latency per
 	// step), for the HTML report.
 	Series []Interval `json:"-"`
@@ -70,6 +78,9 @@ func (r Result) String() string {
 	s := fmt.Sprintf("%s: %d messages of %d B in %.1fs: %.0f msgs/s, %.1f MB/s", r.Mode, r.Messages, r.Size, r.Seconds, r.MsgsPerSec, r.MBPerSec)
 	if r.P50 > 0 {
 		s += fmt.Sprintf("; latency p50 %.3f ms, p90 %.3f, p99 %.3f, p99.9 %.3f, max %.3f", r.P50, r.P90, r.P99, r.P999, r.Max)
+	}
+	if r.Duplicates > 0 || r.Consumers > 0 {
+		s += fmt.Sprintf("; %d duplicates", r.Duplicates)
 	}
 	if r.Errors > 0 {
 		s += fmt.Sprintf("; %d errors (first: %s)", r.Errors, r.FirstErr)
@@ -305,100 +316,4 @@ func sendBatchAsync(ctx context.Context, pr *client.Producer, ms []*client.Messa
 		cnt.msgs.Add(int64(len(ms)))
 		lat.add(time.Since(t0), len(ms))
 	}()
-}
-
-// ConsumeConfig configures a consume run: read every queue of Topic from
-// its minimum offset up to the maximum found at the start.
-type ConsumeConfig struct {
-	Topic string
-	Batch int    // messages per pull (default 32)
-	From  string // node to pull from ("" = the leader)
-	// Readers per queue (default 1, as a RocketMQ consumer pulls): the
-	// queue's range is split into that many parts read concurrently, so
-	// that more pulls are in flight.
-	Readers  int
-	Progress io.Writer
-}
-
-// Consume runs a consume benchmark.
-func Consume(ctx context.Context, c *client.Client, cfg ConsumeConfig) (Result, error) {
-	if cfg.Batch <= 0 {
-		cfg.Batch = 32
-	}
-	cfg.Readers = max(cfg.Readers, 1)
-	rt, err := c.Route(ctx, cfg.Topic, true)
-	if err != nil {
-		return Result{}, fmt.Errorf("bench: route: %w", err)
-	}
-	pc := c.NewPullConsumer("bench-consumer")
-	var (
-		bytes atomic.Int64
-		wg    sync.WaitGroup
-		stop  = make(chan struct{})
-		start = time.Now()
-		lat   = newRecorder(start)
-		cnt   = counters{rec: lat}
-	)
-	go progress(cfg.Progress, "consume", &cnt, start, stop)
-	for q := 0; q < rt.ReadQueues; q++ {
-		lo, err := c.MinOffset(ctx, cfg.Topic, int32(q))
-		if err != nil {
-			return Result{}, err
-		}
-		hi, err := c.MaxOffset(ctx, cfg.Topic, int32(q))
-		if err != nil {
-			return Result{}, err
-		}
-		for part := 0; part < cfg.Readers; part++ {
-			from := lo + (hi-lo)*int64(part)/int64(cfg.Readers)
-			to := lo + (hi-lo)*int64(part+1)/int64(cfg.Readers)
-			wg.Add(1)
-			go func(q int32, off, hi int64) {
-				defer wg.Done()
-				for off < hi && ctx.Err() == nil {
-					var pr client.PullResult
-					var err error
-					t0 := time.Now()
-					if cfg.From != "" {
-						pr, err = pc.PullFrom(ctx, cfg.From, cfg.Topic, q, off, cfg.Batch, 0)
-					} else {
-						pr, err = pc.Pull(ctx, cfg.Topic, q, off, cfg.Batch, 0)
-					}
-					if err != nil {
-						cnt.fail(err)
-						time.Sleep(10 * time.Millisecond)
-						continue
-					}
-					n := 0
-					for _, m := range pr.Messages {
-						if m.QueueOffset >= hi {
-							break // the next reader's part
-						}
-						bytes.Add(int64(len(m.Body)))
-						n++
-					}
-					cnt.msgs.Add(int64(n))
-					lat.add(time.Since(t0), n)
-					if pr.NextBeginOffset <= off && len(pr.Messages) == 0 {
-						break
-					}
-					off = pr.NextBeginOffset
-				}
-			}(int32(q), from, to)
-		}
-	}
-	wg.Wait()
-	close(stop)
-	el := time.Since(start).Seconds()
-	r := Result{Mode: "consume", Messages: cnt.msgs.Load(), Errors: cnt.errs.Load(), Seconds: el}
-	r.MsgsPerSec = float64(r.Messages) / el
-	r.MBPerSec = float64(bytes.Load()) / el / 1e6
-	if r.Messages > 0 {
-		r.Size = int(bytes.Load() / r.Messages)
-	}
-	if p := cnt.firstErr.Load(); p != nil {
-		r.FirstErr = *p
-	}
-	r.Series = timeline(lat, time.Since(start))
-	return r, nil
 }

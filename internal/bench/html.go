@@ -77,9 +77,13 @@ func WriteHTML(w io.Writer, title, summary, latencyOf string, series []Interval,
 	if err != nil {
 		return err
 	}
-	lat, err := chart("Latency of each "+latencyOf, "milliseconds (log scale)", end, kills, true, pmax, p99, p50)
-	if err != nil {
-		return err
+	// A run without latency samples (push consumers: their pulls are the
+	// client's own) gets a note instead of an empty log-scale chart.
+	lat := "<p>No latency recorded for this run.</p>"
+	if len(p50.segs) > 0 {
+		if lat, err = chart("Latency of each "+latencyOf, "milliseconds (log scale)", end, kills, true, pmax, p99, p50); err != nil {
+			return err
+		}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>%s</title>\n", html.EscapeString(title))

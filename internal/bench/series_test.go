@@ -83,3 +83,13 @@ func TestWriteHTML(t *testing.T) {
 	require.NotContains(t, b.String(), "fill-opacity:0.25", "no kills, no bands")
 	require.NotContains(t, b.String(), "<table>")
 }
+
+// A run without latency samples (a push consume run) gets its throughput
+// chart and a note instead of a latency chart.
+func TestWriteHTMLWithoutLatency(t *testing.T) {
+	series := []Interval{{Start: 0, Msgs: 100, Rate: 1000}, {Start: 0.1, Msgs: 50, Rate: 500}}
+	var b strings.Builder
+	require.NoError(t, WriteHTML(&b, "t", "s", "push consumer pull", series, nil))
+	require.Equal(t, 1, strings.Count(b.String(), "<svg"))
+	require.Contains(t, b.String(), "No latency recorded")
+}

@@ -1,0 +1,216 @@
+package bench
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/cluster"
+	"github.com/raftmq/raftmq/store"
+)
+
+// The seen set counts each offset of the ranges once, tells duplicates
+// and offsets outside the ranges apart, finds what is missing, and is
+// done exactly when every offset was seen.
+func TestBenchSeenSet(t *testing.T) {
+	s, err := newSeenSet([]queueRange{{Queue: 0, Lo: 10, Hi: 80}, {Queue: 2, Lo: 5, Hi: 5}, {Queue: 3, Lo: 0, Hi: 3}})
+	require.NoError(t, err)
+	require.Equal(t, int64(73), s.total)
+	n, q, off := s.missing()
+	require.Equal(t, int64(73), n)
+	require.Equal(t, int32(0), q)
+	require.Equal(t, int64(10), off)
+
+	for _, c := range []struct {
+		q           int32
+		off         int64
+		first, inRg bool
+	}{
+		{0, 9, false, false},  // below the range
+		{0, 80, false, false}, // its end is exclusive
+		{1, 0, false, false},  // a queue outside the run
+		{2, 5, false, false},  // an empty range
+		{7, 0, false, false},  // past every queue
+		{-1, 0, false, false}, // nonsense
+		{0, 10, true, true},
+		{0, 10, false, true}, // again: a duplicate
+		{0, 79, true, true},
+		{3, 2, true, true},
+	} {
+		first, in := s.mark(c.q, c.off)
+		require.Equal(t, c.first, first, "mark(%d, %d) first", c.q, c.off)
+		require.Equal(t, c.inRg, in, "mark(%d, %d) in range", c.q, c.off)
+	}
+	s.count(3, 1)
+	n, q, off = s.missing()
+	require.Equal(t, int64(70), n)
+	require.Equal(t, int32(0), q)
+	require.Equal(t, int64(11), off)
+
+	// Everything else, from many goroutines at once, each offset twice.
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			var fresh, dups int64
+			for _, r := range []queueRange{{0, 10, 80}, {3, 0, 3}} {
+				for o := r.Lo; o < r.Hi; o++ {
+					if first, in := s.mark(r.Queue, o); first {
+						fresh++
+					} else if in {
+						dups++
+					}
+				}
+			}
+			s.count(fresh, dups)
+		})
+	}
+	wg.Wait()
+	select {
+	case <-s.done:
+	default:
+		t.Fatal("not done with every offset seen")
+	}
+	require.Equal(t, int64(73), s.distinct.Load())
+	require.Equal(t, int64(1+4*73-70), s.dups.Load(), "every delivery but the first of each offset")
+	n, q, off = s.missing()
+	require.Equal(t, int64(0), n)
+	require.Equal(t, int32(-1), q)
+	require.Equal(t, int64(-1), off)
+
+	empty, err := newSeenSet([]queueRange{{Queue: 0, Lo: 4, Hi: 4}})
+	require.NoError(t, err)
+	<-empty.done // nothing to consume: done at once
+
+	_, err = newSeenSet([]queueRange{{Queue: 1, Lo: 0, Hi: 4}, {Queue: 1, Lo: 4, Hi: 8}})
+	require.ErrorContains(t, err, "twice")
+	_, err = newSeenSet([]queueRange{{Queue: -2, Lo: 0, Hi: 4}})
+	require.ErrorContains(t, err, "negative")
+}
+
+// take counts a batch's first deliveries, their bytes and its duplicates.
+func TestBenchConsumeRunTake(t *testing.T) {
+	run, err := newConsumeRun([]queueRange{{Queue: 0, Lo: 0, Hi: 3}, {Queue: 1, Lo: 0, Hi: 2}})
+	require.NoError(t, err)
+	msg := func(q int32, off int64, size int) *client.MessageExt {
+		return &client.MessageExt{QueueID: q, QueueOffset: off, Body: make([]byte, size)}
+	}
+	require.Equal(t, int64(3), run.take([]*client.MessageExt{msg(0, 0, 10), msg(0, 1, 10), msg(1, 0, 5), msg(1, 5, 7)}))
+	require.Equal(t, int64(1), run.take([]*client.MessageExt{msg(0, 1, 10), msg(0, 2, 10)}))
+	require.Equal(t, int64(4), run.cnt.msgs.Load())
+	require.Equal(t, int64(35), run.bytes.Load())
+	require.Equal(t, int64(1), run.seen.dups.Load())
+	run.take([]*client.MessageExt{msg(1, 1, 5)})
+	<-run.seen.done
+	r := run.result("consume push, 1 consumer", time.Second)
+	require.Equal(t, int64(5), r.Messages)
+	require.Equal(t, int64(1), r.Duplicates)
+	require.Equal(t, 8, r.Size)
+	require.InDelta(t, 5.0, r.MsgsPerSec, 1e-9)
+	r.Consumers = 1
+	require.True(t, strings.HasSuffix(r.String(), "; 1 duplicates"), r.String())
+}
+
+// Settings that belong to the other path are refused; defaults fill in.
+func TestBenchConsumeConfigCheck(t *testing.T) {
+	newClient := func() (*client.Client, error) { return nil, nil }
+	for _, c := range []struct {
+		cfg ConsumeConfig
+		err string
+	}{
+		{ConsumeConfig{}, ""},
+		{ConsumeConfig{Readers: 4, From: "n1:1"}, ""},
+		{ConsumeConfig{Consumers: 2}, "push consumers only"},
+		{ConsumeConfig{ConsumeBatch: 8}, "push consumers only"},
+		{ConsumeConfig{QueueCache: 8}, "push consumers only"},
+		{ConsumeConfig{Push: true, NewClient: newClient}, ""},
+		{ConsumeConfig{Push: true, NewClient: newClient, Readers: 2}, "pulls only"},
+		{ConsumeConfig{Push: true, NewClient: newClient, From: "n1:1"}, "pulls only"},
+		{ConsumeConfig{Push: true, NewClient: newClient, ConsumeBatch: -1}, "negative"},
+		{ConsumeConfig{Push: true}, "NewClient"},
+	} {
+		err := c.cfg.check()
+		if c.err != "" {
+			require.ErrorContains(t, err, c.err, "%+v", c.cfg)
+			continue
+		}
+		require.NoError(t, err, "%+v", c.cfg)
+		require.Equal(t, client.DefaultPullBatch, c.cfg.Batch)
+		require.GreaterOrEqual(t, c.cfg.Readers, 1)
+		if c.cfg.Push {
+			require.Equal(t, 1, c.cfg.Consumers)
+			require.Equal(t, client.DefaultPullBatch, c.cfg.ConsumeBatch, "a callback per pull")
+			require.Equal(t, DefaultStall, c.cfg.Stall)
+		}
+	}
+}
+
+// Pulls and push consumers (one, and three sharing four queues) read a
+// filled topic of an in-process group: every message once.
+func TestBenchConsumePullAndPush(t *testing.T) {
+	addrs := startGroup(t)
+	newClient := func() (*client.Client, error) {
+		return client.New(client.Options{Addrs: addrs, RequestTimeout: 2 * time.Second})
+	}
+	c, err := newClient()
+	require.NoError(t, err)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.Eventually(t, func() bool { return c.CreateTopic(ctx, "bench", 4) == nil }, 10*time.Second, 20*time.Millisecond)
+	pr, err := Produce(ctx, c, ProduceConfig{Topic: "bench", Queues: 4, Size: 100, Window: 64, Batch: 16, Producers: 1, Duration: 500 * time.Millisecond})
+	require.NoError(t, err)
+	require.Zero(t, pr.Errors)
+	want := pr.Messages
+
+	r, err := Consume(ctx, c, ConsumeConfig{Topic: "bench", Readers: 2})
+	require.NoError(t, err)
+	require.Equal(t, want, r.Messages)
+	require.Zero(t, r.Duplicates)
+	require.Equal(t, 100, r.Size)
+	require.Equal(t, "consume", r.Mode)
+
+	for _, n := range []int{1, 3} {
+		r, err := Consume(ctx, c, ConsumeConfig{Topic: "bench", Push: true, Consumers: n, NewClient: newClient, Stall: 20 * time.Second})
+		require.NoError(t, err, "%d consumers", n)
+		require.Equal(t, want, r.Messages, "%d consumers", n)
+		require.Equal(t, n, r.Consumers)
+		require.Equal(t, 32, r.ConsumeBatch)
+		require.Zero(t, r.Errors, r.FirstErr)
+		t.Logf("%s", r)
+	}
+}
+
+// startGroup starts a three-node group in this process and returns its
+// client addresses.
+func startGroup(t *testing.T) []string {
+	t.Helper()
+	var ls []net.Listener
+	for range 6 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		ls = append(ls, l)
+	}
+	peers := map[uint64]cluster.Peer{}
+	var addrs []string
+	for i := uint64(1); i <= 3; i++ {
+		peers[i] = cluster.Peer{Client: ls[2*(i-1)].Addr().String(), Raft: ls[2*(i-1)+1].Addr().String()}
+		addrs = append(addrs, peers[i].Client)
+	}
+	for _, l := range ls {
+		require.NoError(t, l.Close())
+	}
+	for i := uint64(1); i <= 3; i++ {
+		b, err := cluster.Start(cluster.Config{ID: i, Dir: t.TempDir(), Peers: peers, SegmentSize: 4 << 20,
+			TickInterval: 10 * time.Millisecond, PreferredLeader: 1,
+			Store: store.Config{CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096}})
+		require.NoError(t, err)
+		t.Cleanup(func() { b.Close() })
+	}
+	return addrs
+}
