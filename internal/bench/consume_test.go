@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -11,8 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftmq/raftmq/client"
-	"github.com/raftmq/raftmq/cluster"
-	"github.com/raftmq/raftmq/store"
+	"github.com/raftmq/raftmq/internal/testgroup"
 )
 
 // The seen set counts each offset of the ranges once, tells duplicates
@@ -188,29 +186,4 @@ func TestBenchConsumePullAndPush(t *testing.T) {
 
 // startGroup starts a three-node group in this process and returns its
 // client addresses.
-func startGroup(t *testing.T) []string {
-	t.Helper()
-	var ls []net.Listener
-	for range 6 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		ls = append(ls, l)
-	}
-	peers := map[uint64]cluster.Peer{}
-	var addrs []string
-	for i := uint64(1); i <= 3; i++ {
-		peers[i] = cluster.Peer{Client: ls[2*(i-1)].Addr().String(), Raft: ls[2*(i-1)+1].Addr().String()}
-		addrs = append(addrs, peers[i].Client)
-	}
-	for _, l := range ls {
-		require.NoError(t, l.Close())
-	}
-	for i := uint64(1); i <= 3; i++ {
-		b, err := cluster.Start(cluster.Config{ID: i, Dir: t.TempDir(), Peers: peers, SegmentSize: 4 << 20,
-			TickInterval: 10 * time.Millisecond, PreferredLeader: 1,
-			Store: store.Config{CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096}})
-		require.NoError(t, err)
-		t.Cleanup(func() { b.Close() })
-	}
-	return addrs
-}
+func startGroup(t *testing.T) []string { return testgroup.Start(t) }

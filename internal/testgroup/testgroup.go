@@ -1,0 +1,49 @@
+// Package testgroup starts a three-node raftmq group inside a test's own
+// process, on free loopback ports, for tests of packages that talk to a
+// real group through the client (the client's end-to-end tests, the
+// benchmarks' tests). Test support only: no product code imports it.
+package testgroup
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/raftmq/raftmq/cluster"
+	"github.com/raftmq/raftmq/store"
+)
+
+// Start starts three brokers (node 1 preferred as leader, 10 ms ticks,
+// small files) that stop when t ends, and returns their client addresses.
+func Start(t testing.TB) []string {
+	t.Helper()
+	var ls []net.Listener
+	for range 6 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	peers := map[uint64]cluster.Peer{}
+	var addrs []string
+	for i := uint64(1); i <= 3; i++ {
+		peers[i] = cluster.Peer{Client: ls[2*(i-1)].Addr().String(), Raft: ls[2*(i-1)+1].Addr().String()}
+		addrs = append(addrs, peers[i].Client)
+	}
+	for _, l := range ls {
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := uint64(1); i <= 3; i++ {
+		b, err := cluster.Start(cluster.Config{ID: i, Dir: t.TempDir(), Peers: peers, SegmentSize: 4 << 20,
+			TickInterval: 10 * time.Millisecond, PreferredLeader: 1,
+			Store: store.Config{CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+	}
+	return addrs
+}
