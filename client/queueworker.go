@@ -56,6 +56,9 @@ type queueWorker struct {
 		order []int64
 		// retries are the timers of batches waiting for a local retry.
 		retries map[*time.Timer]struct{}
+		// recorded is the offset last given to the offset store (-1:
+		// none), so a callback that does not move it costs no store lock.
+		recorded int64
 		// lockedAt is when the broker last granted the queue's lock
 		// (orderly clustering).
 		lockedAt time.Time
@@ -71,7 +74,7 @@ func newQueueWorker(p *PushConsumer, mq MessageQueue, sub *subscription, lockedA
 		ready:       make(chan struct{}, 1),
 	}
 	w.ctx, w.cancel = context.WithCancel(p.runCtx)
-	w.mu.next = -1
+	w.mu.next, w.mu.recorded = -1, -1
 	w.mu.msgs = map[int64]*MessageExt{}
 	w.mu.retries = map[*time.Timer]struct{}{}
 	w.mu.lockedAt = lockedAt
@@ -153,8 +156,9 @@ func (w *queueWorker) commitLocked() {
 	if w.mu.dropped {
 		return
 	}
-	if off := w.committedLocked(); off >= 0 {
+	if off := w.committedLocked(); off >= 0 && off != w.mu.recorded {
 		w.p.store.update(w.mq, off)
+		w.mu.recorded = off
 	}
 }
 
