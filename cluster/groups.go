@@ -228,8 +228,8 @@ func (b *Broker) handleUpdateGroup(ctx context.Context, conn *remoting.ServerCon
 }
 
 func (b *Broker) handleAllGroups(ctx context.Context, req *remoting.Command) *remoting.Command {
-	if err := b.readBarrier(ctx); err != nil {
-		return remoting.NewResponse(req, remoting.ServiceNotAvailable, fmt.Sprintf("subscription groups: no quorum confirmed this node's state: %v; retry", err))
+	if resp := b.barrierOrRefuse(ctx, req, "subscription groups"); resp != nil {
+		return resp
 	}
 	table := map[string]offsets.SubscriptionGroupConfig{}
 	for _, gc := range b.rep.Store().SubscriptionGroups() {
@@ -289,8 +289,8 @@ func (b *Broker) handleDeleteTopic(ctx context.Context, conn *remoting.ServerCon
 // group list it is a linearizable read (a raft ReadIndex round first): a
 // topic created through the leader is listed by a follower asked next.
 func (b *Broker) handleTopicList(ctx context.Context, req *remoting.Command) *remoting.Command {
-	if err := b.readBarrier(ctx); err != nil {
-		return remoting.NewResponse(req, remoting.ServiceNotAvailable, fmt.Sprintf("topic list: no quorum confirmed this node's state: %v; retry", err))
+	if resp := b.barrierOrRefuse(ctx, req, "topic list"); resp != nil {
+		return resp
 	}
 	var names []string
 	for _, tc := range b.rep.Store().Topics() {

@@ -295,10 +295,7 @@ func (b *Broker) handleSend(ctx context.Context, conn *remoting.ServerConn, req 
 	start := time.Now()
 	msgs, create, resp := b.prepareSend(conn, req)
 	if create != nil {
-		cctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
-		err := b.rep.Exec(cctx, &store.Command{Op: store.OpCreateTopic, Topic: create})
-		cancel()
-		if err != nil {
+		if err := b.exec(ctx, &store.Command{Op: store.OpCreateTopic, Topic: create}); err != nil {
 			return b.errorResponse(req, err)
 		}
 		// Again, now with the topic's queues. Exec returned after this node
@@ -544,6 +541,16 @@ func (b *Broker) readBarrier(ctx context.Context) error {
 	return b.rep.Node().WaitApplied(rctx, idx)
 }
 
+// barrierOrRefuse runs readBarrier and returns nil, or, when no quorum
+// confirmed this node's state, the SERVICE_NOT_AVAILABLE answer to give
+// (what names the read).
+func (b *Broker) barrierOrRefuse(ctx context.Context, req *remoting.Command, what string) *remoting.Command {
+	if err := b.readBarrier(ctx); err != nil {
+		return remoting.NewResponse(req, remoting.ServiceNotAvailable, fmt.Sprintf("%s: no quorum confirmed this node's state: %v; retry", what, err))
+	}
+	return nil
+}
+
 func (b *Broker) handleQueryOffset(ctx context.Context, req *remoting.Command) *remoting.Command {
 	h, err := remoting.DecodeQueryConsumerOffsetRequestHeader(req.ExtFields)
 	if err != nil {
@@ -565,8 +572,8 @@ func (b *Broker) handleQueryOffset(ctx context.Context, req *remoting.Command) *
 				return b.errorResponse(req, err)
 			}
 		}
-		if err := b.readBarrier(ctx); err != nil {
-			return remoting.NewResponse(req, remoting.ServiceNotAvailable, fmt.Sprintf("offset query: no quorum confirmed this node's state: %v; retry", err))
+		if resp := b.barrierOrRefuse(ctx, req, "offset query"); resp != nil {
+			return resp
 		}
 		off, ok = b.rep.Store().ConsumerOffset(h.ConsumerGroup, h.Topic, h.QueueID)
 		if !ok && !h.ExactOnly && b.rep.Store().MinOffset(h.Topic, h.QueueID) == 0 {
