@@ -68,6 +68,18 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 	case remoting.ViewMessageByID:
 		return b.handleViewMessage(conn, req)
 	case remoting.GetRouteInfoByTopic:
+		if !b.rep.Node().IsLeader() {
+			// A follower answers after catching up with the leader's
+			// commit index, so a topic deleted or changed before this query
+			// was sent is never routed from stale state. Without a quorum
+			// within routeBarrierWait the local state answers: a route a
+			// little old beats no route while the group elects.
+			rctx, cancel := context.WithTimeout(ctx, routeBarrierWait)
+			if err := b.readBarrier(rctx); err != nil {
+				b.log.Debug("cluster: route answered from local state", "topic", req.ExtFields["topic"], "err", err)
+			}
+			cancel()
+		}
 		resp := b.handleRoute(req)
 		if resp.Code == remoting.TopicNotExist && !b.rep.Node().IsLeader() {
 			// This node may lag behind a topic just created: ask the leader.
@@ -677,6 +689,10 @@ func autoCreateTemplate() offsets.TopicConfig {
 	tc.Perm = remoting.PermRead | remoting.PermWrite | remoting.PermInherit
 	return tc
 }
+
+// routeBarrierWait bounds how long a follower waits to catch up with the
+// leader before answering a route query from its own state.
+const routeBarrierWait = 250 * time.Millisecond
 
 // handleRoute answers a name-server route query: one broker name for the
 // group, the ready leader as brokerId 0 and the others under their node id.
