@@ -99,6 +99,10 @@ type Queue struct {
 	// needSync is set by writes and cleared by Sync, so Set.SyncDirty can
 	// skip clean queues without taking their locks.
 	needSync atomic.Bool
+	// writes counts the writes to the queue's files (under w), so that an
+	// owner syncing the whole file system knows which queues it covered
+	// (Set.MarkDirty, Set.SyncedByFS).
+	writes atomic.Uint64
 
 	// w serialises the writer methods. A writer reads mu's fields holding
 	// only w, and takes mu.Lock to change them.

@@ -176,6 +176,7 @@ func (q *Queue) flushLocked() error {
 		}
 		s.dirty = true
 		q.needSync.Store(true)
+		q.writes.Add(1)
 		q.mu.Lock()
 		q.mu.max += n / UnitSize
 		q.mu.Unlock()
@@ -376,6 +377,7 @@ func (q *Queue) truncateLocked(offset int64) error {
 			return err
 		}
 		keep.dirty = true
+		q.writes.Add(1)
 	}
 	return q.syncLocked()
 }

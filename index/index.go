@@ -681,6 +681,33 @@ func (x *Index) Sync() (Checkpoint, error) {
 	return Checkpoint{File: act.name, Count: act.hdr.indexCount}, nil
 }
 
+// WriteCheckpoint is Sync without the fsyncs, for a caller that makes the
+// whole file system durable itself (vfs.FS.SyncFS): it writes the active
+// file's buffered entries and slots and its header, forgets which files and
+// directory entries await a sync, and returns the checkpoint that becomes
+// valid once the caller's SyncFS has returned. Until then, hand Recover the
+// previous checkpoint.
+func (x *Index) WriteCheckpoint() (Checkpoint, error) {
+	if err := x.checkWritable(); err != nil {
+		return Checkpoint{}, err
+	}
+	act := x.active()
+	if act != nil {
+		if err := x.flushPending(act); err != nil {
+			return Checkpoint{}, err
+		}
+		if _, err := act.f.WriteAt(act.hdr.encode(), 0); err != nil {
+			return Checkpoint{}, x.fail(fmt.Errorf("index: write header of %q: %w", act.path, err))
+		}
+	}
+	x.unsynced = x.unsynced[:0]
+	x.dirDirty = false
+	if act == nil {
+		return Checkpoint{}, nil
+	}
+	return Checkpoint{File: act.name, Count: act.hdr.indexCount}, nil
+}
+
 // Query returns the physical offsets of up to maxNum entries, newest first,
 // whose key hash equals key's and whose time (beginTimestamp + 1000 *
 // timeDiff, ms) lies in [begin, end]. maxNum is capped at

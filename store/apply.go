@@ -101,6 +101,9 @@ func (s *Store) Apply(upTo uint64) ([]Result, error) {
 	if s.applyErr != nil {
 		return nil, fmt.Errorf("store: refusing to apply after an earlier failure: %w", s.applyErr)
 	}
+	if err := s.persistFailure(); err != nil {
+		return nil, fmt.Errorf("store: refusing to apply after a failed checkpoint: %w", err)
+	}
 	var results []Result
 	for {
 		next := s.state.applied + 1
@@ -141,9 +144,8 @@ func (s *Store) Apply(upTo uint64) ([]Result, error) {
 		s.notify()
 	}
 	if time.Since(s.lastPersist) >= s.cfg.PersistInterval {
-		if err := s.persistLocked(); err != nil {
-			return results, err
-		}
+		s.lastPersist = time.Now()
+		s.kickPersist()
 	}
 	return results, nil
 }

@@ -147,6 +147,8 @@ func (s *Store) setDiskFull(ratio float64) {
 // the new start of the log. At most 10 segments go per call, as RocketMQ's
 // deleteFileBatchMax.
 func (s *Store) deleteSegments(force bool) (int, error) {
+	s.persistMu.Lock()
+	defer s.persistMu.Unlock()
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	floor := s.state.applied

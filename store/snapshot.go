@@ -41,6 +41,8 @@ var ErrBadSnapshot = errors.New("store: malformed snapshot")
 // Snapshot persists everything applied and returns a snapshot as of the
 // applied index, with that index. Apply is blocked meanwhile.
 func (s *Store) Snapshot() (uint64, []byte, error) {
+	s.persistMu.Lock()
+	defer s.persistMu.Unlock()
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	if err := s.persistLocked(); err != nil {
@@ -111,6 +113,8 @@ func (s *Store) Restore(snap []byte, resetLog func(info SnapshotInfo) error) err
 	if err != nil {
 		return err
 	}
+	s.persistMu.Lock()
+	defer s.persistMu.Unlock()
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	defer s.topicsVersion.Add(1)

@@ -89,56 +89,102 @@ func (st *state) clearDirty() {
 	st.dirtyQueues = map[queueKey]bool{}
 }
 
-// persist writes the dirty state and the applied index in one transaction.
-// The caller holds Store.applyMu, so nothing else mutates st meanwhile and
-// reading it without mu is safe.
-func (st *state) persist(db *offsets.DB, indexCheckpoint []byte) error {
+// stateDelta is what changed in state since the last checkpoint, copied
+// out so that it can be written to bbolt while Apply goes on. A nil map
+// value (topics, groups) records a deletion.
+type stateDelta struct {
+	applied, appliedTerm uint64
+	writeApplied         bool
+	topics               map[string]*offsets.TopicConfig
+	groups               map[string]*offsets.SubscriptionGroupConfig
+	consumer             map[offsetKey]int64
+	queues               map[queueKey]int64
+}
+
+// takeDelta copies the dirty state and the applied index and clears the
+// dirty marks. The caller holds Store.applyMu, so Apply does not run.
+func (st *state) takeDelta() *stateDelta {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	d := &stateDelta{
+		applied: st.applied, appliedTerm: st.appliedTerm,
+		writeApplied: st.applied > st.persisted || st.applied == 0,
+		topics:       make(map[string]*offsets.TopicConfig, len(st.dirtyTopics)),
+		groups:       make(map[string]*offsets.SubscriptionGroupConfig, len(st.dirtyGroups)),
+		consumer:     make(map[offsetKey]int64, len(st.dirtyConsumer)),
+		queues:       make(map[queueKey]int64, len(st.dirtyQueues)),
+	}
+	for name := range st.dirtyTopics {
+		var c *offsets.TopicConfig
+		if tc, ok := st.topics[name]; ok {
+			c = &tc
+		}
+		d.topics[name] = c
+	}
+	for name := range st.dirtyGroups {
+		var c *offsets.SubscriptionGroupConfig
+		if gc, ok := st.groups[name]; ok {
+			c = &gc
+		}
+		d.groups[name] = c
+	}
+	for k := range st.dirtyConsumer {
+		if off, ok := st.consumer[k]; ok {
+			d.consumer[k] = off
+		}
+	}
+	for k := range st.dirtyQueues {
+		d.queues[k] = st.queues[k]
+	}
+	st.clearDirty()
+	st.persisted = st.applied
+	return d
+}
+
+// write commits the delta and the index checkpoint to db in one
+// transaction. Store.persistMu orders the deltas: each is written before
+// the next is taken.
+func (d *stateDelta) write(db *offsets.DB, indexCheckpoint []byte) error {
 	err := db.Update(func(tx *offsets.Tx) error {
-		for name := range st.dirtyTopics {
-			if c, ok := st.topics[name]; ok {
-				if err := tx.PutTopic(c); err != nil {
+		for name, c := range d.topics {
+			if c != nil {
+				if err := tx.PutTopic(*c); err != nil {
 					return err
 				}
 			} else if _, err := tx.DeleteTopic(name); err != nil {
 				return err
 			}
 		}
-		for name := range st.dirtyGroups {
-			if c, ok := st.groups[name]; ok {
-				if err := tx.PutSubscriptionGroup(c); err != nil {
+		for name, c := range d.groups {
+			if c != nil {
+				if err := tx.PutSubscriptionGroup(*c); err != nil {
 					return err
 				}
 			} else if _, err := tx.DeleteSubscriptionGroup(name); err != nil {
 				return err
 			}
 		}
-		for k := range st.dirtyConsumer {
-			if off, ok := st.consumer[k]; ok {
-				if err := tx.SetConsumerOffset(k.group, k.topic, k.queue, off); err != nil {
-					return err
-				}
+		for k, off := range d.consumer {
+			if err := tx.SetConsumerOffset(k.group, k.topic, k.queue, off); err != nil {
+				return err
 			}
 		}
-		for k := range st.dirtyQueues {
-			if err := tx.SetQueueOffset(k.topic, k.queue, st.queues[k]); err != nil {
+		for k, off := range d.queues {
+			if err := tx.SetQueueOffset(k.topic, k.queue, off); err != nil {
 				return err
 			}
 		}
 		if err := tx.SetMeta(metaIndexCheckpoint, indexCheckpoint); err != nil {
 			return err
 		}
-		if st.applied > st.persisted || st.applied == 0 {
-			return tx.SetApplied(st.applied, st.appliedTerm)
+		if d.writeApplied {
+			return tx.SetApplied(d.applied, d.appliedTerm)
 		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("store: persist state: %w", err)
 	}
-	st.mu.Lock()
-	st.clearDirty()
-	st.persisted = st.applied
-	st.mu.Unlock()
 	return nil
 }
 

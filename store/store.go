@@ -119,8 +119,18 @@ type Store struct {
 	db    *offsets.DB
 	state *state
 
-	// applyMu serialises Apply, Persist and retention: the consume queues
-	// and the index have one writer at a time.
+	// persistMu orders checkpoints: each one is captured, synced and
+	// committed before the next is captured. Lock order: persistMu, then
+	// applyMu. Apply never takes persistMu.
+	persistMu sync.Mutex
+	// persistErr is the sticky error of a failed checkpoint (a *error):
+	// Apply and Persist refuse to run after it.
+	persistErr atomic.Pointer[error]
+	// persistKick asks the persister goroutine for a checkpoint.
+	persistKick chan struct{}
+
+	// applyMu serialises Apply, checkpoint capture and retention: the
+	// consume queues and the index have one writer at a time.
 	applyMu     sync.Mutex
 	lastPersist time.Time
 	// batch is Apply's state between consume-queue flushes (applyMu).
@@ -155,7 +165,7 @@ func Open(cfg Config) (*Store, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	s := &Store{cfg: cfg, fs: cfg.FS, log: cfg.Logger, changed: make(chan struct{}), stop: make(chan struct{})}
+	s := &Store{cfg: cfg, fs: cfg.FS, log: cfg.Logger, changed: make(chan struct{}), stop: make(chan struct{}), persistKick: make(chan struct{}, 1)}
 	if err := s.open(); err != nil {
 		s.closeAll()
 		if s.lock != nil {
@@ -171,8 +181,9 @@ func Open(cfg Config) (*Store, error) {
 	} else {
 		s.log.Warn("store: disk usage unknown until the first check", "err", err)
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.diskLoop()
+	go s.persistLoop()
 	return s, nil
 }
 
@@ -293,36 +304,126 @@ func (s *Store) AppliedIndex() uint64 {
 func (s *Store) CleanStart() bool { return s.cleanStart }
 
 // Persist makes everything applied so far durable in the consume queues,
-// the index and bbolt (see the package documentation).
+// the index and bbolt (see the package documentation). Apply goes on while
+// it syncs and commits.
 func (s *Store) Persist() error {
+	s.persistMu.Lock()
+	defer s.persistMu.Unlock()
 	s.applyMu.Lock()
-	defer s.applyMu.Unlock()
-	return s.persistLocked()
+	cp, err := s.captureLocked()
+	s.applyMu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.commit(cp)
 }
 
+// persistLocked is Persist for a caller that holds persistMu and applyMu
+// (retention, snapshots): Apply waits for the sync and the commit.
 func (s *Store) persistLocked() error {
+	cp, err := s.captureLocked()
+	if err != nil {
+		return err
+	}
+	return s.commit(cp)
+}
+
+// persistLoop takes a checkpoint whenever Apply asks for one (every
+// PersistInterval), so that no acknowledgement waits for the syncs of
+// derived state.
+func (s *Store) persistLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.persistKick:
+		}
+		if err := s.Persist(); err != nil && s.persistFailure() == nil {
+			// An earlier Apply failure, reported by Apply itself.
+			s.log.Debug("store: checkpoint skipped", "err", err)
+		}
+	}
+}
+
+// kickPersist asks persistLoop for a checkpoint, without waiting.
+func (s *Store) kickPersist() {
+	select {
+	case s.persistKick <- struct{}{}:
+	default:
+	}
+}
+
+// persistFailure returns the sticky checkpoint error, if any.
+func (s *Store) persistFailure() error {
+	if p := s.persistErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// checkpoint is one persist's capture: the state delta and the index
+// checkpoint, valid once the file system is synced.
+type checkpoint struct {
+	delta  *stateDelta
+	index  []byte
+	queues []consumequeue.SyncMark
+}
+
+// captureLocked is the part of a checkpoint that needs applyMu, and no
+// fsync: it writes what the consume queues and the index buffer, takes the
+// index checkpoint and the state's delta. The caller holds persistMu and
+// applyMu, and passes the result to commit.
+func (s *Store) captureLocked() (*checkpoint, error) {
 	if s.applyErr != nil {
-		return fmt.Errorf("store: persist: refusing after an apply failure: %w", s.applyErr)
+		return nil, fmt.Errorf("store: persist: refusing after an apply failure: %w", s.applyErr)
+	}
+	if err := s.persistFailure(); err != nil {
+		return nil, fmt.Errorf("store: persist: refusing after a failed checkpoint: %w", err)
 	}
 	s.lastPersist = time.Now()
 	// Apply leaves nothing buffered in the consume queues, but a checkpoint
-	// must never cover an unwritten unit: write any first (SyncDirty would
-	// too), then sync. idx.Sync writes the index's buffer before syncing.
+	// must never cover an unwritten unit: write any first.
 	if err := s.flushQueuesLocked(); err != nil {
-		return fmt.Errorf("store: persist: %w", err)
+		s.applyErr = err
+		return nil, fmt.Errorf("store: persist: %w", err)
 	}
-	if err := s.cqs.SyncDirty(); err != nil {
-		return fmt.Errorf("store: persist: %w", err)
-	}
-	cp, err := s.idx.Sync()
+	marks, err := s.cqs.MarkDirty()
 	if err != nil {
-		return fmt.Errorf("store: persist: %w", err)
+		s.applyErr = err
+		return nil, fmt.Errorf("store: persist: %w", err)
+	}
+	cp, err := s.idx.WriteCheckpoint()
+	if err != nil {
+		s.applyErr = err
+		return nil, fmt.Errorf("store: persist: %w", err)
 	}
 	cpb, err := json.Marshal(cp)
 	if err != nil {
-		return fmt.Errorf("store: persist: %w", err)
+		return nil, fmt.Errorf("store: persist: %w", err)
 	}
-	return s.state.persist(s.db, cpb)
+	return &checkpoint{delta: s.state.takeDelta(), index: cpb, queues: marks}, nil
+}
+
+// commit makes a captured checkpoint durable: one SyncFS covers every
+// consume-queue and index write made before the capture (whatever the
+// number of queues), then one bbolt transaction records the checkpoint.
+// A failure is sticky: the delta is gone, so no later checkpoint may be
+// committed over it. The caller holds persistMu.
+func (s *Store) commit(cp *checkpoint) error {
+	fail := func(err error) error {
+		s.persistErr.CompareAndSwap(nil, &err)
+		s.log.Error("store: checkpoint failed; the node must restart and rebuild derived state from the log", "err", err)
+		return err
+	}
+	if err := s.fs.SyncFS(s.cfg.Dir); err != nil {
+		return fail(fmt.Errorf("store: persist: sync derived state: %w", err))
+	}
+	s.cqs.SyncedByFS(cp.queues)
+	if err := cp.delta.write(s.db, cp.index); err != nil {
+		return fail(err)
+	}
+	return nil
 }
 
 // Changed returns a channel closed at the next Apply that changes anything

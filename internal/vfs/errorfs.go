@@ -151,6 +151,14 @@ func (e *ErrorFS) SyncDir(dir string) error {
 	return e.FS.SyncDir(dir)
 }
 
+// SyncFS implements FS; it fails as a file Sync would (OpSync).
+func (e *ErrorFS) SyncFS(path string) error {
+	if err := e.inj.MaybeError(OpSync, path); err != nil {
+		return err
+	}
+	return e.FS.SyncFS(path)
+}
+
 // List implements FS.
 func (e *ErrorFS) List(dir string) ([]string, error) {
 	if err := e.inj.MaybeError(OpList, dir); err != nil {

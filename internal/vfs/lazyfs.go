@@ -354,6 +354,9 @@ func (l *LazyFS) List(dir string) ([]string, error) { return l.fs.List(dir) }
 // SyncDir implements FS by passing through.
 func (l *LazyFS) SyncDir(dir string) error { return l.fs.SyncDir(dir) }
 
+// SyncFS implements FS: every file's unsynced data reaches disk (SyncAll).
+func (l *LazyFS) SyncFS(string) error { return l.SyncAll() }
+
 // Lock implements FS by passing through.
 func (l *LazyFS) Lock(name string) (io.Closer, error) { return l.fs.Lock(name) }
 

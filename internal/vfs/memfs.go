@@ -287,6 +287,21 @@ func (m *MemFS) SyncDir(dir string) error {
 	return nil
 }
 
+// SyncFS implements FS: every file's data and every directory entry
+// become durable, as after syncfs(2) of the one file system MemFS models.
+func (m *MemFS) SyncFS(string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	clear(m.mu.durable)
+	for p, n := range m.mu.cur {
+		m.mu.durable[p] = n
+		n.mu.Lock()
+		n.syncLocked()
+		n.mu.Unlock()
+	}
+	return nil
+}
+
 type memLock struct {
 	m    *MemFS
 	name string
@@ -469,18 +484,23 @@ func (f *memFile) Close() error { f.closed = true; return nil }
 func (f *memFile) Sync() error {
 	f.n.mu.Lock()
 	defer f.n.mu.Unlock()
-	for _, op := range f.n.pending {
+	f.n.syncLocked()
+	return nil
+}
+
+// syncLocked makes n's pending writes durable. Caller holds n.mu.
+func (n *memNode) syncLocked() {
+	for _, op := range n.pending {
 		if op.data == nil {
-			f.n.synced = resize(f.n.synced, op.trunc)
+			n.synced = resize(n.synced, op.trunc)
 			continue
 		}
-		if end := op.off + int64(len(op.data)); end > int64(len(f.n.synced)) {
-			f.n.synced = resize(f.n.synced, end)
+		if end := op.off + int64(len(op.data)); end > int64(len(n.synced)) {
+			n.synced = resize(n.synced, end)
 		}
-		copy(f.n.synced[op.off:], op.data)
+		copy(n.synced[op.off:], op.data)
 	}
-	f.n.pending = nil
-	return nil
+	n.pending = nil
 }
 
 func (f *memFile) Truncate(size int64) error {

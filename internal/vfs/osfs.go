@@ -74,6 +74,21 @@ func (osFS) SyncDir(dir string) error {
 	return nil
 }
 
+// SyncFS implements FS with syncfs(2), which writes back every dirty page
+// and inode of the file system and waits for them (it reports writeback
+// errors since Linux 5.8).
+func (osFS) SyncFS(path string) error {
+	d, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("vfs: syncfs %q: %w", path, err)
+	}
+	defer d.Close()
+	if err := unix.Syncfs(int(d.Fd())); err != nil {
+		return fmt.Errorf("vfs: syncfs %q: %w", path, err)
+	}
+	return nil
+}
+
 type osLock struct{ f *os.File }
 
 func (l osLock) Close() error {

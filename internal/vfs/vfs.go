@@ -48,6 +48,11 @@ type FS interface {
 	Stat(name string) (os.FileInfo, error)
 	// SyncDir makes creations, renames and removals in dir durable.
 	SyncDir(dir string) error
+	// SyncFS makes every write, creation, rename and removal made so far on
+	// the file system holding path durable, whatever file it touched
+	// (syncfs(2) on Linux): one call instead of a Sync per file. Writes
+	// made while it runs may or may not be covered.
+	SyncFS(path string) error
 	// Lock takes an exclusive advisory lock on the named file, creating it.
 	// The lock is held until the returned Closer is closed.
 	Lock(name string) (io.Closer, error)

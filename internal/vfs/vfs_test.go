@@ -70,3 +70,38 @@ func TestMemFSCapacity(t *testing.T) {
 	require.NoError(t, err)
 	require.InDelta(t, 0.8, u.UsedRatio(), 0.001)
 }
+
+func TestSyncFSMakesEverythingDurable(t *testing.T) {
+	m := NewMem()
+	require.NoError(t, m.MkdirAll("/d/e", 0o755))
+	f, err := m.Create("/d/a")
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte("written"), 0)
+	require.NoError(t, err)
+	g, err := m.Create("/d/e/b") // no File.Sync, no SyncDir
+	require.NoError(t, err)
+	_, err = g.WriteAt([]byte("too"), 0)
+	require.NoError(t, err)
+	require.NoError(t, m.Remove("/d/a"))
+	h, err := m.Create("/d/a2")
+	require.NoError(t, err)
+	_, err = h.WriteAt([]byte("renamed"), 0)
+	require.NoError(t, err)
+	require.NoError(t, m.SyncFS("/d"))
+	_, err = h.WriteAt([]byte("-after"), 7) // after the SyncFS: may be lost
+	require.NoError(t, err)
+
+	c := m.CrashClone(rand.New(rand.NewPCG(1, 1)), 0)
+	b, err := ReadFile(c, "/d/e/b")
+	require.NoError(t, err)
+	require.Equal(t, "too", string(b))
+	b, err = ReadFile(c, "/d/a2")
+	require.NoError(t, err)
+	require.Equal(t, "renamed", string(b), "data written after SyncFS is not durable")
+	_, err = c.Stat("/d/a")
+	require.ErrorIs(t, err, ErrNotExist, "a removal before SyncFS is durable")
+
+	// The operating system's: syncfs(2) on a real directory succeeds.
+	require.NoError(t, Default().SyncFS(t.TempDir()))
+	require.Error(t, Default().SyncFS("/nonexistent/raftmq"))
+}
