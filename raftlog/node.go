@@ -199,11 +199,17 @@ func NewNode(cfg Config) (*Node, error) {
 	if cfg.ID == 0 {
 		return nil, errors.New("raftlog: node ID 0 is reserved")
 	}
-	hs, _, _ := cfg.Storage.InitialState()
+	hs, _, err := cfg.Storage.InitialState()
+	if err != nil {
+		return nil, fmt.Errorf("raftlog: initial state: %w", err)
+	}
+	last, err := cfg.Storage.LastIndex()
+	if err != nil {
+		return nil, fmt.Errorf("raftlog: last index: %w", err)
+	}
 	// The commit index is persisted lazily; entries the state machine has
 	// applied were committed, so the commit index is at least that.
 	if cfg.Applied > hs.GetCommit() {
-		last, _ := cfg.Storage.LastIndex()
 		if cfg.Applied > last {
 			return nil, fmt.Errorf("raftlog: applied index %d beyond the last log index %d", cfg.Applied, last)
 		}
@@ -228,7 +234,7 @@ func NewNode(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftlog: %w", err)
 	}
-	if last, _ := cfg.Storage.LastIndex(); last == 0 && len(cfg.Bootstrap) > 0 {
+	if last == 0 && len(cfg.Bootstrap) > 0 {
 		if err := rn.Bootstrap(cfg.Bootstrap); err != nil {
 			return nil, fmt.Errorf("raftlog: bootstrap: %w", err)
 		}

@@ -58,6 +58,10 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // file is not empty.
 var ErrStateCorrupt = errors.New("raftlog: raft state file corrupt")
 
+// ErrClosed is returned by InitialState, FirstIndex and LastIndex after
+// Close: a node must not be built over (or keep reading) a closed storage.
+var ErrClosed = errors.New("raftlog: storage closed")
+
 // Storage implements raft.Storage over a commitlog.
 type Storage struct {
 	fs  vfs.FS
@@ -71,6 +75,7 @@ type Storage struct {
 		compact  uint64 // entries <= compact are gone
 		compactT uint64
 		seq      uint64
+		closed   bool
 	}
 	f vfs.File
 	// SnapshotData, when set, returns the application's snapshot and the
@@ -85,8 +90,9 @@ type Storage struct {
 
 var _ raft.Storage = (*Storage)(nil)
 
-// OpenStorage opens the state file in dir and wraps log.
-func OpenStorage(fs vfs.FS, dir string, log *commitlog.Log) (*Storage, error) {
+// OpenStorage opens the state file in dir and wraps log. On error the
+// state file is closed again.
+func OpenStorage(fs vfs.FS, dir string, log *commitlog.Log) (_ *Storage, err error) {
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("raftlog: create %s: %w", dir, err)
 	}
@@ -94,14 +100,17 @@ func OpenStorage(fs vfs.FS, dir string, log *commitlog.Log) (*Storage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftlog: open state: %w", err)
 	}
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
 	s := &Storage{fs: fs, dir: dir, log: log, f: f}
 	s.mu.hs, s.mu.cs = &pb.HardState{}, &pb.ConfState{}
 	if err := s.load(); err != nil {
-		f.Close()
 		return nil, err
 	}
 	if err := fs.SyncDir(dir); err != nil {
-		f.Close()
 		return nil, fmt.Errorf("raftlog: sync dir: %w", err)
 	}
 	if first := log.FirstIndex(); first > s.mu.compact+1 && log.LastIndex() >= first {
@@ -232,6 +241,9 @@ func (s *Storage) persistLocked() error {
 func (s *Storage) InitialState() (*pb.HardState, *pb.ConfState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.mu.closed {
+		return nil, nil, ErrClosed
+	}
 	return proto.CloneOf(s.mu.hs), proto.CloneOf(s.mu.cs), nil
 }
 
@@ -357,8 +369,11 @@ func (s *Storage) Term(i uint64) (uint64, error) {
 // LastIndex implements raft.Storage.
 func (s *Storage) LastIndex() (uint64, error) {
 	s.mu.Lock()
-	compact := s.mu.compact
+	compact, closed := s.mu.compact, s.mu.closed
 	s.mu.Unlock()
+	if closed {
+		return 0, ErrClosed
+	}
 	return max(s.log.LastIndex(), compact), nil
 }
 
@@ -366,6 +381,9 @@ func (s *Storage) LastIndex() (uint64, error) {
 func (s *Storage) FirstIndex() (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.mu.closed {
+		return 0, ErrClosed
+	}
 	return s.mu.compact + 1, nil
 }
 
@@ -450,4 +468,9 @@ func (s *Storage) ApplySnapshot(md *pb.SnapshotMetadata, pos int64) error {
 }
 
 // Close closes the state file (not the log).
-func (s *Storage) Close() error { return s.f.Close() }
+func (s *Storage) Close() error {
+	s.mu.Lock()
+	s.mu.closed = true
+	s.mu.Unlock()
+	return s.f.Close()
+}
