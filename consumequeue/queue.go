@@ -47,6 +47,13 @@ type Options struct {
 	// UnitsPerFile is the number of units in one file; 0 means
 	// DefaultUnitsPerFile. It must match the existing files.
 	UnitsPerFile int
+	// MaxOpenFiles bounds the files (one descriptor and one mapping each)
+	// kept open at once by a Set over all its queues, or by a Queue opened
+	// alone with OpenQueue. Files are opened on first use and the least
+	// recently used are closed beyond the bound; see "Open files" in the
+	// package documentation. 0 means DefaultMaxOpenFiles (1,024); a
+	// negative value means no bound.
+	MaxOpenFiles int
 	// Logger receives recovery warnings; nil discards them.
 	Logger *slog.Logger
 }
@@ -64,25 +71,32 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// segment is one file of a queue.
+// firstFileUnits is the size in units a file is created with (4,080 bytes:
+// one 4 KiB block), unless it must hold more blank units or is smaller.
+const firstFileUnits = 204
+
+// growTarget returns the size in units a file of have units grows to so
+// that it holds need units: it doubles, from firstFileUnits, up to perFile.
+func growTarget(have, need, perFile int64) int64 {
+	n := max(have, firstFileUnits)
+	for n < need {
+		n *= 2
+	}
+	return min(n, perFile)
+}
+
+// segment is one file of a queue. The file is open (h != nil) only while it
+// is in the queue's file cache; see cache.go.
 type segment struct {
-	base int64  // queue offset of the file's first unit
-	path string // file path
-	f    vfs.File
-	m    vfs.Mapping
-	data []byte // m.Bytes(), the whole file
-	// dirty: written since the last Sync. Guarded by Queue.w.
+	base int64 // queue offset of the file's first unit
+	// units is the file's size in units: perFile for every file but the
+	// last, which grows (see growLocked). Changed with q.w and q.mu.Lock
+	// held, so either lock suffices to read it.
+	units int64
+	h     atomic.Pointer[handle] // the open file, or nil
+	// dirty: written since the last Sync. Guarded by Queue.w. A dirty
+	// segment is open: closing a file syncs it first.
 	dirty bool
-}
-
-// raw decodes the i-th unit of the file.
-func (s *segment) raw(i int64) rawUnit {
-	u, _ := decodeUnit(s.data[i*UnitSize:])
-	return u
-}
-
-func (s *segment) close() error {
-	return errors.Join(s.m.Close(), s.f.Close())
 }
 
 // Queue is the consume queue of one topic and queue id. See the package
@@ -95,6 +109,7 @@ type Queue struct {
 	perFile  int64 // units per file
 	fileSize int64 // bytes per file
 	log      *slog.Logger
+	cache    *fileCache // shared by the queues of a Set
 
 	// needSync is set by writes and cleared by Sync, so Set.SyncDirty can
 	// skip clean queues without taking their locks.
@@ -103,6 +118,10 @@ type Queue struct {
 	// owner syncing the whole file system knows which queues it covered
 	// (Set.MarkDirty, Set.SyncedByFS).
 	writes atomic.Uint64
+
+	// openMu serialises the opening of files by readers (which hold only
+	// mu.RLock) and the writer.
+	openMu sync.Mutex
 
 	// w serialises the writer methods. A writer reads mu's fields holding
 	// only w, and takes mu.Lock to change them.
@@ -113,6 +132,15 @@ type Queue struct {
 		// len(pend)/UnitSize): put with PutBuffered, not yet written, so
 		// invisible to readers. See flushLocked.
 		pend []byte
+		// tail is the unit at endLocked()-1 when tailOK, so that a put
+		// checks overlap without reading the file.
+		tail   rawUnit
+		tailOK bool
+		// minPhy is the PhyOffset of the unit at mu.min when minPhyOK (and
+		// mu.min < mu.max), so that DeleteBefore leaves an idle queue's
+		// files closed.
+		minPhy   int64
+		minPhyOK bool
 	}
 
 	// mu guards what readers see.
@@ -122,21 +150,27 @@ type Queue struct {
 		// segs[i].base + perFile.
 		segs []*segment
 		// Invariant: len(segs) == 0 implies min == max == 0; otherwise
-		// segs[0].base <= min <= max <= segs[len-1].base + perFile and
-		// max >= segs[len-1].base.
+		// segs[0].base <= min <= max <= segs[len-1].base +
+		// segs[len-1].units and max >= segs[len-1].base.
 		min, max int64
 		closed   bool
 	}
 }
 
 // OpenQueue opens the queue of topic/queueID under root, creating its
-// directory if needed, and recovers MaxOffset from its files.
+// directory if needed, and recovers MaxOffset from its files. The queue has
+// a file cache of its own (Options.MaxOpenFiles); the queues of a Set share
+// the Set's.
 func OpenQueue(fs vfs.FS, root, topic string, queueID int32, opts Options) (*Queue, error) {
-	if err := checkName(topic, queueID); err != nil {
-		return nil, err
-	}
 	opts, err := opts.withDefaults()
 	if err != nil {
+		return nil, err
+	}
+	return openQueueIn(fs, root, topic, queueID, opts, newFileCache(opts.MaxOpenFiles))
+}
+
+func openQueueIn(fs vfs.FS, root, topic string, queueID int32, opts Options, cache *fileCache) (*Queue, error) {
+	if err := checkName(topic, queueID); err != nil {
 		return nil, err
 	}
 	q := &Queue{
@@ -146,18 +180,43 @@ func OpenQueue(fs vfs.FS, root, topic string, queueID int32, opts Options) (*Que
 		queueID:  queueID,
 		perFile:  int64(opts.UnitsPerFile),
 		fileSize: int64(opts.UnitsPerFile) * UnitSize,
-		log:      opts.Logger.With("topic", topic, "queue", queueID),
+		log:      opts.Logger,
+		cache:    cache,
 	}
 	if err := mkdirDurable(fs, q.dir); err != nil {
 		return nil, fmt.Errorf("consumequeue: open %s: %w", q.name(), err)
 	}
-	if err := q.load(); err != nil {
+	// The locks keep evictions away from the files load has open.
+	q.w.Lock()
+	q.mu.Lock()
+	err := q.load()
+	if err != nil {
 		for _, s := range q.mu.segs {
-			_ = s.close() // the load error is the one to report
+			if h := s.h.Load(); h != nil {
+				_ = q.closeHandle(h) // the load error is the one to report
+			}
 		}
+		q.mu.segs = nil
+	}
+	q.mu.Unlock()
+	q.w.Unlock()
+	if err != nil {
 		return nil, fmt.Errorf("consumequeue: open %s: %w", q.name(), err)
 	}
+	cache.maybeEvict()
 	return q, nil
+}
+
+// warn logs a recovery or eviction warning about the queue. The queue's
+// attributes are added here rather than bound to a logger per queue, which
+// would cost memory in every idle queue.
+func (q *Queue) warn(msg string, args ...any) {
+	q.log.Warn(msg, append([]any{"topic", q.topic, "queue", q.queueID}, args...)...)
+}
+
+// path returns the path of s's file.
+func (q *Queue) path(s *segment) string {
+	return vfs.Join(q.dir, fileName(s.base*UnitSize))
 }
 
 // checkName rejects topics that are not a single path element.
@@ -242,106 +301,56 @@ func (q *Queue) Close() error {
 	q.mu.Lock()
 	segs := q.mu.segs
 	q.mu.segs, q.mu.closed = nil, true
-	q.mu.Unlock()
 	for _, s := range segs {
-		if err := s.close(); err != nil {
-			errs = append(errs, fmt.Errorf("close %s: %w", s.path, err))
+		if h := s.h.Load(); h != nil {
+			if err := q.closeHandle(h); err != nil {
+				errs = append(errs, fmt.Errorf("close %s: %w", q.path(s), err))
+			}
 		}
 	}
+	q.mu.Unlock()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("consumequeue: close %s: %w", q.name(), err)
 	}
 	return nil
 }
 
-// load opens the queue's files and recovers min and max.
+// load finds the queue's files and recovers min and max. The caller holds
+// q.w and q.mu.Lock.
 func (q *Queue) load() error {
 	names, err := q.fs.List(q.dir)
 	if err != nil {
 		return fmt.Errorf("list %q: %w", q.dir, err)
 	}
-	var bases []int64
+	var sizes []int64
 	for _, name := range names {
 		off, ok := parseFileName(name)
 		if !ok {
 			q.log.Debug("consumequeue: ignoring file", "file", vfs.Join(q.dir, name))
 			continue
 		}
+		path := vfs.Join(q.dir, name)
 		if off%q.fileSize != 0 {
 			return fmt.Errorf("file %s: name is not a multiple of the file size %d (UnitsPerFile %d): %w",
-				vfs.Join(q.dir, name), q.fileSize, q.perFile, ErrCorrupt)
+				path, q.fileSize, q.perFile, ErrCorrupt)
 		}
 		base := off / UnitSize
-		if n := len(bases); n > 0 && base != bases[n-1]+q.perFile {
+		if n := len(q.mu.segs); n > 0 && base != q.mu.segs[n-1].base+q.perFile {
 			return fmt.Errorf("file %s: missing file before it (expected %s): %w",
-				vfs.Join(q.dir, name), fileName((bases[n-1]+q.perFile)*UnitSize), ErrCorrupt)
+				path, fileName((q.mu.segs[n-1].base+q.perFile)*UnitSize), ErrCorrupt)
 		}
-		bases = append(bases, base)
-	}
-	for i, base := range bases {
-		s, err := q.openSegment(base, i == len(bases)-1)
+		fi, err := q.fs.Stat(path)
 		if err != nil {
-			return err
+			return fmt.Errorf("stat %s: %w", path, err)
 		}
-		q.mu.segs = append(q.mu.segs, s)
-	}
-	return q.recover()
-}
-
-// openSegment opens and maps one file, extending a short last file.
-func (q *Queue) openSegment(base int64, last bool) (*segment, error) {
-	path := vfs.Join(q.dir, fileName(base*UnitSize))
-	f, err := q.fs.OpenReadWrite(path)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	s, err := q.mapSegment(f, path, base, last)
-	if err != nil {
-		_ = f.Close() // the first error is the one to report
-		return nil, err
-	}
-	return s, nil
-}
-
-func (q *Queue) mapSegment(f vfs.File, path string, base int64, last bool) (*segment, error) {
-	size, err := f.Size()
-	if err != nil {
-		return nil, fmt.Errorf("size of %s: %w", path, err)
-	}
-	switch {
-	case size > q.fileSize || (size < q.fileSize && !last):
-		return nil, fmt.Errorf("file %s: size %d, want %d (UnitsPerFile %d): %w",
-			path, size, q.fileSize, q.perFile, ErrCorrupt)
-	case size < q.fileSize:
-		// A crash while the file was being created and preallocated.
-		q.log.Warn("consumequeue: extending short last file", "file", path, "size", size)
-		if err := f.Truncate(q.fileSize); err != nil {
-			return nil, fmt.Errorf("extend %s: %w", path, err)
+		size := fi.Size()
+		if size > q.fileSize {
+			return fmt.Errorf("file %s: size %d, want %d (UnitsPerFile %d): %w",
+				path, size, q.fileSize, q.perFile, ErrCorrupt)
 		}
-		if err := f.Sync(); err != nil {
-			return nil, fmt.Errorf("sync %s: %w", path, err)
-		}
+		q.mu.segs = append(q.mu.segs, &segment{base: base, units: size / UnitSize})
+		sizes = append(sizes, size)
 	}
-	m, err := f.Map(q.fileSize)
-	if err != nil {
-		return nil, fmt.Errorf("map %s: %w", path, err)
-	}
-	if int64(len(m.Bytes())) != q.fileSize {
-		_ = m.Close()
-		return nil, fmt.Errorf("map %s: got %d bytes, want %d", path, len(m.Bytes()), q.fileSize)
-	}
-	return &segment{base: base, path: path, f: f, m: m, data: m.Bytes()}, nil
-}
-
-// corruptAt describes corruption of the unit at index i of s.
-func corruptAt(s *segment, i int64, format string, args ...any) error {
-	return fmt.Errorf("file %s byte %d (queue offset %d): %s: %w",
-		s.path, i*UnitSize, s.base+i, fmt.Sprintf(format, args...), ErrCorrupt)
-}
-
-// recover sets min and max from the loaded files; see "Recovery" in the
-// package documentation.
-func (q *Queue) recover() error {
 	if err := q.dropEmptyTail(); err != nil {
 		return err
 	}
@@ -349,61 +358,131 @@ func (q *Queue) recover() error {
 	if len(segs) == 0 {
 		return nil
 	}
+	for i, s := range segs[:len(segs)-1] {
+		if sizes[i] != q.fileSize {
+			return fmt.Errorf("file %s: size %d, want %d (UnitsPerFile %d): %w",
+				q.path(s), sizes[i], q.fileSize, q.perFile, ErrCorrupt)
+		}
+	}
+	last := segs[len(segs)-1]
+	if size := sizes[len(segs)-1]; size%UnitSize != 0 {
+		// The end of an unsynced write past the file's old size, torn by
+		// a crash that lost the growth before it.
+		q.warn("consumequeue: cutting a partial unit off the end of the last file",
+			"file", q.path(last), "size", size)
+		h, err := q.file(last)
+		if err != nil {
+			return err
+		}
+		if err := h.f.Truncate(last.units * UnitSize); err != nil {
+			return fmt.Errorf("truncate %s: %w", q.path(last), err)
+		}
+		if err := h.f.Sync(); err != nil {
+			return fmt.Errorf("sync %s: %w", q.path(last), err)
+		}
+	}
+	return q.recover()
+}
+
+// corruptAt describes corruption of the unit at index i of s.
+func (q *Queue) corruptAt(s *segment, i int64, format string, args ...any) error {
+	return fmt.Errorf("file %s byte %d (queue offset %d): %s: %w",
+		q.path(s), i*UnitSize, s.base+i, fmt.Sprintf(format, args...), ErrCorrupt)
+}
+
+// recover sets min and max from the loaded files; see "Recovery" in the
+// package documentation. It leaves only the last file open.
+func (q *Queue) recover() error {
+	segs := q.mu.segs
 	first := segs[0]
+	fh, err := q.file(first)
+	if err != nil {
+		return err
+	}
 	blanks := int64(0)
-	for blanks < q.perFile && first.raw(blanks).blank() {
+	for blanks < q.perFile && fh.rawOrZero(blanks).blank() {
 		blanks++
 	}
 	q.mu.min = first.base + blanks
 	var prev rawUnit // last valid unit seen
 	for i, s := range segs[:len(segs)-1] {
+		h, err := q.file(s)
+		if err != nil {
+			return err
+		}
 		lo := int64(0)
 		if i == 0 {
 			lo = min(blanks, q.perFile-1) // an all-blank file fails below
 		}
 		for _, j := range []int64{lo, q.perFile - 1} {
-			u := s.raw(j)
+			u := h.raw(j)
 			if !u.valid() {
-				return corruptAt(s, j, "invalid unit %v in a complete file", u)
+				return q.corruptAt(s, j, "invalid unit %v in a complete file", u)
 			}
 			if u.phy < prev.end() {
-				return corruptAt(s, j, "unit %v overlaps earlier unit %v", u, prev)
+				return q.corruptAt(s, j, "unit %v overlaps earlier unit %v", u, prev)
+			}
+			if s.base+j == q.mu.min {
+				q.w.minPhy, q.w.minPhyOK = u.phy, true
 			}
 			prev = u
 		}
+		// Complete files are read again only when asked for.
+		if err := q.closeHandle(h); err != nil {
+			return fmt.Errorf("close %s: %w", q.path(s), err)
+		}
 	}
 	last := segs[len(segs)-1]
+	h, err := q.file(last)
+	if err != nil {
+		return err
+	}
 	i := int64(0)
 	if len(segs) == 1 {
 		i = blanks
 	}
-	for ; i < q.perFile; i++ {
-		u := last.raw(i)
+	for ; i < last.units; i++ {
+		u := h.raw(i)
 		if u.empty() {
 			break
 		}
 		if !u.valid() {
-			return corruptAt(last, i, "invalid unit %v", u)
+			return q.corruptAt(last, i, "invalid unit %v", u)
 		}
 		if u.phy < prev.end() {
-			return corruptAt(last, i, "unit %v overlaps previous unit %v", u, prev)
+			return q.corruptAt(last, i, "unit %v overlaps previous unit %v", u, prev)
+		}
+		if last.base+i == q.mu.min {
+			q.w.minPhy, q.w.minPhyOK = u.phy, true
 		}
 		prev = u
 	}
 	q.mu.max = last.base + i
-	return q.zeroStale(last, i)
+	if q.mu.max > q.mu.min {
+		q.w.tail, q.w.tailOK = prev, true
+	}
+	return q.zeroStale(last, h, i)
 }
 
 // dropEmptyTail removes trailing files without a unit that follow an
 // incomplete file: a crash after creating them, before any unit in them
-// became durable, and after units of the previous file were lost.
+// became durable, and after units of the previous file were lost. Units
+// beyond the end of a short file read as zero.
 func (q *Queue) dropEmptyTail() error {
 	for n := len(q.mu.segs); n > 1; n = len(q.mu.segs) {
 		last, prev := q.mu.segs[n-1], q.mu.segs[n-2]
-		if !last.raw(0).empty() || !prev.raw(q.perFile-1).empty() {
-			return nil
+		lh, err := q.file(last)
+		if err != nil {
+			return err
 		}
-		q.log.Warn("consumequeue: removing empty file after an incomplete one", "file", last.path)
+		ph, err := q.file(prev)
+		if err != nil {
+			return err
+		}
+		if !lh.rawOrZero(0).empty() || !ph.rawOrZero(q.perFile-1).empty() {
+			return q.closeHandle(ph)
+		}
+		q.warn("consumequeue: removing empty file after an incomplete one", "file", q.path(last))
 		q.mu.segs = q.mu.segs[:n-1]
 		if err := q.removeSegment(last); err != nil {
 			return err
@@ -415,8 +494,8 @@ func (q *Queue) dropEmptyTail() error {
 // zeroStale zeroes the units of s from index i on if any byte there is not
 // zero: unsynced writes a crash reordered or tore. Left in place they could
 // reappear behind later writes.
-func (q *Queue) zeroStale(s *segment, i int64) error {
-	tail := s.data[i*UnitSize:]
+func (q *Queue) zeroStale(s *segment, h *handle, i int64) error {
+	tail := h.data[i*UnitSize:]
 	n := len(tail)
 	for n > 0 && tail[n-1] == 0 {
 		n--
@@ -425,25 +504,25 @@ func (q *Queue) zeroStale(s *segment, i int64) error {
 		return nil
 	}
 	units := (int64(n) + UnitSize - 1) / UnitSize
-	q.log.Warn("consumequeue: zeroing units after the end of the written units (unsynced writes of a crash)",
-		"file", s.path, "offset", s.base+i, "units", units)
-	if err := zeroRange(s, i, i+units); err != nil {
+	q.warn("consumequeue: zeroing units after the end of the written units (unsynced writes of a crash)",
+		"file", q.path(s), "offset", s.base+i, "units", units)
+	if err := q.zeroRange(s, h, i, i+units); err != nil {
 		return err
 	}
-	if err := s.f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", s.path, err)
+	if err := h.f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", q.path(s), err)
 	}
 	return nil
 }
 
-// zeroRange writes zeros over units [from, to) of s.
-func zeroRange(s *segment, from, to int64) error {
+// zeroRange writes zeros over units [from, to) of s, which has them.
+func (q *Queue) zeroRange(s *segment, h *handle, from, to int64) error {
 	const chunk = 64 << 10
 	zeros := make([]byte, min((to-from)*UnitSize, chunk))
 	for off, end := from*UnitSize, to*UnitSize; off < end; {
 		n := min(end-off, int64(len(zeros)))
-		if _, err := s.f.WriteAt(zeros[:n], off); err != nil {
-			return fmt.Errorf("zero %s at %d: %w", s.path, off, err)
+		if _, err := h.f.WriteAt(zeros[:n], off); err != nil {
+			return fmt.Errorf("zero %s at %d: %w", q.path(s), off, err)
 		}
 		off += n
 	}
@@ -451,13 +530,15 @@ func zeroRange(s *segment, from, to int64) error {
 }
 
 // removeSegment closes s and removes its file durably. s must already be
-// detached from q.mu.segs.
+// detached from q.mu.segs; the caller holds q.w.
 func (q *Queue) removeSegment(s *segment) error {
-	if err := s.close(); err != nil {
-		return fmt.Errorf("close %s: %w", s.path, err)
+	if h := s.h.Load(); h != nil {
+		if err := q.closeHandle(h); err != nil {
+			return fmt.Errorf("close %s: %w", q.path(s), err)
+		}
 	}
-	if err := q.fs.Remove(s.path); err != nil {
-		return fmt.Errorf("remove %s: %w", s.path, err)
+	if err := q.fs.Remove(q.path(s)); err != nil {
+		return fmt.Errorf("remove %s: %w", q.path(s), err)
 	}
 	if err := q.fs.SyncDir(q.dir); err != nil {
 		return fmt.Errorf("sync dir %s: %w", q.dir, err)
@@ -478,14 +559,18 @@ func (q *Queue) checkInvariants() error {
 	}
 	for i := 1; i < len(segs); i++ {
 		if segs[i].base != segs[i-1].base+q.perFile {
-			return fmt.Errorf("file %s does not follow %s", segs[i].path, segs[i-1].path)
+			return fmt.Errorf("file %s does not follow %s", q.path(segs[i]), q.path(segs[i-1]))
+		}
+		if segs[i-1].units != q.perFile {
+			return fmt.Errorf("file %s has %d units, not %d", q.path(segs[i-1]), segs[i-1].units, q.perFile)
 		}
 	}
 	last := segs[len(segs)-1]
-	if segs[0].base > lo || lo > hi || hi > last.base+q.perFile || hi < last.base {
-		return fmt.Errorf("files [%d, %d) min %d max %d", segs[0].base, last.base+q.perFile, lo, hi)
+	if segs[0].base > lo || lo > hi || hi > last.base+last.units || hi < last.base || last.units > q.perFile {
+		return fmt.Errorf("files [%d, %d) (last %d units) min %d max %d",
+			segs[0].base, last.base+q.perFile, last.units, lo, hi)
 	}
-	if hi < last.base+q.perFile && !last.raw(hi-last.base).empty() {
+	if h := last.h.Load(); h != nil && !h.rawOrZero(hi-last.base).empty() {
 		return fmt.Errorf("unit at max %d is written", hi)
 	}
 	return nil

@@ -138,7 +138,7 @@ func TestOpenValidation(t *testing.T) {
 	require.NoError(t, q.Close())
 	data, err := vfs.ReadFile(fs, "/cq/t/0/00000000000000000000")
 	require.NoError(t, err)
-	require.Len(t, data, DefaultUnitsPerFile*UnitSize)
+	require.Len(t, data, firstFileUnits*UnitSize, "a new file has room for 204 units, not 300,000")
 }
 
 func TestTruncateTo(t *testing.T) {

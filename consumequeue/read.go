@@ -9,28 +9,30 @@ import (
 const scanFactor = 64
 
 // rawLocked returns the unit at off and its file; ok is false when off is
-// not below max or not in a file. Callers hold q.mu (either mode) or q.w.
-func (q *Queue) rawLocked(off int64) (u rawUnit, s *segment, ok bool) {
+// not below max or not in a file, and err reports a file that could not be
+// opened. Callers hold q.mu (either mode) or q.w.
+func (q *Queue) rawLocked(off int64) (u rawUnit, s *segment, ok bool, err error) {
 	segs := q.mu.segs
 	if len(segs) == 0 || off < segs[0].base || off >= q.mu.max {
-		return rawUnit{}, nil, false
+		return rawUnit{}, nil, false, nil
 	}
 	s = segs[(off-segs[0].base)/q.perFile]
-	return s.raw(off - s.base), s, true
-}
-
-// unitLocked returns the unit at off, which is in [min, max).
-func (q *Queue) unitLocked(off int64) (Unit, error) {
-	u, s, _ := q.rawLocked(off)
-	if !u.valid() {
-		return Unit{}, corruptAt(s, off-s.base, "invalid unit %v", u)
+	h, err := q.file(s)
+	if err != nil {
+		return rawUnit{}, s, false, err
 	}
-	return u.unit(off), nil
+	return h.raw(off - s.base), s, true, nil
 }
 
 // Get returns the unit at offset; ErrOffsetOutOfRange outside [MinOffset,
 // MaxOffset).
 func (q *Queue) Get(offset int64) (Unit, error) {
+	u, err := q.get(offset)
+	q.cache.maybeEvict()
+	return u, err
+}
+
+func (q *Queue) get(offset int64) (Unit, error) {
 	q.mu.RLock()
 	defer q.mu.RUnlock()
 	if q.mu.closed {
@@ -40,11 +42,14 @@ func (q *Queue) Get(offset int64) (Unit, error) {
 		return Unit{}, fmt.Errorf("consumequeue: get %s offset %d: queue holds [%d, %d): %w",
 			q.name(), offset, q.mu.min, q.mu.max, ErrOffsetOutOfRange)
 	}
-	u, err := q.unitLocked(offset)
+	u, s, _, err := q.rawLocked(offset)
+	if err == nil && !u.valid() {
+		err = q.corruptAt(s, offset-s.base, "invalid unit %v", u)
+	}
 	if err != nil {
 		return Unit{}, fmt.Errorf("consumequeue: get %s: %w", q.name(), err)
 	}
-	return u, nil
+	return u.unit(offset), nil
 }
 
 // Read returns up to max units at or after offset whose tags code passes
@@ -53,8 +58,14 @@ func (q *Queue) Get(offset int64) (Unit, error) {
 // unit examined, where the caller continues. offset == MaxOffset returns no
 // units and next == offset; offsets outside [MinOffset, MaxOffset] are
 // ErrOffsetOutOfRange. filter runs with the queue's read lock held and must
-// not call the Queue's methods.
+// not call the methods of any Queue or Set.
 func (q *Queue) Read(offset int64, max int, filter func(tagsCode int64) bool) (units []Unit, next int64, err error) {
+	units, next, err = q.read(offset, max, filter)
+	q.cache.maybeEvict()
+	return units, next, err
+}
+
+func (q *Queue) read(offset int64, max int, filter func(tagsCode int64) bool) (units []Unit, next int64, err error) {
 	if max <= 0 {
 		return nil, offset, fmt.Errorf("consumequeue: read %s: max %d: %w", q.name(), max, ErrInvalidArgument)
 	}
@@ -75,12 +86,16 @@ func (q *Queue) Read(offset int64, max int, filter func(tagsCode int64) bool) (u
 	next = offset
 	for next < end && len(units) < max {
 		s := q.mu.segs[(next-q.mu.segs[0].base)/q.perFile]
+		h, err := q.file(s)
+		if err != nil {
+			return nil, offset, fmt.Errorf("consumequeue: read %s: %w", q.name(), err)
+		}
 		stop := min(end, s.base+q.perFile)
 		for ; next < stop && len(units) < max; next++ {
-			u := s.raw(next - s.base)
+			u := h.raw(next - s.base)
 			if !u.valid() {
 				return nil, offset, fmt.Errorf("consumequeue: read %s: %w", q.name(),
-					corruptAt(s, next-s.base, "invalid unit %v", u))
+					q.corruptAt(s, next-s.base, "invalid unit %v", u))
 			}
 			if filter == nil || filter(u.tags) {
 				units = append(units, u.unit(next))

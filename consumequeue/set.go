@@ -12,14 +12,20 @@ import (
 )
 
 // Set manages every queue under one root directory. It is safe for
-// concurrent use; each Queue keeps its own one-writer contract.
+// concurrent use; each Queue keeps its own one-writer contract. The queues
+// share one cache of open files (Options.MaxOpenFiles).
 type Set struct {
-	fs   vfs.FS
-	root string
-	opts Options
+	fs    vfs.FS
+	root  string
+	opts  Options
+	cache *fileCache
+
+	// create serialises the creation of queues, which does file I/O, so
+	// that lookups (mu.RLock) never wait for it.
+	create sync.Mutex
 
 	mu struct {
-		sync.Mutex
+		sync.RWMutex
 		queues map[queueKey]*Queue
 		closed bool
 	}
@@ -37,7 +43,7 @@ func OpenSet(fs vfs.FS, root string, opts Options) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Set{fs: fs, root: root, opts: opts}
+	s := &Set{fs: fs, root: root, opts: opts, cache: newFileCache(opts.MaxOpenFiles)}
 	s.mu.queues = map[queueKey]*Queue{}
 	if err := mkdirDurable(fs, root); err != nil {
 		return nil, fmt.Errorf("consumequeue: open set %s: %w", root, err)
@@ -69,11 +75,13 @@ func (s *Set) discover() error {
 				s.opts.Logger.Debug("consumequeue: ignoring entry", "path", vfs.Join(s.root, topic, name))
 				continue
 			}
-			q, err := OpenQueue(s.fs, s.root, topic, id, s.opts)
+			q, err := openQueueIn(s.fs, s.root, topic, id, s.opts, s.cache)
 			if err != nil {
 				return err
 			}
+			s.mu.Lock()
 			s.mu.queues[queueKey{topic, id}] = q
+			s.mu.Unlock()
 		}
 	}
 	return nil
@@ -94,35 +102,62 @@ func parseQueueID(name string) (int32, bool) {
 }
 
 // Queue returns the queue of topic/queueID, creating it if create is set.
-// A missing queue with create unset is ErrNoQueue.
+// A missing queue with create unset is ErrNoQueue. A lookup is one map
+// access under a read lock; it never waits for a queue being created.
 func (s *Set) Queue(topic string, queueID int32, create bool) (*Queue, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.closed {
-		return nil, fmt.Errorf("consumequeue: queue %s/%d: %w", topic, queueID, ErrClosed)
-	}
-	if q, ok := s.mu.queues[queueKey{topic, queueID}]; ok {
-		return q, nil
+	q, err := s.lookup(topic, queueID)
+	if q != nil || err != nil {
+		return q, err
 	}
 	if !create {
 		return nil, fmt.Errorf("consumequeue: queue %s/%d: %w", topic, queueID, ErrNoQueue)
 	}
-	q, err := OpenQueue(s.fs, s.root, topic, queueID, s.opts)
+	s.create.Lock()
+	defer s.create.Unlock()
+	if q, err := s.lookup(topic, queueID); q != nil || err != nil {
+		return q, err
+	}
+	q, err = openQueueIn(s.fs, s.root, topic, queueID, s.opts, s.cache)
 	if err != nil {
 		return nil, err
 	}
-	s.mu.queues[queueKey{topic, queueID}] = q
+	s.mu.Lock()
+	closed := s.mu.closed
+	if !closed {
+		s.mu.queues[queueKey{topic, queueID}] = q
+	}
+	s.mu.Unlock()
+	if closed {
+		_ = q.Close() // the Set closed meanwhile
+		return nil, fmt.Errorf("consumequeue: queue %s/%d: %w", topic, queueID, ErrClosed)
+	}
 	return q, nil
 }
 
+// lookup returns the open queue of topic/queueID, nil if there is none, or
+// ErrClosed.
+func (s *Set) lookup(topic string, queueID int32) (*Queue, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.mu.closed {
+		return nil, fmt.Errorf("consumequeue: queue %s/%d: %w", topic, queueID, ErrClosed)
+	}
+	return s.mu.queues[queueKey{topic, queueID}], nil
+}
+
+// OpenFiles returns the number of queue files the Set has open (each one
+// descriptor and one mapping). It stays at most Options.MaxOpenFiles but for
+// the moments described under "Open files" in the package documentation.
+func (s *Set) OpenFiles() int { return int(s.cache.open.Load()) }
+
 // Queues returns the open queues sorted by topic, then queue id.
 func (s *Set) Queues() []*Queue {
-	s.mu.Lock()
+	s.mu.RLock()
 	qs := make([]*Queue, 0, len(s.mu.queues))
 	for _, q := range s.mu.queues {
 		qs = append(qs, q)
 	}
-	s.mu.Unlock()
+	s.mu.RUnlock()
 	slices.SortFunc(qs, func(a, b *Queue) int {
 		return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.queueID, b.queueID))
 	})

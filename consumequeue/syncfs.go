@@ -18,17 +18,18 @@ type SyncMark struct {
 // mark for each. Its cost is one pass over the open queues, without a
 // syscall for a queue that has nothing buffered.
 func (s *Set) MarkDirty() ([]SyncMark, error) {
-	s.mu.Lock()
+	s.mu.RLock()
 	var dirty []*Queue
 	for _, q := range s.mu.queues {
 		if q.needSync.Load() {
 			dirty = append(dirty, q)
 		}
 	}
-	s.mu.Unlock()
+	s.mu.RUnlock()
 	marks := make([]SyncMark, 0, len(dirty))
 	for _, q := range dirty {
 		w, err := q.flushForMark()
+		s.cache.maybeEvict()
 		if err != nil {
 			return nil, err
 		}

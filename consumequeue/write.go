@@ -3,8 +3,6 @@ package consumequeue
 import (
 	"fmt"
 	"sort"
-
-	"github.com/raftmq/raftmq/internal/vfs"
 )
 
 // writableLocked returns why the queue refuses writes, or nil.
@@ -46,6 +44,12 @@ const keepPendingCap = 16 << 10
 // returns and durable after the next Sync. Put is PutBuffered followed by
 // Flush: it also writes the units buffered before it.
 func (q *Queue) Put(queueOffset, phyOffset int64, size int32, tagsCode int64) error {
+	err := q.put(queueOffset, phyOffset, size, tagsCode)
+	q.cache.maybeEvict()
+	return err
+}
+
+func (q *Queue) put(queueOffset, phyOffset int64, size int32, tagsCode int64) error {
 	q.w.Lock()
 	defer q.w.Unlock()
 	if err := q.putLocked(queueOffset, phyOffset, size, tagsCode); err != nil {
@@ -70,6 +74,12 @@ func (q *Queue) Put(queueOffset, phyOffset int64, size int32, tagsCode int64) er
 // units are then dropped. The owner calls Flush before telling anyone that
 // the units are stored.
 func (q *Queue) PutBuffered(queueOffset, phyOffset int64, size int32, tagsCode int64) error {
+	err := q.putBuffered(queueOffset, phyOffset, size, tagsCode)
+	q.cache.maybeEvict()
+	return err
+}
+
+func (q *Queue) putBuffered(queueOffset, phyOffset int64, size int32, tagsCode int64) error {
 	q.w.Lock()
 	defer q.w.Unlock()
 	if err := q.putLocked(queueOffset, phyOffset, size, tagsCode); err != nil {
@@ -87,6 +97,12 @@ func (q *Queue) PutBuffered(queueOffset, phyOffset int64, size int32, tagsCode i
 // to readers; they are durable after the next Sync. After a failed write or
 // sync it returns that error.
 func (q *Queue) Flush() error {
+	err := q.flush()
+	q.cache.maybeEvict()
+	return err
+}
+
+func (q *Queue) flush() error {
 	q.w.Lock()
 	defer q.w.Unlock()
 	if err := q.writableLocked(); err != nil {
@@ -112,14 +128,24 @@ func (q *Queue) putLocked(queueOffset, phyOffset int64, size int32, tagsCode int
 	if queueOffset != end {
 		return q.replayLocked(queueOffset, u)
 	}
-	if prev, ok := q.writerUnitLocked(queueOffset - 1); ok && prev.valid() && u.phy < prev.end() {
+	prev, ok := q.w.tail, q.w.tailOK
+	if !ok {
+		var err error
+		if prev, ok, err = q.writerUnitLocked(queueOffset - 1); err != nil {
+			return fmt.Errorf("consumequeue: put %s offset %d: %w", q.name(), queueOffset, err)
+		}
+	}
+	if ok && prev.valid() && u.phy < prev.end() {
 		return fmt.Errorf("consumequeue: put %s offset %d: unit %v overlaps previous unit %v: %w",
 			q.name(), queueOffset, u, prev, ErrInvalidUnit)
 	}
 	n := len(q.w.pend)
 	q.w.pend = append(q.w.pend, make([]byte, UnitSize)...)
 	encodeUnit(q.w.pend[n:], u)
-	q.needSync.Store(true) // so Set.SyncDirty writes and syncs it
+	q.w.tail, q.w.tailOK = u, true
+	if !q.needSync.Load() {
+		q.needSync.Store(true) // so Set.SyncDirty writes and syncs it
+	}
 	return nil
 }
 
@@ -129,23 +155,27 @@ func (q *Queue) endLocked() int64 { return q.mu.max + int64(len(q.w.pend)/UnitSi
 
 // writerUnitLocked returns the unit at off as the writer sees it: written,
 // or buffered. ok is false outside [first file, endLocked). Callers hold q.w.
-func (q *Queue) writerUnitLocked(off int64) (rawUnit, bool) {
+func (q *Queue) writerUnitLocked(off int64) (u rawUnit, ok bool, err error) {
 	if off >= q.mu.max {
 		i := (off - q.mu.max) * UnitSize
 		if off < 0 || i >= int64(len(q.w.pend)) {
-			return rawUnit{}, false
+			return rawUnit{}, false, nil
 		}
-		return decodeUnit(q.w.pend[i:])
+		u, ok = decodeUnit(q.w.pend[i:])
+		return u, ok, nil
 	}
-	u, _, ok := q.rawLocked(off)
-	return u, ok
+	u, _, ok, err = q.rawLocked(off)
+	return u, ok, err
 }
 
 // replayLocked handles a Put at an offset other than the writer's end.
 func (q *Queue) replayLocked(off int64, u rawUnit) error {
 	end := q.endLocked()
 	if off >= q.mu.min && off < end {
-		have, _ := q.writerUnitLocked(off)
+		have, _, err := q.writerUnitLocked(off)
+		if err != nil {
+			return fmt.Errorf("consumequeue: put %s offset %d: %w", q.name(), off, err)
+		}
 		if have == u {
 			return nil
 		}
@@ -164,15 +194,21 @@ func (q *Queue) replayLocked(off int64, u rawUnit) error {
 func (q *Queue) flushLocked() error {
 	pend := q.w.pend
 	for done := 0; done < len(pend); {
-		s, err := q.segmentForWriteLocked(q.mu.max)
+		s, h, err := q.segmentForWriteLocked(q.mu.max)
 		if err != nil {
-			q.w.pend = q.w.pend[:0]
+			q.dropAllPending()
 			return q.fail(err)
 		}
 		n := min(int64(len(pend)-done), (s.base+q.perFile-q.mu.max)*UnitSize)
-		if _, err := s.f.WriteAt(pend[done:done+int(n)], (q.mu.max-s.base)*UnitSize); err != nil {
-			q.w.pend = q.w.pend[:0]
-			return q.fail(fmt.Errorf("write %s: %w", s.path, err))
+		if end := q.mu.max - s.base + n/UnitSize; end > s.units {
+			if err := q.growLocked(s, h, end); err != nil {
+				q.dropAllPending()
+				return q.fail(err)
+			}
+		}
+		if _, err := h.f.WriteAt(pend[done:done+int(n)], (q.mu.max-s.base)*UnitSize); err != nil {
+			q.dropAllPending()
+			return q.fail(fmt.Errorf("write %s: %w", q.path(s), err))
 		}
 		s.dirty = true
 		q.needSync.Store(true)
@@ -190,54 +226,102 @@ func (q *Queue) flushLocked() error {
 	return nil
 }
 
+// dropAllPending drops the buffered units after a failed write.
+func (q *Queue) dropAllPending() {
+	q.w.pend = q.w.pend[:0]
+	q.w.tailOK = false
+}
+
 // dropPendingFrom drops the buffered units at offsets >= off (>= max).
 func (q *Queue) dropPendingFrom(off int64) {
 	if n := (off - q.mu.max) * UnitSize; n < int64(len(q.w.pend)) {
 		q.w.pend = q.w.pend[:max(n, 0)]
+		q.w.tailOK = false
 	}
 }
 
 // segmentForWriteLocked returns the file that holds offset off, which is
-// max, creating it (after syncing the previous file) if needed.
-func (q *Queue) segmentForWriteLocked(off int64) (*segment, error) {
+// max, and its open handle, creating the file (after syncing the previous
+// one) if needed.
+func (q *Queue) segmentForWriteLocked(off int64) (*segment, *handle, error) {
 	segs := q.mu.segs
 	n := len(segs)
 	if n > 0 && off < segs[n-1].base+q.perFile {
-		return segs[n-1], nil
+		s := segs[n-1]
+		h, err := q.file(s)
+		return s, h, err
 	}
 	if n > 0 && segs[n-1].dirty {
 		// Every file but the last is complete and durable.
 		prev := segs[n-1]
-		if err := prev.f.Sync(); err != nil {
-			return nil, fmt.Errorf("sync %s: %w", prev.path, err)
+		h, err := q.file(prev)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := h.f.Sync(); err != nil {
+			return nil, nil, fmt.Errorf("sync %s: %w", q.path(prev), err)
 		}
 		prev.dirty = false
 	}
-	s, err := q.createSegment(off-off%q.perFile, 0)
+	s, h, err := q.createSegment(off-off%q.perFile, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	q.mu.Lock()
 	q.mu.segs = append(q.mu.segs, s)
 	q.mu.Unlock()
-	return s, nil
+	return s, h, nil
 }
 
-// createSegment creates, preallocates and maps the file starting at queue
-// offset base, with blanks blank units at its start. The file and its
-// directory entry are durable when it returns.
-func (q *Queue) createSegment(base, blanks int64) (*segment, error) {
-	path := vfs.Join(q.dir, fileName(base*UnitSize))
+// growLocked makes s's file (open as h) hold at least need units: it
+// extends the file (with zeros) to growTarget units and maps it again. The
+// growth is durable with the next Sync of the file, like the units written
+// into it.
+func (q *Queue) growLocked(s *segment, h *handle, need int64) error {
+	units := growTarget(s.units, need, q.perFile)
+	path := q.path(s)
+	if err := h.f.Truncate(units * UnitSize); err != nil {
+		return fmt.Errorf("extend %s: %w", path, err)
+	}
+	s.dirty = true
+	q.writes.Add(1)
+	m, err := h.f.Map(units * UnitSize)
+	if err != nil {
+		return fmt.Errorf("map %s: %w", path, err)
+	}
+	if int64(len(m.Bytes())) != units*UnitSize {
+		_ = m.Close()
+		return fmt.Errorf("map %s: got %d bytes, want %d", path, len(m.Bytes()), units*UnitSize)
+	}
+	q.mu.Lock()
+	old := h.m
+	h.m, h.data, s.units = m, m.Bytes(), units
+	q.mu.Unlock()
+	// No reader holds the old mapping: readers use a mapping only under
+	// q.mu.RLock, and the swap above waited for them.
+	if err := old.Close(); err != nil {
+		return fmt.Errorf("unmap %s: %w", path, err)
+	}
+	return nil
+}
+
+// createSegment creates and maps the file starting at queue offset base,
+// with blanks blank units at its start, sized for them or firstFileUnits
+// (see growTarget). The file and its directory entry are durable when it
+// returns, and the file is open.
+func (q *Queue) createSegment(base, blanks int64) (*segment, *handle, error) {
+	s := &segment{base: base, units: growTarget(0, blanks, q.perFile)}
+	path := q.path(s)
 	f, err := q.fs.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("create %s: %w", path, err)
+		return nil, nil, fmt.Errorf("create %s: %w", path, err)
 	}
-	fail := func(err error) (*segment, error) {
+	fail := func(err error) (*segment, *handle, error) {
 		_ = f.Close() // err is the one to report
-		return nil, err
+		return nil, nil, err
 	}
-	if err := f.Truncate(q.fileSize); err != nil {
-		return fail(fmt.Errorf("preallocate %s: %w", path, err))
+	if err := f.Truncate(s.units * UnitSize); err != nil {
+		return fail(fmt.Errorf("size %s: %w", path, err))
 	}
 	if blanks > 0 {
 		buf := make([]byte, blanks*UnitSize)
@@ -254,17 +338,26 @@ func (q *Queue) createSegment(base, blanks int64) (*segment, error) {
 	if err := q.fs.SyncDir(q.dir); err != nil {
 		return fail(fmt.Errorf("sync dir %s: %w", q.dir, err))
 	}
-	m, err := f.Map(q.fileSize)
+	m, err := f.Map(s.units * UnitSize)
 	if err != nil {
 		return fail(fmt.Errorf("map %s: %w", path, err))
 	}
-	return &segment{base: base, path: path, f: f, m: m, data: m.Bytes()}, nil
+	h := &handle{q: q, s: s, f: f, m: m, data: m.Bytes()}
+	q.cache.add(h)
+	s.h.Store(h)
+	return s, h, nil
 }
 
 // Sync writes the buffered units and makes the units written since the last
 // Sync durable (fdatasync). After a failed write or sync it keeps returning
 // that error.
 func (q *Queue) Sync() error {
+	err := q.sync()
+	q.cache.maybeEvict()
+	return err
+}
+
+func (q *Queue) sync() error {
 	q.w.Lock()
 	defer q.w.Unlock()
 	if q.mu.closed {
@@ -287,8 +380,12 @@ func (q *Queue) syncLocked() error {
 		if !s.dirty {
 			continue
 		}
-		if err := s.f.Sync(); err != nil {
-			return q.fail(fmt.Errorf("sync %s: %w", s.path, err))
+		h, err := q.file(s) // open: closing a dirty file syncs it
+		if err != nil {
+			return q.fail(err)
+		}
+		if err := h.f.Sync(); err != nil {
+			return q.fail(fmt.Errorf("sync %s: %w", q.path(s), err))
 		}
 		s.dirty = false
 	}
@@ -303,6 +400,12 @@ func (q *Queue) syncLocked() error {
 // dropped units in place; the owner repeats the truncation on recovery.
 // offset >= MaxOffset is a no-op; offset < MinOffset is ErrOffsetOutOfRange.
 func (q *Queue) TruncateTo(offset int64) error {
+	err := q.truncateTo(offset)
+	q.cache.maybeEvict()
+	return err
+}
+
+func (q *Queue) truncateTo(offset int64) error {
 	q.w.Lock()
 	defer q.w.Unlock()
 	if err := q.writableLocked(); err != nil {
@@ -326,16 +429,28 @@ func (q *Queue) TruncateTo(offset int64) error {
 // TruncatePhy drops the units whose PhyOffset >= phyOffset, as TruncateTo
 // does: the commit log was truncated at phyOffset.
 func (q *Queue) TruncatePhy(phyOffset int64) error {
+	err := q.truncatePhy(phyOffset)
+	q.cache.maybeEvict()
+	return err
+}
+
+func (q *Queue) truncatePhy(phyOffset int64) error {
 	q.w.Lock()
 	defer q.w.Unlock()
 	if err := q.writableLocked(); err != nil {
 		return fmt.Errorf("consumequeue: truncate %s to phy %d: %w", q.name(), phyOffset, err)
 	}
-	off := q.searchPhyLocked(q.mu.min, q.mu.max, phyOffset)
+	if len(q.w.pend) == 0 && (q.mu.min == q.mu.max || q.w.tailOK && q.w.tail.phy < phyOffset) {
+		return nil // no unit to drop: leave the files closed
+	}
+	off, err := q.searchPhyLocked(q.mu.min, q.mu.max, phyOffset)
+	if err != nil {
+		return fmt.Errorf("consumequeue: truncate %s to phy %d: %w", q.name(), phyOffset, err)
+	}
 	if off >= q.mu.max {
 		// Only buffered units can go: they were never written.
 		for end := q.endLocked(); off < end; off++ {
-			if u, _ := q.writerUnitLocked(off); u.phy >= phyOffset {
+			if u, _, _ := q.writerUnitLocked(off); u.phy >= phyOffset {
 				break
 			}
 		}
@@ -366,14 +481,22 @@ func (q *Queue) truncateLocked(offset int64) error {
 	q.mu.max = offset
 	q.mu.segs = segs[:cut:cut]
 	q.mu.Unlock()
+	q.w.tailOK = false
+	if offset == q.mu.min {
+		q.w.minPhyOK = false
+	}
 	for i := len(segs) - 1; i >= int(cut); i-- {
 		if err := q.removeSegment(segs[i]); err != nil {
 			return err
 		}
 	}
 	if cut > idx {
-		end := min(oldMax, keep.base+q.perFile)
-		if err := zeroRange(keep, offset-keep.base, end-keep.base); err != nil {
+		h, err := q.file(keep)
+		if err != nil {
+			return err
+		}
+		end := min(oldMax, keep.base+keep.units)
+		if err := q.zeroRange(keep, h, offset-keep.base, end-keep.base); err != nil {
 			return err
 		}
 		keep.dirty = true
@@ -384,15 +507,20 @@ func (q *Queue) truncateLocked(offset int64) error {
 
 // searchPhyLocked returns the first offset in [lo, hi) whose unit has
 // PhyOffset >= phy, or hi. Units' PhyOffsets increase with their offsets.
-func (q *Queue) searchPhyLocked(lo, hi, phy int64) int64 {
+func (q *Queue) searchPhyLocked(lo, hi, phy int64) (int64, error) {
 	if lo >= hi {
-		return hi
+		return hi, nil
 	}
+	var err error
 	i := sort.Search(int(hi-lo), func(i int) bool {
-		u, _, _ := q.rawLocked(lo + int64(i))
+		u, _, _, e := q.rawLocked(lo + int64(i))
+		if e != nil {
+			err = e
+			return true
+		}
 		return u.phy >= phy
 	})
-	return lo + int64(i)
+	return lo + int64(i), err
 }
 
 // DeleteBefore applies retention once the commit log below minPhyOffset is
@@ -400,8 +528,15 @@ func (q *Queue) searchPhyLocked(lo, hi, phy int64) int64 {
 // (never the last file, nor the one holding MaxOffset-1), then advances
 // MinOffset to the first unit with PhyOffset >= minPhyOffset (MaxOffset if
 // none), as RocketMQ's deleteExpiredFile and correctMinOffset do. It returns
-// the number of files removed.
+// the number of files removed. A queue whose first unit is already at or
+// past minPhyOffset is left alone without opening its files.
 func (q *Queue) DeleteBefore(minPhyOffset int64) (removedFiles int, err error) {
+	n, err := q.deleteBefore(minPhyOffset)
+	q.cache.maybeEvict()
+	return n, err
+}
+
+func (q *Queue) deleteBefore(minPhyOffset int64) (removedFiles int, err error) {
 	q.w.Lock()
 	defer q.w.Unlock()
 	if err := q.writableLocked(); err != nil {
@@ -411,19 +546,35 @@ func (q *Queue) DeleteBefore(minPhyOffset int64) (removedFiles int, err error) {
 		return 0, fmt.Errorf("consumequeue: delete %s before phy %d: %w", q.name(), minPhyOffset, err)
 	}
 	segs, maxOff := q.mu.segs, q.mu.max
-	if len(segs) == 0 {
+	if len(segs) == 0 || q.mu.min == maxOff || q.w.minPhyOK && q.w.minPhy >= minPhyOffset {
 		return 0, nil
 	}
 	n := 0
 	for n < len(segs)-1 {
 		s := segs[n]
-		if s.base+q.perFile-1 >= maxOff-1 || s.raw(q.perFile-1).phy >= minPhyOffset {
+		if s.base+q.perFile-1 >= maxOff-1 {
+			break
+		}
+		h, err := q.file(s)
+		if err != nil {
+			return 0, fmt.Errorf("consumequeue: delete %s before phy %d: %w", q.name(), minPhyOffset, err)
+		}
+		if h.raw(q.perFile-1).phy >= minPhyOffset {
 			break
 		}
 		n++
 	}
 	lo := max(q.mu.min, segs[n].base)
-	newMin := q.searchPhyLocked(lo, maxOff, minPhyOffset)
+	newMin, err := q.searchPhyLocked(lo, maxOff, minPhyOffset)
+	if err != nil {
+		return 0, fmt.Errorf("consumequeue: delete %s before phy %d: %w", q.name(), minPhyOffset, err)
+	}
+	q.w.minPhyOK = false
+	if newMin < maxOff {
+		if u, _, ok, err := q.rawLocked(newMin); err == nil && ok {
+			q.w.minPhy, q.w.minPhyOK = u.phy, true
+		}
+	}
 	q.mu.Lock()
 	q.mu.segs = segs[n:]
 	q.mu.min = newMin
@@ -447,6 +598,12 @@ func (q *Queue) ResetTo(offset int64) error {
 	if offset < 0 {
 		return fmt.Errorf("consumequeue: reset %s to %d: %w", q.name(), offset, ErrInvalidArgument)
 	}
+	err := q.resetTo(offset)
+	q.cache.maybeEvict()
+	return err
+}
+
+func (q *Queue) resetTo(offset int64) error {
 	q.w.Lock()
 	defer q.w.Unlock()
 	if err := q.writableLocked(); err != nil {
@@ -460,6 +617,7 @@ func (q *Queue) ResetTo(offset int64) error {
 
 func (q *Queue) resetLocked(offset int64) error {
 	q.w.pend = q.w.pend[:0] // dropped with every other unit
+	q.w.tailOK, q.w.minPhyOK = false, false
 	segs := q.mu.segs
 	q.mu.Lock()
 	q.mu.segs = nil
@@ -475,7 +633,7 @@ func (q *Queue) resetLocked(offset int64) error {
 		return nil
 	}
 	base := offset - offset%q.perFile
-	s, err := q.createSegment(base, offset-base)
+	s, _, err := q.createSegment(base, offset-base)
 	if err != nil {
 		return err
 	}
