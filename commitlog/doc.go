@@ -1,7 +1,7 @@
 // Package commitlog is raftmq's CommitLog: the raft log itself, stored as
-// segmented, checksummed entry files (design.md point 1). One write per
-// message: the bytes a producer sent are the bytes raft replicates and the
-// bytes a consumer reads back.
+// segmented, checksummed entry files. There is no second write-ahead log
+// beside it, so a message is written once: the bytes a producer sent are
+// the bytes raft replicates and the bytes a consumer reads back.
 //
 // # Files
 //

@@ -1,6 +1,10 @@
 // Package offsets is the broker's replicated state machine storage: a bbolt
-// database holding everything a consumer relies on (design.md point 5) and
-// the producer dedupe window (point 6).
+// database holding everything a consumer relies on besides the messages
+// themselves (topics, subscription groups, committed consumer offsets, the
+// next offset of every consume queue), which changes only by applying
+// committed raft entries, so that it is the same on every replica and
+// survives a crash; and buckets for a producer dedupe window keyed by the
+// producer's unique key.
 //
 // Every node applies committed raft entries into this database in batches;
 // one applied batch is one Update transaction that also records the applied
