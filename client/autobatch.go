@@ -22,26 +22,39 @@ func packable(m *Message) bool {
 }
 
 // autoBatcher packs SendAsync messages into batch requests. It keeps at
-// most maxReqs packed requests in flight; messages added meanwhile wait in
-// packs, one open pack per key, and packs go out oldest first as request
-// slots free. So batching needs no timer: a pack grows exactly while the
-// requests before it are in flight.
+// most maxReqs packed requests in flight per topic and queue (a batch goes
+// to one queue); messages added meanwhile wait in packs, one open pack per
+// key, and a queue's packs go out oldest first as its request slots free.
+// So batching needs no timer: a pack grows exactly while the requests
+// before it are in flight, and sends spread over many queues are not held
+// back by a bound shared between them.
 type autoBatcher struct {
 	p        *Producer
 	maxBytes int
 	maxReqs  int
 
-	mu       sync.Mutex
-	inflight int               // packed requests in flight
-	open     map[packKey]*pack // the pack still taking messages, per key
-	ready    []*pack           // packs waiting for a request slot, oldest first
+	mu     sync.Mutex
+	open   map[packKey]*pack        // the pack still taking messages, per key
+	queues map[queueKey]*queueSlots // per queue: requests in flight, packs waiting
+}
+
+// queueKey is where a pack goes: a batch is stored in one queue.
+type queueKey struct {
+	topic string
+	queue int32
+}
+
+// queueSlots is one queue's packed requests in flight and the packs
+// waiting for a slot, oldest first.
+type queueSlots struct {
+	inflight int
+	ready    []*pack
 }
 
 // packKey is what the messages of one pack share.
 type packKey struct {
-	ctx   context.Context
-	topic string
-	queue int32
+	ctx context.Context
+	queueKey
 }
 
 // pack is messages waiting to be sent together, with their callbacks.
@@ -53,7 +66,7 @@ type pack struct {
 }
 
 func newAutoBatcher(p *Producer, maxBytes, maxReqs int) *autoBatcher {
-	return &autoBatcher{p: p, maxBytes: maxBytes, maxReqs: maxReqs, open: make(map[packKey]*pack)}
+	return &autoBatcher{p: p, maxBytes: maxBytes, maxReqs: maxReqs, open: make(map[packKey]*pack), queues: make(map[queueKey]*queueSlots)}
 }
 
 // estimate is m's estimated encoded size as a batch entry.
@@ -61,10 +74,11 @@ func estimate(m *Message) int {
 	return len(m.Body) + propertiesSizeHint(m) + autoBatchOverhead
 }
 
-// add queues m (checked, holding a window slot) and sends a pack if a
-// request slot is free. It runs on the SendAsync caller's goroutine.
+// add queues m (checked, holding a window slot) and sends a pack if its
+// queue has a request slot free. It runs on the SendAsync caller's
+// goroutine.
 func (a *autoBatcher) add(ctx context.Context, m *Message, cb func(SendResult, error)) {
-	k := packKey{ctx, m.Topic, m.QueueID}
+	k := packKey{ctx, queueKey{m.Topic, m.QueueID}}
 	sz := estimate(m)
 	a.mu.Lock()
 	pk := a.open[k]
@@ -72,44 +86,53 @@ func (a *autoBatcher) add(ctx context.Context, m *Message, cb func(SendResult, e
 		delete(a.open, k) // full: it waits in ready; m starts the next pack
 		pk = nil
 	}
+	qs := a.queues[k.queueKey]
+	if qs == nil {
+		qs = &queueSlots{}
+		a.queues[k.queueKey] = qs
+	}
 	if pk == nil {
 		pk = &pack{key: k}
 		a.open[k] = pk
-		a.ready = append(a.ready, pk)
+		qs.ready = append(qs.ready, pk)
 	}
 	pk.msgs = append(pk.msgs, m)
 	pk.cbs = append(pk.cbs, cb)
 	pk.size += sz
-	next := a.takeLocked()
+	next := a.takeLocked(qs)
 	a.mu.Unlock()
 	if next != nil {
 		a.send(next)
 	}
 }
 
-// takeLocked takes the oldest waiting pack if a request slot is free.
-func (a *autoBatcher) takeLocked() *pack {
-	if a.inflight >= a.maxReqs || len(a.ready) == 0 {
+// takeLocked takes qs's oldest waiting pack if qs has a request slot free.
+func (a *autoBatcher) takeLocked(qs *queueSlots) *pack {
+	if qs.inflight >= a.maxReqs || len(qs.ready) == 0 {
 		return nil
 	}
-	pk := a.ready[0]
-	a.ready[0] = nil
-	a.ready = a.ready[1:]
+	pk := qs.ready[0]
+	qs.ready[0] = nil
+	qs.ready = qs.ready[1:]
 	if a.open[pk.key] == pk {
 		delete(a.open, pk.key)
 	}
-	a.inflight++
+	qs.inflight++
 	return pk
 }
 
-// done frees the request slot of a finished pack and sends the next one.
-// It runs on a connection's reader or a timer goroutine, which must not
-// block on a route fetch or a dial, so the next pack goes out on its own
-// goroutine.
-func (a *autoBatcher) done() {
+// done frees the request slot of a finished pack and sends its queue's
+// next one. It runs on a connection's reader or a timer goroutine, which
+// must not block on a route fetch or a dial, so the next pack goes out on
+// its own goroutine.
+func (a *autoBatcher) done(k queueKey) {
 	a.mu.Lock()
-	a.inflight--
-	next := a.takeLocked()
+	qs := a.queues[k]
+	qs.inflight--
+	next := a.takeLocked(qs)
+	if qs.inflight == 0 && len(qs.ready) == 0 {
+		delete(a.queues, k) // idle queues cost nothing
+	}
 	a.mu.Unlock()
 	if next != nil {
 		go a.send(next)
@@ -129,9 +152,9 @@ func (a *autoBatcher) send(pk *pack) {
 		for range pk.cbs {
 			<-a.p.sem
 		}
-		a.done()
+		a.done(pk.key.queueKey)
 		return
 	}
-	op.ctx, op.cbs, op.auto = pk.key.ctx, pk.cbs, a
+	op.ctx, op.cbs, op.auto, op.autoKey = pk.key.ctx, pk.cbs, a, pk.key.queueKey
 	op.attemptAsync()
 }

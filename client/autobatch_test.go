@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -53,7 +54,8 @@ func TestAutoBatchPacksWaitingSends(t *testing.T) {
 	require.NoError(t, p.SendAsync(ctx, &Message{Topic: "T", QueueID: 0, Body: []byte("first")}, got.cb))
 	require.Equal(t, remoting.SendMessageV2, <-arrived)
 
-	// Sends made while it is in flight wait, packed per queue.
+	// Sends made while it is in flight wait, packed per queue; queue 1,
+	// with its own request slot free, takes its first message at once.
 	var sent []*Message
 	for i := range 10 {
 		m := &Message{Topic: "T", QueueID: int32(i % 2), Body: []byte{byte('a' + i)}, Tags: "tag", Keys: []string{"k"},
@@ -64,9 +66,11 @@ func TestAutoBatchPacksWaitingSends(t *testing.T) {
 		sent = append(sent, m)
 		require.NoError(t, p.SendAsync(ctx, m, got.cb))
 	}
+	require.Equal(t, remoting.SendMessageV2, <-arrived, "queue 1's first send goes out at once")
 	select {
 	case code := <-arrived:
-		t.Fatalf("request %d sent while the only request slot is taken", code)
+		close(gate)
+		t.Fatalf("request %d sent while each queue's only request slot is taken", code)
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(gate)
@@ -74,12 +78,15 @@ func TestAutoBatchPacksWaitingSends(t *testing.T) {
 
 	batches := g.nodes[0].requests(remoting.SendBatchMessage)
 	require.Len(t, batches, 2, "one pack per queue")
-	require.Len(t, g.nodes[0].requests(remoting.SendMessageV2), 1)
+	require.Len(t, g.nodes[0].requests(remoting.SendMessageV2), 2)
+	var sizes []int
 	for _, b := range batches {
 		ents, err := remoting.DecodeBatch(b.Body)
 		require.NoError(t, err)
-		require.Len(t, ents, 5)
+		sizes = append(sizes, len(ents))
 	}
+	slices.Sort(sizes)
+	require.Equal(t, []int{4, 5}, sizes, "queue 0 packs its 5 waiting sends, queue 1 the 4 behind its first")
 
 	require.Len(t, got.res, 11)
 	ids := map[string]bool{}

@@ -41,7 +41,8 @@ type ProducerOptions struct {
 	// AutoBatch packs SendAsync messages that wait behind other sends
 	// into SEND_BATCH_MESSAGE requests, like RocketMQ 5's autoBatch: a
 	// message is sent at once while fewer than AutoBatchRequests packed
-	// requests are in flight; otherwise it joins the pack of messages for
+	// requests to its queue are in flight; otherwise it joins the pack of
+	// messages for
 	// the same topic, queue (or AnyQueue) and ctx, which goes out as one
 	// request when a request slot frees. So a lone send is not delayed,
 	// and under load many sends share one request, one frame and one
@@ -53,8 +54,8 @@ type ProducerOptions struct {
 	// AutoBatchBytes bounds a pack's encoded size (default 256 KiB); a
 	// message larger than that is sent alone.
 	AutoBatchBytes int
-	// AutoBatchRequests is how many packed requests may be in flight at
-	// once (default 4).
+	// AutoBatchRequests is how many packed requests may be in flight to
+	// one queue at once (default 4); the Window bounds the total.
 	AutoBatchRequests int
 }
 

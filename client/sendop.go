@@ -58,8 +58,9 @@ type sendOp struct {
 	conn *remoting.Conn
 	// A pack of auto-batched messages: one callback per message (instead
 	// of cb), and the batcher to tell when done.
-	cbs  []func(SendResult, error)
-	auto *autoBatcher
+	cbs     []func(SendResult, error)
+	auto    *autoBatcher
+	autoKey queueKey // the auto-batched pack's queue
 }
 
 // prepare gets a route (the cached one, or one fetched after
@@ -323,7 +324,7 @@ func (op *sendOp) finish(err error) {
 		for range cbs {
 			<-op.p.sem
 		}
-		op.auto.done()
+		op.auto.done(op.autoKey)
 		return
 	}
 	cb := op.cb

@@ -52,11 +52,19 @@
 // writes it when it is synced (or its buffer fills). A storage error fails
 // Apply for good: later Apply and Persist calls return it, so no checkpoint
 // ever covers a write that did not happen, and the next Open rebuilds from
-// the log. Every PersistInterval, Persist writes what is buffered, syncs the
-// consume queues and the index and then commits, in one bbolt transaction,
-// the applied index, the next queue offsets, consumer offsets, config and
-// the index checkpoint. On open, consume queues are cut back to the
-// persisted queue offsets and the index to its checkpoint, so files and
-// bbolt agree at the applied index; the entries after it are applied again
-// from the log (by Open itself in single-node mode, by raft otherwise).
+// the log. Every PersistInterval (1 s by default) a checkpoint runs beside
+// Apply, on its own goroutine: under the apply lock it only writes what is
+// buffered and copies what changed (the state delta, the index checkpoint,
+// marks of the dirty consume queues); then, while Apply goes on, one
+// SyncFS (syncfs(2)) makes every consume-queue and index write made before
+// the capture durable, whatever the number of queues, and one bbolt
+// transaction commits the applied index, the next queue offsets, consumer
+// offsets, config and the index checkpoint. No acknowledgement waits for
+// it. A failed checkpoint is sticky, like a failed Apply. On open, consume
+// queues are cut back to the persisted queue offsets and the index to its
+// checkpoint, so files and bbolt agree at the applied index; the entries
+// after it are applied again from the log (by Open itself in single-node
+// mode, by raft otherwise). The interval trades recovery replay (at most
+// one interval of entries) against rewriting the same consume-queue and
+// index pages: each checkpoint writes every page dirtied since the last.
 package store

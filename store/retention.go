@@ -177,6 +177,11 @@ func (s *Store) deleteSegments(force bool) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
+	// Checkpoint first: after a crash, recovery applies the entries after
+	// the last checkpoint again, so they must still be in the log.
+	if err := s.persistLocked(); err != nil {
+		return 0, err
+	}
 	if f := s.cfg.Retention.Drop; f != nil {
 		if err := f(keepFrom); err != nil {
 			return 0, fmt.Errorf("store: retention: %w", err)

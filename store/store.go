@@ -60,7 +60,8 @@ type Config struct {
 	// DedupeWindow bounds how far apart (in store time) two sends with the
 	// same UNIQ_KEY count as one (default 10 minutes; negative disables).
 	DedupeWindow time.Duration
-	// PersistInterval is how often Persist runs from Apply (default 100 ms).
+	// PersistInterval is how often a checkpoint runs beside Apply (default
+	// 1 s; see the package documentation).
 	PersistInterval time.Duration
 	// MaxMessageSize bounds one message body (default 4 MiB).
 	MaxMessageSize int
@@ -88,7 +89,7 @@ func (c *Config) fill() error {
 		c.DedupeWindow = 10 * time.Minute
 	}
 	if c.PersistInterval <= 0 {
-		c.PersistInterval = 100 * time.Millisecond
+		c.PersistInterval = time.Second
 	}
 	if c.MaxMessageSize <= 0 {
 		c.MaxMessageSize = 4 << 20
