@@ -29,7 +29,7 @@
 // offset is entry position + commitlog.HeaderSize + 9 + its offset in the
 // payload. Records are stored with QUEUEOFFSET and PHYSICALOFFSET zero; the
 // store patches both in the copies it serves, because both are a function
-// of where the record landed (design.md point 4), known only at apply time.
+// of where the record landed, known only at apply time.
 // A command payload is a JSON Command.
 //
 // # Determinism

@@ -10,7 +10,7 @@ import (
 
 // RetentionConfig says when whole commitlog segments are deleted, with the
 // consume-queue and index files that only point into them. The defaults are
-// RocketMQ's (research notes §3.11).
+// RocketMQ's (fileReservedTime 72 h, deleteWhen 04, diskMaxUsedSpaceRatio 75 %).
 type RetentionConfig struct {
 	// FileReservedTime: a segment whose newest message is older than this
 	// is expired (default 72 h).
