@@ -3,7 +3,9 @@
 // consumer pulls from) to a message in the commit log. Consume queues are
 // derived data, built by the apply loop from committed log entries only, so a
 // message's queue offset is a deterministic function of the committed log
-// order (design.md point 4) and is the same on every replica.
+// order: every replica applies the same entries in the same order, so it
+// assigns the same queue offsets, and a consumer's offset means the same
+// message on whichever replica it pulls from.
 //
 // # Files
 //
@@ -13,8 +15,9 @@
 //	<root>/<topic>/<queueId>/
 //
 // (queueId in decimal, no padding) as files of UnitsPerFile units each
-// (default 300,000, so 6,000,000 bytes). A file is named by the byte offset
-// of its first unit, as 20 zero-padded decimal digits:
+// (default 300,000, so 6,000,000 bytes; the last file may be shorter, see
+// below). A file is named by the byte offset of its first unit, as 20
+// zero-padded decimal digits:
 //
 //	00000000000000000000  units 0 .. 299,999
 //	00000000000006000000  units 300,000 .. 599,999
@@ -36,9 +39,19 @@
 // from which a damaged queue can be rebuilt. These offsets and sizes are part
 // of the on-disk format and must not change.
 //
-// Files are preallocated to their full size when created, so unwritten units
-// read as zero. A unit whose size field is 0 marks the end of the written
-// units. A blank unit (commitLogOffset 0, size math.MaxInt32, tagsCode 0,
+// A file is created with room for 204 units (4,080 bytes: one 4 KiB disk
+// block), or for the blank units it must start with, and grows as units are
+// written: its size doubles (Truncate, which fills with zeros) until it
+// holds the units to write, up to UnitsPerFile*20 bytes. Every file but the
+// last is therefore exactly UnitsPerFile*20 bytes, as in RocketMQ, and the
+// last file is at most that. Unwritten units read as zero, and units beyond
+// the end of the last file count as unwritten. A unit whose size field is 0
+// marks the end of the written units. (RocketMQ's broker refuses to load a
+// file shorter than its configured size: to hand a directory to one,
+// extend each queue's last file to UnitsPerFile*20 bytes first, e.g. with
+// truncate -s 6000000. Tools that read the units need nothing.)
+//
+// A blank unit (commitLogOffset 0, size math.MaxInt32, tagsCode 0,
 // RocketMQ's fillPreBlank) fills the start of the first file of a queue that
 // was reset to begin at a later offset (ResetTo); blanks may appear only
 // there. Every other written unit has commitLogOffset >= 0 and size > 0, and
@@ -54,25 +67,31 @@
 // write per queue per batch rather than one per message. Buffered units are
 // invisible to readers: MaxOffset moves past units only once they are in
 // the file. Sync writes the buffer and fdatasyncs the files written since
-// the last Sync. Before a new file is created the previous one is synced, and
-// a new file is preallocated, synced, and its directory synced before its
-// first unit is written. So every file but the last is complete and durable,
-// and only the last file can hold unsynced units. Readers see a file through
-// a read-only mapping of the whole file.
+// the last Sync (a file's growth is made durable by the same fdatasync as the
+// units written into it). Before a new file is created the previous one is
+// synced, and a new file is sized, synced, and its directory synced before
+// its first unit is written. So every file but the last is complete (full
+// size) and durable, and only the last file can hold unsynced units or an
+// unsynced growth. Readers see a file through a read-only mapping of its
+// current size; the writer replaces the mapping when the file grows.
 //
 // # Recovery
 //
 // OpenQueue checks that the files are contiguous and of the right size
-// (every file but the last exactly UnitsPerFile*20 bytes, names multiples of
-// that size; a short last file, left by a crash during its creation, is
-// extended). It validates the first and last unit of every file and every
-// unit of the last file up to the first unit with size 0, which becomes
-// MaxOffset. A malformed unit (negative offset or size) or an overlapping
+// (names multiples of UnitsPerFile*20, every file but the last exactly that
+// many bytes and the last at most that). A last file whose size is not a
+// multiple of 20 bytes ends with part of a unit: a write past the file's
+// old end that a crash tore after losing the growth before it. That unsynced
+// partial unit is cut off. OpenQueue validates the first and last unit of
+// every complete file and every unit of the last file up to the first unit
+// with size 0 (or its end), which becomes MaxOffset. A malformed unit (negative offset or size) or an overlapping
 // one inside that range is corruption: OpenQueue fails with an error
 // wrapping ErrCorrupt that names the file and byte offset, and never
 // truncates it away. Units after the first zero-size unit of the last file
 // can only be unsynced writes that a crash reordered; they are zeroed (with
-// a warning) so they can never reappear behind later writes. Units in the
+// a warning) so they can never reappear behind later writes. Since the last
+// file is at most about twice the size of its written units (or 4,080
+// bytes), this scan reads little for a queue with few units. Units in the
 // middle of complete files are checked when read: Get and Read return
 // ErrCorrupt rather than a malformed unit.
 //
@@ -90,6 +109,49 @@
 // first file. The owner calls DeleteBefore with the commit log's minimum
 // physical offset after opening, as RocketMQ's correctMinOffset does.
 //
+// # Open files
+//
+// A file is open (one descriptor and one read-only mapping) only while it is
+// in use. The queues of a Set share a cache of at most Options.MaxOpenFiles
+// open files (DefaultMaxOpenFiles, 1,024, unless set; a Queue opened alone
+// with OpenQueue has its own). A file opens on its first read or write and
+// stays open until the cache needs room: the least recently used files,
+// over all queues, are then closed (CLOCK's approximation of LRU, so that a
+// use costs one atomic load and no lock; files of queues with unsynced
+// writes are passed over once). The next read or write reopens a closed
+// file. Closing a file that holds unsynced writes fdatasyncs it first, so
+// no file is closed while it still needs a sync (a failed sync there is the
+// queue's sticky write error). A file is closed only with both of its
+// queue's locks held, the one writers hold and the one readers hold, so a
+// mapping is never unmapped while a reader reads it, and the writer never
+// sees a file closed under it.
+//
+// The files to close are chosen and closed by the caller that opened one
+// too many, once it has released its own queue's locks: it never holds a
+// queue lock while it waits for another's, so eviction cannot deadlock. The
+// cache may hold more than MaxOpenFiles files for a moment: the files that
+// concurrent calls have opened and not yet evicted for, at most the two or
+// so files one call touches per caller. Set.OpenFiles reports the count.
+//
+// Recovery (OpenQueue, OpenSet) opens the last file of each queue to scan
+// its tail, and a complete file only to check its first and last unit,
+// closing it again at once. Retention (DeleteBefore) and TruncatePhy open no
+// file of a queue they leave unchanged: the queue remembers the PhyOffset of
+// its first unit and of its last.
+//
+// # Cost of an idle queue
+//
+// An idle queue (a few units, its file closed) costs no descriptor and no
+// mapping, 450 to 650 bytes of Go heap (462 bytes each for 80,000 queues of
+// one unit, 659 for 2,000; see TestMeasureIdleQueues), and on disk its
+// directory and one file of 4,080 bytes: 8.7 KB of allocated blocks on ext4
+// (4 KiB for the file, 4 KiB for its directory, an eighth of a 4 KiB topic
+// directory). A Set of 80,000 idle queues (10,000 topics of 8 queues) thus
+// holds 35 MiB of heap, at most MaxOpenFiles descriptors and mappings, and
+// 700 MB of disk; it reopened in 7.4 s, reading only each queue's 4,080-byte
+// last file (with files created at 6,000,000 bytes, recovery read 6 MB of
+// zeros per queue: 49 s for 2,000 queues).
+//
 // # Concurrency
 //
 // A Queue allows one writer (Put, PutBuffered, Flush, TruncateTo,
@@ -97,5 +159,6 @@
 // by a mutex, so a flusher goroutine may call Sync while the apply loop calls
 // Put) and any
 // number of concurrent readers (Get, Read, SearchOffset, MinOffset,
-// MaxOffset). A Set is safe for concurrent use.
+// MaxOffset). A Set is safe for concurrent use; Set.Queue finds an open
+// queue with one map lookup under a read lock.
 package consumequeue

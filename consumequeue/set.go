@@ -164,14 +164,30 @@ func (s *Set) Queues() []*Queue {
 	return qs
 }
 
+// all returns the open queues in no particular order, or only those that
+// need a sync if dirty is set.
+func (s *Set) all(dirty bool) []*Queue {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var qs []*Queue
+	if !dirty {
+		qs = make([]*Queue, 0, len(s.mu.queues))
+	}
+	for _, q := range s.mu.queues {
+		if !dirty || q.needSync.Load() {
+			qs = append(qs, q)
+		}
+	}
+	return qs
+}
+
 // SyncDirty writes the buffered units of every queue and syncs the queues
-// written since they were last synced.
+// written since they were last synced. Its cost beyond those syncs is one
+// pass over the queues; clean queues' files stay closed.
 func (s *Set) SyncDirty() error {
 	var errs []error
-	for _, q := range s.Queues() {
-		if q.needSync.Load() {
-			errs = append(errs, q.Sync())
-		}
+	for _, q := range s.all(true) {
+		errs = append(errs, q.Sync())
 	}
 	return errors.Join(errs...)
 }
@@ -181,7 +197,7 @@ func (s *Set) SyncDirty() error {
 func (s *Set) DeleteBefore(minPhyOffset int64) (int, error) {
 	total := 0
 	var errs []error
-	for _, q := range s.Queues() {
+	for _, q := range s.all(false) {
 		n, err := q.DeleteBefore(minPhyOffset)
 		total += n
 		errs = append(errs, err)
@@ -193,7 +209,7 @@ func (s *Set) DeleteBefore(minPhyOffset int64) (int, error) {
 // phyOffset: the commit log was truncated there.
 func (s *Set) TruncatePhy(phyOffset int64) error {
 	var errs []error
-	for _, q := range s.Queues() {
+	for _, q := range s.all(false) {
 		errs = append(errs, q.TruncatePhy(phyOffset))
 	}
 	return errors.Join(errs...)
@@ -209,7 +225,7 @@ func (s *Set) Close() error {
 	s.mu.closed = true
 	s.mu.Unlock()
 	var errs []error
-	for _, q := range s.Queues() {
+	for _, q := range s.all(false) {
 		errs = append(errs, q.Close())
 	}
 	return errors.Join(errs...)

@@ -18,14 +18,7 @@ type SyncMark struct {
 // mark for each. Its cost is one pass over the open queues, without a
 // syscall for a queue that has nothing buffered.
 func (s *Set) MarkDirty() ([]SyncMark, error) {
-	s.mu.RLock()
-	var dirty []*Queue
-	for _, q := range s.mu.queues {
-		if q.needSync.Load() {
-			dirty = append(dirty, q)
-		}
-	}
-	s.mu.RUnlock()
+	dirty := s.all(true)
 	marks := make([]SyncMark, 0, len(dirty))
 	for _, q := range dirty {
 		w, err := q.flushForMark()
