@@ -118,7 +118,8 @@ type Config struct {
 	// link through its own proxy this way.
 	Routes map[uint64]Peer
 	// FaultEndpoint accepts FAULT (9005) requests: tick-rate and clock skew
-	// for the chaos harness. Off by default.
+	// for the chaos harness. Off by default; only builds with -tags mutant
+	// (internal/mutant) have it, and Start refuses it in others.
 	FaultEndpoint bool
 	// Store settings beyond the above (Dir, FS, Flush, SegmentSize are
 	// taken from this Config).
@@ -155,9 +156,11 @@ type Broker struct {
 	watched    map[*remoting.ServerConn]struct{}
 	refused    remoting.Refusals // refusals logged once
 
+	// The mutants and the fault endpoint (internal/mutant): every use is
+	// behind mutant.Enabled, so builds without -tags mutant drop them.
 	mut     mutant.Set // from Config.Store.Mutants
 	memOffs memOffsets // the offsets-in-memory mutant's table
-	clock   *skewClock
+	clock   *skewClock // the fault endpoint's clock; nil without it
 
 	stopc chan struct{}
 	wg    sync.WaitGroup
@@ -198,9 +201,11 @@ func Start(cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("cluster: node %d is not in its own peer list", cfg.ID)
 	}
 	b := &Broker{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), peers: map[uint64]Peer{}, fwd: map[string]*remoting.Conn{}, stopc: make(chan struct{}),
-		mut: cfg.Store.Mutants, clock: &skewClock{},
-		members: membership.New(0), filters: filter.NewCache(0), locks: locks.New(0), watched: map[*remoting.ServerConn]struct{}{}}
-	if b.mut.Any() {
+		mut: cfg.Store.Mutants, members: membership.New(0), filters: filter.NewCache(0), locks: locks.New(0), watched: map[*remoting.ServerConn]struct{}{}}
+	if !mutant.Enabled && (b.mut.Any() || cfg.FaultEndpoint) {
+		return nil, fmt.Errorf("cluster: mutants and the fault endpoint: %w", mutant.ErrNotBuilt)
+	}
+	if mutant.Enabled && b.mut.Any() {
 		b.log.Warn("cluster: MUTANT broker: known-bad behaviours are on, for harness self-tests only", "mutants", fmt.Sprintf("%+v", b.mut))
 	}
 	if err := b.loadPeers(); err != nil {
@@ -243,7 +248,8 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	scfg := cfg.Store
 	scfg.Dir, scfg.FS, scfg.Flush, scfg.SegmentSize = cfg.Dir, cfg.FS, cfg.Flush, cfg.SegmentSize
-	if scfg.Clock == nil {
+	if mutant.Enabled && cfg.FaultEndpoint && scfg.Clock == nil {
+		b.clock = &skewClock{}
 		scfg.Clock = b.clock
 	}
 	if ap, err := netip.ParseAddrPort(self.Client); err == nil {

@@ -7,13 +7,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/raftmq/raftmq/internal/mutant"
 	"github.com/raftmq/raftmq/internal/remoting"
 )
 
 // FaultRequest is the JSON body of a FAULT (9005) request. The broker
-// accepts it only when started with fault injection enabled
-// (Config.FaultEndpoint, the hidden broker flag --fault-endpoint), which the
-// chaos harness does. Zero fields leave a setting unchanged.
+// accepts it only when built with -tags mutant (internal/mutant) and
+// started with fault injection enabled (Config.FaultEndpoint, the hidden
+// broker flag --fault-endpoint), which the chaos harness does for its
+// clock nemesis. Zero fields leave a setting unchanged.
 type FaultRequest struct {
 	// TickRate scales raft's tick rate: 2 ticks twice as fast (elections
 	// and heartbeats come sooner), 0.5 half as fast. 1 restores it.
@@ -31,12 +33,17 @@ type FaultState struct {
 	ClockOffsetMillis int64  `json:"clockOffsetMillis"`
 }
 
-// skewClock is the store's clock with an adjustable offset.
+// skewClock is the store's clock with an adjustable offset (only with the
+// fault endpoint, so only in builds with -tags mutant).
 type skewClock struct{ offset atomic.Int64 } // nanoseconds
 
 func (c *skewClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
 
 func (b *Broker) handleFault(req *remoting.Command) *remoting.Command {
+	if !mutant.Enabled {
+		// Everything below is compiled out of the default build.
+		return remoting.NewResponse(req, remoting.NoPermission, "fault injection: "+mutant.ErrNotBuilt.Error())
+	}
 	if !b.cfg.FaultEndpoint {
 		return remoting.NewResponse(req, remoting.NoPermission, "fault injection is not enabled on this broker (--fault-endpoint)")
 	}
@@ -51,8 +58,13 @@ func (b *Broker) handleFault(req *remoting.Command) *remoting.Command {
 	if base <= 0 {
 		base = 50 * time.Millisecond
 	}
+	if fr.ClockOffsetMillis != 0 && b.clock == nil {
+		return remoting.NewResponse(req, remoting.InvalidParameter, "fault: this broker's store has its own clock; it cannot be skewed")
+	}
 	if fr.Reset {
-		b.clock.offset.Store(0)
+		if b.clock != nil {
+			b.clock.offset.Store(0)
+		}
 		b.rep.Node().SetTickInterval(base)
 	}
 	if fr.TickRate > 0 {
@@ -62,7 +74,11 @@ func (b *Broker) handleFault(req *remoting.Command) *remoting.Command {
 		b.clock.offset.Store(int64(time.Duration(fr.ClockOffsetMillis) * time.Millisecond))
 	}
 	b.log.Warn("cluster: fault injected", "tickRate", fr.TickRate, "clockOffsetMillis", fr.ClockOffsetMillis, "reset", fr.Reset)
-	body, _ := json.Marshal(FaultState{TickInterval: b.rep.Node().TickInterval().String(), ClockOffsetMillis: time.Duration(b.clock.offset.Load()).Milliseconds()})
+	st := FaultState{TickInterval: b.rep.Node().TickInterval().String()}
+	if b.clock != nil {
+		st.ClockOffsetMillis = time.Duration(b.clock.offset.Load()).Milliseconds()
+	}
+	body, _ := json.Marshal(st)
 	resp := remoting.NewResponse(req, remoting.Success, "")
 	resp.Body = body
 	return resp

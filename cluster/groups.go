@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/raftmq/raftmq/internal/mutant"
 	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/membership"
 	"github.com/raftmq/raftmq/offsets"
@@ -199,7 +200,7 @@ func (b *Broker) handleLockBatch(conn *remoting.ServerConn, req *remoting.Comman
 		return resp
 	}
 	ok := b.locks.TryLock(body.ConsumerGroup, body.ClientID, body.MQSet, time.Now())
-	if b.mut.LockTwoOwners {
+	if mutant.Enabled && b.mut.LockTwoOwners {
 		ok = body.MQSet
 	}
 	if len(ok) < len(body.MQSet) {
@@ -327,7 +328,7 @@ func (b *Broker) refuse(conn *remoting.ServerConn, req *remoting.Command, code i
 // node is asked anything about members in a term it leads, it drops every
 // client it knew, telling none of them.
 func (b *Broker) mutantForgetMembers() {
-	if !b.mut.ForgetMembers || !b.rep.Node().IsLeader() {
+	if !mutant.Enabled || !b.mut.ForgetMembers || !b.rep.Node().IsLeader() {
 		return
 	}
 	if term := b.rep.Node().Status().Term; b.memberTerm.Swap(term) != term {

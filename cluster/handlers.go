@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/internal/mutant"
 	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/offsets"
 	"github.com/raftmq/raftmq/raftlog"
@@ -445,7 +446,7 @@ func (b *Broker) handlePull(ctx context.Context, req *remoting.Command) *remotin
 		return remoting.NewResponse(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", h.Topic))
 	}
 	if h.SysFlag&remoting.PullSysFlagCommitOffset != 0 && h.CommitOffset >= 0 && b.rep.Node().IsLeader() {
-		if b.mut.OffsetsInMemory {
+		if mutant.Enabled && b.mut.OffsetsInMemory {
 			b.memOffs.set(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
 		} else {
 			b.offs.add(store.OffsetCommit{Group: h.ConsumerGroup, Topic: h.Topic, QueueID: h.QueueID, Offset: h.CommitOffset})
@@ -481,7 +482,7 @@ func (b *Broker) handlePull(ctx context.Context, req *remoting.Command) *remotin
 		keepMatching(&gr, flt)
 		code := remoting.PullNotFound
 		next := gr.NextBeginOffset
-		if b.mut.UncommittedReads && (gr.Status == store.Found || gr.Status == store.OffsetOverflowOne || gr.Status == store.NoMessageInQueue) {
+		if mutant.Enabled && b.mut.UncommittedReads && (gr.Status == store.Found || gr.Status == store.OffsetOverflowOne || gr.Status == store.NoMessageInQueue) {
 			from := h.QueueOffset + int64(len(gr.Records))
 			if extra := st.UncommittedRecords(h.Topic, h.QueueID, from, maxMsgs-len(gr.Records)); len(extra) > 0 {
 				gr.Records = append(gr.Records, extra...)
@@ -570,7 +571,7 @@ func (b *Broker) handleQueryOffset(ctx context.Context, req *remoting.Command) *
 	}
 	var off int64
 	var ok bool
-	if b.mut.OffsetsInMemory {
+	if mutant.Enabled && b.mut.OffsetsInMemory {
 		off, ok = b.memOffs.get(h.ConsumerGroup, h.Topic, h.QueueID)
 	} else {
 		// A one-way commit of this queue still waiting for its batch is
@@ -611,7 +612,7 @@ func (b *Broker) handleUpdateOffset(ctx context.Context, req *remoting.Command) 
 		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
 	}
 	oc := store.OffsetCommit{Group: h.ConsumerGroup, Topic: h.Topic, QueueID: h.QueueID, Offset: h.CommitOffset}
-	if b.mut.OffsetsInMemory {
+	if mutant.Enabled && b.mut.OffsetsInMemory {
 		b.memOffs.set(oc.Group, oc.Topic, oc.QueueID, oc.Offset)
 		if req.IsOneway() {
 			return nil

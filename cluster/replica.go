@@ -15,6 +15,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/internal/mutant"
 	"github.com/raftmq/raftmq/internal/vfs"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
@@ -117,7 +118,7 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 		return nil, err
 	}
 	r.rs.SnapshotData = st.Snapshot
-	r.rs.UnsafeNoSync = scfg.Mutants.VoteNotFsynced
+	r.rs.UnsafeNoSync = mutant.Enabled && scfg.Mutants.VoteNotFsynced
 	// A snapshot whose install was interrupted is installed again.
 	if data, err := vfs.ReadFile(fs, vfs.Join(scfg.Dir, "raft", pendingSnapName)); err == nil {
 		r.log.Warn("cluster: finishing an interrupted snapshot install")
@@ -138,7 +139,7 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 		HeartbeatTick:         cfg.HeartbeatTick,
 		CommitNotifyDelay:     cfg.CommitNotifyDelay,
 		OnAppend:              r.pend.appended,
-		UnsafeAckBeforeCommit: scfg.Mutants.AckBeforeCommit,
+		UnsafeAckBeforeCommit: mutant.Enabled && scfg.Mutants.AckBeforeCommit,
 		OnConfChange:          cfg.OnConfChange,
 		PersistDuration: func(d time.Duration) {
 			if r.met != nil {

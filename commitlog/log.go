@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raftmq/raftmq/internal/mutant"
 	"github.com/raftmq/raftmq/internal/vfs"
 )
 
@@ -97,7 +98,9 @@ type Options struct {
 	Logger *slog.Logger
 	// UnsafeSkipCRC turns off entry checksum verification on recovery and
 	// reads. It exists only for the crc-unchecked mutant (internal/mutant)
-	// that proves the chaos harness detects silent corruption.
+	// that proves the chaos harness detects silent corruption, and is
+	// ignored (checksums are verified) unless the binary was built with
+	// -tags mutant.
 	UnsafeSkipCRC bool
 }
 
@@ -991,7 +994,7 @@ func (l *Log) Scan(lo uint64, verify bool, fn func(EntryRef) error) error {
 		p := int(s.pos[i-s.first])
 		b := s.data[p:]
 		n := binary.BigEndian.Uint32(b[entOffBodyLen:])
-		if verify && !l.opts.UnsafeSkipCRC {
+		if verify && !(mutant.Enabled && l.opts.UnsafeSkipCRC) {
 			if h, reason := parseHeader(b, s.size-int64(p)); reason != "" || h.crc != entryCRC(b[:HeaderSize+n]) || h.index != i {
 				if reason == "" {
 					reason = "CRC mismatch"

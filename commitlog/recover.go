@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftmq/raftmq/internal/mutant"
 	"github.com/raftmq/raftmq/internal/vfs"
 )
 
@@ -359,7 +360,7 @@ func (l *Log) scanSegment(s *segment, last bool, durable uint64) (bool, error) {
 	if len(l.mu.segs) > 0 {
 		lastTerm = l.mu.lastTerm
 	}
-	st, _ := scanEntries(s.data, s.start, s.first, lastTerm, last, l.opts.UnsafeSkipCRC, func(pos int64, _ header) error {
+	st, _ := scanEntries(s.data, s.start, s.first, lastTerm, last, mutant.Enabled && l.opts.UnsafeSkipCRC, func(pos int64, _ header) error {
 		s.pos = append(s.pos, uint32(pos))
 		return nil
 	})

@@ -39,11 +39,15 @@ import (
 // Options configure one run.
 type Options struct {
 	// Binary is the raftmq executable started as brokers (default: this
-	// process's executable).
+	// process's executable), except in runs that need a build with -tags
+	// mutant (NeedsMutantBuild), which start MutantBinary.
 	Binary string
-	// Prefix are arguments put before "broker" (tests re-executing
-	// themselves use it).
-	Prefix []string
+	// MutantBinary is a raftmq executable built with -tags mutant, for the
+	// runs that need one: a Mutant, or the clock nemesis (the brokers'
+	// fault endpoint). Default: this process's executable if it was built
+	// with the tag, else one BuildMutantBinary builds from the source tree
+	// when a run first needs it.
+	MutantBinary string
 	// Env is added to the brokers' environment.
 	Env []string
 	// Out is the run directory (created; must not hold another run).
@@ -56,7 +60,8 @@ type Options struct {
 	Seed int64
 	// Mode is the network mode already entered (netfault.Enter).
 	Mode netfault.Mode
-	// Mutant is passed to the brokers as --mutant (self-tests).
+	// Mutant is passed to the brokers (MutantBinary) as --mutant
+	// (self-tests).
 	Mutant string
 	// Queues of the test topic (default 4).
 	Queues int
@@ -82,6 +87,9 @@ func (o *Options) fill() error {
 			return fmt.Errorf("jepsen: find the raftmq binary: %w", err)
 		}
 		o.Binary = exe
+	}
+	if o.MutantBinary == "" {
+		o.MutantBinary = mutantSelf()
 	}
 	if o.Workload == "" {
 		o.Workload = WorkloadQueue
@@ -172,6 +180,12 @@ func Run(ctx context.Context, o Options) (history.Results, error) {
 	}
 	rec := newRecorder(hw, nw)
 	t := &test{o: o, rec: rec, log: o.Logger}
+	// Before the watchdog starts: this may build the mutant binary.
+	if t.bin, t.faults, err = o.brokerBinary(ctx); err != nil {
+		hw.Close()
+		nw.Close()
+		return history.Results{}, harness(err)
+	}
 	if o.Watchdog > 0 {
 		stop := watchdog(o.Out, o.TimeLimit+o.Watchdog, o.Progress)
 		defer stop()
@@ -232,12 +246,14 @@ const afterHeal = 8 * time.Second
 
 // test is one run in progress.
 type test struct {
-	o   Options
-	rec *recorder
-	log *slog.Logger
-	net *netfault.Net
-	g   *localgroup.Group
-	env *env
+	o      Options
+	bin    string // the brokers' executable
+	faults bool   // the brokers have the fault endpoint
+	rec    *recorder
+	log    *slog.Logger
+	net    *netfault.Net
+	g      *localgroup.Group
+	env    *env
 }
 
 func (t *test) run(ctx context.Context, meta *history.Meta) (err error) {
@@ -250,7 +266,10 @@ func (t *test) run(ctx context.Context, meta *history.Meta) (err error) {
 	defer t.net.Close()
 	nodeIP := func(id uint64) string { return t.net.NodeIP(int(id)) }
 	routes := map[int][]string{}
-	args := []string{"--segment-size", "16777216", "--fault-endpoint", "--auto-create-topics=false"}
+	args := []string{"--segment-size", "16777216", "--auto-create-topics=false"}
+	if t.faults {
+		args = append(args, "--fault-endpoint")
+	}
 	if slices.Contains(o.Nemesis, NemPowerLoss) {
 		args = append(args, "--power-loss")
 	}
@@ -260,7 +279,7 @@ func (t *test) run(ctx context.Context, meta *history.Meta) (err error) {
 	t.env = &env{rec: t.rec, rng: rng, down: map[int]bool{}, corrupted: map[int]bool{}, joinArgs: map[int]bool{},
 		log: func(msg string, a ...any) { t.log.Info("jepsen: "+msg, a...) }}
 	t.g = localgroup.New(localgroup.Config{
-		Binary: o.Binary, Prefix: o.Prefix, Env: o.Env, Dir: filepath.Join(o.Out, "nodes"), BasePort: o.BasePort, Nodes: 3,
+		Binary: t.bin, Env: o.Env, Dir: filepath.Join(o.Out, "nodes"), BasePort: o.BasePort, Nodes: 3,
 		Args: args, Host: nodeIP,
 		NodeArgs: func(id uint64) []string {
 			out := append([]string(nil), routes[int(id)]...)
@@ -290,7 +309,7 @@ func (t *test) run(ctx context.Context, meta *history.Meta) (err error) {
 		}
 	}
 	t.env.g, t.env.net = t.g, t.net
-	fmt.Fprintf(o.Progress, "jepsen: network mode %s; nodes %s; run dir %s\n", o.Mode, strings.Join(t.g.Addrs(), " "), o.Out)
+	fmt.Fprintf(o.Progress, "jepsen: network mode %s; nodes %s; run dir %s; brokers %s\n", o.Mode, strings.Join(t.g.Addrs(), " "), o.Out, t.bin)
 	if err := t.g.Start(); err != nil {
 		return err
 	}
@@ -424,7 +443,7 @@ func (t *test) healAll(ctx context.Context) error {
 		}
 	}
 	for _, n := range t.g.Nodes {
-		if n.Running() {
+		if t.faults && n.Running() {
 			_ = t.env.faultReq(ctx, int(n.ID), cluster.FaultRequest{Reset: true})
 		}
 	}

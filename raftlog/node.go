@@ -16,6 +16,8 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/raftmq/raftmq/internal/mutant"
 )
 
 // Transport carries raft messages to peers. Send must not block.
@@ -86,8 +88,10 @@ type Config struct {
 	// of each Ready once they are durable.
 	OnAppend func(ents []*pb.Entry)
 	// UnsafeAckBeforeCommit makes a leader apply (and so acknowledge) the
-	// entries it has appended before a quorum holds them. It exists only for the ack-before-commit mutant
-	// (internal/mutant) that proves the chaos harness detects it.
+	// entries it has appended before a quorum holds them. It exists only
+	// for the ack-before-commit mutant (internal/mutant) that proves the
+	// chaos harness detects it, and is ignored unless the binary was built
+	// with -tags mutant.
 	UnsafeAckBeforeCommit bool
 	// OnConfChange, if set, is called from the raft goroutine after a
 	// membership change has been applied to raft.
@@ -781,7 +785,7 @@ func (n *Node) handleReady() error {
 			return ErrStopped
 		}
 	}
-	if n.cfg.UnsafeAckBeforeCommit && len(rd.Entries) > 0 && n.leaderTerm.Load() != 0 {
+	if mutant.Enabled && n.cfg.UnsafeAckBeforeCommit && len(rd.Entries) > 0 && n.leaderTerm.Load() != 0 {
 		// The ack-before-commit mutant: a leader applies (and so answers)
 		// what it has appended, without waiting for a quorum.
 		last := rd.Entries[len(rd.Entries)-1]

@@ -36,6 +36,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raftmq/raftmq/commitlog"
+	"github.com/raftmq/raftmq/internal/mutant"
 	"github.com/raftmq/raftmq/internal/vfs"
 )
 
@@ -84,7 +85,8 @@ type Storage struct {
 	SnapshotData func() (uint64, []byte, error)
 	// UnsafeNoSync leaves the raft state (term, vote, membership) written
 	// but not fsynced. It exists only for the vote-not-fsynced mutant
-	// (internal/mutant); set it before the node starts.
+	// (internal/mutant); set it before the node starts. It is ignored (the
+	// state is synced) unless the binary was built with -tags mutant.
 	UnsafeNoSync bool
 }
 
@@ -228,7 +230,7 @@ func (s *Storage) persistLocked() error {
 	if _, err := s.f.WriteAt(b, int64(s.mu.seq%2)*stSlot); err != nil {
 		return fmt.Errorf("raftlog: write raft state: %w", err)
 	}
-	if s.UnsafeNoSync {
+	if mutant.Enabled && s.UnsafeNoSync {
 		return nil
 	}
 	if err := s.f.Sync(); err != nil {

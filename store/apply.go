@@ -13,6 +13,7 @@ import (
 	"github.com/raftmq/raftmq/commitlog"
 	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/consumequeue"
+	"github.com/raftmq/raftmq/internal/mutant"
 	"github.com/raftmq/raftmq/offsets"
 )
 
@@ -237,7 +238,7 @@ func (s *Store) applyMessage(v *message.View, phy int64) (MessageResult, error) 
 	if uniq != "" {
 		uniqKey = topic + "#" + uniq
 	}
-	dedupe := uniq != "" && s.cfg.DedupeWindow > 0 && !s.cfg.Mutants.NoDedupe
+	dedupe := uniq != "" && s.cfg.DedupeWindow > 0 && !(mutant.Enabled && s.cfg.Mutants.NoDedupe)
 	if dedupe {
 		orig, found, err := s.findByUniqKey(topic, uniq, uniqKey, v.StoreTimestamp, s.cfg.DedupeWindow)
 		if err != nil {

@@ -1,3 +1,5 @@
+//go:build mutant
+
 package store
 
 import (
@@ -5,7 +7,8 @@ import (
 	"github.com/raftmq/raftmq/commitlog/message"
 )
 
-// UncommittedRecords is the uncommitted-reads mutant (internal/mutant): it
+// UncommittedRecords is the uncommitted-reads mutant (internal/mutant),
+// compiled only with -tags mutant (nomutant.go has the default build's): it
 // returns copies of the message records of topic/queueID found in the log
 // past the applied index, numbered with provisional queue offsets that
 // continue the consume queue, for offsets >= from (at most max records). A

@@ -73,6 +73,7 @@ type Config struct {
 	NoSyncMeta bool
 	// Mutants switches on known-bad behaviours for the chaos harness's
 	// self-test (internal/mutant); the zero value is the correct store.
+	// Only builds with -tags mutant accept a non-zero value.
 	Mutants mutant.Set
 	Clock   Clock
 	Logger  *slog.Logger
@@ -81,6 +82,9 @@ type Config struct {
 func (c *Config) fill() error {
 	if c.Dir == "" {
 		return errors.New("store: no directory configured")
+	}
+	if !mutant.Enabled && c.Mutants.Any() {
+		return fmt.Errorf("store: mutants: %w", mutant.ErrNotBuilt)
 	}
 	if c.FS == nil {
 		c.FS = vfs.Default()
@@ -222,10 +226,10 @@ func (s *Store) open() error {
 	}
 	lopts := commitlog.Options{
 		SegmentSize: s.cfg.SegmentSize, Flush: s.cfg.Flush, DurableIndex: s.state.applied, Logger: s.log,
-		UnsafeSkipCRC: s.cfg.Mutants.CRCUnchecked, WarmAhead: s.cfg.WarmAhead, CacheWindow: s.cfg.CacheWindow,
+		UnsafeSkipCRC: mutant.Enabled && s.cfg.Mutants.CRCUnchecked, WarmAhead: s.cfg.WarmAhead, CacheWindow: s.cfg.CacheWindow,
 		DirectIO: s.cfg.DirectIO,
 	}
-	if s.cfg.Mutants.AckBeforeFsync {
+	if mutant.Enabled && s.cfg.Mutants.AckBeforeFsync {
 		// Acknowledge from the page cache and sync once a second.
 		lopts.Flush, lopts.FlushInterval = commitlog.FlushAsync, time.Second
 	}

@@ -8,7 +8,6 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -46,7 +45,8 @@ type brokerFlags struct {
 	cluster     string
 	broker      string
 	preferred   uint64
-	// Chaos-testing settings, hidden from --help.
+	// Chaos-testing settings, hidden from --help. --fault-endpoint and
+	// --mutant work only in a binary built with -tags mutant.
 	faultEndpoint bool
 	powerLoss     bool
 	mutants       string
@@ -81,9 +81,9 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.notifyDelay, "commit-notify-delay", 0, "how long the leader holds an append that only tells followers a new commit index, hoping the next append carries it (0: 2ms, negative: send at once)")
 	fl.Uint64Var(&f.preferred, "preferred-leader", 0, "node that should lead whenever it is up and caught up (0: any)")
 	fl.StringVar(&f.broker, "broker-name", "raftmq", "brokerName the group registers under")
-	fl.BoolVar(&f.faultEndpoint, "fault-endpoint", false, "accept FAULT (9005) requests: tick-rate and clock skew (chaos testing)")
+	fl.BoolVar(&f.faultEndpoint, "fault-endpoint", false, "accept FAULT (9005) requests: tick-rate and clock skew (chaos testing; binaries built with -tags mutant only)")
 	fl.BoolVar(&f.powerLoss, "power-loss", false, "keep unsynced writes in process memory, so kill -9 loses them as a power cut would (chaos testing)")
-	fl.StringVar(&f.mutants, "mutant", "", "known-bad behaviours for harness self-tests: "+strings.Join(mutant.Names(), ", "))
+	fl.StringVar(&f.mutants, "mutant", "", mutantFlagHelp("known-bad behaviours for harness self-tests"))
 	fl.StringArrayVar(&f.routes, "route", nil, "dial a peer at other addresses than its membership ones, as ID=CLIENTADDR/RAFTADDR (proxies)")
 	for _, h := range []string{"fault-endpoint", "power-loss", "mutant", "route"} {
 		_ = fl.MarkHidden(h)
@@ -123,7 +123,10 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 	}
 	muts, err := mutant.Parse(f.mutants)
 	if err != nil {
-		return cluster.Config{}, err
+		return cluster.Config{}, fmt.Errorf("--mutant: %w", err)
+	}
+	if f.faultEndpoint && !mutant.Enabled {
+		return cluster.Config{}, fmt.Errorf("--fault-endpoint: %w", mutant.ErrNotBuilt)
 	}
 	cfg := cluster.Config{
 		ID: f.id, Dir: dir, Peers: peers, Join: f.join, HTTPAddr: f.httpAddr, Flush: fm,

@@ -33,6 +33,16 @@ func newJepsenCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "jepsen",
 		Short: "Chaos campaigns: run a group under faults, record histories, check them",
+		Long: "Chaos campaigns: run a group of real broker processes under faults, record histories, check them.\n\n" +
+			"Builds. The brokers are this binary (--binary to start another). The known-bad behaviours\n" +
+			"(mutants) and the brokers' fault endpoint, which the clock nemesis needs, exist only in a binary\n" +
+			"built with -tags mutant:\n\n" +
+			"  go build -tags mutant -o raftmq-mutant ./cmd/raftmq\n\n" +
+			"Runs with a mutant or the clock nemesis start that binary as brokers: --mutant-binary names it;\n" +
+			"without the flag a binary built with the tag uses itself, and one built without builds it from\n" +
+			"the source tree holding the working directory (go build -tags mutant into the user cache\n" +
+			"directory, e.g. ~/.cache/raftmq). `selftest` and `run --mutant` run inside the mutant binary\n" +
+			"(a default binary starts it with the same flags), while runs of the correct build keep --binary.",
 	}
 	cmd.AddCommand(newJepsenRunCmd(logger), newJepsenCheckCmd(), newJepsenServeCmd(logger),
 		newJepsenCampaignCmd(logger), newJepsenSelftestCmd(logger))
@@ -49,6 +59,8 @@ type runFlags struct {
 	interval  time.Duration
 	queues    int
 	basePort  int
+	// binary and mutantBinary: jepsen.Options' Binary and MutantBinary.
+	binary, mutantBinary string
 }
 
 func (f *runFlags) register(cmd *cobra.Command, defaultLimit time.Duration, defaultOut string) {
@@ -61,6 +73,9 @@ func (f *runFlags) register(cmd *cobra.Command, defaultLimit time.Duration, defa
 	fl.DurationVar(&f.interval, "interval", 4*time.Second, "mean time between faults (each fault lasts about as long)")
 	fl.IntVar(&f.queues, "queues", 4, "queues of the test topic")
 	fl.IntVar(&f.basePort, "base-port", 27000, "first port of the nodes' listeners")
+	fl.StringVar(&f.binary, "binary", "", "raftmq executable to start as brokers in runs that need no mutant build (default: this one)")
+	fl.StringVar(&f.mutantBinary, "mutant-binary", "", "raftmq executable built with -tags mutant, started as brokers in runs with a mutant or the clock nemesis\n"+
+		"(default: this one if built with the tag, else built from the source tree: see raftmq jepsen --help)")
 }
 
 // enterNet re-executes the command inside a private network namespace when
@@ -85,7 +100,7 @@ func (f *runFlags) enterNet() (mode netfault.Mode, done bool, err error) {
 }
 
 func (f *runFlags) options(mode netfault.Mode, log *slog.Logger) jepsen.Options {
-	return jepsen.Options{TimeLimit: f.timeLimit, Rate: f.rate, Seed: f.seed, Out: f.out, Mode: mode,
+	return jepsen.Options{Binary: f.binary, MutantBinary: f.mutantBinary, TimeLimit: f.timeLimit, Rate: f.rate, Seed: f.seed, Out: f.out, Mode: mode,
 		Interval: f.interval, Queues: f.queues, BasePort: f.basePort, Progress: os.Stdout, Logger: log,
 		Env: testMainEnv(), Watchdog: f.timeLimit + 5*time.Minute}
 }
@@ -126,10 +141,13 @@ func newJepsenRunCmd(logger func() *slog.Logger) *cobra.Command {
 			"while the nemesis injects faults, heals, drains every queue from every node and checks the history.\n" +
 			"Exit status: 0 valid, 1 a checker found a violation, 2 the harness failed.",
 		Example: "  raftmq jepsen run --nemesis partition,kill --workload queue --time-limit 60s --rate 200 --seed 7 --out runs/t1",
-		RunE: func(_ *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			nems, err := jepsen.ParseNemeses(nemesis)
 			if err != nil {
 				return &exitError{code: exitHarness, err: err}
+			}
+			if mut != "" && !mutant.Enabled {
+				return runInMutantBuild(cmd, f.mutantBinary)
 			}
 			if _, err := mutant.Parse(mut); err != nil {
 				return &exitError{code: exitHarness, err: err}
@@ -150,7 +168,7 @@ func newJepsenRunCmd(logger func() *slog.Logger) *cobra.Command {
 	f.register(cmd, 60*time.Second, "jepsen-runs/"+time.Now().Format("20060102-150405"))
 	cmd.Flags().StringVar(&nemesis, "nemesis", "partition,kill", "faults: comma-separated from "+strings.Join(jepsen.Nemeses(), ", ")+", all, none")
 	cmd.Flags().StringVar(&workload, "workload", jepsen.WorkloadQueue, "workload: "+strings.Join(jepsen.Workloads(), ", "))
-	cmd.Flags().StringVar(&mut, "mutant", "", "run a known-bad broker build: "+strings.Join(mutant.Names(), ", "))
+	cmd.Flags().StringVar(&mut, "mutant", "", mutantFlagHelp("run known-bad brokers"))
 	_ = cmd.Flags().MarkHidden("mutant")
 	return cmd
 }
@@ -232,7 +250,17 @@ func newJepsenSelftestCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "selftest",
 		Short: "Prove the harness catches known-bad brokers: every mutant in >= 9 of 10 seeds, the correct build never",
-		RunE: func(_ *cobra.Command, _ []string) error {
+		Long: "Runs, for every mutant, the campaign meant to expose it against the mutant (--mutant-binary) and\n" +
+			"against the correct build (--binary), over --seeds seeds. It passes when every mutant is flagged in\n" +
+			"at least 9 runs of 10 and the correct build is never flagged. A binary built without -tags mutant\n" +
+			"runs the self-test inside the mutant binary (see raftmq jepsen --help).\n" +
+			"Exit status: 0 passed, 1 a mutant escaped or the correct build was flagged, 2 the harness failed.",
+		Example: "  raftmq jepsen selftest --seeds 1 --time-limit 12s      # one seed per mutant\n" +
+			"  raftmq jepsen selftest --seeds 10 --time-limit 12s     # the long run",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !mutant.Enabled {
+				return runInMutantBuild(cmd, f.mutantBinary)
+			}
 			var mutants []string
 			if only != "" {
 				if _, err := mutant.Parse(only); err != nil {

@@ -1,13 +1,23 @@
-// Package mutant names the known-bad behaviours a broker can be started with
+// Package mutant holds the known-bad behaviours a broker can be started with
 // (the hidden broker flag --mutant NAME), so that the chaos harness can prove
 // it detects each of them (raftmq jepsen selftest). A mutant is never
 // enabled unless asked for by name; the zero Set is the correct broker.
+//
+// Mutants exist only in binaries built with the mutant build tag
+// (go build -tags mutant ./cmd/raftmq). Enabled is a constant, true only in
+// such builds, and every branch of the product that carries a bad
+// behaviour tests it first (mutant.Enabled && cfg.Mutants.X), so the
+// compiler drops those branches from the default build. The table of names
+// (Names, Parse) is compiled only with the tag too: in the default build
+// Names is empty and Parse refuses every name with ErrNotBuilt. The same
+// holds for the broker's fault endpoint (tick-rate and clock skew).
 package mutant
 
-import (
-	"fmt"
-	"strings"
-)
+import "errors"
+
+// ErrNotBuilt is the answer of a default build asked for a mutant or for
+// the fault endpoint.
+var ErrNotBuilt = errors.New("this binary was built without -tags mutant; build one with: go build -tags mutant ./cmd/raftmq")
 
 // Set says which bad behaviours are on.
 type Set struct {
@@ -36,58 +46,6 @@ type Set struct {
 	// ForgetMembers: a node that becomes leader forgets every client that
 	// heartbeated it, and tells nobody.
 	ForgetMembers bool
-}
-
-// names maps each mutant's name to the field it sets.
-func names() []struct {
-	name string
-	set  func(*Set)
-} {
-	return []struct {
-		name string
-		set  func(*Set)
-	}{
-		{"ack-before-commit", func(s *Set) { s.AckBeforeCommit = true }},
-		{"ack-before-fsync", func(s *Set) { s.AckBeforeFsync = true }},
-		{"uncommitted-reads", func(s *Set) { s.UncommittedReads = true }},
-		{"offsets-in-memory", func(s *Set) { s.OffsetsInMemory = true }},
-		{"no-dedupe", func(s *Set) { s.NoDedupe = true }},
-		{"crc-unchecked", func(s *Set) { s.CRCUnchecked = true }},
-		{"vote-not-fsynced", func(s *Set) { s.VoteNotFsynced = true }},
-		{"lock-two-owners", func(s *Set) { s.LockTwoOwners = true }},
-		{"forget-members", func(s *Set) { s.ForgetMembers = true }},
-	}
-}
-
-// Names lists every mutant, in a fixed order.
-func Names() []string {
-	var out []string
-	for _, n := range names() {
-		out = append(out, n.name)
-	}
-	return out
-}
-
-// Parse turns a comma-separated list of names ("" = none) into a Set.
-func Parse(list string) (Set, error) {
-	var s Set
-	for _, name := range strings.Split(list, ",") {
-		name = strings.TrimSpace(name)
-		if name == "" {
-			continue
-		}
-		found := false
-		for _, n := range names() {
-			if n.name == name {
-				n.set(&s)
-				found = true
-			}
-		}
-		if !found {
-			return Set{}, fmt.Errorf("mutant: unknown mutant %q (known: %s)", name, strings.Join(Names(), ", "))
-		}
-	}
-	return s, nil
 }
 
 // Any reports whether any mutant is on.

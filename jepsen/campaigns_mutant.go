@@ -1,0 +1,33 @@
+//go:build mutant
+
+package jepsen
+
+import "github.com/raftmq/raftmq/internal/mutant"
+
+// Campaigns returns the campaign for every mutant (internal/mutant).
+func Campaigns() []Campaign {
+	c := []Campaign{
+		{"ack-before-commit", WorkloadQueue, []string{NemPartitionLeader},
+			"an isolated leader keeps acknowledging; the majority side overwrites it: lost acked sends"},
+		{"ack-before-fsync", WorkloadQueue, []string{NemPowerLoss},
+			"acknowledged sends only in page cache are gone after a power cut of every node"},
+		{"uncommitted-reads", WorkloadLog, []string{NemPartitionLeader},
+			"reads see an isolated leader's uncommitted tail, later truncated"},
+		{"offsets-in-memory", WorkloadOffsets, []string{NemKillLeader},
+			"a new leader does not know committed offsets: they go backwards"},
+		{"no-dedupe", WorkloadRetries, []string{NemKillLeader, NemPartitionLeader},
+			"a retried send whose first attempt landed is stored twice"},
+		{"crc-unchecked", WorkloadQueue, []string{NemBitflip},
+			"a flipped bit in a follower's synced log goes unnoticed: its log and reads differ"},
+		{"vote-not-fsynced", WorkloadQueue, []string{NemPowerLoss},
+			"after a power cut the nodes' raft state is behind their logs: they must not vote again, and refuse to start"},
+		{"lock-two-owners", WorkloadGroup, nil,
+			"a queue handed to a new member of an orderly group while its old owner is still consuming it: two owners at once"},
+		{"forget-members", WorkloadGroup, []string{NemKillLeader},
+			"the new leader's member lists lack consumers that heartbeated it before it led"},
+	}
+	if len(c) != len(mutant.Names()) {
+		panic("jepsen: a mutant without a campaign")
+	}
+	return c
+}
