@@ -473,6 +473,7 @@ func (b *Broker) handlePull(ctx context.Context, req *remoting.Command) *remotin
 		deadline = time.Now().Add(d)
 	}
 	leader := b.rep.Node().IsLeader()
+	confirmed := false // a quorum confirmed this node's state during this pull
 	for {
 		changed := st.Changed()
 		gr, err := st.GetMessages(h.Topic, h.QueueID, h.QueueOffset, maxMsgs, 4<<20, tags)
@@ -511,6 +512,21 @@ func (b *Broker) handlePull(ctx context.Context, req *remoting.Command) *remotin
 				if gr.Status == store.NoMessageInQueue && h.QueueOffset != 0 && leader {
 					code, next = remoting.PullOffsetMoved, 0
 				}
+			}
+		}
+		if code == remoting.PullOffsetMoved && !confirmed {
+			// Moving a consumer's offset is decided from this node's queue
+			// bounds: a leader that lost its quorum (a paused process that
+			// has not heard of the new term yet) may hold stale ones. Confirm
+			// with a read barrier, then decide again on the state it waited
+			// for; without a quorum the consumer keeps its offset.
+			if err := b.readBarrier(ctx); err != nil {
+				b.log.Debug("cluster: offset move not confirmed by a quorum; the consumer retries", "topic", h.Topic, "queue", h.QueueID, "offset", h.QueueOffset, "err", err)
+				code, next = remoting.PullRetryImmediately, h.QueueOffset
+			} else {
+				confirmed = true
+				leader = b.rep.Node().IsLeader()
+				continue
 			}
 		}
 		if code == remoting.PullNotFound && !deadline.IsZero() {

@@ -1,0 +1,52 @@
+package cluster
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftmq/raftmq/internal/remoting"
+)
+
+// TestStaleLeaderNeverMovesAnOffset: a leader cut off from its group (here
+// its peers are gone and its clock stopped, as for a SIGSTOPped process
+// that resumes before it hears of the new term) still believes it leads,
+// and its queue is behind the group's. A pull beyond its max offset must
+// not answer OFFSET_MOVED from that stale state (which would send the
+// consumer back and redeliver): it asks the client to retry until a quorum
+// confirms the node's state.
+func TestStaleLeaderNeverMovesAnOffset(t *testing.T) {
+	tb := startBrokersWith(t, func(c *Config) { c.SendTimeout = 300 * time.Millisecond })
+	l := tb.leader()
+	lc := dial(t, l.ClientAddr())
+	ch := remoting.CreateTopicRequestHeader{Topic: "T", DefaultTopic: "TBW102", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}
+	require.Equal(t, remoting.Success, invoke(t, lc, remoting.NewRequest(remoting.UpdateAndCreateTopic, ch.Encode(), nil)).Code)
+	for i := range 5 {
+		require.Equal(t, remoting.Success, invoke(t, lc, sendCmd("T", 0, "m", string(rune('a'+i)))).Code)
+	}
+	pull := func(offset int64) *remoting.Command {
+		h := remoting.PullMessageRequestHeader{ConsumerGroup: "g", Topic: "T", QueueID: 0, QueueOffset: offset, MaxMsgNums: 32}
+		return invoke(t, lc, remoting.NewRequest(remoting.PullMessage, h.Encode(), nil))
+	}
+	// While the group is whole, an offset far beyond the queue is moved.
+	resp := pull(50)
+	require.Equal(t, remoting.PullOffsetMoved, resp.Code, resp.Remark)
+
+	// Freeze the leader's clock (it will not notice it lost its quorum)
+	// and take its peers away: the group's state moves on without it.
+	l.Replica().Node().SetTickInterval(time.Hour)
+	for id, b := range tb.bs {
+		if b != l {
+			require.NoError(t, b.Close())
+			delete(tb.bs, id)
+		}
+	}
+	require.True(t, l.Replica().Node().IsLeader(), "the cut-off node still believes it leads")
+	resp = pull(50)
+	require.NotEqual(t, remoting.PullOffsetMoved, resp.Code, "a leader without a quorum moved a consumer's offset from its own state")
+	require.Equal(t, remoting.PullRetryImmediately, resp.Code, resp.Remark)
+	h, err := remoting.DecodePullMessageResponseHeader(resp.ExtFields)
+	require.NoError(t, err)
+	require.Equal(t, int64(50), h.NextBeginOffset, "the consumer keeps its offset")
+}
