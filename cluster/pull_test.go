@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"github.com/raftmq/raftmq/raftlog"
+	"math"
 	"testing"
 	"time"
 
@@ -49,4 +51,14 @@ func TestStaleLeaderNeverMovesAnOffset(t *testing.T) {
 	h, err := remoting.DecodePullMessageResponseHeader(resp.ExtFields)
 	require.NoError(t, err)
 	require.Equal(t, int64(50), h.NextBeginOffset, "the consumer keeps its offset")
+}
+
+func TestRetentionFloor(t *testing.T) {
+	leader := raftlog.Status{ID: 1, Progress: map[uint64]uint64{1: 100, 2: 50, 3: 80}, Active: []uint64{1, 2, 3}}
+	require.Equal(t, uint64(50), retentionFloor(leader), "the slowest live follower")
+	leader.Active = []uint64{1, 3}
+	require.Equal(t, uint64(80), retentionFloor(leader), "a follower not heard from does not hold the log")
+	leader.Active = []uint64{1}
+	require.Equal(t, uint64(math.MaxUint64), retentionFloor(leader), "the leader's own match is not a bound")
+	require.Equal(t, uint64(math.MaxUint64), retentionFloor(raftlog.Status{ID: 2}), "followers: no bound")
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,18 +54,21 @@ type ReplicaConfig struct {
 // Replica is one node of a group: the store, the raft log over its
 // commitlog, and the raft node. Send and Exec replicate; reads go to Store.
 type Replica struct {
-	cfg   ReplicaConfig
-	log   *slog.Logger
-	st    *store.Store
-	rs    *raftlog.Storage
-	node  *raftlog.Node
-	pend  *pending
-	sendc chan *sendReq
-	epoch uint64
-	seq   atomic.Uint64
-	stopc chan struct{}
-	wg    sync.WaitGroup
-	met   *Metrics
+	cfg  ReplicaConfig
+	log  *slog.Logger
+	st   *store.Store
+	rs   *raftlog.Storage
+	node *raftlog.Node
+	// started is node once OpenReplica made it, for the store's retention
+	// loop, which runs from store.Open on.
+	started atomic.Pointer[raftlog.Node]
+	pend    *pending
+	sendc   chan *sendReq
+	epoch   uint64
+	seq     atomic.Uint64
+	stopc   chan struct{}
+	wg      sync.WaitGroup
+	met     *Metrics
 }
 
 // sendReq is one request for the batcher: message records or a command.
@@ -105,6 +109,18 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 	scfg.Retention.Drop = func(keepFrom uint64) error {
 		_, err := r.rs.Compact(keepFrom)
 		return err
+	}
+	// A leader keeps the entries its live followers still need, so that
+	// retention never turns a follower's catch-up into a snapshot install.
+	// A follower not heard from within an election timeout does not hold
+	// the log back (it gets a snapshot when it returns), and above the
+	// disk's force-clean ratio the store ignores the floor.
+	scfg.Retention.Floor = func() uint64 {
+		n := r.started.Load()
+		if n == nil {
+			return 0 // nothing is deleted before raft runs
+		}
+		return retentionFloor(n.Status())
 	}
 	st, err := store.Open(scfg)
 	if err != nil {
@@ -154,6 +170,7 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 		return nil, err
 	}
 	r.node = node
+	r.started.Store(node)
 	return r, nil
 }
 
@@ -428,4 +445,20 @@ func (r *Replica) janitor() {
 			return
 		}
 	}
+}
+
+// retentionFloor is the highest raft index retention may delete as far as
+// replication is concerned: on a leader, just below the lowest match index
+// of the recently active followers; elsewhere no bound (math.MaxUint64).
+func retentionFloor(st raftlog.Status) uint64 {
+	floor := uint64(math.MaxUint64)
+	if st.Progress == nil {
+		return floor
+	}
+	for _, id := range st.Active {
+		if m, ok := st.Progress[id]; ok && id != st.ID && m < floor {
+			floor = m
+		}
+	}
+	return floor
 }

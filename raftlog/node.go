@@ -115,6 +115,9 @@ type Status struct {
 	LastIndex   uint64            `json:"lastIndex"`
 	Voters      []uint64          `json:"voters"`
 	Progress    map[uint64]uint64 `json:"progress,omitempty"` // leader only: match index per node
+	// Active (leader only) lists the nodes heard from within the last
+	// election timeout (raft's RecentActive, kept by CheckQuorum).
+	Active     []uint64 `json:"active,omitempty"`
 	Transferee  uint64            `json:"transferee,omitempty"`
 }
 
@@ -527,7 +530,11 @@ func (n *Node) publishStatus() {
 		st.Progress = make(map[uint64]uint64, len(li.Progress))
 		for id, pr := range li.Progress {
 			st.Progress[id] = pr.Match
+			if pr.RecentActive {
+				st.Active = append(st.Active, id)
+			}
 		}
+		slices.Sort(st.Active)
 	}
 	n.status.Store(st)
 }

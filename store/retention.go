@@ -30,8 +30,9 @@ type RetentionConfig struct {
 	// CheckInterval: the disk check's own ticker (default 10 s).
 	CheckInterval time.Duration
 	// Floor, if set, returns the highest raft index that may be deleted
-	// (raft keeps what lagging followers still need); the applied index is
-	// always a bound too.
+	// (a leader keeps what its live followers still need); the applied
+	// index is always a bound too. Above ForceRatio the floor is ignored:
+	// a full disk stops the node, a lagging follower only needs a snapshot.
 	Floor func() uint64
 	// Drop, if set, deletes the log's segments before index keepFrom in
 	// place of commitlog.DropPrefix, so that the raft storage records its
@@ -152,8 +153,8 @@ func (s *Store) deleteSegments(force bool) (int, error) {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	floor := s.state.applied
-	if f := s.cfg.Retention.Floor; f != nil && f() < floor {
-		floor = f()
+	if f := s.cfg.Retention.Floor; f != nil && !force {
+		floor = min(floor, f())
 	}
 	segs := s.clog.Segments()
 	now := s.cfg.Clock.Now().UnixMilli()

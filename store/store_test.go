@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -500,4 +501,44 @@ func TestInspect(t *testing.T) {
 	err = Inspect(vfs.Default(), cfg.Dir, &out)
 	require.ErrorIs(t, err, ErrInspectFailed)
 	require.Contains(t, out.String(), seg)
+}
+
+// The retention floor (what a leader's live followers still need) holds
+// expired segments back, except above the force-clean ratio.
+func TestRetentionFloorHoldsBackUnlessForced(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(t, fs)
+	cfg.SegmentSize = 16 << 10
+	cfg.Retention.DeleteWhen = []int{4}
+	var floor atomic.Uint64
+	cfg.Retention.Floor = floor.Load
+	clock := cfg.Clock.(*fakeClock)
+	sa := openSA(t, cfg)
+	defer sa.Close()
+	createTopic(t, sa, "t", 1)
+	old := clock.Now().Add(-100 * time.Hour).UnixMilli()
+	for i := 0; i < 600; i++ {
+		m := msg("t", 0, i, "", "")
+		m.StoreTimestamp = old + int64(i)
+		_, err := sa.Put(m)
+		require.NoError(t, err)
+	}
+	segs := sa.Log().Segments()
+	require.Greater(t, len(segs), 4)
+	clock.Set(time.Date(2026, 11, 23, 4, 0, 0, 0, time.Local)) // every segment expired, deletion hour
+	n, err := sa.CheckDisk()
+	require.NoError(t, err)
+	require.Zero(t, n, "a follower at index 0 holds every segment")
+
+	floor.Store(segs[1].FirstIndex + uint64(segs[1].Entries) - 1) // it has the first two segments
+	n, err = sa.CheckDisk()
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "only what the follower has goes")
+
+	floor.Store(0)
+	u, _ := fs.DiskUsage("/")
+	fs.SetCapacity(uint64(float64(u.Total-u.Free) / 0.87))
+	n, err = sa.CheckDisk()
+	require.NoError(t, err)
+	require.Greater(t, n, 0, "above 85 % the floor gives way")
 }
