@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"github.com/raftmq/raftmq/raftlog"
 	"math"
 	"testing"
 	"time"
@@ -9,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/raftlog"
 )
 
 // TestStaleLeaderNeverMovesAnOffset: a leader cut off from its group (here
