@@ -4,12 +4,13 @@
 #
 #   ./scripts/compare.sh            # NATS (both sync modes), etcd, then raftmq
 #   NATS=0 ETCD=0 ./scripts/compare.sh   # raftmq only
+#   QUEUES=0 ./scripts/compare.sh        # without the queue-count curve (scripts/queues-curve.sh)
 #
 # Every raftmq scenario prints its result line and the CPU each process
 # spent per message (from /proc/PID/stat for the brokers, /usr/bin/time for
 # the client), and writes its HTML report (throughput and latency over
-# time) to bench-results/compare-<time>/. Takes ~15 minutes. Uses ports 10911-10933 (the group) and
-# 11911+ (the failover bench); stops whatever group it started.
+# time) to bench-results/compare-<time>/. Takes ~20 minutes. Uses ports 10911-10933 (the group),
+# 11911+ (the failover bench), 12911+ and 15222+ (queues-curve.sh's groups); stops whatever it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$HOME/go/bin:$PATH"
@@ -108,4 +109,8 @@ for _ in 1 2; do run consume; done
 stop_group
 echo "== raftmq: kill -9 of the leader under load, 20 times"
 ./raftmq bench failover --kills 20 --html "$reports/failover.html" 2>&1 | grep '^failover:'
+if [ "${QUEUES:-1}" != 0 ]; then
+  echo "== raftmq and NATS R3: pipelined sends over 4, 64, 1,024 and 8,192 queues (subjects), consume at 4 and 1,024 (scripts/queues-curve.sh)"
+  NATS="${NATS:-1}" ./scripts/queues-curve.sh | grep -v '^== build'
+fi
 echo "== reports in $reports"

@@ -386,7 +386,8 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 		Short: "Send for --duration and report msgs/s, MB/s and latency percentiles",
 		Long: "--window 1 sends one message at a time (latency); --window N pipelines N sends per producer;\n" +
 			"--batch N sends N messages per request; --auto-batch lets the client pack waiting sends into batches. Acks mean what the group's --flush says (default:\n" +
-			"fsynced on a quorum).",
+			"fsynced on a quorum). --topics N spreads the sends over N topics (TOPIC-0 ... TOPIC-<N-1>) of --queues queues each, created first\n" +
+			"through the admin path: each of the N x queues queues gets the same share of the sends.",
 		RunE: func(c *cobra.Command, _ []string) error {
 			return runBench(c.Context(), addrs, asJSON, cpuProfile, htmlOut, "send", logger(), func(ctx context.Context, cl *client.Client, progress io.Writer) (bench.Result, error) {
 				pc.Progress = progress
@@ -394,18 +395,20 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 			})
 		},
 	}
-	produce.Flags().StringVar(&pc.Topic, "topic", "bench", "topic (created if missing)")
-	produce.Flags().IntVar(&pc.Queues, "queues", 4, "queues of the topic")
+	produce.Flags().StringVar(&pc.Topic, "topic", "bench", "topic (created if missing); with --topics N > 1 the stem of the topics' names")
+	produce.Flags().IntVar(&pc.Topics, "topics", 1, "topics to send to, named TOPIC-0 ... TOPIC-<N-1> when more than one")
+	produce.Flags().IntVar(&pc.Queues, "queues", 4, "queues of each topic")
 	produce.Flags().IntVar(&pc.Size, "size", 1024, "message body bytes")
 	produce.Flags().IntVar(&pc.Window, "window", 1000, "sends in flight per producer (1: one at a time)")
 	produce.Flags().IntVar(&pc.Batch, "batch", 1, "messages per send")
 	produce.Flags().IntVar(&pc.Producers, "producers", 1, "concurrent producers")
 	produce.Flags().BoolVar(&pc.AutoBatch, "auto-batch", false, "with --window > 1: pack sends waiting behind others into batch requests (the client's AutoBatch)")
 	produce.Flags().DurationVar(&pc.Duration, "duration", 10*time.Second, "how long to send")
+	produce.Flags().Int64Var(&pc.Messages, "messages", 0, "stop after sending this many messages, or at --duration if sooner (0: no limit)")
 	var cc bench.ConsumeConfig
 	consume := &cobra.Command{
 		Use:   "consume",
-		Short: "Read every queue of --topic from its start to its end and report msgs/s",
+		Short: "Read every queue of --topic (or of --topics N topics) from its start to its end and report msgs/s",
 		Long: "Pulls each queue one batch at a time (--readers N: N parts of it at once); with --push, N push consumers\n" +
 			"(--consumers N) of a new consumer group, each on a client of its own, share the queues through the group's\n" +
 			"rebalancing. Either way the run ends when every message was consumed at least once; more deliveries are\n" +
@@ -423,7 +426,9 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 			})
 		},
 	}
-	consume.Flags().StringVar(&cc.Topic, "topic", "bench", "topic")
+	consume.Flags().StringVar(&cc.Topic, "topic", "bench", "topic; with --topics N > 1 the stem of the topics' names, as bench produce names them")
+	consume.Flags().IntVar(&cc.Topics, "topics", 1, "topics to read, named TOPIC-0 ... TOPIC-<N-1> when more than one")
+	consume.Flags().IntVar(&cc.Queues, "queues", 0, "queues each topic must have (0: whatever it has)")
 	consume.Flags().IntVar(&cc.Batch, "batch", 32, "messages per pull (the push consumers' PullBatchSize with --push)")
 	consume.Flags().StringVar(&cc.From, "from", "", "pull from this node address (default: the leader)")
 	consume.Flags().IntVar(&cc.Readers, "readers", 1, "concurrent readers per queue, each reading its own part of the queue")

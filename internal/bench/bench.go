@@ -21,7 +21,13 @@ import (
 
 // ProduceConfig configures a produce run.
 type ProduceConfig struct {
+	// Topic names the run's topic, or with Topics > 1 the stem of its
+	// topics' names (TopicNames). Every topic gets Queues queues (default
+	// 4) and is created through the admin path before the clock starts;
+	// the sends rotate over all Topics*Queues queues, so that each gets
+	// the same share.
 	Topic     string
+	Topics    int // default 1
 	Queues    int
 	Size      int // body bytes
 	Window    int // in-flight sends per producer; 1 = one at a time (sync)
@@ -31,7 +37,11 @@ type ProduceConfig struct {
 	// requests (client.ProducerOptions.AutoBatch).
 	AutoBatch bool
 	Duration  time.Duration // how long to send
-	Progress  io.Writer     // a line per second (nil: none)
+	// Messages, when > 0, ends the run once that many messages were
+	// sent (the last batch may be shorter), or at Duration if sooner: a
+	// run that fills queues with a given amount.
+	Messages int64
+	Progress io.Writer // a line per second (nil: none)
 }
 
 // Result is a run's summary.
@@ -59,10 +69,19 @@ type Result struct {
 	// every further delivery of one as a duplicate. Consumers is the push
 	// consumers of a push run (0 for pulls), ConsumeBatch the most
 	// messages one of their callbacks got.
-	Duplicates   int64  `json:"duplicates,omitempty"`
-	Consumers    int    `json:"consumers,omitempty"`
-	ConsumeBatch int    `json:"consumeBatch,omitempty"`
-	FirstErr     string `json:"firstError,omitempty"`
+	Duplicates   int64 `json:"duplicates,omitempty"`
+	Consumers    int   `json:"consumers,omitempty"`
+	ConsumeBatch int   `json:"consumeBatch,omitempty"`
+	// Topics and Queues are the topics the run used and their queues in
+	// all (not per topic). A produce run also reports the fewest and most
+	// messages acknowledged to one queue (QueueMin, QueueMax) and how long
+	// creating its topics took (CreateSeconds).
+	Topics        int     `json:"topics"`
+	Queues        int     `json:"queues"`
+	QueueMin      int64   `json:"queueMinMessages,omitempty"`
+	QueueMax      int64   `json:"queueMaxMessages,omitempty"`
+	CreateSeconds float64 `json:"createSeconds,omitempty"`
+	FirstErr      string  `json:"firstError,omitempty"`
 	// Series is the run's timeline (throughput, errors, latency per
 	// step), for the HTML report.
 	Series []Interval `json:"-"`
@@ -81,6 +100,12 @@ func (r Result) String() string {
 	}
 	if r.Duplicates > 0 || r.Consumers > 0 {
 		s += fmt.Sprintf("; %d duplicates", r.Duplicates)
+	}
+	if r.Queues > 1 && r.QueueMax > 0 {
+		s += fmt.Sprintf("; %d to %d messages per queue", r.QueueMin, r.QueueMax)
+	}
+	if r.Topics > 1 && r.CreateSeconds > 0 {
+		s += fmt.Sprintf("; topics created at %.0f/s (%d in %.2fs)", float64(r.Topics)/r.CreateSeconds, r.Topics, r.CreateSeconds)
 	}
 	if r.Errors > 0 {
 		s += fmt.Sprintf("; %d errors (first: %s)", r.Errors, r.FirstErr)
@@ -187,6 +212,7 @@ func Produce(ctx context.Context, c *client.Client, cfg ProduceConfig) (Result, 
 	if cfg.Queues <= 0 {
 		cfg.Queues = 4
 	}
+	cfg.Topics = max(cfg.Topics, 1)
 	if cfg.Window <= 0 {
 		cfg.Window = 1
 	}
@@ -196,12 +222,15 @@ func Produce(ctx context.Context, c *client.Client, cfg ProduceConfig) (Result, 
 	if cfg.Producers <= 0 {
 		cfg.Producers = 1
 	}
-	if err := c.CreateTopic(ctx, cfg.Topic, cfg.Queues); err != nil {
-		return Result{}, fmt.Errorf("bench: create topic: %w", err)
+	topics := TopicNames(cfg.Topic, cfg.Topics)
+	created, err := createTopics(ctx, c, topics, cfg.Queues, cfg.Progress)
+	if err != nil {
+		return Result{}, err
 	}
-	if _, err := c.Route(ctx, cfg.Topic, true); err != nil {
-		return Result{}, fmt.Errorf("bench: route: %w", err)
-	}
+	// perQueue counts the messages acknowledged to each queue, by its
+	// place in the rotation (slotOf).
+	nq := cfg.Topics * cfg.Queues
+	perQueue := make([]atomic.Int64, nq)
 	body := make([]byte, cfg.Size)
 	for i := range body {
 		body[i] = byte('a' + i%26)
@@ -214,27 +243,46 @@ func Produce(ctx context.Context, c *client.Client, cfg ProduceConfig) (Result, 
 		cnt   = counters{rec: lat}
 	)
 	end := start.Add(cfg.Duration)
+	var issued atomic.Int64
+	// reserve takes up to n messages of the run's Messages and returns
+	// how many it got (n without a limit, 0 once it is spent).
+	reserve := func(n int) int {
+		if cfg.Messages <= 0 {
+			return n
+		}
+		over := issued.Add(int64(n)) - cfg.Messages
+		return n - int(min(max(over, 0), int64(n)))
+	}
 	go progress(cfg.Progress, "produce", &cnt, start, stop)
 	for p := 0; p < cfg.Producers; p++ {
 		wg.Add(1)
 		go func(p int) {
 			defer wg.Done()
 			pr := c.NewProducer(client.ProducerOptions{Group: "bench", Window: cfg.Window, AutoBatch: cfg.AutoBatch})
-			q := int32(p % cfg.Queues)
 			slots := make(chan struct{}, cfg.Window)
 			var inflight sync.WaitGroup
-			for i := 0; time.Now().Before(end) && ctx.Err() == nil; i++ {
-				q = (q + 1) % int32(cfg.Queues)
+			// Each producer starts at a queue of its own and then takes
+			// every queue in turn.
+			next := p % nq
+			for time.Now().Before(end) && ctx.Err() == nil {
+				n := reserve(cfg.Batch)
+				if n == 0 {
+					break
+				}
+				slot := next
+				next = (next + 1) % nq
+				t, q := slotOf(slot, cfg.Topics)
+				topic, acked := topics[t], &perQueue[slot]
 				t0 := time.Now()
 				switch {
 				case cfg.Batch > 1:
-					ms := make([]*client.Message, cfg.Batch)
+					ms := make([]*client.Message, n)
 					for k := range ms {
-						ms[k] = &client.Message{Topic: cfg.Topic, QueueID: q, Body: body}
+						ms[k] = &client.Message{Topic: topic, QueueID: q, Body: body}
 					}
 					if cfg.Window > 1 {
 						// Pipelined batches: one goroutine per in-flight batch.
-						sendBatchAsync(ctx, pr, ms, &cnt, lat, slots, &inflight)
+						sendBatchAsync(ctx, pr, ms, &cnt, lat, acked, slots, &inflight)
 						continue
 					}
 					if _, err := pr.SendBatch(ctx, ms); err != nil {
@@ -242,25 +290,28 @@ func Produce(ctx context.Context, c *client.Client, cfg ProduceConfig) (Result, 
 						continue
 					}
 					cnt.msgs.Add(int64(len(ms)))
+					acked.Add(int64(len(ms)))
 					lat.add(time.Since(t0), len(ms))
 				case cfg.Window > 1:
-					err := pr.SendAsync(ctx, &client.Message{Topic: cfg.Topic, QueueID: q, Body: body}, func(_ client.SendResult, err error) {
+					err := pr.SendAsync(ctx, &client.Message{Topic: topic, QueueID: q, Body: body}, func(_ client.SendResult, err error) {
 						if err != nil {
 							cnt.fail(err)
 							return
 						}
 						cnt.msgs.Add(1)
+						acked.Add(1)
 						lat.add(time.Since(t0), 1)
 					})
 					if err != nil {
 						cnt.fail(err)
 					}
 				default:
-					if _, err := pr.Send(ctx, &client.Message{Topic: cfg.Topic, QueueID: q, Body: body}); err != nil {
+					if _, err := pr.Send(ctx, &client.Message{Topic: topic, QueueID: q, Body: body}); err != nil {
 						cnt.fail(err)
 						continue
 					}
 					cnt.msgs.Add(1)
+					acked.Add(1)
 					lat.add(time.Since(t0), 1)
 				}
 			}
@@ -274,7 +325,13 @@ func Produce(ctx context.Context, c *client.Client, cfg ProduceConfig) (Result, 
 	close(stop)
 	el := time.Since(start).Seconds()
 	r := Result{Mode: mode(cfg), Messages: cnt.msgs.Load(), Errors: cnt.errs.Load(), Seconds: el, Size: cfg.Size,
-		Window: cfg.Window, Batch: cfg.Batch, Producers: cfg.Producers, AutoBatch: cfg.AutoBatch}
+		Window: cfg.Window, Batch: cfg.Batch, Producers: cfg.Producers, AutoBatch: cfg.AutoBatch,
+		Topics: cfg.Topics, Queues: nq, CreateSeconds: created.Seconds()}
+	r.QueueMin, r.QueueMax = math.MaxInt64, 0
+	for i := range perQueue {
+		n := perQueue[i].Load()
+		r.QueueMin, r.QueueMax = min(r.QueueMin, n), max(r.QueueMax, n)
+	}
 	r.MsgsPerSec = float64(r.Messages) / el
 	r.MBPerSec = r.MsgsPerSec * float64(cfg.Size) / 1e6
 	if p := cnt.firstErr.Load(); p != nil {
@@ -289,20 +346,23 @@ func Produce(ctx context.Context, c *client.Client, cfg ProduceConfig) (Result, 
 }
 
 func mode(cfg ProduceConfig) string {
+	var m string
 	switch {
 	case cfg.Batch > 1:
-		return fmt.Sprintf("produce batches of %d, window %d", cfg.Batch, cfg.Window)
+		m = fmt.Sprintf("produce batches of %d, window %d", cfg.Batch, cfg.Window)
 	case cfg.Window > 1 && cfg.AutoBatch:
-		return fmt.Sprintf("produce pipelined, auto-batched, window %d x %d producers", cfg.Window, cfg.Producers)
+		m = fmt.Sprintf("produce pipelined, auto-batched, window %d x %d producers", cfg.Window, cfg.Producers)
 	case cfg.Window > 1:
-		return fmt.Sprintf("produce pipelined, window %d x %d producers", cfg.Window, cfg.Producers)
+		m = fmt.Sprintf("produce pipelined, window %d x %d producers", cfg.Window, cfg.Producers)
+	default:
+		m = fmt.Sprintf("produce one at a time x %d producers", cfg.Producers)
 	}
-	return fmt.Sprintf("produce one at a time x %d producers", cfg.Producers)
+	return m + ", " + layout(cfg.Topics, cfg.Topics*cfg.Queues)
 }
 
 // sendBatchAsync sends one batch in its own goroutine, holding one of the
-// window's slots while it is in flight.
-func sendBatchAsync(ctx context.Context, pr *client.Producer, ms []*client.Message, cnt *counters, lat *recorder, slots chan struct{}, wg *sync.WaitGroup) {
+// window's slots while it is in flight; acked counts its queue's messages.
+func sendBatchAsync(ctx context.Context, pr *client.Producer, ms []*client.Message, cnt *counters, lat *recorder, acked *atomic.Int64, slots chan struct{}, wg *sync.WaitGroup) {
 	slots <- struct{}{}
 	wg.Add(1)
 	go func() {
@@ -314,6 +374,7 @@ func sendBatchAsync(ctx context.Context, pr *client.Producer, ms []*client.Messa
 			return
 		}
 		cnt.msgs.Add(int64(len(ms)))
+		acked.Add(int64(len(ms)))
 		lat.add(time.Since(t0), len(ms))
 	}()
 }

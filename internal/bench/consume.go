@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,14 +13,21 @@ import (
 	"github.com/raftmq/raftmq/client"
 )
 
-// ConsumeConfig configures a consume run: read every queue of Topic from
-// its minimum offset up to the maximum found at the start. The run ends
-// when every message of that range was consumed at least once; further
-// deliveries count as duplicates.
+// ConsumeConfig configures a consume run: read every queue of the run's
+// topics from its minimum offset up to the maximum found at the start.
+// The run ends when every message of that range was consumed at least
+// once; further deliveries count as duplicates.
 type ConsumeConfig struct {
-	Topic string
-	Batch int    // messages per pull (default 32), pulls and push consumers alike
-	From  string // node to pull from ("" = the leader); pulls only
+	// Topic names the topic, or with Topics > 1 the stem of the topics'
+	// names, as a produce run names them (TopicNames).
+	Topic  string
+	Topics int // default 1
+	// Queues, when > 0, is the number of queues each topic must have: a
+	// run over a layout other than the one asked for fails rather than
+	// measuring something else. 0 takes whatever each topic has.
+	Queues int
+	Batch  int    // messages per pull (default 32), pulls and push consumers alike
+	From   string // node to pull from ("" = the leader); pulls only
 	// Readers per queue (default 1, as a RocketMQ consumer pulls): the
 	// queue's range is split into that many parts read concurrently, so
 	// that more pulls are in flight. Pulls only.
@@ -60,6 +68,10 @@ func (cfg *ConsumeConfig) check() error {
 		cfg.Batch = client.DefaultPullBatch
 	}
 	cfg.Readers = max(cfg.Readers, 1)
+	cfg.Topics = max(cfg.Topics, 1)
+	if cfg.Queues < 0 {
+		return errors.New("bench: negative queues")
+	}
 	if !cfg.Push {
 		if cfg.Consumers > 1 || cfg.ConsumeBatch > 0 || cfg.ConsumeGoroutines > 0 || cfg.QueueCache > 0 {
 			return errors.New("bench: consumers, consume batch, consume goroutines and queue cache apply to push consumers only")
@@ -85,42 +97,85 @@ func (cfg *ConsumeConfig) check() error {
 	return nil
 }
 
-// consumeRanges returns every readable queue's [min, max) offsets.
-func consumeRanges(ctx context.Context, c *client.Client, topic string) ([]queueRange, error) {
-	rt, err := c.Route(ctx, topic, true)
+// topicSpan is one topic of a consume run: its queues are the run's
+// queues base ... base+queues-1, the keys of its seen set and its ranges.
+type topicSpan struct {
+	name         string
+	base, queues int32
+}
+
+// consumeRanges returns the run's topics and every readable queue's
+// [min, max) offsets, each range's Queue being the queue's key in the run
+// (its topic's base plus its queue id). With want > 0 every topic must
+// have want read queues.
+func consumeRanges(ctx context.Context, c *client.Client, names []string, want int) ([]topicSpan, []queueRange, error) {
+	spans := make([]topicSpan, len(names))
+	err := forEach(ctx, len(names), createInFlight, func(ctx context.Context, i int) error {
+		rt, err := c.Route(ctx, names[i], true)
+		if err != nil {
+			return fmt.Errorf("bench: route: %w", err)
+		}
+		if want > 0 && rt.ReadQueues != want {
+			return fmt.Errorf("bench: topic %s has %d read queues, not %d", names[i], rt.ReadQueues, want)
+		}
+		spans[i] = topicSpan{name: names[i], queues: int32(rt.ReadQueues)}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("bench: route: %w", err)
+		return nil, nil, err
 	}
-	ranges := make([]queueRange, rt.ReadQueues)
-	for q := range ranges {
-		lo, err := c.MinOffset(ctx, topic, int32(q))
-		if err != nil {
-			return nil, fmt.Errorf("bench: %w", err)
+	var ranges []queueRange
+	for i := range spans {
+		if i > 0 {
+			spans[i].base = spans[i-1].base + spans[i-1].queues
 		}
-		hi, err := c.MaxOffset(ctx, topic, int32(q))
-		if err != nil {
-			return nil, fmt.Errorf("bench: %w", err)
+		for q := range spans[i].queues {
+			ranges = append(ranges, queueRange{Queue: spans[i].base + q})
 		}
-		ranges[q] = queueRange{Queue: int32(q), Lo: lo, Hi: hi}
 	}
-	return ranges, nil
+	err = forEach(ctx, len(ranges), createInFlight, func(ctx context.Context, i int) error {
+		sp := spanOf(spans, ranges[i].Queue)
+		q := ranges[i].Queue - sp.base
+		lo, err := c.MinOffset(ctx, sp.name, q)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		hi, err := c.MaxOffset(ctx, sp.name, q)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		ranges[i].Lo, ranges[i].Hi = lo, hi
+		return nil
+	})
+	return spans, ranges, err
+}
+
+// spanOf returns the topic of spans that holds the run's queue key.
+func spanOf(spans []topicSpan, key int32) topicSpan {
+	i := sort.Search(len(spans), func(i int) bool { return spans[i].base+spans[i].queues > key })
+	return spans[i]
 }
 
 // consumeRun is what both consume paths count while they run.
 type consumeRun struct {
-	seen  *seenSet
-	bytes atomic.Int64
-	start time.Time
-	lat   *recorder
-	cnt   counters
+	spans  []topicSpan
+	topics map[string]topicSpan // spans by name
+	seen   *seenSet
+	bytes  atomic.Int64
+	start  time.Time
+	lat    *recorder
+	cnt    counters
 }
 
-func newConsumeRun(ranges []queueRange) (*consumeRun, error) {
+func newConsumeRun(spans []topicSpan, ranges []queueRange) (*consumeRun, error) {
 	seen, err := newSeenSet(ranges)
 	if err != nil {
 		return nil, err
 	}
-	r := &consumeRun{seen: seen}
+	r := &consumeRun{seen: seen, spans: spans, topics: make(map[string]topicSpan, len(spans))}
+	for _, sp := range spans {
+		r.topics[sp.name] = sp
+	}
 	r.begin()
 	return r, nil
 }
@@ -132,14 +187,24 @@ func (r *consumeRun) begin() {
 	r.cnt.rec = r.lat
 }
 
-// take counts a batch of delivered messages of the run's topic: the first
-// delivery of an offset of the range counts as consumed, later ones as
-// duplicates, offsets outside the range not at all. It returns the
-// messages newly consumed.
+// take counts a batch of delivered messages of the run's topics: the
+// first delivery of an offset of the range counts as consumed, later ones
+// as duplicates, offsets outside the range (or of other topics or queues)
+// not at all. It returns the messages newly consumed.
 func (r *consumeRun) take(msgs []*client.MessageExt) int64 {
 	var fresh, dups, size int64
-	for _, m := range msgs {
-		first, in := r.seen.mark(m.QueueID, m.QueueOffset)
+	var sp topicSpan
+	known := false
+	for i, m := range msgs {
+		if i == 0 || m.Topic != sp.name {
+			// A batch is one queue's: one look-up for all of it.
+			sp, known = r.topics[m.Topic]
+			sp.name = m.Topic
+		}
+		if !known || m.QueueID < 0 || m.QueueID >= sp.queues {
+			continue
+		}
+		first, in := r.seen.mark(sp.base+m.QueueID, m.QueueOffset)
 		switch {
 		case !in:
 		case first:
@@ -178,21 +243,28 @@ func Consume(ctx context.Context, c *client.Client, cfg ConsumeConfig) (Result, 
 	if err := cfg.check(); err != nil {
 		return Result{}, err
 	}
-	ranges, err := consumeRanges(ctx, c, cfg.Topic)
+	spans, ranges, err := consumeRanges(ctx, c, TopicNames(cfg.Topic, cfg.Topics), cfg.Queues)
 	if err != nil {
 		return Result{}, err
 	}
+	var r Result
 	if cfg.Push {
-		return consumePush(ctx, cfg, ranges)
+		r, err = consumePush(ctx, cfg, spans, ranges)
+	} else {
+		r, err = consumePull(ctx, c, cfg, spans, ranges)
 	}
-	return consumePull(ctx, c, cfg, ranges)
+	if r.Mode != "" {
+		r.Topics, r.Queues = len(spans), len(ranges)
+		r.Mode += ", " + layout(r.Topics, r.Queues)
+	}
+	return r, err
 }
 
 // consumePull reads each queue's range with Readers goroutines pulling one
 // batch at a time.
-func consumePull(ctx context.Context, c *client.Client, cfg ConsumeConfig, ranges []queueRange) (Result, error) {
+func consumePull(ctx context.Context, c *client.Client, cfg ConsumeConfig, spans []topicSpan, ranges []queueRange) (Result, error) {
 	pc := c.NewPullConsumer("bench-consumer")
-	run, err := newConsumeRun(ranges)
+	run, err := newConsumeRun(spans, ranges)
 	if err != nil {
 		return Result{}, err
 	}
@@ -203,6 +275,8 @@ func consumePull(ctx context.Context, c *client.Client, cfg ConsumeConfig, range
 	go progress(cfg.Progress, "consume", &run.cnt, run.start, stop)
 	for _, qr := range ranges {
 		lo, hi := qr.Lo, qr.Hi
+		sp := spanOf(spans, qr.Queue)
+		topic := sp.name
 		for part := 0; part < cfg.Readers; part++ {
 			from := lo + (hi-lo)*int64(part)/int64(cfg.Readers)
 			to := lo + (hi-lo)*int64(part+1)/int64(cfg.Readers)
@@ -214,9 +288,9 @@ func consumePull(ctx context.Context, c *client.Client, cfg ConsumeConfig, range
 					var err error
 					t0 := time.Now()
 					if cfg.From != "" {
-						pr, err = pc.PullFrom(ctx, cfg.From, cfg.Topic, q, off, cfg.Batch, 0)
+						pr, err = pc.PullFrom(ctx, cfg.From, topic, q, off, cfg.Batch, 0)
 					} else {
-						pr, err = pc.Pull(ctx, cfg.Topic, q, off, cfg.Batch, 0)
+						pr, err = pc.Pull(ctx, topic, q, off, cfg.Batch, 0)
 					}
 					if err != nil {
 						run.cnt.fail(err)
@@ -237,7 +311,7 @@ func consumePull(ctx context.Context, c *client.Client, cfg ConsumeConfig, range
 					}
 					off = pr.NextBeginOffset
 				}
-			}(qr.Queue, from, to)
+			}(qr.Queue-sp.base, from, to)
 		}
 	}
 	wg.Wait()
@@ -257,7 +331,7 @@ const pushSampleEvery = 50 * time.Millisecond
 // just before the consumers start (so it includes their heartbeats and
 // first rebalances) until the last message of the ranges is consumed.
 // Duplicates are counted until every consumer has shut down.
-func consumePush(ctx context.Context, cfg ConsumeConfig, ranges []queueRange) (Result, error) {
+func consumePush(ctx context.Context, cfg ConsumeConfig, spans []topicSpan, ranges []queueRange) (Result, error) {
 	group := fmt.Sprintf("bench-push-%d", time.Now().UnixNano())
 	clients := make([]*client.Client, 0, cfg.Consumers)
 	defer func() {
@@ -272,13 +346,17 @@ func consumePush(ctx context.Context, cfg ConsumeConfig, ranges []queueRange) (R
 		}
 		clients = append(clients, cl)
 	}
-	run, err := newConsumeRun(ranges)
+	run, err := newConsumeRun(spans, ranges)
 	if err != nil {
 		return Result{}, err
 	}
+	subs := make(map[string]client.Subscription, len(spans))
+	for _, sp := range spans {
+		subs[sp.name] = client.Subscription{}
+	}
 	opts := client.PushConsumerOptions{
 		Group:             group,
-		Subscriptions:     map[string]client.Subscription{cfg.Topic: {}},
+		Subscriptions:     subs,
 		ConsumeFrom:       client.ConsumeFromFirstOffset,
 		PullBatchSize:     cfg.Batch,
 		ConsumeBatchSize:  cfg.ConsumeBatch,
@@ -370,8 +448,9 @@ func waitConsumed(ctx context.Context, run *consumeRun, stall time.Duration) (ti
 		case <-t.C:
 			sample()
 			if time.Since(lastNew) > stall {
-				n, q, off := run.seen.missing()
-				return time.Since(run.start), fmt.Errorf("bench: push consumers stalled: nothing new for %v, %d messages not consumed (the first: queue %d offset %d)", stall, n, q, off)
+				n, key, off := run.seen.missing()
+				sp := spanOf(run.spans, key)
+				return time.Since(run.start), fmt.Errorf("bench: push consumers stalled: nothing new for %v, %d messages not consumed (the first: %s queue %d offset %d)", stall, n, sp.name, key-sp.base, off)
 			}
 		}
 	}

@@ -91,25 +91,33 @@ func TestBenchSeenSet(t *testing.T) {
 	require.ErrorContains(t, err, "negative")
 }
 
-// take counts a batch's first deliveries, their bytes and its duplicates.
+// take counts a batch's first deliveries, their bytes and its duplicates,
+// each topic's queues apart; other topics and queues do not count.
 func TestBenchConsumeRunTake(t *testing.T) {
-	run, err := newConsumeRun([]queueRange{{Queue: 0, Lo: 0, Hi: 3}, {Queue: 1, Lo: 0, Hi: 2}})
+	spans := []topicSpan{{name: "a", base: 0, queues: 2}, {name: "b", base: 2, queues: 1}}
+	run, err := newConsumeRun(spans, []queueRange{{Queue: 0, Lo: 0, Hi: 3}, {Queue: 1, Lo: 0, Hi: 2}, {Queue: 2, Lo: 4, Hi: 5}})
 	require.NoError(t, err)
-	msg := func(q int32, off int64, size int) *client.MessageExt {
-		return &client.MessageExt{QueueID: q, QueueOffset: off, Body: make([]byte, size)}
+	msg := func(topic string, q int32, off int64, size int) *client.MessageExt {
+		return &client.MessageExt{Topic: topic, QueueID: q, QueueOffset: off, Body: make([]byte, size)}
 	}
-	require.Equal(t, int64(3), run.take([]*client.MessageExt{msg(0, 0, 10), msg(0, 1, 10), msg(1, 0, 5), msg(1, 5, 7)}))
-	require.Equal(t, int64(1), run.take([]*client.MessageExt{msg(0, 1, 10), msg(0, 2, 10)}))
-	require.Equal(t, int64(4), run.cnt.msgs.Load())
-	require.Equal(t, int64(35), run.bytes.Load())
+	require.Equal(t, int64(3), run.take([]*client.MessageExt{msg("a", 0, 0, 10), msg("a", 0, 1, 10), msg("a", 1, 0, 5), msg("a", 1, 5, 7)}))
+	require.Equal(t, int64(1), run.take([]*client.MessageExt{msg("a", 0, 1, 10), msg("a", 0, 2, 10)}))
+	// Queue 0 of b is the run's queue 2, not a's; b has no queue 1, c
+	// is no topic of the run.
+	require.Zero(t, run.take([]*client.MessageExt{msg("b", 0, 0, 9), msg("b", 1, 4, 9), msg("c", 0, 4, 9), msg("", 0, 4, 9)}))
+	require.Equal(t, int64(1), run.take([]*client.MessageExt{msg("c", 0, 4, 9), msg("b", 0, 4, 9)}))
+	require.Equal(t, int64(5), run.cnt.msgs.Load())
+	require.Equal(t, int64(44), run.bytes.Load())
 	require.Equal(t, int64(1), run.seen.dups.Load())
-	run.take([]*client.MessageExt{msg(1, 1, 5)})
+	require.Equal(t, "b", spanOf(spans, 2).name)
+	require.Equal(t, "a", spanOf(spans, 1).name)
+	run.take([]*client.MessageExt{msg("a", 1, 1, 5)})
 	<-run.seen.done
 	r := run.result("consume push, 1 consumer", time.Second)
-	require.Equal(t, int64(5), r.Messages)
+	require.Equal(t, int64(6), r.Messages)
 	require.Equal(t, int64(1), r.Duplicates)
 	require.Equal(t, 8, r.Size)
-	require.InDelta(t, 5.0, r.MsgsPerSec, 1e-9)
+	require.InDelta(t, 6.0, r.MsgsPerSec, 1e-9)
 	r.Consumers = 1
 	require.True(t, strings.HasSuffix(r.String(), "; 1 duplicates"), r.String())
 }
@@ -131,6 +139,7 @@ func TestBenchConsumeConfigCheck(t *testing.T) {
 		{ConsumeConfig{Push: true, NewClient: newClient, From: "n1:1"}, "pulls only"},
 		{ConsumeConfig{Push: true, NewClient: newClient, ConsumeBatch: -1}, "negative"},
 		{ConsumeConfig{Push: true}, "NewClient"},
+		{ConsumeConfig{Queues: -1}, "negative queues"},
 	} {
 		err := c.cfg.check()
 		if c.err != "" {
@@ -171,7 +180,9 @@ func TestBenchConsumePullAndPush(t *testing.T) {
 	require.Equal(t, want, r.Messages)
 	require.Zero(t, r.Duplicates)
 	require.Equal(t, 100, r.Size)
-	require.Equal(t, "consume", r.Mode)
+	require.Equal(t, "consume, 1 topic x 4 queues", r.Mode)
+	require.Equal(t, 1, r.Topics)
+	require.Equal(t, 4, r.Queues)
 
 	for _, n := range []int{1, 3} {
 		r, err := Consume(ctx, c, ConsumeConfig{Topic: "bench", Push: true, Consumers: n, NewClient: newClient, Stall: 20 * time.Second})
