@@ -5,3 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 go test -count=1 -timeout 15m ./... "$@"
+# The packages whose tests check the mutant build itself (the name table,
+# a campaign per mutant): a few seconds.
+go test -count=1 -timeout 5m -tags mutant ./internal/mutant ./jepsen "$@"

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -100,7 +101,15 @@ func (f *runFlags) enterNet() (mode netfault.Mode, done bool, err error) {
 }
 
 func (f *runFlags) options(mode netfault.Mode, log *slog.Logger) jepsen.Options {
-	return jepsen.Options{Binary: f.binary, MutantBinary: f.mutantBinary, TimeLimit: f.timeLimit, Rate: f.rate, Seed: f.seed, Out: f.out, Mode: mode,
+	// The brokers run in their own directories: relative paths would not
+	// name the same files there.
+	abs := func(p string) string {
+		if a, err := filepath.Abs(p); err == nil && p != "" {
+			return a
+		}
+		return p
+	}
+	return jepsen.Options{Binary: abs(f.binary), MutantBinary: abs(f.mutantBinary), TimeLimit: f.timeLimit, Rate: f.rate, Seed: f.seed, Out: f.out, Mode: mode,
 		Interval: f.interval, Queues: f.queues, BasePort: f.basePort, Progress: os.Stdout, Logger: log,
 		Env: testMainEnv(), Watchdog: f.timeLimit + 5*time.Minute}
 }
@@ -242,10 +251,21 @@ func newJepsenCampaignCmd(logger func() *slog.Logger) *cobra.Command {
 	return cmd
 }
 
+// splitList splits a comma-separated list, without blanks.
+func splitList(list string) []string {
+	var out []string
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func newJepsenSelftestCmd(logger func() *slog.Logger) *cobra.Command {
 	var f runFlags
 	var seeds int
-	var only string
+	var only, except string
 	var skipCorrect, skipMutants bool
 	cmd := &cobra.Command{
 		Use:   "selftest",
@@ -261,12 +281,20 @@ func newJepsenSelftestCmd(logger func() *slog.Logger) *cobra.Command {
 			if !mutant.Enabled {
 				return runInMutantBuild(cmd, f.mutantBinary)
 			}
-			var mutants []string
-			if only != "" {
-				if _, err := mutant.Parse(only); err != nil {
+			for _, list := range []string{only, except} {
+				if _, err := mutant.Parse(list); err != nil {
 					return &exitError{code: exitHarness, err: err}
 				}
-				mutants = strings.Split(only, ",")
+			}
+			mutants := splitList(only)
+			if except != "" {
+				if len(mutants) == 0 {
+					mutants = mutant.Names()
+				}
+				mutants = slices.DeleteFunc(mutants, func(m string) bool { return slices.Contains(splitList(except), m) })
+				if len(mutants) == 0 {
+					return &exitError{code: exitHarness, err: errors.New("selftest: --except leaves no mutant")}
+				}
 			}
 			mode, done, err := f.enterNet()
 			if done {
@@ -290,6 +318,7 @@ func newJepsenSelftestCmd(logger func() *slog.Logger) *cobra.Command {
 	f.register(cmd, 20*time.Second, "jepsen-runs/selftest-"+time.Now().Format("20060102-150405"))
 	cmd.Flags().IntVar(&seeds, "seeds", 10, "seeds per mutant (and per correct-build campaign)")
 	cmd.Flags().StringVar(&only, "mutant", "", "only these mutants (comma-separated; default all)")
+	cmd.Flags().StringVar(&except, "except", "", "leave these mutants out (comma-separated)")
 	cmd.Flags().BoolVar(&skipCorrect, "skip-correct", false, "do not run the correct build under the mutants' campaigns")
 	cmd.Flags().BoolVar(&skipMutants, "skip-mutants", false, "run only the correct build under the mutants' campaigns")
 	return cmd
