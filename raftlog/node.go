@@ -118,7 +118,7 @@ type Status struct {
 	// Active (leader only) lists the nodes heard from within the last
 	// election timeout (raft's RecentActive, kept by CheckQuorum).
 	Active     []uint64 `json:"active,omitempty"`
-	Transferee  uint64            `json:"transferee,omitempty"`
+	Transferee uint64   `json:"transferee,omitempty"`
 }
 
 // Node runs one raft replica: a RawNode owned by a single goroutine, which
