@@ -414,7 +414,11 @@ func (q *Queue) recover() error {
 		if i == 0 {
 			lo = min(blanks, q.perFile-1) // an all-blank file fails below
 		}
-		for _, j := range []int64{lo, q.perFile - 1} {
+		checks := []int64{lo, q.perFile - 1}
+		if lo == q.perFile-1 {
+			checks = checks[:1] // one unit after the blanks: check it once
+		}
+		for _, j := range checks {
 			u := h.raw(j)
 			if !u.valid() {
 				return q.corruptAt(s, j, "invalid unit %v in a complete file", u)

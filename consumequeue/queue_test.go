@@ -356,3 +356,18 @@ func TestSearchOffset(t *testing.T) {
 	_, err = q.SearchOffset(1050, func(int64, int32) (int64, error) { return 0, boom })
 	require.ErrorIs(t, err, boom)
 }
+
+// A first file whose only unit after the blanks is its last unit reopens:
+// recovery checks that unit once (it used to compare it with itself and
+// report an overlap).
+func TestResetToLastUnitOfFile(t *testing.T) {
+	fs := vfs.NewMem()
+	q := openQueue(t, fs, "/cq", 7)
+	require.NoError(t, q.ResetTo(6)) // 6 blanks
+	putRange(t, q, 6, 9, 0)          // into the next file
+	require.NoError(t, q.Close())
+	q = openQueue(t, fs, "/cq", 7)
+	require.Equal(t, int64(6), q.MinOffset())
+	checkRange(t, q, 6, 9, 0)
+	require.NoError(t, q.Close())
+}
