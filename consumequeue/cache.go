@@ -88,13 +88,16 @@ func (h *handle) close() error {
 type fileCache struct {
 	limit int64        // math.MaxInt64 when unbounded
 	open  atomic.Int64 // open handles, == len(ring)
+	// ownerSyncs (Options.OwnerSyncsFS): closing a dirty file costs no
+	// sync, so eviction does not prefer clean ones.
+	ownerSyncs bool
 
 	mu   sync.Mutex
 	ring []*handle
 	hand int
 }
 
-func newFileCache(maxOpen int) *fileCache {
+func newFileCache(maxOpen int, ownerSyncs bool) *fileCache {
 	limit := int64(maxOpen)
 	switch {
 	case maxOpen == 0:
@@ -102,7 +105,7 @@ func newFileCache(maxOpen int) *fileCache {
 	case maxOpen < 0:
 		limit = math.MaxInt64
 	}
-	return &fileCache{limit: limit}
+	return &fileCache{limit: limit, ownerSyncs: ownerSyncs}
 }
 
 // add registers a newly opened handle.
@@ -170,7 +173,7 @@ func (c *fileCache) victim() *handle {
 			h.ref.Store(false)
 			continue
 		}
-		if h.q.needSync.Load() {
+		if !c.ownerSyncs && h.q.needSync.Load() {
 			if dirty == nil {
 				dirty = h
 			}
@@ -204,13 +207,16 @@ func (q *Queue) evict(h *handle, wait bool) bool {
 	return true
 }
 
-// evictLocked closes h, syncing its file first if it holds unsynced writes
-// (a closed file must never hide that it needs a sync). A failed sync is
-// the queue's sticky write error, reported by its next write or Sync. The
-// caller holds q.w and q.mu.Lock.
+// evictLocked closes h. Without OwnerSyncsFS, it syncs the file first if
+// it holds unsynced writes (a closed file must never hide that it needs a
+// sync); a failed sync is the queue's sticky write error, reported by its
+// next write or Sync. With OwnerSyncsFS the file is closed as it is: the
+// page cache keeps its writes, the owner's next SyncFS covers them, and
+// the segment stays dirty (a Sync reopens it). Units held in memory stay
+// there: they need no open file. The caller holds q.w and q.mu.Lock.
 func (q *Queue) evictLocked(h *handle) {
 	s := h.s
-	if s.dirty && q.w.err == nil {
+	if s.dirty && q.w.err == nil && !q.ownerSyncs {
 		if err := h.f.Sync(); err != nil {
 			err = fmt.Errorf("sync %s before closing it: %w", q.path(s), err)
 			q.warn("consumequeue: sync failed while closing an idle file", "err", err)
@@ -223,7 +229,7 @@ func (q *Queue) evictLocked(h *handle) {
 		q.warn("consumequeue: closing an idle file failed", "file", q.path(s), "err", err)
 	}
 	if len(q.w.pend) == 0 {
-		q.w.pend = nil // an idle queue keeps no write buffer either
+		q.w.pend, q.w.spare = nil, nil // an idle queue keeps no write buffer either
 	}
 }
 

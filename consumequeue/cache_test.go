@@ -40,12 +40,14 @@ func TestFileGrowth(t *testing.T) {
 		}
 		for _, st := range steps {
 			putRange(t, q, q.MaxOffset(), st.units, 0)
+			require.NoError(t, q.WriteBuffered())
 			require.Equal(t, st.size*UnitSize, fileSize(t, fs, f0), "after %d units", st.units)
 			require.NoError(t, q.checkInvariants())
 		}
 		// A batch larger than one doubling grows the file once, far enough.
 		putBuffered(t, q, 1000, 1500, 0)
 		require.NoError(t, q.Flush())
+		require.NoError(t, q.WriteBuffered())
 		require.Equal(t, int64(816*UnitSize), fileSize(t, fs, f1))
 		checkRange(t, q, 0, 1500, 0)
 		require.NoError(t, q.Close())
@@ -54,6 +56,7 @@ func TestFileGrowth(t *testing.T) {
 		require.Equal(t, int64(1500), q.MaxOffset())
 		checkRange(t, q, 0, 1500, 0)
 		putRange(t, q, 1500, 2001, 0)
+		require.NoError(t, q.WriteBuffered())
 		require.Equal(t, int64(perFile*UnitSize), fileSize(t, fs, f1))
 		require.Equal(t, int64(204*UnitSize), fileSize(t, fs, vfs.Join(dir, fileName(2*perFile*UnitSize))))
 		require.NoError(t, q.Close())
@@ -95,6 +98,7 @@ func TestCrashWhileGrowing(t *testing.T) {
 			putBuffered(t, q, end, end+n, 0)
 			end += n
 			require.NoError(t, q.Flush())
+			require.NoError(t, q.WriteBuffered()) // unsynced writes and growth
 			if rng.IntN(4) == 0 {
 				require.NoError(t, q.Sync())
 				synced = end
@@ -174,8 +178,12 @@ func TestCrashTinyCache(t *testing.T) {
 				n := 1 + rng.Int64N(int64(perFile))
 				putBuffered(t, q, end[i], end[i]+n, 0)
 				end[i] += n
-				if rng.IntN(2) == 0 {
+				switch rng.IntN(3) {
+				case 0:
 					require.NoError(t, q.Flush())
+				case 1:
+					require.NoError(t, q.Flush())
+					require.NoError(t, q.WriteBuffered())
 				}
 			case r < 12:
 				putRange(t, q, end[i], end[i]+1, 0)
@@ -248,10 +256,12 @@ func TestEvictionSyncsDirtyFile(t *testing.T) {
 	a, err := set.Queue("a", 0, true)
 	require.NoError(t, err)
 	putRange(t, a, 0, 3, 0)
+	require.NoError(t, a.WriteBuffered())
 	require.True(t, a.needSync.Load())
 	b, err := set.Queue("b", 0, true)
 	require.NoError(t, err)
-	putRange(t, b, 0, 1, 0) // opens b's file: a's is closed
+	putRange(t, b, 0, 1, 0)
+	require.NoError(t, b.WriteBuffered()) // opens b's file: a's is closed
 	require.Equal(t, 1, set.OpenFiles())
 	a.mu.RLock()
 	require.Nil(t, a.mu.segs[0].h.Load(), "a's file was closed")
@@ -284,10 +294,12 @@ func TestEvictionSyncFailureIsSticky(t *testing.T) {
 	a, err := set.Queue("a", 0, true)
 	require.NoError(t, err)
 	putRange(t, a, 0, 3, 0)
+	require.NoError(t, a.WriteBuffered())
 	failA.Store(true)
 	b, err := set.Queue("b", 0, true)
 	require.NoError(t, err)
 	putRange(t, b, 0, 1, 0)
+	require.NoError(t, b.WriteBuffered()) // closes a's file, whose sync fails
 	failA.Store(false)
 	require.ErrorIs(t, a.Sync(), vfs.ErrInjected)
 	require.ErrorIs(t, set.SyncDirty(), vfs.ErrInjected)

@@ -53,7 +53,10 @@ func crashOnce(t *testing.T, name string, seed uint64, keep float64, truncate bo
 	require.NoError(t, err, name)
 	putRange(t, q, 0, synced, 0)
 	require.NoError(t, q.Sync(), name)
-	putRange(t, q, synced, total, 0)
+	for i := synced; i < total; i++ { // one unsynced write each, for the crash to keep or lose
+		putRange(t, q, i, i+1, 0)
+		require.NoError(t, q.WriteBuffered(), name)
+	}
 
 	crashed := fs.CrashClone(rng, keep)
 	warnings := 0
@@ -270,16 +273,17 @@ func TestInjectedErrors(t *testing.T) {
 		mem, tg, q := setup(t)
 		tg.Arm(vfs.OpWrite)
 		u := unitAt(5, 0)
-		err := q.Put(5, u.PhyOffset, u.Size, u.TagsCode)
-		require.ErrorIs(t, err, vfs.ErrInjected)
+		require.NoError(t, q.Put(5, u.PhyOffset, u.Size, u.TagsCode), "in memory")
+		require.ErrorIs(t, q.WriteBuffered(), vfs.ErrInjected)
 		tg.Disarm()
 		// Sticky: the queue refuses writes until reopened.
-		require.ErrorIs(t, q.Put(5, u.PhyOffset, u.Size, u.TagsCode), vfs.ErrInjected)
+		u = unitAt(6, 0)
+		require.ErrorIs(t, q.Put(6, u.PhyOffset, u.Size, u.TagsCode), vfs.ErrInjected)
 		require.ErrorIs(t, q.Sync(), vfs.ErrInjected)
 		require.ErrorIs(t, q.TruncateTo(2), vfs.ErrInjected)
-		_, err = q.DeleteBefore(0)
+		_, err := q.DeleteBefore(0)
 		require.ErrorIs(t, err, vfs.ErrInjected)
-		checkRange(t, q, 0, 5, 0) // reads still work
+		checkRange(t, q, 0, 6, 0) // reads still work, unit 5 from memory
 		require.NoError(t, q.Close())
 		reopen(t, mem, 5)
 	})
@@ -299,11 +303,14 @@ func TestInjectedErrors(t *testing.T) {
 			t.Run(op.String(), func(t *testing.T) {
 				mem, tg, q := setup(t)
 				putRange(t, q, 5, 7, 0)
+				require.NoError(t, q.WriteBuffered())
 				tg.Arm(op)
 				u := unitAt(7, 0)
-				require.ErrorIs(t, q.Put(7, u.PhyOffset, u.Size, u.TagsCode), vfs.ErrInjected)
+				require.NoError(t, q.Put(7, u.PhyOffset, u.Size, u.TagsCode), "in memory")
+				require.ErrorIs(t, q.WriteBuffered(), vfs.ErrInjected)
 				tg.Disarm()
-				require.Equal(t, int64(7), q.MaxOffset())
+				require.Equal(t, int64(8), q.MaxOffset(), "unit 7 stays readable, from memory")
+				checkRange(t, q, 0, 8, 0)
 				require.NoError(t, q.Close())
 				q = openQueue(t, mem, "/cq", 7)
 				require.Equal(t, int64(7), q.MaxOffset())

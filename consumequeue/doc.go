@@ -60,20 +60,47 @@
 //
 // # Writing and durability
 //
-// A queue has one writer. Put appends at MaxOffset with a single WriteAt of
-// 20 bytes. PutBuffered appends to an in-memory write buffer instead, and
-// Flush (also Sync, Close, the next Put) writes every buffered unit with one
-// WriteAt per file, so an owner that applies a batch of messages pays one
-// write per queue per batch rather than one per message. Buffered units are
-// invisible to readers: MaxOffset moves past units only once they are in
-// the file. Sync writes the buffer and fdatasyncs the files written since
-// the last Sync (a file's growth is made durable by the same fdatasync as the
-// units written into it). Before a new file is created the previous one is
-// synced, and a new file is sized, synced, and its directory synced before
-// its first unit is written. So every file but the last is complete (full
-// size) and durable, and only the last file can hold unsynced units or an
-// unsynced growth. Readers see a file through a read-only mapping of its
-// current size; the writer replaces the mapping when the file grows.
+// A queue has one writer. PutBuffered appends a unit at the writer's end to
+// the queue's memory buffer; Flush (also Put, which is PutBuffered and
+// Flush) makes the buffered units visible to readers: MaxOffset moves past
+// them, and Get, Read and SearchOffset read them from memory until they are
+// in the file. Flush writes them to the file only when they reach a spill
+// boundary (a multiple of 1,024 units, 20,480 bytes, from the start of
+// their file, or the start of the next file), and then only up to the
+// boundary: such a write covers five whole 4 KiB pages that no write
+// touched before, so it does not wait for a page that a concurrent sync is
+// writing back, and a queue written one unit per Flush costs one write per
+// 1,024 units rather than one per unit. Sync, Close, MarkDirty,
+// WriteBuffered, DeleteBefore and PutBuffered (once maxPending units wait)
+// write every unit in memory, one WriteAt per file. A queue keeps at most a
+// little more than 1,024 flushed units (plus what was put since the last
+// Flush) in memory between such calls.
+//
+// Sync writes the units in memory and fdatasyncs the files written since
+// the last Sync (a file's growth is made durable by the same fdatasync as
+// the units written into it). Without Options.OwnerSyncsFS, the previous
+// file is synced before a new file is created, and a new file is sized,
+// synced, and its directory synced before its first unit is written. So
+// every file but the last is complete (full size) and durable, and only
+// the last file can hold unsynced units or an unsynced growth.
+//
+// With Options.OwnerSyncsFS, the owner makes everything durable with one
+// SyncFS per checkpoint (Set.MarkDirty, SyncFS, Set.SyncedByFS) and cuts
+// the queues back to its last checkpoint after a crash, so the write path
+// issues no sync: a queue's directories and files are created, grown and
+// rolled over without one, and a file closed to make room in the cache is
+// not fdatasynced first. The one exception: before a queue creates its
+// second file, it syncs its directory unless a checkpoint already covered
+// the creation of its first file, so a crash never keeps a later file and
+// loses the first one (which would move MinOffset past the offset the
+// owner cuts back to). Sync, Close, TruncateTo, DeleteBefore and ResetTo
+// sync as without the option.
+//
+// A write error is sticky: the queue refuses writes from then on; units
+// already visible stay readable from memory, and units never flushed are
+// dropped. The owner rebuilds the queue from the commit log after a
+// restart. Readers see a file through a read-only mapping of its current
+// size; the writer replaces the mapping when the file grows.
 //
 // # Recovery
 //
@@ -84,16 +111,38 @@
 // old end that a crash tore after losing the growth before it. That unsynced
 // partial unit is cut off. OpenQueue validates the first and last unit of
 // every complete file and every unit of the last file up to the first unit
-// with size 0 (or its end), which becomes MaxOffset. A malformed unit (negative offset or size) or an overlapping
-// one inside that range is corruption: OpenQueue fails with an error
-// wrapping ErrCorrupt that names the file and byte offset, and never
-// truncates it away. Units after the first zero-size unit of the last file
-// can only be unsynced writes that a crash reordered; they are zeroed (with
-// a warning) so they can never reappear behind later writes. Since the last
-// file is at most about twice the size of its written units (or 4,080
-// bytes), this scan reads little for a queue with few units. Units in the
-// middle of complete files are checked when read: Get and Read return
-// ErrCorrupt rather than a malformed unit.
+// with size 0 (or its end), which becomes MaxOffset. A malformed unit
+// (negative offset or size) or an overlapping one inside that range is
+// corruption: OpenQueue fails with an error wrapping ErrCorrupt that names
+// the file and byte offset, and never truncates it away. Units after the
+// first zero-size unit of the last file can only be unsynced writes that a
+// crash reordered; they are zeroed (with a warning) so they can never
+// reappear behind later writes. Since the last file is at most about twice
+// the size of its written units (or 4,080 bytes), this scan reads little
+// for a queue with few units. Units in the middle of complete files are
+// checked when read: Get and Read return ErrCorrupt rather than a
+// malformed unit.
+//
+// With Options.OwnerSyncsFS, a crash can also leave a file that is not the
+// last one incomplete, or lose a file's directory entry, since rolls and
+// creations are not synced. Recovery relies on this: a unit the owner's
+// last completed checkpoint covers was written before that checkpoint's
+// SyncFS began, and so were the growth of its file and the creation of its
+// file (a file is created when its first unit is written); the SyncFS made
+// them all durable. Hence: if a file is missing between two others, it was
+// created after the checkpoint, and so were the later ones; if a file
+// other than the last is shorter than UnitsPerFile*20 bytes, or the first
+// or last unit that recovery checks in it has size 0, that file was not
+// complete at the checkpoint. No checkpoint covers a unit after that
+// point, so recovery removes the files after it (with a warning) instead
+// of failing, and treats the incomplete file as the last one (scanning,
+// cutting and zeroing its tail as above). A first file lost while a later
+// one survives cannot happen (see the exception above), so MinOffset is
+// never past the owner's checkpoint. The only units removed are ones the
+// owner's TruncateTo would drop anyway; corruption (a malformed or
+// overlapping unit) still fails OpenQueue, and a file lost by other means
+// shows as a MaxOffset below the owner's record, which the owner reports.
+// A queue's directory lost with its creation holds no covered unit either.
 //
 // The unsynced tail has no checksum, so a unit that a crash tore between two
 // disk sectors may look valid with a wrong tagsCode. The owner therefore
@@ -117,11 +166,15 @@
 // with OpenQueue has its own). A file opens on its first read or write and
 // stays open until the cache needs room: the least recently used files,
 // over all queues, are then closed (CLOCK's approximation of LRU, so that a
-// use costs one atomic load and no lock; files of queues with unsynced
-// writes are passed over once). The next read or write reopens a closed
-// file. Closing a file that holds unsynced writes fdatasyncs it first, so
-// no file is closed while it still needs a sync (a failed sync there is the
-// queue's sticky write error). A file is closed only with both of its
+// use costs one atomic load and no lock; without OwnerSyncsFS, files of
+// queues with unsynced writes are passed over once). The next read or
+// write reopens a closed file. Units in memory need no open file: a put
+// or a Flush opens none, and closing a file leaves its queue's units in
+// memory. Without OwnerSyncsFS, closing a file that holds unsynced writes
+// fdatasyncs it first, so no file is closed while it still needs a sync (a
+// failed sync there is the queue's sticky write error); with it, the file
+// is closed as it is and stays dirty until SyncedByFS (a Sync reopens
+// it). A file is closed only with both of its
 // queue's locks held, the one writers hold and the one readers hold, so a
 // mapping is never unmapped while a reader reads it, and the writer never
 // sees a file closed under it.
@@ -154,11 +207,15 @@
 //
 // # Concurrency
 //
-// A Queue allows one writer (Put, PutBuffered, Flush, TruncateTo,
-// TruncatePhy, ResetTo, DeleteBefore, Sync, Close; these are also serialised
-// by a mutex, so a flusher goroutine may call Sync while the apply loop calls
-// Put) and any
-// number of concurrent readers (Get, Read, SearchOffset, MinOffset,
-// MaxOffset). A Set is safe for concurrent use; Set.Queue finds an open
-// queue with one map lookup under a read lock.
+// A Queue allows one writer (Put, PutBuffered, Flush, WriteBuffered,
+// TruncateTo, TruncatePhy, ResetTo, DeleteBefore, Sync, Close; these are
+// also serialised by a mutex, so a flusher goroutine may call Sync or
+// WriteBuffered while the apply loop calls Put) and any number of
+// concurrent readers (Get, Read, SearchOffset, MinOffset, MaxOffset).
+// Readers take the queue's read lock, as before units were kept in memory:
+// they read the visible units in memory through a slice the writer
+// replaces under the write lock, and the writer appends only beyond it and
+// never rewrites bytes it published until it has replaced the slice. A Set
+// is safe for concurrent use; Set.Queue finds an open queue with one map
+// lookup under a read lock.
 package consumequeue

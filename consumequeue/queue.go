@@ -54,6 +54,34 @@ type Options struct {
 	// package documentation. 0 means DefaultMaxOpenFiles (1,024); a
 	// negative value means no bound.
 	MaxOpenFiles int
+	// OwnerSyncsFS declares that the owner makes the queues durable by
+	// syncing the whole file system (vfs.FS.SyncFS), never queue by queue,
+	// with this protocol:
+	//
+	//   - a checkpoint is Set.MarkDirty (which writes every buffered unit to
+	//     the files), then SyncFS of the file system holding the queues,
+	//     then Set.SyncedByFS with the marks; the checkpoint covers the
+	//     units put before its MarkDirty, and only once its SyncFS returned;
+	//   - the owner relies on no unit that a completed checkpoint does not
+	//     cover (it records each queue's MaxOffset as of the MarkDirty, and
+	//     commits that record only after the SyncFS);
+	//   - after a crash, before writing to a queue, it cuts the queue back
+	//     to the offset its last completed checkpoint recorded (TruncateTo;
+	//     0 for a queue the checkpoint does not know), and puts the later
+	//     units again.
+	//
+	// In return, the write path issues no sync of its own: closing a file
+	// with unsynced writes to make room in the cache does not fdatasync it
+	// (the page cache keeps the writes, the owner's next SyncFS covers them,
+	// and the queue stays dirty until SyncedByFS says so); creating a
+	// queue's directory or its first file, growing a file, and creating the
+	// next file when one is full sync neither the files nor their
+	// directories (but for one directory sync when a queue fills its first
+	// file before a checkpoint covered that file's creation). A crash can
+	// then leave states that recovery accepts only under this option; see
+	// "Recovery" in the package documentation. Sync, Close, TruncateTo,
+	// TruncatePhy, DeleteBefore and ResetTo still sync as documented.
+	OwnerSyncsFS bool
 	// Logger receives recovery warnings; nil discards them.
 	Logger *slog.Logger
 }
@@ -94,7 +122,8 @@ type segment struct {
 	// held, so either lock suffices to read it.
 	units int64
 	h     atomic.Pointer[handle] // the open file, or nil
-	// dirty: written since the last Sync. Guarded by Queue.w. A dirty
+	// dirty: written since the last Sync (or the SyncFS of a mark taken
+	// after the write). Guarded by Queue.w. Without OwnerSyncsFS a dirty
 	// segment is open: closing a file syncs it first.
 	dirty bool
 }
@@ -110,6 +139,8 @@ type Queue struct {
 	fileSize int64 // bytes per file
 	log      *slog.Logger
 	cache    *fileCache // shared by the queues of a Set
+	// ownerSyncs is Options.OwnerSyncsFS.
+	ownerSyncs bool
 
 	// needSync is set by writes and cleared by Sync, so Set.SyncDirty can
 	// skip clean queues without taking their locks.
@@ -128,10 +159,16 @@ type Queue struct {
 	w struct {
 		sync.Mutex
 		err error // sticky: after a failed write or sync, refuse writes
-		// pend holds the encoded units at offsets [mu.max, mu.max +
-		// len(pend)/UnitSize): put with PutBuffered, not yet written, so
-		// invisible to readers. See flushLocked.
+		// pend holds the encoded units at offsets [mu.disk, mu.disk +
+		// len(pend)/UnitSize): put, not yet written to the files. Those
+		// below mu.max are visible to readers, through mu.mem, which is
+		// pend[:(mu.max-mu.disk)*UnitSize] or a copy of it: the writer
+		// appends to pend beyond mu.mem and rewrites bytes readers can see
+		// only after replacing mu.mem under mu.Lock. See spillLocked.
 		pend []byte
+		// spare is a second buffer for pend, which spillLocked fills with
+		// the units it keeps while readers may still read the first.
+		spare []byte
 		// tail is the unit at endLocked()-1 when tailOK, so that a put
 		// checks overlap without reading the file.
 		tail   rawUnit
@@ -141,6 +178,15 @@ type Queue struct {
 		// files closed.
 		minPhy   int64
 		minPhyOK bool
+		// firstSynced (OwnerSyncsFS only) records that the directory
+		// entry of the queue's first file is durable, so that a crash
+		// cannot lose that file while keeping a later one (which would
+		// move MinOffset). Before creating a second file, the writer syncs
+		// the directory unless it is set. firstGen counts the first files
+		// created without a sync, so that SyncedByFS sets firstSynced only
+		// for the first file its mark saw.
+		firstSynced bool
+		firstGen    uint64
 	}
 
 	// mu guards what readers see.
@@ -149,10 +195,15 @@ type Queue struct {
 		// segs are the files in order, contiguous: segs[i+1].base ==
 		// segs[i].base + perFile.
 		segs []*segment
-		// Invariant: len(segs) == 0 implies min == max == 0; otherwise
-		// segs[0].base <= min <= max <= segs[len-1].base +
-		// segs[len-1].units and max >= segs[len-1].base.
+		// [min, max) is what readers see. Units below disk are in the
+		// files; units in [disk, max) are only in memory, in mem
+		// (len(mem) == (max-disk)*UnitSize). Invariant: min <= disk <=
+		// max; len(segs) == 0 implies min == disk == 0; otherwise
+		// segs[0].base <= min and segs[len-1].base <= disk <=
+		// segs[len-1].base + segs[len-1].units.
 		min, max int64
+		disk     int64
+		mem      []byte
 		closed   bool
 	}
 }
@@ -166,7 +217,7 @@ func OpenQueue(fs vfs.FS, root, topic string, queueID int32, opts Options) (*Que
 	if err != nil {
 		return nil, err
 	}
-	return openQueueIn(fs, root, topic, queueID, opts, newFileCache(opts.MaxOpenFiles))
+	return openQueueIn(fs, root, topic, queueID, opts, newFileCache(opts.MaxOpenFiles, opts.OwnerSyncsFS))
 }
 
 func openQueueIn(fs vfs.FS, root, topic string, queueID int32, opts Options, cache *fileCache) (*Queue, error) {
@@ -182,8 +233,16 @@ func openQueueIn(fs vfs.FS, root, topic string, queueID int32, opts Options, cac
 		fileSize: int64(opts.UnitsPerFile) * UnitSize,
 		log:      opts.Logger,
 		cache:    cache,
+
+		ownerSyncs: opts.OwnerSyncsFS,
 	}
-	if err := mkdirDurable(fs, q.dir); err != nil {
+	mkdir := mkdirDurable
+	if q.ownerSyncs {
+		// The owner's next SyncFS covers the directories; a crash before
+		// it loses the queue only with units no checkpoint covers.
+		mkdir = func(fs vfs.FS, dir string) error { return fs.MkdirAll(dir, 0o755) }
+	}
+	if err := mkdir(fs, q.dir); err != nil {
 		return nil, fmt.Errorf("consumequeue: open %s: %w", q.name(), err)
 	}
 	// The locks keep evictions away from the files load has open.
@@ -297,10 +356,10 @@ func (q *Queue) Close() error {
 	if q.w.err == nil {
 		errs = append(errs, q.syncLocked()) // writes the buffered units first
 	}
-	q.w.pend = nil
 	q.mu.Lock()
 	segs := q.mu.segs
 	q.mu.segs, q.mu.closed = nil, true
+	q.mu.mem = nil // readers check closed first
 	for _, s := range segs {
 		if h := s.h.Load(); h != nil {
 			if err := q.closeHandle(h); err != nil {
@@ -309,6 +368,7 @@ func (q *Queue) Close() error {
 		}
 	}
 	q.mu.Unlock()
+	q.w.pend, q.w.spare = nil, nil
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("consumequeue: close %s: %w", q.name(), err)
 	}
@@ -322,22 +382,33 @@ func (q *Queue) load() error {
 	if err != nil {
 		return fmt.Errorf("list %q: %w", q.dir, err)
 	}
-	var sizes []int64
+	var (
+		sizes  []int64
+		listed int        // queue files found
+		stale  []*segment // files after a gap (OwnerSyncsFS)
+	)
 	for _, name := range names {
 		off, ok := parseFileName(name)
 		if !ok {
 			q.log.Debug("consumequeue: ignoring file", "file", vfs.Join(q.dir, name))
 			continue
 		}
+		listed++
 		path := vfs.Join(q.dir, name)
 		if off%q.fileSize != 0 {
 			return fmt.Errorf("file %s: name is not a multiple of the file size %d (UnitsPerFile %d): %w",
 				path, q.fileSize, q.perFile, ErrCorrupt)
 		}
 		base := off / UnitSize
-		if n := len(q.mu.segs); n > 0 && base != q.mu.segs[n-1].base+q.perFile {
-			return fmt.Errorf("file %s: missing file before it (expected %s): %w",
-				path, fileName((q.mu.segs[n-1].base+q.perFile)*UnitSize), ErrCorrupt)
+		if n := len(q.mu.segs); stale != nil || n > 0 && base != q.mu.segs[n-1].base+q.perFile {
+			if !q.ownerSyncs {
+				return fmt.Errorf("file %s: missing file before it (expected %s): %w",
+					path, fileName((q.mu.segs[n-1].base+q.perFile)*UnitSize), ErrCorrupt)
+			}
+			// The missing file was created after the last SyncFS began,
+			// and so was every later one: no checkpoint covers their units.
+			stale = append(stale, &segment{base: base})
+			continue
 		}
 		fi, err := q.fs.Stat(path)
 		if err != nil {
@@ -351,6 +422,15 @@ func (q *Queue) load() error {
 		q.mu.segs = append(q.mu.segs, &segment{base: base, units: size / UnitSize})
 		sizes = append(sizes, size)
 	}
+	// A second file exists only once the first one's entry is durable.
+	q.w.firstSynced = listed >= 2
+	for i := len(stale) - 1; i >= 0; i-- {
+		q.warn("consumequeue: removing a file that follows a missing one (created after the last checkpoint)",
+			"file", q.path(stale[i]))
+		if err := q.removeSegment(stale[i]); err != nil {
+			return err
+		}
+	}
 	if err := q.dropEmptyTail(); err != nil {
 		return err
 	}
@@ -359,11 +439,21 @@ func (q *Queue) load() error {
 		return nil
 	}
 	for i, s := range segs[:len(segs)-1] {
-		if sizes[i] != q.fileSize {
+		if sizes[i] == q.fileSize {
+			continue
+		}
+		if !q.ownerSyncs {
 			return fmt.Errorf("file %s: size %d, want %d (UnitsPerFile %d): %w",
 				q.path(s), sizes[i], q.fileSize, q.perFile, ErrCorrupt)
 		}
+		// The file was not full when the last SyncFS began: no checkpoint
+		// covers a unit after it.
+		if err := q.cutAfter(i, "short file", "size", sizes[i]); err != nil {
+			return err
+		}
+		break
 	}
+	segs = q.mu.segs
 	last := segs[len(segs)-1]
 	if size := sizes[len(segs)-1]; size%UnitSize != 0 {
 		// The end of an unsynced write past the file's old size, torn by
@@ -382,6 +472,23 @@ func (q *Queue) load() error {
 		}
 	}
 	return q.recover()
+}
+
+// cutAfter removes the files after segs[i] (OwnerSyncsFS only): a crash
+// left them behind an incomplete file, so they hold only units that no
+// checkpoint covers. segs[i] becomes the last file. The caller holds q.w
+// and q.mu.Lock.
+func (q *Queue) cutAfter(i int, why string, args ...any) error {
+	segs := q.mu.segs
+	q.warn("consumequeue: removing the files after an incomplete one (written after the last checkpoint)",
+		append([]any{"file", q.path(segs[i]), "reason", why, "removed", len(segs) - i - 1}, args...)...)
+	q.mu.segs = segs[: i+1 : i+1]
+	for j := len(segs) - 1; j > i; j-- {
+		if err := q.removeSegment(segs[j]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // corruptAt describes corruption of the unit at index i of s.
@@ -405,7 +512,8 @@ func (q *Queue) recover() error {
 	}
 	q.mu.min = first.base + blanks
 	var prev rawUnit // last valid unit seen
-	for i, s := range segs[:len(segs)-1] {
+	for i := 0; i < len(segs)-1; i++ {
+		s := segs[i]
 		h, err := q.file(s)
 		if err != nil {
 			return err
@@ -418,18 +526,33 @@ func (q *Queue) recover() error {
 		if lo == q.perFile-1 {
 			checks = checks[:1] // one unit after the blanks: check it once
 		}
+		p, complete := prev, true
 		for _, j := range checks {
 			u := h.raw(j)
+			if q.ownerSyncs && u.empty() {
+				// Not written when the last SyncFS began: no checkpoint
+				// covers a unit from here on.
+				complete = false
+				break
+			}
 			if !u.valid() {
 				return q.corruptAt(s, j, "invalid unit %v in a complete file", u)
 			}
-			if u.phy < prev.end() {
-				return q.corruptAt(s, j, "unit %v overlaps earlier unit %v", u, prev)
+			if u.phy < p.end() {
+				return q.corruptAt(s, j, "unit %v overlaps earlier unit %v", u, p)
 			}
-			if s.base+j == q.mu.min {
-				q.w.minPhy, q.w.minPhyOK = u.phy, true
+			p = u
+		}
+		if !complete {
+			if err := q.cutAfter(i, "unwritten unit in a full file"); err != nil {
+				return err
 			}
-			prev = u
+			segs = q.mu.segs
+			break // s is the last file now
+		}
+		prev = p
+		if s.base+lo == q.mu.min {
+			q.w.minPhy, q.w.minPhyOK = h.raw(lo).phy, true
 		}
 		// Complete files are read again only when asked for.
 		if err := q.closeHandle(h); err != nil {
@@ -462,6 +585,7 @@ func (q *Queue) recover() error {
 		prev = u
 	}
 	q.mu.max = last.base + i
+	q.mu.disk = q.mu.max
 	if q.mu.max > q.mu.min {
 		q.w.tail, q.w.tailOK = prev, true
 	}
@@ -547,6 +671,7 @@ func (q *Queue) removeSegment(s *segment) error {
 	if err := q.fs.SyncDir(q.dir); err != nil {
 		return fmt.Errorf("sync dir %s: %w", q.dir, err)
 	}
+	q.w.firstSynced = true // every entry of the directory is durable
 	return nil
 }
 
@@ -554,12 +679,21 @@ func (q *Queue) removeSegment(s *segment) error {
 func (q *Queue) checkInvariants() error {
 	q.mu.RLock()
 	defer q.mu.RUnlock()
-	segs, lo, hi := q.mu.segs, q.mu.min, q.mu.max
+	segs, lo, disk, hi := q.mu.segs, q.mu.min, q.mu.disk, q.mu.max
+	if q.mu.closed {
+		return nil
+	}
+	if lo > disk || disk > hi {
+		return fmt.Errorf("min %d disk %d max %d", lo, disk, hi)
+	}
+	if int64(len(q.mu.mem)) != (hi-disk)*UnitSize {
+		return fmt.Errorf("%d bytes in memory for units [%d, %d)", len(q.mu.mem), disk, hi)
+	}
 	if len(segs) == 0 {
-		if q.mu.closed || lo == hi && hi == 0 {
+		if lo == 0 && disk == 0 {
 			return nil
 		}
-		return fmt.Errorf("no files but min %d max %d", lo, hi)
+		return fmt.Errorf("no files but min %d disk %d", lo, disk)
 	}
 	for i := 1; i < len(segs); i++ {
 		if segs[i].base != segs[i-1].base+q.perFile {
@@ -570,12 +704,12 @@ func (q *Queue) checkInvariants() error {
 		}
 	}
 	last := segs[len(segs)-1]
-	if segs[0].base > lo || lo > hi || hi > last.base+last.units || hi < last.base || last.units > q.perFile {
-		return fmt.Errorf("files [%d, %d) (last %d units) min %d max %d",
-			segs[0].base, last.base+q.perFile, last.units, lo, hi)
+	if segs[0].base > lo || disk > last.base+last.units || disk < last.base || last.units > q.perFile {
+		return fmt.Errorf("files [%d, %d) (last %d units) min %d disk %d",
+			segs[0].base, last.base+q.perFile, last.units, lo, disk)
 	}
-	if h := last.h.Load(); h != nil && !h.rawOrZero(hi-last.base).empty() {
-		return fmt.Errorf("unit at max %d is written", hi)
+	if h := last.h.Load(); h != nil && !h.rawOrZero(disk-last.base).empty() {
+		return fmt.Errorf("unit at the end of the files %d is written", disk)
 	}
 	return nil
 }

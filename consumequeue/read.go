@@ -8,12 +8,20 @@ import (
 // a selective filter cannot make it unbounded.
 const scanFactor = 64
 
-// rawLocked returns the unit at off and its file; ok is false when off is
-// not below max or not in a file, and err reports a file that could not be
-// opened. Callers hold q.mu (either mode) or q.w.
+// rawLocked returns the unit at off and its file (nil for a unit only in
+// memory); ok is false when off is not below max or not in a file, and err
+// reports a file that could not be opened. Callers hold q.mu (either mode)
+// or q.w.
 func (q *Queue) rawLocked(off int64) (u rawUnit, s *segment, ok bool, err error) {
+	if off < 0 || off >= q.mu.max {
+		return rawUnit{}, nil, false, nil
+	}
+	if off >= q.mu.disk {
+		u, _ = decodeUnit(q.mu.mem[(off-q.mu.disk)*UnitSize:])
+		return u, nil, true, nil
+	}
 	segs := q.mu.segs
-	if len(segs) == 0 || off < segs[0].base || off >= q.mu.max {
+	if len(segs) == 0 || off < segs[0].base {
 		return rawUnit{}, nil, false, nil
 	}
 	s = segs[(off-segs[0].base)/q.perFile]
@@ -44,7 +52,10 @@ func (q *Queue) get(offset int64) (Unit, error) {
 	}
 	u, s, _, err := q.rawLocked(offset)
 	if err == nil && !u.valid() {
-		err = q.corruptAt(s, offset-s.base, "invalid unit %v", u)
+		err = fmt.Errorf("queue offset %d: invalid unit %v in memory: %w", offset, u, ErrCorrupt)
+		if s != nil {
+			err = q.corruptAt(s, offset-s.base, "invalid unit %v", u)
+		}
 	}
 	if err != nil {
 		return Unit{}, fmt.Errorf("consumequeue: get %s: %w", q.name(), err)
@@ -85,12 +96,25 @@ func (q *Queue) read(offset int64, max int, filter func(tagsCode int64) bool) (u
 	units = make([]Unit, 0, min(int64(max), end-offset))
 	next = offset
 	for next < end && len(units) < max {
+		if next >= q.mu.disk {
+			// The rest is in memory: units put and flushed, not yet
+			// written to the files.
+			mem := q.mu.mem[(next-q.mu.disk)*UnitSize:]
+			for ; next < end && len(units) < max; next++ {
+				u, _ := decodeUnit(mem)
+				mem = mem[UnitSize:]
+				if filter == nil || filter(u.tags) {
+					units = append(units, u.unit(next))
+				}
+			}
+			break
+		}
 		s := q.mu.segs[(next-q.mu.segs[0].base)/q.perFile]
 		h, err := q.file(s)
 		if err != nil {
 			return nil, offset, fmt.Errorf("consumequeue: read %s: %w", q.name(), err)
 		}
-		stop := min(end, s.base+q.perFile)
+		stop := min(end, s.base+q.perFile, q.mu.disk)
 		for ; next < stop && len(units) < max; next++ {
 			u := h.raw(next - s.base)
 			if !u.valid() {

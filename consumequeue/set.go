@@ -43,7 +43,7 @@ func OpenSet(fs vfs.FS, root string, opts Options) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Set{fs: fs, root: root, opts: opts, cache: newFileCache(opts.MaxOpenFiles)}
+	s := &Set{fs: fs, root: root, opts: opts, cache: newFileCache(opts.MaxOpenFiles, opts.OwnerSyncsFS)}
 	s.mu.queues = map[queueKey]*Queue{}
 	if err := mkdirDurable(fs, root); err != nil {
 		return nil, fmt.Errorf("consumequeue: open set %s: %w", root, err)
@@ -188,6 +188,17 @@ func (s *Set) SyncDirty() error {
 	var errs []error
 	for _, q := range s.all(true) {
 		errs = append(errs, q.Sync())
+	}
+	return errors.Join(errs...)
+}
+
+// WriteBuffered applies Queue.WriteBuffered to every queue with units in
+// memory or unsynced writes: it writes the visible units that are only in
+// memory to the files, without syncing them.
+func (s *Set) WriteBuffered() error {
+	var errs []error
+	for _, q := range s.all(true) {
+		errs = append(errs, q.WriteBuffered())
 	}
 	return errors.Join(errs...)
 }

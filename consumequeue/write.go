@@ -25,14 +25,27 @@ func (q *Queue) fail(err error) error {
 	return err
 }
 
-// maxPending bounds the units one queue buffers: PutBuffered writes the
-// buffer once it holds this many (80 KiB), so a long replay neither grows
-// memory without bound nor delays readers for long.
+// maxPending bounds the units one queue holds in memory: PutBuffered writes
+// them (and makes them visible) once it holds this many (80 KiB), so a long
+// replay without Flush neither grows memory without bound nor delays
+// readers for long.
 const maxPending = 4096
 
-// keepPendingCap is the largest buffer capacity kept after a flush; a larger
-// buffer (left by a burst) is released, as a Set may hold many queues.
-const keepPendingCap = 16 << 10
+// spillUnits is how many units Flush lets a queue gather in memory before it
+// writes them: it writes when the visible units reach a multiple of
+// spillUnits from the start of a file (or the start of the next file), and
+// writes up to there. 1,024 units are 20,480 bytes, the least common
+// multiple of UnitSize and a 4 KiB page, so such a write covers five whole
+// pages that no write touched before: it never waits for a page that the
+// owner's last sync is still writing back, as a write into a page written
+// earlier may. The units short of a boundary stay in memory until the next
+// boundary or MarkDirty, Sync, WriteBuffered, DeleteBefore or Close.
+const spillUnits = 1024
+
+// keepPendingCap is the largest buffer capacity kept once every unit is
+// written; a larger buffer (left by a burst) is released, as a Set may hold
+// many queues.
+const keepPendingCap = 32 << 10
 
 // Put stores the unit for queueOffset, which must be MaxOffset (plus the
 // units PutBuffered is holding, if any). Putting a unit identical to the one
@@ -41,8 +54,8 @@ const keepPendingCap = 16 << 10
 // crash; any other offset fails with ErrOffsetMismatch. A unit must have
 // size > 0 and phyOffset >= 0, and must not overlap the previous unit in the
 // commit log (ErrInvalidUnit). The unit is visible to readers when Put
-// returns and durable after the next Sync. Put is PutBuffered followed by
-// Flush: it also writes the units buffered before it.
+// returns and durable after the next Sync (or MarkDirty and SyncFS). Put is
+// PutBuffered followed by Flush.
 func (q *Queue) Put(queueOffset, phyOffset int64, size int32, tagsCode int64) error {
 	err := q.put(queueOffset, phyOffset, size, tagsCode)
 	q.cache.maybeEvict()
@@ -61,18 +74,16 @@ func (q *Queue) put(queueOffset, phyOffset int64, size int32, tagsCode int64) er
 	return nil
 }
 
-// PutBuffered is Put without the write: the unit joins the queue's write
-// buffer, and the offset it takes counts as written for the next
-// PutBuffered or Put (which continues at MaxOffset plus the buffered units,
-// checks replays and overlaps against the buffered units too). Buffered
-// units are written, in order and with one WriteAt per file, by Flush, Sync,
-// Close, the next Put, DeleteBefore, or once maxPending units are waiting;
-// only then do readers (MaxOffset, Get, Read, SearchOffset) see them, so a
-// reader never sees a unit that is not in the file. TruncateTo, TruncatePhy
-// and ResetTo drop the buffered units they cut off without writing them. An
-// error writing the buffer is sticky, like any write error, and the buffered
-// units are then dropped. The owner calls Flush before telling anyone that
-// the units are stored.
+// PutBuffered is Put without making the unit visible: the unit joins the
+// queue's memory buffer, and the offset it takes counts as taken for the
+// next PutBuffered or Put (which continues at MaxOffset plus the buffered
+// units, checks replays and overlaps against the buffered units too). Flush
+// (also Put) makes the buffered units visible to readers (MaxOffset, Get,
+// Read, SearchOffset), without necessarily writing them to the files; so do
+// Sync, MarkDirty, WriteBuffered, DeleteBefore and Close, which also write
+// them, and PutBuffered itself once maxPending units are waiting.
+// TruncateTo, TruncatePhy and ResetTo drop the buffered units they cut off.
+// The owner calls Flush before telling anyone that the units are stored.
 func (q *Queue) PutBuffered(queueOffset, phyOffset int64, size int32, tagsCode int64) error {
 	err := q.putBuffered(queueOffset, phyOffset, size, tagsCode)
 	q.cache.maybeEvict()
@@ -86,16 +97,17 @@ func (q *Queue) putBuffered(queueOffset, phyOffset int64, size int32, tagsCode i
 		return err
 	}
 	if len(q.w.pend) >= maxPending*UnitSize {
-		if err := q.flushLocked(); err != nil {
+		if err := q.spillLocked(q.endLocked()); err != nil {
 			return fmt.Errorf("consumequeue: put %s offset %d: %w", q.name(), queueOffset, err)
 		}
 	}
 	return nil
 }
 
-// Flush writes the buffered units (see PutBuffered) and makes them visible
-// to readers; they are durable after the next Sync. After a failed write or
-// sync it returns that error.
+// Flush makes the buffered units (see PutBuffered) visible to readers. It
+// writes them to the files only once enough have gathered (spillUnits);
+// either way they are durable after the next Sync, or MarkDirty and SyncFS.
+// After a failed write or sync it returns that error.
 func (q *Queue) Flush() error {
 	err := q.flush()
 	q.cache.maybeEvict()
@@ -110,6 +122,30 @@ func (q *Queue) flush() error {
 	}
 	if err := q.flushLocked(); err != nil {
 		return fmt.Errorf("consumequeue: flush %s: %w", q.name(), err)
+	}
+	return nil
+}
+
+// WriteBuffered writes the units that Flush made visible and that are
+// still only in memory to the files (the page cache), without syncing
+// them; units put since the last Flush stay buffered and invisible. An
+// owner may call it beside the writer (it takes the writer's mutex), e.g.
+// to leave a later MarkDirty less to write. After a failed write or sync it
+// returns that error.
+func (q *Queue) WriteBuffered() error {
+	err := q.writeBuffered()
+	q.cache.maybeEvict()
+	return err
+}
+
+func (q *Queue) writeBuffered() error {
+	q.w.Lock()
+	defer q.w.Unlock()
+	if err := q.writableLocked(); err != nil {
+		return fmt.Errorf("consumequeue: write %s: %w", q.name(), err)
+	}
+	if err := q.spillLocked(q.mu.max); err != nil {
+		return fmt.Errorf("consumequeue: write %s: %w", q.name(), err)
 	}
 	return nil
 }
@@ -139,26 +175,28 @@ func (q *Queue) putLocked(queueOffset, phyOffset int64, size int32, tagsCode int
 		return fmt.Errorf("consumequeue: put %s offset %d: unit %v overlaps previous unit %v: %w",
 			q.name(), queueOffset, u, prev, ErrInvalidUnit)
 	}
+	// Appending writes only beyond mu.mem, which readers may be reading
+	// (or, if it reallocates, into a new array).
 	n := len(q.w.pend)
 	q.w.pend = append(q.w.pend, make([]byte, UnitSize)...)
 	encodeUnit(q.w.pend[n:], u)
 	q.w.tail, q.w.tailOK = u, true
 	if !q.needSync.Load() {
-		q.needSync.Store(true) // so Set.SyncDirty writes and syncs it
+		q.needSync.Store(true) // so Set.MarkDirty and SyncDirty write it
 	}
 	return nil
 }
 
-// endLocked is the writer's end of the queue: MaxOffset plus the buffered
-// units. Callers hold q.w.
-func (q *Queue) endLocked() int64 { return q.mu.max + int64(len(q.w.pend)/UnitSize) }
+// endLocked is the writer's end of the queue: the units in the files plus
+// the buffered ones. Callers hold q.w.
+func (q *Queue) endLocked() int64 { return q.mu.disk + int64(len(q.w.pend)/UnitSize) }
 
 // writerUnitLocked returns the unit at off as the writer sees it: written,
 // or buffered. ok is false outside [first file, endLocked). Callers hold q.w.
 func (q *Queue) writerUnitLocked(off int64) (u rawUnit, ok bool, err error) {
-	if off >= q.mu.max {
-		i := (off - q.mu.max) * UnitSize
-		if off < 0 || i >= int64(len(q.w.pend)) {
+	if off >= q.mu.disk {
+		i := (off - q.mu.disk) * UnitSize
+		if i >= int64(len(q.w.pend)) {
 			return rawUnit{}, false, nil
 		}
 		u, ok = decodeUnit(q.w.pend[i:])
@@ -186,63 +224,118 @@ func (q *Queue) replayLocked(off int64, u rawUnit) error {
 		q.name(), off, q.mu.min, end, ErrOffsetMismatch)
 }
 
-// flushLocked writes the buffered units at max, one WriteAt per file they
-// fall in, and publishes each file's share (moves max past it) only after
-// its write succeeded. On failure the error is made sticky and the units not
-// yet published are dropped: the queue refuses writes from then on, and its
-// owner rebuilds them from the commit log after a restart.
+// flushLocked makes every buffered unit visible and writes them up to the
+// last spill boundary (see spillUnits), if that is past the end of the
+// files.
 func (q *Queue) flushLocked() error {
+	q.publishLocked()
+	if p := q.spillPoint(q.mu.max); p > q.mu.disk {
+		return q.spillLocked(p)
+	}
+	return nil
+}
+
+// publishLocked makes every buffered unit visible to readers.
+func (q *Queue) publishLocked() {
+	end := q.endLocked()
+	if end == q.mu.max {
+		return
+	}
+	n := (end - q.mu.disk) * UnitSize
+	q.mu.Lock()
+	q.mu.max = end
+	q.mu.mem = q.w.pend[:n:n]
+	q.mu.Unlock()
+}
+
+// spillPoint returns the last spill boundary at or before off: the start of
+// off's file plus a multiple of spillUnits.
+func (q *Queue) spillPoint(off int64) int64 {
+	in := off % q.perFile
+	return off - in%spillUnits
+}
+
+// spillLocked writes the buffered units at [disk, upTo) to the files, one
+// WriteAt per file they fall in, and makes them visible if they were not
+// (upTo <= endLocked). It moves disk past each file's share only after that
+// share's write succeeded. On failure the error is made sticky and the
+// units that were not visible are dropped; the visible ones stay readable
+// from memory. The queue refuses writes from then on, and its owner
+// rebuilds the units from the commit log after a restart.
+func (q *Queue) spillLocked(upTo int64) error {
+	start := q.mu.disk
+	if upTo <= start {
+		return nil
+	}
 	pend := q.w.pend
-	for done := 0; done < len(pend); {
-		s, h, err := q.segmentForWriteLocked(q.mu.max)
+	for q.mu.disk < upTo {
+		off := q.mu.disk
+		s, h, err := q.segmentForWriteLocked(off)
 		if err != nil {
-			q.dropAllPending()
-			return q.fail(err)
+			return q.spillFailed(start, err)
 		}
-		n := min(int64(len(pend)-done), (s.base+q.perFile-q.mu.max)*UnitSize)
-		if end := q.mu.max - s.base + n/UnitSize; end > s.units {
+		n := min(upTo, s.base+q.perFile) - off // units
+		if end := off - s.base + n; end > s.units {
 			if err := q.growLocked(s, h, end); err != nil {
-				q.dropAllPending()
-				return q.fail(err)
+				return q.spillFailed(start, err)
 			}
 		}
-		if _, err := h.f.WriteAt(pend[done:done+int(n)], (q.mu.max-s.base)*UnitSize); err != nil {
-			q.dropAllPending()
-			return q.fail(fmt.Errorf("write %s: %w", q.path(s), err))
+		i := (off - start) * UnitSize
+		if _, err := h.f.WriteAt(pend[i:i+n*UnitSize], (off-s.base)*UnitSize); err != nil {
+			return q.spillFailed(start, fmt.Errorf("write %s: %w", q.path(s), err))
 		}
 		s.dirty = true
 		q.needSync.Store(true)
 		q.writes.Add(1)
 		q.mu.Lock()
-		q.mu.max += n / UnitSize
+		q.mu.disk += n
+		q.mu.max = max(q.mu.max, q.mu.disk)
+		q.mu.mem = pend[(q.mu.disk-start)*UnitSize : (q.mu.max-start)*UnitSize]
+		if len(q.mu.mem) == 0 {
+			q.mu.mem = nil
+		}
 		q.mu.Unlock()
-		done += int(n)
 	}
-	if cap(pend) > keepPendingCap {
-		q.w.pend = nil
-	} else {
-		q.w.pend = pend[:0]
+	rest := pend[(upTo-start)*UnitSize:]
+	if len(rest) == 0 {
+		// No reader can reach pend's array any more: reuse it.
+		q.w.spare = nil
+		if cap(pend) > keepPendingCap {
+			q.w.pend = nil
+		} else {
+			q.w.pend = pend[:0]
+		}
+		return nil
 	}
+	// Readers may be reading rest through mu.mem: move it to the other
+	// buffer, and reuse this one only once mu.mem no longer points into it.
+	next := q.w.spare
+	if cap(next) < len(rest) {
+		next = make([]byte, 0, max(cap(pend), 2*len(rest)))
+	}
+	next = append(next[:0], rest...)
+	n := (q.mu.max - q.mu.disk) * UnitSize
+	q.mu.Lock()
+	q.mu.mem = next[:n:n]
+	q.mu.Unlock()
+	q.w.pend, q.w.spare = next, pend[:0]
 	return nil
 }
 
-// dropAllPending drops the buffered units after a failed write.
-func (q *Queue) dropAllPending() {
-	q.w.pend = q.w.pend[:0]
+// spillFailed makes err sticky after spillLocked wrote the units from
+// start up to disk: the units still in memory and visible stay there, the
+// others are dropped.
+func (q *Queue) spillFailed(start int64, err error) error {
+	q.w.pend = q.w.pend[(q.mu.disk-start)*UnitSize : (q.mu.max-start)*UnitSize]
+	q.w.spare = nil
 	q.w.tailOK = false
-}
-
-// dropPendingFrom drops the buffered units at offsets >= off (>= max).
-func (q *Queue) dropPendingFrom(off int64) {
-	if n := (off - q.mu.max) * UnitSize; n < int64(len(q.w.pend)) {
-		q.w.pend = q.w.pend[:max(n, 0)]
-		q.w.tailOK = false
-	}
+	return q.fail(err)
 }
 
 // segmentForWriteLocked returns the file that holds offset off, which is
-// max, and its open handle, creating the file (after syncing the previous
-// one) if needed.
+// disk, and its open handle, creating the file if needed: without
+// OwnerSyncsFS, after syncing the previous one; with it, after syncing the
+// directory if the first file's entry may not be durable yet.
 func (q *Queue) segmentForWriteLocked(off int64) (*segment, *handle, error) {
 	segs := q.mu.segs
 	n := len(segs)
@@ -251,7 +344,8 @@ func (q *Queue) segmentForWriteLocked(off int64) (*segment, *handle, error) {
 		h, err := q.file(s)
 		return s, h, err
 	}
-	if n > 0 && segs[n-1].dirty {
+	switch {
+	case n > 0 && !q.ownerSyncs && segs[n-1].dirty:
 		// Every file but the last is complete and durable.
 		prev := segs[n-1]
 		h, err := q.file(prev)
@@ -262,10 +356,20 @@ func (q *Queue) segmentForWriteLocked(off int64) (*segment, *handle, error) {
 			return nil, nil, fmt.Errorf("sync %s: %w", q.path(prev), err)
 		}
 		prev.dirty = false
+	case n > 0 && q.ownerSyncs && !q.w.firstSynced:
+		// A crash must not keep this file and lose the first one.
+		if err := q.fs.SyncDir(q.dir); err != nil {
+			return nil, nil, fmt.Errorf("sync dir %s: %w", q.dir, err)
+		}
+		q.w.firstSynced = true
 	}
-	s, h, err := q.createSegment(off-off%q.perFile, 0)
+	s, h, err := q.createSegment(off-off%q.perFile, 0, !q.ownerSyncs)
 	if err != nil {
 		return nil, nil, err
+	}
+	if n == 0 && q.ownerSyncs {
+		q.w.firstSynced = false
+		q.w.firstGen++
 	}
 	q.mu.Lock()
 	q.mu.segs = append(q.mu.segs, s)
@@ -307,9 +411,9 @@ func (q *Queue) growLocked(s *segment, h *handle, need int64) error {
 
 // createSegment creates and maps the file starting at queue offset base,
 // with blanks blank units at its start, sized for them or firstFileUnits
-// (see growTarget). The file and its directory entry are durable when it
-// returns, and the file is open.
-func (q *Queue) createSegment(base, blanks int64) (*segment, *handle, error) {
+// (see growTarget). With sync, the file and its directory entry are durable
+// when it returns; either way the file is open.
+func (q *Queue) createSegment(base, blanks int64, sync bool) (*segment, *handle, error) {
 	s := &segment{base: base, units: growTarget(0, blanks, q.perFile)}
 	path := q.path(s)
 	f, err := q.fs.Create(path)
@@ -332,11 +436,17 @@ func (q *Queue) createSegment(base, blanks int64) (*segment, *handle, error) {
 			return fail(fmt.Errorf("write %s: %w", path, err))
 		}
 	}
-	if err := f.Sync(); err != nil {
-		return fail(fmt.Errorf("sync %s: %w", path, err))
-	}
-	if err := q.fs.SyncDir(q.dir); err != nil {
-		return fail(fmt.Errorf("sync dir %s: %w", q.dir, err))
+	if sync {
+		if err := f.Sync(); err != nil {
+			return fail(fmt.Errorf("sync %s: %w", path, err))
+		}
+		if err := q.fs.SyncDir(q.dir); err != nil {
+			return fail(fmt.Errorf("sync dir %s: %w", q.dir, err))
+		}
+		q.w.firstSynced = true
+	} else {
+		s.dirty = true
+		q.writes.Add(1)
 	}
 	m, err := f.Map(s.units * UnitSize)
 	if err != nil {
@@ -373,14 +483,14 @@ func (q *Queue) syncLocked() error {
 	if q.w.err != nil {
 		return fmt.Errorf("earlier failure: %w", q.w.err)
 	}
-	if err := q.flushLocked(); err != nil {
+	if err := q.spillLocked(q.endLocked()); err != nil {
 		return err
 	}
 	for _, s := range q.mu.segs {
 		if !s.dirty {
 			continue
 		}
-		h, err := q.file(s) // open: closing a dirty file syncs it
+		h, err := q.file(s) // reopens a file closed with unsynced writes
 		if err != nil {
 			return q.fail(err)
 		}
@@ -398,7 +508,8 @@ func (q *Queue) syncLocked() error {
 // units and syncs, so the dropped units cannot reappear after a crash that
 // follows its return. A crash during TruncateTo may leave any part of the
 // dropped units in place; the owner repeats the truncation on recovery.
-// offset >= MaxOffset is a no-op; offset < MinOffset is ErrOffsetOutOfRange.
+// offset at or past the last unit put is a no-op (offset >= MaxOffset only
+// drops buffered units); offset < MinOffset is ErrOffsetOutOfRange.
 func (q *Queue) TruncateTo(offset int64) error {
 	err := q.truncateTo(offset)
 	q.cache.maybeEvict()
@@ -411,15 +522,13 @@ func (q *Queue) truncateTo(offset int64) error {
 	if err := q.writableLocked(); err != nil {
 		return fmt.Errorf("consumequeue: truncate %s to %d: %w", q.name(), offset, err)
 	}
-	if offset >= q.mu.max {
-		q.dropPendingFrom(offset) // never written: nothing to zero
+	if offset >= q.endLocked() {
 		return nil
 	}
 	if offset < q.mu.min {
 		return fmt.Errorf("consumequeue: truncate %s to %d: queue holds [%d, %d): %w",
 			q.name(), offset, q.mu.min, q.endLocked(), ErrOffsetOutOfRange)
 	}
-	q.w.pend = q.w.pend[:0]
 	if err := q.truncateLocked(offset); err != nil {
 		return fmt.Errorf("consumequeue: truncate %s to %d: %w", q.name(), offset, q.fail(err))
 	}
@@ -440,24 +549,17 @@ func (q *Queue) truncatePhy(phyOffset int64) error {
 	if err := q.writableLocked(); err != nil {
 		return fmt.Errorf("consumequeue: truncate %s to phy %d: %w", q.name(), phyOffset, err)
 	}
-	if len(q.w.pend) == 0 && (q.mu.min == q.mu.max || q.w.tailOK && q.w.tail.phy < phyOffset) {
+	end := q.endLocked()
+	if q.mu.min == end || q.w.tailOK && q.w.tail.phy < phyOffset {
 		return nil // no unit to drop: leave the files closed
 	}
-	off, err := q.searchPhyLocked(q.mu.min, q.mu.max, phyOffset)
+	off, err := q.searchPhyLocked(q.mu.min, end, phyOffset)
 	if err != nil {
 		return fmt.Errorf("consumequeue: truncate %s to phy %d: %w", q.name(), phyOffset, err)
 	}
-	if off >= q.mu.max {
-		// Only buffered units can go: they were never written.
-		for end := q.endLocked(); off < end; off++ {
-			if u, _, _ := q.writerUnitLocked(off); u.phy >= phyOffset {
-				break
-			}
-		}
-		q.dropPendingFrom(off)
+	if off >= end {
 		return nil
 	}
-	q.w.pend = q.w.pend[:0]
 	if err := q.truncateLocked(off); err != nil {
 		return fmt.Errorf("consumequeue: truncate %s to phy %d (offset %d): %w",
 			q.name(), phyOffset, off, q.fail(err))
@@ -465,10 +567,28 @@ func (q *Queue) truncatePhy(phyOffset int64) error {
 	return nil
 }
 
-// truncateLocked implements TruncateTo for min <= offset < max. Files are
-// removed last first, each removal made durable before the next, so a crash
-// never leaves a hole; then the kept file's tail is zeroed and synced.
+// truncateLocked implements TruncateTo for min <= offset < endLocked. Units
+// only in memory are dropped without I/O. Otherwise files are removed last
+// first, each removal made durable before the next, so a crash never leaves
+// a hole; then the kept file's tail is zeroed and synced.
 func (q *Queue) truncateLocked(offset int64) error {
+	q.w.tailOK = false
+	if offset == q.mu.min {
+		q.w.minPhyOK = false
+	}
+	if offset >= q.mu.disk {
+		n := (offset - q.mu.disk) * UnitSize
+		if offset < q.mu.max {
+			q.mu.Lock()
+			q.mu.max = offset
+			q.mu.mem = q.mu.mem[:n:n]
+			q.mu.Unlock()
+		}
+		// Later appends rewrite the dropped units' bytes, which no reader
+		// can reach any more.
+		q.w.pend = q.w.pend[:n]
+		return nil
+	}
 	segs := q.mu.segs
 	idx := (offset - segs[0].base) / q.perFile
 	keep := segs[idx]
@@ -476,15 +596,12 @@ func (q *Queue) truncateLocked(offset int64) error {
 	if offset == keep.base && idx > 0 {
 		cut = idx // keep would be left without units
 	}
-	oldMax := q.mu.max
+	oldDisk := q.mu.disk
 	q.mu.Lock()
-	q.mu.max = offset
+	q.mu.max, q.mu.disk, q.mu.mem = offset, offset, nil
 	q.mu.segs = segs[:cut:cut]
 	q.mu.Unlock()
-	q.w.tailOK = false
-	if offset == q.mu.min {
-		q.w.minPhyOK = false
-	}
+	q.w.pend = q.w.pend[:0]
 	for i := len(segs) - 1; i >= int(cut); i-- {
 		if err := q.removeSegment(segs[i]); err != nil {
 			return err
@@ -495,7 +612,7 @@ func (q *Queue) truncateLocked(offset int64) error {
 		if err != nil {
 			return err
 		}
-		end := min(oldMax, keep.base+keep.units)
+		end := min(oldDisk, keep.base+keep.units)
 		if err := q.zeroRange(keep, h, offset-keep.base, end-keep.base); err != nil {
 			return err
 		}
@@ -506,14 +623,15 @@ func (q *Queue) truncateLocked(offset int64) error {
 }
 
 // searchPhyLocked returns the first offset in [lo, hi) whose unit has
-// PhyOffset >= phy, or hi. Units' PhyOffsets increase with their offsets.
+// PhyOffset >= phy, or hi. Units' PhyOffsets increase with their offsets;
+// hi is at most endLocked.
 func (q *Queue) searchPhyLocked(lo, hi, phy int64) (int64, error) {
 	if lo >= hi {
 		return hi, nil
 	}
 	var err error
 	i := sort.Search(int(hi-lo), func(i int) bool {
-		u, _, _, e := q.rawLocked(lo + int64(i))
+		u, _, e := q.writerUnitLocked(lo + int64(i))
 		if e != nil {
 			err = e
 			return true
@@ -529,7 +647,8 @@ func (q *Queue) searchPhyLocked(lo, hi, phy int64) (int64, error) {
 // MinOffset to the first unit with PhyOffset >= minPhyOffset (MaxOffset if
 // none), as RocketMQ's deleteExpiredFile and correctMinOffset do. It returns
 // the number of files removed. A queue whose first unit is already at or
-// past minPhyOffset is left alone without opening its files.
+// past minPhyOffset is left alone without opening its files; any other
+// writes (and makes visible) its buffered units first.
 func (q *Queue) DeleteBefore(minPhyOffset int64) (removedFiles int, err error) {
 	n, err := q.deleteBefore(minPhyOffset)
 	q.cache.maybeEvict()
@@ -542,13 +661,13 @@ func (q *Queue) deleteBefore(minPhyOffset int64) (removedFiles int, err error) {
 	if err := q.writableLocked(); err != nil {
 		return 0, fmt.Errorf("consumequeue: delete %s before phy %d: %w", q.name(), minPhyOffset, err)
 	}
-	if err := q.flushLocked(); err != nil {
+	if q.mu.min == q.endLocked() || q.w.minPhyOK && q.w.minPhy >= minPhyOffset {
+		return 0, nil
+	}
+	if err := q.spillLocked(q.endLocked()); err != nil {
 		return 0, fmt.Errorf("consumequeue: delete %s before phy %d: %w", q.name(), minPhyOffset, err)
 	}
 	segs, maxOff := q.mu.segs, q.mu.max
-	if len(segs) == 0 || q.mu.min == maxOff || q.w.minPhyOK && q.w.minPhy >= minPhyOffset {
-		return 0, nil
-	}
 	n := 0
 	for n < len(segs)-1 {
 		s := segs[n]
@@ -592,7 +711,8 @@ func (q *Queue) deleteBefore(minPhyOffset int64) (removedFiles int, err error) {
 // ResetTo drops every unit and makes offset both MinOffset and MaxOffset,
 // for a replica that installs a snapshot and must continue the queue at the
 // leader's offset. The start of the new file is filled with blank units
-// (RocketMQ's fillPreBlank) so that the offset survives a restart. A crash
+// (RocketMQ's fillPreBlank) so that the offset survives a restart; the file
+// and its directory entry are synced, with or without OwnerSyncsFS. A crash
 // during ResetTo may leave the queue partly reset; the owner repeats it.
 func (q *Queue) ResetTo(offset int64) error {
 	if offset < 0 {
@@ -616,13 +736,13 @@ func (q *Queue) resetTo(offset int64) error {
 }
 
 func (q *Queue) resetLocked(offset int64) error {
-	q.w.pend = q.w.pend[:0] // dropped with every other unit
 	q.w.tailOK, q.w.minPhyOK = false, false
 	segs := q.mu.segs
 	q.mu.Lock()
 	q.mu.segs = nil
-	q.mu.min, q.mu.max = offset, offset
+	q.mu.min, q.mu.max, q.mu.disk, q.mu.mem = offset, offset, offset, nil
 	q.mu.Unlock()
+	q.w.pend = q.w.pend[:0] // dropped with every other unit
 	for i := len(segs) - 1; i >= 0; i-- {
 		if err := q.removeSegment(segs[i]); err != nil {
 			return err
@@ -633,7 +753,7 @@ func (q *Queue) resetLocked(offset int64) error {
 		return nil
 	}
 	base := offset - offset%q.perFile
-	s, _, err := q.createSegment(base, offset-base)
+	s, _, err := q.createSegment(base, offset-base, true)
 	if err != nil {
 		return err
 	}
