@@ -57,6 +57,10 @@ type Config struct {
 	CQUnitsPerFile  int
 	IndexSlots      int
 	IndexMaxEntries int
+	// CQMaxOpenFiles bounds the consume-queue files kept open at once
+	// (consumequeue.Options.MaxOpenFiles: 0 for its default, 1,024;
+	// negative for no bound).
+	CQMaxOpenFiles int
 	// DedupeWindow bounds how far apart (in store time) two sends with the
 	// same UNIQ_KEY count as one (default 10 minutes; negative disables).
 	DedupeWindow time.Duration
@@ -241,7 +245,11 @@ func (s *Store) open() error {
 		return fmt.Errorf("store: %w", &commitlog.CorruptError{File: s.clog.Dir(), Index: last + 1,
 			Reason: fmt.Sprintf("meta.db says index %d was applied but the log ends at %d", s.state.applied, last)})
 	}
-	s.cqs, err = consumequeue.OpenSet(s.fs, s.path("consumequeue"), consumequeue.Options{UnitsPerFile: s.cfg.CQUnitsPerFile, Logger: s.log})
+	// OwnerSyncsFS: checkpoints (captureLocked, commit) make the queues
+	// durable with one SyncFS, and recoverDerived cuts them back to the
+	// last checkpoint, so the queues' write path needs no sync of its own.
+	s.cqs, err = consumequeue.OpenSet(s.fs, s.path("consumequeue"), consumequeue.Options{
+		UnitsPerFile: s.cfg.CQUnitsPerFile, MaxOpenFiles: s.cfg.CQMaxOpenFiles, OwnerSyncsFS: true, Logger: s.log})
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
