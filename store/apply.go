@@ -53,10 +53,12 @@ const applyChunk = 8 << 20
 // applyBatch is Apply's scratch state between two flushes of the consume
 // queues; guarded by Store.applyMu.
 //
-// Apply buffers consume-queue units (Queue.PutBuffered) and writes them with
-// one WriteAt per queue at the end of each chunk of entries, rather than one
-// per message. Until then they are invisible to readers, and the applied
-// index does not move past their entries (see Apply).
+// Apply buffers consume-queue units (Queue.PutBuffered) and publishes them
+// (Queue.Flush) at the end of each chunk of entries: from then on readers
+// see them, served from the queue's memory until the queue writes them in
+// whole pages or at the next checkpoint (consumequeue's OwnerSyncsFS). Until
+// the flush they are invisible, and the applied index does not move past
+// their entries (see Apply).
 type applyBatch struct {
 	// queues are the consume queues holding buffered units.
 	queues map[*consumequeue.Queue]struct{}
@@ -90,7 +92,7 @@ func (b *applyBatch) queueOffset(phy int64) (int64, bool) {
 // cover a half-applied entry or an unwritten unit.
 //
 // Entries are read from the log in chunks of up to applyChunk bytes. The
-// consume-queue units of a chunk are written when the chunk is done, and
+// consume-queue units of a chunk are published when the chunk is done, and
 // only then does the applied index (AppliedIndex) move to its last entry: a
 // caller or reader told that an entry is applied can read its messages. A
 // storage error in the middle of a chunk still writes, and publishes, the
@@ -151,8 +153,9 @@ func (s *Store) Apply(upTo uint64) ([]Result, error) {
 	return results, nil
 }
 
-// flushQueuesLocked writes the units buffered since the last call (one
-// WriteAt per queue and file) and resets the batch. The queues' errors are
+// flushQueuesLocked publishes the units buffered since the last call (the
+// queues write them to their files in whole pages, or at the next
+// checkpoint) and resets the batch. The queues' errors are
 // sticky.
 func (s *Store) flushQueuesLocked() error {
 	b := &s.batch

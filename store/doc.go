@@ -45,9 +45,12 @@
 //
 // Apply changes memory and the page cache only; acknowledging a send needs
 // no fsync beyond the raft log's. Apply buffers the consume-queue units of
-// the entries it applies and writes them with one write per queue at the
-// end of each chunk of entries, before it moves the applied index past them
-// and returns, so that whatever it reports applied is readable. The index
+// the entries it applies and publishes them at the end of each chunk of
+// entries, before it moves the applied index past them and returns, so that
+// whatever it reports applied is readable; the queues serve recent units
+// from memory and write them to their files in whole pages or at the next
+// checkpoint, so a send costs no write syscall of its own however many
+// queues are active. The index
 // keeps its entries and slot heads in a write buffer that queries read, and
 // writes it when it is synced (or its buffer fills). A storage error fails
 // Apply for good: later Apply and Persist calls return it, so no checkpoint
