@@ -35,6 +35,7 @@ type brokerFlags struct {
 	warmAhead   int64
 	cacheWindow int64
 	directIO    int
+	cqOpenFiles int
 	autoCreate  bool
 	bindIP      string
 	tick        time.Duration
@@ -70,6 +71,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.Int64Var(&f.segmentSize, "segment-size", 1<<30, "commitlog segment size in bytes")
 	fl.Int64Var(&f.warmAhead, "warm-ahead", 0, "bytes of the commitlog segment zero-filled and synced ahead of the writer in sync mode (0: 64 MiB, -1: off)")
 	fl.Int64Var(&f.cacheWindow, "cache-window", 0, "bytes of the commitlog kept in the page cache behind its durable end; older pages are released (0: 1 GiB, -1: keep all)")
+	fl.IntVar(&f.cqOpenFiles, "cq-max-open-files", 0, "consume-queue files kept open at once; the least recently used close beyond it (0: 1,024, -1: no bound). Raise it above the number of queues written to within a second, within the process's file-descriptor limit")
 	fl.IntVar(&f.directIO, "direct-io", 0, "1: write commitlog appends with O_DIRECT, past the page cache (0: buffered writes, the default)")
 	fl.BoolVar(&f.autoCreate, "auto-create-topics", true, "create an unknown topic (4 queues) on first send")
 	fl.StringVar(&f.bindIP, "bind-ip", "", "source IP for outgoing raft connections")
@@ -138,6 +140,7 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 	cfg.Store.WarmAhead = f.warmAhead
 	cfg.Store.CacheWindow = f.cacheWindow
 	cfg.Store.DirectIO = f.directIO
+	cfg.Store.CQMaxOpenFiles = f.cqOpenFiles
 	for _, s := range f.routes {
 		id, p, err := cluster.ParsePeer(s)
 		if err != nil {

@@ -20,18 +20,19 @@ import (
 )
 
 type clusterFlags struct {
-	data      string
-	basePort  int
-	nodes     int
-	flush     string
-	demo      int
-	segment   int64
-	warmAhead int64
-	cacheWin  int64
-	directIO  int
-	tick      time.Duration
-	notify    time.Duration
-	groups    int
+	data        string
+	basePort    int
+	nodes       int
+	flush       string
+	demo        int
+	segment     int64
+	warmAhead   int64
+	cacheWin    int64
+	directIO    int
+	cqOpenFiles int
+	tick        time.Duration
+	notify      time.Duration
+	groups      int
 	// namesrvPort is the name server's port when groups > 1.
 	namesrvPort int
 }
@@ -61,6 +62,7 @@ func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().DurationVar(&f.tick, "tick", 50*time.Millisecond, "raft tick")
 	cmd.Flags().Int64Var(&f.warmAhead, "warm-ahead", 0, "commitlog bytes zero-filled ahead of the writer in sync mode (0: 64 MiB, -1: off)")
 	cmd.Flags().Int64Var(&f.cacheWin, "cache-window", 0, "commitlog bytes kept in the page cache behind its durable end (0: 1 GiB, -1: keep all)")
+	cmd.Flags().IntVar(&f.cqOpenFiles, "cq-max-open-files", 0, "consume-queue files each broker keeps open (0: 1,024, -1: no bound)")
 	cmd.Flags().IntVar(&f.directIO, "direct-io", 0, "1: write commitlog appends with O_DIRECT, past the page cache (0: buffered writes, the default)")
 	cmd.Flags().DurationVar(&f.notify, "commit-notify-delay", 0, "how long a leader holds a commit-only append to a follower (0: 2ms, negative: never)")
 	return cmd
@@ -81,7 +83,7 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 	}
 	args := []string{"--flush", f.flush, "--segment-size", fmt.Sprint(f.segment), "--tick", f.tick.String(),
 		"--warm-ahead", fmt.Sprint(f.warmAhead), "--cache-window", fmt.Sprint(f.cacheWin), "--direct-io", fmt.Sprint(f.directIO),
-		"--commit-notify-delay", f.notify.String()}
+		"--commit-notify-delay", f.notify.String(), "--cq-max-open-files", fmt.Sprint(f.cqOpenFiles)}
 	var nsAddr string
 	if f.groups > 1 {
 		// Several groups share a name server, as RocketMQ's brokers do.
