@@ -360,14 +360,14 @@ func TestCorruptLogRefusesToOpen(t *testing.T) {
 	require.Contains(t, err.Error(), seg)
 }
 
-func TestRetentionAndDiskThresholds(t *testing.T) {
-	fs := vfs.NewMem()
-	cfg := testConfig(t, fs)
+// expiredSegments opens a store with cfg (16 KiB segments, deletion at
+// 04:00) and puts 600 messages stored 100 hours ago into topic "t".
+func expiredSegments(t *testing.T, cfg Config) (*Standalone, *fakeClock) {
+	t.Helper()
 	cfg.SegmentSize = 16 << 10
 	cfg.Retention.DeleteWhen = []int{4}
 	clock := cfg.Clock.(*fakeClock)
 	sa := openSA(t, cfg)
-	defer sa.Close()
 	createTopic(t, sa, "t", 1)
 	old := clock.Now().Add(-100 * time.Hour).UnixMilli()
 	for i := 0; i < 600; i++ {
@@ -376,6 +376,12 @@ func TestRetentionAndDiskThresholds(t *testing.T) {
 		_, err := sa.Put(m)
 		require.NoError(t, err)
 	}
+	return sa, clock
+}
+
+func TestRetentionAndDiskThresholds(t *testing.T) {
+	sa, clock := expiredSegments(t, testConfig(t, vfs.NewMem()))
+	defer sa.Close()
 	segs := len(sa.Log().Segments())
 	require.Greater(t, segs, 4)
 	// Noon, disk nearly empty: nothing is deleted.
@@ -508,21 +514,10 @@ func TestInspect(t *testing.T) {
 func TestRetentionFloorHoldsBackUnlessForced(t *testing.T) {
 	fs := vfs.NewMem()
 	cfg := testConfig(t, fs)
-	cfg.SegmentSize = 16 << 10
-	cfg.Retention.DeleteWhen = []int{4}
 	var floor atomic.Uint64
 	cfg.Retention.Floor = floor.Load
-	clock := cfg.Clock.(*fakeClock)
-	sa := openSA(t, cfg)
+	sa, clock := expiredSegments(t, cfg)
 	defer sa.Close()
-	createTopic(t, sa, "t", 1)
-	old := clock.Now().Add(-100 * time.Hour).UnixMilli()
-	for i := 0; i < 600; i++ {
-		m := msg("t", 0, i, "", "")
-		m.StoreTimestamp = old + int64(i)
-		_, err := sa.Put(m)
-		require.NoError(t, err)
-	}
 	segs := sa.Log().Segments()
 	require.Greater(t, len(segs), 4)
 	clock.Set(time.Date(2026, 11, 23, 4, 0, 0, 0, time.Local)) // every segment expired, deletion hour
