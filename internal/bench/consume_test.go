@@ -160,15 +160,7 @@ func TestBenchConsumeConfigCheck(t *testing.T) {
 // Pulls and push consumers (one, and three sharing four queues) read a
 // filled topic of an in-process group: every message once.
 func TestBenchConsumePullAndPush(t *testing.T) {
-	addrs := startGroup(t)
-	newClient := func() (*client.Client, error) {
-		return client.New(client.Options{Addrs: addrs, RequestTimeout: 2 * time.Second})
-	}
-	c, err := newClient()
-	require.NoError(t, err)
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	newClient, c, ctx := groupClient(t)
 	require.Eventually(t, func() bool { return c.CreateTopic(ctx, "bench", 4) == nil }, 10*time.Second, 20*time.Millisecond)
 	pr, err := Produce(ctx, c, ProduceConfig{Topic: "bench", Queues: 4, Size: 100, Window: 64, Batch: 16, Producers: 1, Duration: 500 * time.Millisecond})
 	require.NoError(t, err)
@@ -198,3 +190,20 @@ func TestBenchConsumePullAndPush(t *testing.T) {
 // startGroup starts a three-node group in this process and returns its
 // client addresses.
 func startGroup(t *testing.T) []string { return testgroup.Start(t) }
+
+// groupClient starts an in-process group and returns a way to make clients
+// of it, one client (closed at the end of the test) and a context for the
+// test's requests.
+func groupClient(t *testing.T) (func() (*client.Client, error), *client.Client, context.Context) {
+	t.Helper()
+	addrs := startGroup(t)
+	newClient := func() (*client.Client, error) {
+		return client.New(client.Options{Addrs: addrs, RequestTimeout: 2 * time.Second})
+	}
+	c, err := newClient()
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return newClient, c, ctx
+}

@@ -1,15 +1,12 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/raftmq/raftmq/client"
 )
 
 func TestBenchTopicNamesAndLayout(t *testing.T) {
@@ -49,15 +46,7 @@ func TestBenchSlotRotation(t *testing.T) {
 // over all 6 queues (checked against what the brokers stored), reports
 // its layout, and consume runs over the same topics read every message.
 func TestBenchProduceConsumeTopics(t *testing.T) {
-	addrs := startGroup(t)
-	newClient := func() (*client.Client, error) {
-		return client.New(client.Options{Addrs: addrs, RequestTimeout: 2 * time.Second})
-	}
-	c, err := newClient()
-	require.NoError(t, err)
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	newClient, c, ctx := groupClient(t)
 	// The group's first leader may take a moment.
 	require.Eventually(t, func() bool { return c.CreateTopic(ctx, "warm-up", 1) == nil }, 10*time.Second, 20*time.Millisecond)
 
