@@ -101,18 +101,25 @@ func Open(path string, opts Options) (*DB, error) {
 // or checks those of an existing one. A bbolt file holding other buckets is
 // not taken over.
 func initDB(b *bolt.DB) error {
-	empty := true
+	empty, upgrade := true, false
 	err := b.View(func(tx *bolt.Tx) error {
 		empty = tx.ForEach(func([]byte, *bolt.Bucket) error { return errNotEmpty }) == nil
 		if empty {
 			return nil
 		}
 		if err := checkFormat(tx); err != nil {
+			if errors.Is(err, errFormat1) {
+				upgrade = true
+				return nil
+			}
 			return err
 		}
 		_, err := newTx(tx)
 		return err
 	})
+	if err == nil && upgrade {
+		return upgradeFrom1(b)
+	}
 	if err != nil || !empty {
 		return err
 	}
@@ -123,6 +130,27 @@ func initDB(b *bolt.DB) error {
 			}
 		}
 		return tx.Bucket([]byte(bucketMeta)).Put(metaFormatKey(), encodeFormat(formatVersion))
+	})
+}
+
+// errFormat1 is checkFormat's answer for a version 1 database, which
+// initDB upgrades.
+var errFormat1 = errors.New("format version 1")
+
+// upgradeFrom1 turns a version 1 database into version 2 in one
+// transaction: it adds the schedule and transactions buckets, empty, since
+// version 1 brokers kept no schedule and no transactions.
+func upgradeFrom1(b *bolt.DB) error {
+	return b.Update(func(tx *bolt.Tx) error {
+		for _, name := range []string{bucketSchedule, bucketTransactions} {
+			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
+				return fmt.Errorf("offsets: upgrade to format 2: create bucket %q: %w", name, err)
+			}
+		}
+		if _, err := newTx(tx); err != nil {
+			return fmt.Errorf("offsets: upgrade to format 2: %w", err)
+		}
+		return tx.Bucket([]byte(bucketMeta)).Put(metaFormatKey(), encodeFormat(2))
 	})
 }
 
@@ -142,6 +170,9 @@ func checkFormat(tx *bolt.Tx) error {
 	got, err := decodeFormat(v)
 	if err != nil {
 		return err
+	}
+	if got == 1 && formatVersion == 2 {
+		return errFormat1
 	}
 	if got != formatVersion {
 		return fmt.Errorf("offsets: format version %d, this build reads %d: %w", got, formatVersion, ErrCorrupt)

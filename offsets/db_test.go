@@ -393,7 +393,7 @@ func TestOpenRejectsUnknownFormat(t *testing.T) {
 	require.NoError(t, db.Close())
 	_, err = Open(path, testOptions(t))
 	require.ErrorIs(t, err, ErrCorrupt)
-	require.ErrorContains(t, err, "format version 2")
+	require.ErrorContains(t, err, fmt.Sprintf("format version %d", formatVersion+1))
 }
 
 func TestCorruptValue(t *testing.T) {

@@ -15,7 +15,7 @@
 //
 // # Buckets
 //
-// The database has seven top-level buckets. All integers are big-endian so
+// The database has nine top-level buckets. All integers are big-endian so
 // that bbolt's byte order is numeric order. These layouts are part of the
 // on-disk format and must not change without bumping formatVersion.
 //
@@ -81,6 +81,19 @@
 // timestamp. Timestamps are non-negative milliseconds; they must come from
 // the replicated log (for example the entry's store timestamp), never from a
 // node's clock, or replicas would expire different entries.
+//
+// schedule ("schedule"), the delivery progress of each queue of the
+// schedule topic (delayed and timer messages): the next unit to deliver.
+//
+//	key  | queueId u32 (4) |
+//	val  | next offset, int64 two's complement (8) |
+//
+// transactions ("transactions"), the pending transactional half messages,
+// keyed by their queue offset in the half topic; the value is the
+// transaction's record, encoded by the store (package txn):
+//
+//	key  | half queue offset u64 (8) |
+//	val  record bytes, as given
 //
 // # Snapshots and RocketMQ config files
 //

@@ -15,6 +15,8 @@ const (
 	bucketGroups          = "subscription_groups"
 	bucketDedupe          = "dedupe"
 	bucketDedupeByTime    = "dedupe_by_time"
+	bucketSchedule        = "schedule"
+	bucketTransactions    = "transactions"
 )
 
 // bucketNames lists every bucket Open creates.
@@ -22,11 +24,14 @@ func bucketNames() []string {
 	return []string{
 		bucketMeta, bucketConsumerOffsets, bucketQueueOffsets,
 		bucketTopics, bucketGroups, bucketDedupe, bucketDedupeByTime,
+		bucketSchedule, bucketTransactions,
 	}
 }
 
 // formatVersion is stored under metaKindFormat. Bump it on any layout change.
-const formatVersion uint32 = 1
+// Version 2 added the schedule and transactions buckets; a version 1
+// database is upgraded in place when opened (upgradeFrom1).
+const formatVersion uint32 = 2
 
 // Meta bucket key kinds (the first byte of every meta key).
 const (

@@ -26,6 +26,8 @@ type Tx struct {
 	groups          *bolt.Bucket
 	dedupe          *bolt.Bucket
 	dedupeByTime    *bolt.Bucket
+	schedule        *bolt.Bucket
+	transactions    *bolt.Bucket
 }
 
 func newTx(btx *bolt.Tx) (*Tx, error) {
@@ -41,6 +43,8 @@ func newTx(btx *bolt.Tx) (*Tx, error) {
 		{bucketGroups, &tx.groups},
 		{bucketDedupe, &tx.dedupe},
 		{bucketDedupeByTime, &tx.dedupeByTime},
+		{bucketSchedule, &tx.schedule},
+		{bucketTransactions, &tx.transactions},
 	} {
 		if *b.dst = btx.Bucket([]byte(b.name)); *b.dst == nil {
 			return nil, fmt.Errorf("offsets: bucket %q missing: %w", b.name, ErrCorrupt)

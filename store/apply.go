@@ -15,6 +15,8 @@ import (
 	"github.com/raftmq/raftmq/consumequeue"
 	"github.com/raftmq/raftmq/internal/mutant"
 	"github.com/raftmq/raftmq/offsets"
+	"github.com/raftmq/raftmq/schedule"
+	"github.com/raftmq/raftmq/txn"
 )
 
 // Result is the outcome of applying one entry.
@@ -181,12 +183,22 @@ func (s *Store) applyEntry(e *commitlog.Entry) (Result, error) {
 			r.Err = err
 		case kind == KindMessages:
 			base := e.Pos + commitlog.HeaderSize + BodyHeaderSize
-			r.Messages, err = s.applyMessages(payload, base)
+			r.Messages, err = s.applyMessages(payload, base, true)
 			if err != nil {
 				return r, err
 			}
 		case kind == KindCommand:
 			r.Err = s.applyCommand(payload)
+		case kind == KindSchedule:
+			r.Messages, r.Err, err = s.applyDelivery(payload, e.Pos+commitlog.HeaderSize+BodyHeaderSize)
+			if err != nil {
+				return r, err
+			}
+		case kind == KindTxn:
+			r.Messages, r.Err, err = s.applyTxn(payload, e.Pos+commitlog.HeaderSize+BodyHeaderSize)
+			if err != nil {
+				return r, err
+			}
 		}
 	}
 	return r, nil
@@ -194,8 +206,9 @@ func (s *Store) applyEntry(e *commitlog.Entry) (Result, error) {
 
 // applyMessages dispatches each record of a messages payload. A malformed
 // record fails it and every later record of the payload, identically on
-// every replica.
-func (s *Store) applyMessages(payload []byte, base int64) ([]MessageResult, error) {
+// every replica. dedupe is false for the records of schedule and
+// transaction entries, which apply at most once by their own rule.
+func (s *Store) applyMessages(payload []byte, base int64, dedupe bool) ([]MessageResult, error) {
 	out := make([]MessageResult, 0, message.CountRecords(payload)) // one result per record, and one for a bad tail
 	for off := 0; off < len(payload); {
 		v, err := message.Parse(payload[off:], false)
@@ -205,7 +218,7 @@ func (s *Store) applyMessages(payload []byte, base int64) ([]MessageResult, erro
 		}
 		phy := base + int64(off)
 		off += v.Size
-		mr, err := s.applyMessage(&v, phy)
+		mr, err := s.applyMessage(&v, phy, dedupe)
 		if err != nil {
 			return out, err
 		}
@@ -214,7 +227,7 @@ func (s *Store) applyMessages(payload []byte, base int64) ([]MessageResult, erro
 	return out, nil
 }
 
-func (s *Store) applyMessage(v *message.View, phy int64) (MessageResult, error) {
+func (s *Store) applyMessage(v *message.View, phy int64, dedupeOK bool) (MessageResult, error) {
 	b := &s.batch
 	if string(v.Topic) != b.topic { // compares without allocating
 		b.topic = string(v.Topic)
@@ -241,9 +254,9 @@ func (s *Store) applyMessage(v *message.View, phy int64) (MessageResult, error) 
 	if uniq != "" {
 		uniqKey = topic + "#" + uniq
 	}
-	dedupe := uniq != "" && s.cfg.DedupeWindow > 0 && !(mutant.Enabled && s.cfg.Mutants.NoDedupe)
+	dedupe := dedupeOK && uniq != "" && s.cfg.DedupeWindow > 0 && !(mutant.Enabled && s.cfg.Mutants.NoDedupe)
 	if dedupe {
-		orig, found, err := s.findByUniqKey(topic, uniq, uniqKey, v.StoreTimestamp, s.cfg.DedupeWindow)
+		orig, found, err := s.findByUniqKey(topic, uniq, uniqKey, v.ReconsumeTimes, v.StoreTimestamp, s.cfg.DedupeWindow)
 		if err != nil {
 			return mr, err
 		}
@@ -252,24 +265,25 @@ func (s *Store) applyMessage(v *message.View, phy int64) (MessageResult, error) 
 			return orig, nil
 		}
 	}
-	k := queueKey{topic, v.QueueID}
-	q, err := s.cqs.Queue(topic, v.QueueID, true)
+	var tagsCode int64
+	if topic == schedule.Topic {
+		// A schedule unit carries its release time (package schedule).
+		tagsCode = schedule.Release(v.QueueID, v.StoreTimestamp)
+	} else {
+		tags, _ := message.PropertyBytes(v.Properties, message.PropertyTags)
+		tagsCode = message.TagsCodeBytes(tags)
+	}
+	qo, err := s.enqueue(topic, v.QueueID, phy, int32(v.Size), tagsCode)
 	if err != nil {
-		return mr, fmt.Errorf("store: open consume queue: %w", err)
+		return mr, err
 	}
-	s.state.mu.Lock()
-	qo := s.state.queues[k]
-	s.state.queues[k] = qo + 1
-	s.state.dirtyQueues[k] = true
-	s.state.mu.Unlock()
-	tags, _ := message.PropertyBytes(v.Properties, message.PropertyTags)
-	if err := q.PutBuffered(qo, phy, int32(v.Size), message.TagsCodeBytes(tags)); err != nil {
-		return mr, fmt.Errorf("store: dispatch to consume queue: %w", err)
+	if topic == txn.HalfTopic {
+		group, _ := message.PropertyValue(v.Properties, message.PropertyProducerGroup)
+		s.state.mu.Lock()
+		s.state.txns[qo] = txn.Record{Phy: phy, Size: int32(v.Size), StoreMs: v.StoreTimestamp, Group: group}
+		s.state.dirtyTxns[qo] = true
+		s.state.mu.Unlock()
 	}
-	if b.queues == nil {
-		b.queues = make(map[*consumequeue.Queue]struct{})
-	}
-	b.queues[q] = struct{}{}
 	if dedupe {
 		b.queued = append(b.queued, queuedMsg{phy: phy, queueOffset: qo})
 	}
@@ -292,6 +306,100 @@ func (s *Store) applyMessage(v *message.View, phy int64) (MessageResult, error) 
 		}
 	}
 	return mr, nil
+}
+
+// enqueue appends a unit to a consume queue (buffered until the chunk's
+// flush) and returns its queue offset.
+func (s *Store) enqueue(topic string, queueID int32, phy int64, size int32, tagsCode int64) (int64, error) {
+	k := queueKey{topic, queueID}
+	q, err := s.cqs.Queue(topic, queueID, true)
+	if err != nil {
+		return 0, fmt.Errorf("store: open consume queue: %w", err)
+	}
+	s.state.mu.Lock()
+	qo := s.state.queues[k]
+	s.state.queues[k] = qo + 1
+	s.state.dirtyQueues[k] = true
+	s.state.mu.Unlock()
+	if err := q.PutBuffered(qo, phy, size, tagsCode); err != nil {
+		return 0, fmt.Errorf("store: dispatch to consume queue: %w", err)
+	}
+	b := &s.batch
+	if b.queues == nil {
+		b.queues = make(map[*consumequeue.Queue]struct{})
+	}
+	b.queues[q] = struct{}{}
+	return qo, nil
+}
+
+// applyDelivery applies a schedule entry (package schedule): when it starts
+// at its queue's cursor, its hops are appended to their buckets, its
+// records are applied as messages, and the cursor moves past its units.
+// Otherwise nothing changes and the result says why (resErr). err is a
+// storage error.
+func (s *Store) applyDelivery(payload []byte, base int64) (msgs []MessageResult, resErr, err error) {
+	d, recs, derr := schedule.DecodeDelivery(payload)
+	if derr != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadEntry, derr), nil
+	}
+	st := s.state
+	st.mu.RLock()
+	cur, max := st.sched[d.Queue], st.queues[queueKey{schedule.Topic, d.Queue}]
+	st.mu.RUnlock()
+	switch {
+	case d.From != cur:
+		return nil, fmt.Errorf("%w: queue %d is at %d, the entry starts at %d", ErrScheduleMoved, d.Queue, cur, d.From), nil
+	case d.From+int64(d.Count) > max:
+		return nil, fmt.Errorf("%w: delivery of %d units from %d of schedule queue %d, which ends at %d", ErrBadEntry, d.Count, d.From, d.Queue, max), nil
+	case message.CountRecords(recs)+len(d.Hops) != int(d.Count):
+		return nil, fmt.Errorf("%w: delivery of %d units carries %d records and %d hops", ErrBadEntry, d.Count, message.CountRecords(recs), len(d.Hops)), nil
+	}
+	for _, h := range d.Hops {
+		if _, err := s.enqueue(schedule.Topic, h.Queue, h.Phy, h.Size, schedule.Release(h.Queue, d.Now)); err != nil {
+			return nil, nil, err
+		}
+	}
+	msgs, err = s.applyMessages(recs, base+int64(len(payload)-len(recs)), false)
+	if err != nil {
+		return msgs, nil, err
+	}
+	st.mu.Lock()
+	st.sched[d.Queue] = cur + int64(d.Count)
+	st.dirtySched[d.Queue] = true
+	st.mu.Unlock()
+	return msgs, nil, nil
+}
+
+// applyTxn applies a transaction entry (package txn) to a pending
+// transaction: a check is counted; a commit, rollback or discard ends it
+// and applies its records (the real message, the op message). For a
+// transaction not pending nothing changes (resErr). err is a storage error.
+func (s *Store) applyTxn(payload []byte, base int64) (msgs []MessageResult, resErr, err error) {
+	op, recs, derr := txn.DecodeOp(payload)
+	if derr != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadEntry, derr), nil
+	}
+	st := s.state
+	st.mu.Lock()
+	rec, ok := st.txns[op.HalfOffset]
+	if !ok {
+		st.mu.Unlock()
+		return nil, fmt.Errorf("%w: half offset %d (%v)", ErrTxnNotPending, op.HalfOffset, op.Action), nil
+	}
+	if op.Action == txn.Check {
+		rec.Checks++
+		rec.LastCheckMs = op.Now
+		st.txns[op.HalfOffset] = rec
+	} else {
+		delete(st.txns, op.HalfOffset)
+	}
+	st.dirtyTxns[op.HalfOffset] = true
+	st.mu.Unlock()
+	if op.Action == txn.Check || len(recs) == 0 {
+		return nil, nil, nil
+	}
+	msgs, err = s.applyMessages(recs, base+int64(len(payload)-len(recs)), false)
+	return msgs, nil, err
 }
 
 func (s *Store) applyCommand(payload []byte) error {
@@ -360,11 +468,12 @@ func (s *Store) applyCommand(payload []byte) error {
 }
 
 // findByUniqKey looks for a stored message of topic with UNIQ_KEY uniq (index
-// key topic#uniq) whose store time is within window of ts. Index hits are
+// key topic#uniq) and reconsume count reconsume whose store time is within
+// window of ts. Index hits are
 // re-checked against the stored record, so a hash collision never matches.
 // The index serves entries put earlier in the same Apply from its write
 // buffer, and applyBatch the queue offsets of their still-buffered units.
-func (s *Store) findByUniqKey(topic, uniq, key string, ts int64, window time.Duration) (MessageResult, bool, error) {
+func (s *Store) findByUniqKey(topic, uniq, key string, reconsume int32, ts int64, window time.Duration) (MessageResult, bool, error) {
 	w := window.Milliseconds()
 	cands, err := s.idx.Query(key, 64, ts-w, ts+w)
 	if err != nil {
@@ -386,6 +495,11 @@ func (s *Store) findByUniqKey(topic, uniq, key string, ts int64, window time.Dur
 			continue
 		}
 		if u, _ := message.PropertyValue(v.Properties, message.PropertyUniqKey); u != uniq {
+			continue
+		}
+		if v.ReconsumeTimes != reconsume {
+			// A retry of a message keeps its UNIQ_KEY but counts one more
+			// consumption: not a duplicate of the earlier retry.
 			continue
 		}
 		qo, ok := s.batch.queueOffset(phy)

@@ -13,6 +13,12 @@ import (
 const (
 	KindMessages byte = 1
 	KindCommand  byte = 2
+	// KindSchedule delivers units of the schedule topic (package
+	// schedule): a schedule.Delivery head, then the delivered records.
+	KindSchedule byte = 3
+	// KindTxn ends or checks a transaction (package txn): a txn.Op head,
+	// then its records.
+	KindTxn byte = 4
 
 	bodyOffKind    = 0
 	bodyOffBatchID = 1
@@ -39,6 +45,14 @@ var (
 	ErrDiskFull = errors.New("store: disk full")
 	// ErrNotFound is returned by queries that find nothing.
 	ErrNotFound = errors.New("store: not found")
+	// ErrScheduleMoved is the result of a schedule delivery entry that does
+	// not start at its queue's cursor: another entry delivered those units
+	// first. Nothing of it is applied.
+	ErrScheduleMoved = errors.New("store: schedule cursor moved")
+	// ErrTxnNotPending is the result of a transaction entry for a
+	// transaction that is not pending (ended before, or never prepared).
+	// Nothing of it is applied.
+	ErrTxnNotPending = errors.New("store: transaction not pending")
 )
 
 // AppendBodyHeader appends the kind and batch id of an entry body to dst.
@@ -95,7 +109,7 @@ func parseBody(b []byte) (kind byte, batchID uint64, payload []byte, err error) 
 		return 0, 0, nil, fmt.Errorf("%w: %d bytes", ErrBadEntry, len(b))
 	}
 	kind = b[bodyOffKind]
-	if kind != KindMessages && kind != KindCommand {
+	if kind < KindMessages || kind > KindTxn {
 		return 0, 0, nil, fmt.Errorf("%w: kind %d", ErrBadEntry, kind)
 	}
 	return kind, binary.BigEndian.Uint64(b[bodyOffBatchID:]), b[BodyHeaderSize:], nil

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/raftmq/raftmq/offsets"
+	"github.com/raftmq/raftmq/txn"
 )
 
 type queueKey struct {
@@ -29,11 +30,15 @@ type state struct {
 	groups      map[string]offsets.SubscriptionGroupConfig
 	consumer    map[offsetKey]int64
 	queues      map[queueKey]int64 // next queue offset to assign
+	sched       map[int32]int64    // next unit to deliver of each schedule queue
+	txns        map[int64]txn.Record
 
 	dirtyTopics   map[string]bool
 	dirtyGroups   map[string]bool
 	dirtyConsumer map[offsetKey]bool
 	dirtyQueues   map[queueKey]bool
+	dirtySched    map[int32]bool
+	dirtyTxns     map[int64]bool
 	persisted     uint64 // applied index at the last persist
 }
 
@@ -43,6 +48,8 @@ func loadState(db *offsets.DB) (*state, error) {
 		groups:   map[string]offsets.SubscriptionGroupConfig{},
 		consumer: map[offsetKey]int64{},
 		queues:   map[queueKey]int64{},
+		sched:    map[int32]int64{},
+		txns:     map[int64]txn.Record{},
 	}
 	st.clearDirty()
 	err := db.View(func(tx *offsets.Tx) error {
@@ -70,8 +77,24 @@ func loadState(db *offsets.DB) (*state, error) {
 		}); err != nil {
 			return err
 		}
-		return tx.ForEachQueueOffset(func(topic string, q int32, off int64) error {
+		if err := tx.ForEachQueueOffset(func(topic string, q int32, off int64) error {
 			st.queues[queueKey{topic, q}] = off
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := tx.ForEachScheduleOffset(func(q int32, next int64) error {
+			st.sched[q] = next
+			return nil
+		}); err != nil {
+			return err
+		}
+		return tx.ForEachTransaction(func(half int64, val []byte) error {
+			r, err := txn.DecodeRecord(val)
+			if err != nil {
+				return fmt.Errorf("transaction at half offset %d: %w", half, err)
+			}
+			st.txns[half] = r
 			return nil
 		})
 	})
@@ -87,6 +110,8 @@ func (st *state) clearDirty() {
 	st.dirtyGroups = map[string]bool{}
 	st.dirtyConsumer = map[offsetKey]bool{}
 	st.dirtyQueues = map[queueKey]bool{}
+	st.dirtySched = map[int32]bool{}
+	st.dirtyTxns = map[int64]bool{}
 }
 
 // stateDelta is what changed in state since the last checkpoint, copied
@@ -99,6 +124,8 @@ type stateDelta struct {
 	groups               map[string]*offsets.SubscriptionGroupConfig
 	consumer             map[offsetKey]int64
 	queues               map[queueKey]int64
+	sched                map[int32]int64
+	txns                 map[int64]*txn.Record // nil: ended
 }
 
 // takeDelta copies the dirty state and the applied index and clears the
@@ -113,6 +140,8 @@ func (st *state) takeDelta() *stateDelta {
 		groups:       make(map[string]*offsets.SubscriptionGroupConfig, len(st.dirtyGroups)),
 		consumer:     make(map[offsetKey]int64, len(st.dirtyConsumer)),
 		queues:       make(map[queueKey]int64, len(st.dirtyQueues)),
+		sched:        make(map[int32]int64, len(st.dirtySched)),
+		txns:         make(map[int64]*txn.Record, len(st.dirtyTxns)),
 	}
 	for name := range st.dirtyTopics {
 		var c *offsets.TopicConfig
@@ -135,6 +164,16 @@ func (st *state) takeDelta() *stateDelta {
 	}
 	for k := range st.dirtyQueues {
 		d.queues[k] = st.queues[k]
+	}
+	for q := range st.dirtySched {
+		d.sched[q] = st.sched[q]
+	}
+	for h := range st.dirtyTxns {
+		var r *txn.Record
+		if rec, ok := st.txns[h]; ok {
+			r = &rec
+		}
+		d.txns[h] = r
 	}
 	st.clearDirty()
 	st.persisted = st.applied
@@ -171,6 +210,20 @@ func (d *stateDelta) write(db *offsets.DB, indexCheckpoint []byte) error {
 		}
 		for k, off := range d.queues {
 			if err := tx.SetQueueOffset(k.topic, k.queue, off); err != nil {
+				return err
+			}
+		}
+		for q, next := range d.sched {
+			if err := tx.SetScheduleOffset(q, next); err != nil {
+				return err
+			}
+		}
+		for h, r := range d.txns {
+			if r == nil {
+				if err := tx.DeleteTransaction(h); err != nil {
+					return err
+				}
+			} else if err := tx.PutTransaction(h, r.Encode()); err != nil {
 				return err
 			}
 		}
@@ -248,4 +301,37 @@ func (s *Store) ConsumerOffsets(group, topic string) map[int32]int64 {
 		}
 	}
 	return out
+}
+
+// ScheduleOffset returns the next unit to deliver of schedule queue q.
+func (s *Store) ScheduleOffset(q int32) int64 {
+	s.state.mu.RLock()
+	defer s.state.mu.RUnlock()
+	return s.state.sched[q]
+}
+
+// PendingTxn is a pending transaction and its half message's queue offset.
+type PendingTxn struct {
+	HalfOffset int64
+	txn.Record
+}
+
+// PendingTransactions lists the pending transactions by half offset.
+func (s *Store) PendingTransactions() []PendingTxn {
+	s.state.mu.RLock()
+	out := make([]PendingTxn, 0, len(s.state.txns))
+	for h, r := range s.state.txns {
+		out = append(out, PendingTxn{HalfOffset: h, Record: r})
+	}
+	s.state.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].HalfOffset < out[j].HalfOffset })
+	return out
+}
+
+// PendingTransaction returns the pending transaction of a half offset.
+func (s *Store) PendingTransaction(halfOffset int64) (txn.Record, bool) {
+	s.state.mu.RLock()
+	defer s.state.mu.RUnlock()
+	r, ok := s.state.txns[halfOffset]
+	return r, ok
 }

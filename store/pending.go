@@ -1,0 +1,50 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/consumequeue"
+	"github.com/raftmq/raftmq/schedule"
+)
+
+// ScheduleUnits returns up to limit units of schedule queue q from offset
+// from: what the leader's scheduler looks at, from the queue's cursor
+// (ScheduleOffset). Only applied units are visible.
+func (s *Store) ScheduleUnits(q int32, from int64, limit int) ([]consumequeue.Unit, error) {
+	cq, err := s.cqs.Queue(schedule.Topic, q, false)
+	if errors.Is(err, consumequeue.ErrNoQueue) || cq == nil {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: schedule queue %d: %w", q, err)
+	}
+	from = max(from, cq.MinOffset())
+	end := min(cq.MaxOffset(), from+int64(limit))
+	out := make([]consumequeue.Unit, 0, max(end-from, 0))
+	for o := from; o < end; o++ {
+		u, err := cq.Get(o)
+		if err != nil {
+			return out, fmt.Errorf("store: schedule queue %d offset %d: %w", q, o, err)
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// RecordAt decodes the record stored at a physical offset, queued or not
+// (a schedule unit or a half message points at it). The message's Body
+// aliases a buffer of its own.
+func (s *Store) RecordAt(phy int64) (message.Message, error) {
+	rec, err := s.readRecord(phy)
+	if err != nil {
+		return message.Message{}, err
+	}
+	m, _, err := message.Decode(rec)
+	if err != nil {
+		return message.Message{}, fmt.Errorf("store: record at physical offset %d: %w", phy, err)
+	}
+	m.PhysicalOffset = phy
+	return m, nil
+}

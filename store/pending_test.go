@@ -1,0 +1,194 @@
+package store
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/internal/vfs"
+	"github.com/raftmq/raftmq/schedule"
+	"github.com/raftmq/raftmq/txn"
+)
+
+// scheduleEntry builds a schedule entry body delivering msgs (already
+// rewritten to their real topic, stamped) for d.
+func scheduleEntry(t *testing.T, sa *Standalone, d *schedule.Delivery, msgs ...*message.Message) []byte {
+	t.Helper()
+	b := schedule.AppendDelivery(AppendBodyHeader(nil, KindSchedule, 0), d)
+	for _, m := range msgs {
+		sa.StoreStamp(m)
+		var err error
+		b, err = message.Append(b, m)
+		require.NoError(t, err)
+	}
+	return b
+}
+
+func txnEntry(t *testing.T, sa *Standalone, op *txn.Op, msgs ...*message.Message) []byte {
+	t.Helper()
+	b := txn.AppendOp(AppendBodyHeader(nil, KindTxn, 0), op)
+	for _, m := range msgs {
+		sa.StoreStamp(m)
+		var err error
+		b, err = message.Append(b, m)
+		require.NoError(t, err)
+	}
+	return b
+}
+
+// A delivery applies once: from its queue's cursor, moving it; the same
+// entry again (a second leader proposing the same units) changes nothing.
+// A hop appends a unit for the same record to a timer bucket, released at
+// the entry's time plus the bucket's delay. The cursor survives a restart.
+func TestScheduleDeliveryAppliesOnce(t *testing.T) {
+	cfg := testConfig(t, vfs.NewMem())
+	sa := openSA(t, cfg)
+	createTopic(t, sa, "real", 2)
+	createTopic(t, sa, schedule.Topic, schedule.QueueCount)
+
+	lvl2 := schedule.LevelQueue(2)
+	m := msg(schedule.Topic, lvl2, 1, "", "U1")
+	rs, err := sa.Put(m)
+	require.NoError(t, err)
+	units, err := sa.ScheduleUnits(lvl2, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, units, 1)
+	require.Equal(t, m.StoreTimestamp+5000, units[0].TagsCode, "a delay-level unit carries its release time")
+	require.Equal(t, rs[0].PhyOffset, units[0].PhyOffset)
+
+	timerQ := schedule.Bucket(10_000)
+	_, err = sa.Put(msg(schedule.Topic, timerQ, 2, "", "U2"))
+	require.NoError(t, err)
+
+	out := msg("real", 1, 1, "", "U1")
+	d := &schedule.Delivery{Queue: lvl2, From: 0, Count: 1, Now: 1}
+	r, err := sa.appendApply(scheduleEntry(t, sa, d, out))
+	require.NoError(t, err)
+	require.NoError(t, r.Err)
+	require.Len(t, r.Messages, 1)
+	require.NoError(t, r.Messages[0].Err)
+	require.Equal(t, int64(1), sa.MaxOffset("real", 1))
+	require.Equal(t, int64(1), sa.ScheduleOffset(lvl2))
+
+	r, err = sa.appendApply(scheduleEntry(t, sa, d, msg("real", 1, 1, "", "U1")))
+	require.NoError(t, err)
+	require.ErrorIs(t, r.Err, ErrScheduleMoved)
+	require.Equal(t, int64(1), sa.MaxOffset("real", 1), "a repeated delivery must not deliver again")
+
+	// A delivery past the queue's end, or whose records and hops do not
+	// add up, is refused whole.
+	r, err = sa.appendApply(scheduleEntry(t, sa, &schedule.Delivery{Queue: lvl2, From: 1, Count: 1, Now: 1}, msg("real", 1, 1, "", "U9")))
+	require.NoError(t, err)
+	require.ErrorIs(t, r.Err, ErrBadEntry)
+
+	tu, err := sa.ScheduleUnits(timerQ, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, tu, 1)
+	to := schedule.Bucket(1000)
+	hop := &schedule.Delivery{Queue: timerQ, From: 0, Count: 1, Now: 777_000, Hops: []schedule.Hop{{Queue: to, Phy: tu[0].PhyOffset, Size: tu[0].Size}}}
+	r, err = sa.appendApply(scheduleEntry(t, sa, hop))
+	require.NoError(t, err)
+	require.NoError(t, r.Err)
+	hu, err := sa.ScheduleUnits(to, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, hu, 1)
+	require.Equal(t, tu[0].PhyOffset, hu[0].PhyOffset)
+	require.Equal(t, int64(777_000+512), hu[0].TagsCode)
+	require.Equal(t, int64(1), sa.ScheduleOffset(timerQ))
+
+	require.NoError(t, sa.Close())
+	sa = openSA(t, cfg)
+	defer sa.Close()
+	require.Equal(t, int64(1), sa.ScheduleOffset(lvl2))
+	require.Equal(t, int64(1), sa.ScheduleOffset(timerQ))
+	require.Equal(t, int64(0), sa.ScheduleOffset(to))
+}
+
+// A half message makes a pending transaction; an op ends it once (a second
+// commit, or a rollback after the commit, changes nothing), a check counts,
+// and the table survives a restart.
+func TestTransactionsEndOnce(t *testing.T) {
+	cfg := testConfig(t, vfs.NewMem())
+	sa := openSA(t, cfg)
+	createTopic(t, sa, "real", 1)
+	createTopic(t, sa, txn.HalfTopic, 1)
+	createTopic(t, sa, txn.OpTopic, 1)
+	var halves []MessageResult
+	for i := range 3 {
+		h := msg(txn.HalfTopic, 0, i, "", "H"+strconv.Itoa(i))
+		h.Properties[message.PropertyProducerGroup] = "pg"
+		rs, err := sa.Put(h)
+		require.NoError(t, err)
+		halves = append(halves, rs[0])
+	}
+	p := sa.PendingTransactions()
+	require.Len(t, p, 3)
+	require.Equal(t, "pg", p[1].Group)
+	require.Equal(t, halves[1].PhyOffset, p[1].Phy)
+	require.Zero(t, sa.MaxOffset("real", 0))
+
+	opMsg := func(half int64) *message.Message {
+		return &message.Message{Topic: txn.OpTopic, Body: []byte(strconv.FormatInt(half, 10)), BornHost: msg("x", 0, 0, "", "").BornHost,
+			Properties: map[string]string{message.PropertyTags: txn.OpTag}}
+	}
+	commit := &txn.Op{Action: txn.Commit, HalfOffset: 0, Now: 5}
+	r, err := sa.appendApply(txnEntry(t, sa, commit, msg("real", 0, 0, "", "H0"), opMsg(0)))
+	require.NoError(t, err)
+	require.NoError(t, r.Err)
+	require.Equal(t, int64(1), sa.MaxOffset("real", 0))
+	require.Equal(t, int64(1), sa.MaxOffset(txn.OpTopic, 0))
+
+	for _, again := range []*txn.Op{commit, {Action: txn.Rollback, HalfOffset: 0, Now: 6}} {
+		r, err = sa.appendApply(txnEntry(t, sa, again, msg("real", 0, 0, "", "H0"), opMsg(0)))
+		require.NoError(t, err)
+		require.ErrorIs(t, r.Err, ErrTxnNotPending)
+	}
+	require.Equal(t, int64(1), sa.MaxOffset("real", 0), "an ended transaction must not deliver again")
+
+	r, err = sa.appendApply(txnEntry(t, sa, &txn.Op{Action: txn.Rollback, HalfOffset: 1, Now: 7}, opMsg(1)))
+	require.NoError(t, err)
+	require.NoError(t, r.Err)
+	r, err = sa.appendApply(txnEntry(t, sa, &txn.Op{Action: txn.Check, HalfOffset: 2, Now: 8}))
+	require.NoError(t, err)
+	require.NoError(t, r.Err)
+	rec, ok := sa.PendingTransaction(2)
+	require.True(t, ok)
+	require.EqualValues(t, 1, rec.Checks)
+	require.EqualValues(t, 8, rec.LastCheckMs)
+
+	require.NoError(t, sa.Close())
+	sa = openSA(t, cfg)
+	defer sa.Close()
+	p = sa.PendingTransactions()
+	require.Len(t, p, 1)
+	require.EqualValues(t, 2, p[0].HalfOffset)
+	require.EqualValues(t, 1, p[0].Checks)
+	require.Equal(t, int64(1), sa.MaxOffset("real", 0))
+}
+
+// A retry keeps its message's UNIQ_KEY and counts one more consumption:
+// deduplication tells it from a repeated send of the same retry.
+func TestDedupeTellsRetriesApart(t *testing.T) {
+	sa := openSA(t, testConfig(t, vfs.NewMem()))
+	defer sa.Close()
+	cfg := sa.cfg
+	require.Positive(t, cfg.DedupeWindow)
+	createTopic(t, sa, "%RETRY%g", 1)
+	first := msg("%RETRY%g", 0, 1, "", "SAME")
+	first.ReconsumeTimes = 1
+	_, err := sa.Put(first)
+	require.NoError(t, err)
+	again := msg("%RETRY%g", 0, 1, "", "SAME")
+	again.ReconsumeTimes = 1
+	rs, err := sa.Put(again)
+	require.NoError(t, err)
+	require.True(t, rs[0].Duplicate, "the same retry sent twice is one message")
+	second := msg("%RETRY%g", 0, 1, "", "SAME")
+	second.ReconsumeTimes = 2
+	rs, err = sa.Put(second)
+	require.NoError(t, err)
+	require.False(t, rs[0].Duplicate, "the next retry of a message is a new message")
+	require.Equal(t, int64(2), sa.MaxOffset("%RETRY%g", 0))
+}
