@@ -38,7 +38,9 @@ import (
 	"github.com/raftmq/raftmq/membership"
 	"github.com/raftmq/raftmq/namesrv"
 	"github.com/raftmq/raftmq/raftlog/transport"
+	"github.com/raftmq/raftmq/schedule"
 	"github.com/raftmq/raftmq/store"
+	"github.com/raftmq/raftmq/txn"
 )
 
 // Peer is a node's two addresses: the one clients use (RocketMQ remoting)
@@ -121,6 +123,17 @@ type Config struct {
 	// for the chaos harness. Off by default; only builds with -tags mutant
 	// (internal/mutant) have it, and Start refuses it in others.
 	FaultEndpoint bool
+	// MaxTimerDelay is the longest delay a timer message may ask for
+	// (default schedule.DefaultMaxDelay, 3 days).
+	MaxTimerDelay time.Duration
+	// Transactions (package txn): a half message older than TxnTimeout
+	// is checked back with its producer, again every TxnCheckInterval, at
+	// most TxnCheckMax times, then discarded (defaults 6 s, 60 s, 15, as
+	// RocketMQ's transactionTimeOut, transactionCheckInterval and
+	// transactionCheckMax).
+	TxnTimeout       time.Duration
+	TxnCheckInterval time.Duration
+	TxnCheckMax      int
 	// Store settings beyond the above (Dir, FS, Flush, SegmentSize are
 	// taken from this Config).
 	Store  store.Config
@@ -189,6 +202,18 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	if cfg.LeaderWait == 0 {
 		cfg.LeaderWait = DefaultLeaderWait
+	}
+	if cfg.MaxTimerDelay <= 0 {
+		cfg.MaxTimerDelay = schedule.DefaultMaxDelay
+	}
+	if cfg.TxnTimeout <= 0 {
+		cfg.TxnTimeout = txn.DefaultTimeout
+	}
+	if cfg.TxnCheckInterval <= 0 {
+		cfg.TxnCheckInterval = txn.DefaultCheckInterval
+	}
+	if cfg.TxnCheckMax <= 0 {
+		cfg.TxnCheckMax = txn.DefaultCheckMax
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -299,6 +324,9 @@ func Start(cfg Config) (*Broker, error) {
 	go func() { defer b.wg.Done(); _ = b.srv.Serve(b.clientLn) }()
 	go func() { defer b.wg.Done(); b.offs.run(b.stopc) }()
 	go func() { defer b.wg.Done(); b.expireClients() }()
+	b.wg.Add(2)
+	go func() { defer b.wg.Done(); b.scheduleLoop() }()
+	go func() { defer b.wg.Done(); b.txnCheckLoop() }()
 	if len(cfg.NameServers) > 0 {
 		b.reg = namesrv.NewRegistrar(namesrv.RegistrarConfig{Addrs: cfg.NameServers, State: b.registrations, Logger: b.log})
 		b.wg.Add(1)

@@ -43,6 +43,10 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 		return b.handleMinMax(req)
 	case remoting.SearchOffsetByTimestamp:
 		return b.handleSearchOffset(req)
+	case remoting.ConsumerSendMsgBack:
+		return b.handleSendBack(ctx, conn, req)
+	case remoting.EndTransaction:
+		return b.handleEndTransaction(ctx, conn, req)
 	case remoting.HeartBeat:
 		return b.handleHeartbeat(ctx, conn, req)
 	case remoting.UnregisterClient:
@@ -371,6 +375,11 @@ func (b *Broker) prepareSend(conn *remoting.ServerConn, req *remoting.Command) (
 		if strings.HasPrefix(h.Topic, "%RETRY%") {
 			return nil, nil, b.refuse(conn, req, remoting.MessageIllegal, "batch to a retry topic")
 		}
+		for i, e := range ents {
+			if waits(e.RawProperties, h.SysFlag) {
+				return nil, nil, b.refuse(conn, req, remoting.MessageIllegal, fmt.Sprintf("batch message %d is delayed, timed or transactional: send such messages one at a time, as RocketMQ requires", i))
+			}
+		}
 		msgs = make([]*message.Message, len(ents))
 		vals := make([]message.Message, len(ents))
 		for i, e := range ents {
@@ -389,6 +398,14 @@ func (b *Broker) prepareSend(conn *remoting.ServerConn, req *remoting.Command) (
 		}
 		msgs = []*message.Message{{Topic: h.Topic, QueueID: qid, Flag: h.Flag, SysFlag: h.SysFlag, BornTimestamp: h.BornTimestamp,
 			BornHost: born, ReconsumeTimes: h.ReconsumeTimes, Body: req.Body, RawProperties: withUniqKey(raw, hasUniq)}}
+		sys, err := b.divert(msgs[0], time.Now().UnixMilli())
+		if err != nil {
+			return nil, nil, b.refuse(conn, req, remoting.MessageIllegal, err.Error())
+		}
+		if _, ok := b.rep.Store().Topic(sys); sys != "" && !ok {
+			tc := systemTopic(sys)
+			return nil, &tc, nil
+		}
 	}
 	return msgs, nil, nil
 }

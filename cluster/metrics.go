@@ -15,6 +15,11 @@ type Metrics struct {
 	BatchSize   prometheus.Histogram   // requests per proposed entry
 	Pulls       prometheus.Counter
 	Forwarded   prometheus.Counter
+	// Delayed, timer, retried and transactional messages (leader).
+	ScheduleDelivered prometheus.Counter
+	ScheduleLateness  prometheus.Histogram   // due time to proposal, seconds
+	TxnEnded          *prometheus.CounterVec // by action
+	SendBack          *prometheus.CounterVec // by target: retry, dlq
 
 	// The two Sends children, looked up once.
 	sendsOK, sendsError prometheus.Counter
@@ -35,9 +40,18 @@ func NewMetrics(gauges func() map[string]float64) *Metrics {
 			Help: "Send requests packed into one raft entry.", Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
 		Pulls:     prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_pulls_total", Help: "Pull requests answered."}),
 		Forwarded: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_forwarded_total", Help: "Requests forwarded to the leader."}),
+		ScheduleDelivered: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_schedule_delivered_total",
+			Help: "Delayed and timer messages delivered to their topic (as proposed by this node while leader)."}),
+		ScheduleLateness: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "raftmq_schedule_lateness_seconds",
+			Help: "Time from a delayed message's due time to the proposal of its delivery.", Buckets: prometheus.ExponentialBuckets(1e-3, 2, 16)}),
+		TxnEnded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_transactions_ended_total",
+			Help: "Transactions ended through this node while leader, by action (commit, rollback, discard)."}, []string{"action"}),
+		SendBack: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_send_back_total",
+			Help: "Messages consumers sent back, by target (retry, dlq)."}, []string{"target"}),
 	}
 	m.sendsOK, m.sendsError = m.Sends.WithLabelValues("ok"), m.Sends.WithLabelValues("error")
 	reg.MustRegister(m.Sends, m.SendLatency, m.Fsync, m.BatchSize, m.Pulls, m.Forwarded,
+		m.ScheduleDelivered, m.ScheduleLateness, m.TxnEnded, m.SendBack,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	if gauges != nil {
 		reg.MustRegister(&gaugeCollector{f: gauges})

@@ -75,7 +75,8 @@ type Replica struct {
 type sendReq struct {
 	records []byte // encoded records, for messages
 	count   int
-	cmd     []byte // command JSON payload, for commands
+	cmd     []byte // command JSON payload, for commands; else an internal entry's payload
+	kind    byte   // cmd's entry kind: store.KindCommand when 0
 	w       *waiter
 }
 
@@ -335,6 +336,22 @@ func (r *Replica) Exec(ctx context.Context, c *store.Command) error {
 	return err
 }
 
+// ProposeInternal replicates an entry the broker makes itself, of kind
+// store.KindSchedule or store.KindTxn: payload is the entry after its body
+// header, holding records records. It returns the records' results once
+// applied, or the entry's apply-time error (store.ErrScheduleMoved,
+// store.ErrTxnNotPending, ...).
+func (r *Replica) ProposeInternal(ctx context.Context, kind byte, payload []byte, records int) ([]store.MessageResult, error) {
+	if !r.node.IsLeader() {
+		return nil, ErrNotLeader
+	}
+	if kind != store.KindSchedule && kind != store.KindTxn {
+		return nil, fmt.Errorf("cluster: propose internal entry of kind %d", kind)
+	}
+	o, err := r.submit(ctx, &sendReq{cmd: payload, kind: kind, count: records, w: newWaiter(records)})
+	return o.msgs, err
+}
+
 func (r *Replica) submit(ctx context.Context, q *sendReq) (outcome, error) {
 	select {
 	case r.sendc <- q:
@@ -374,7 +391,11 @@ func (r *Replica) batcher() {
 		}
 		if q.cmd != nil {
 			id := r.nextBatchID()
-			body := append(store.AppendBodyHeader(make([]byte, 0, store.BodyHeaderSize+len(q.cmd)), store.KindCommand, id), q.cmd...)
+			kind := q.kind
+			if kind == 0 {
+				kind = store.KindCommand
+			}
+			body := append(store.AppendBodyHeader(make([]byte, 0, store.BodyHeaderSize+len(q.cmd)), kind, id), q.cmd...)
 			r.propose(&batch{id: id, waiters: []*waiter{q.w}}, body)
 			continue
 		}

@@ -212,29 +212,33 @@ type Hop struct {
 
 // Delivery is the head of a schedule entry: it takes Count units from the
 // head of Queue, which must start at From. Each unit either hops (Hops, in
-// unit order) or is delivered: the entry's records, in unit order, are the
-// delivered messages, already rewritten to their real topic and queue.
+// unit order), is delivered (the entry's records, in unit order, are the
+// delivered messages, already rewritten to their real topic and queue), or
+// is skipped: Skips counts units whose record could not be read (removed
+// by retention, or without a real topic), which the leader logs.
 type Delivery struct {
 	Queue int32
 	From  int64
 	Count int32
 	Now   int64 // the proposing leader's clock, ms: hops are released from it
+	Skips int32
 	Hops  []Hop
 }
 
 const (
-	deliveryFixed = 4 + 8 + 4 + 8 + 4 // queue, from, count, now, hop count
+	deliveryFixed = 4 + 8 + 4 + 8 + 4 + 4 // queue, from, count, now, skips, hop count
 	hopSize       = 4 + 8 + 4
 )
 
 // AppendDelivery appends d's encoding; the records follow it.
 //
-//	| queue u32 | from i64 | count u32 | now i64 | nHops u32 | nHops x (queue u32 | phy i64 | size u32) |
+//	| queue u32 | from i64 | count u32 | now i64 | skips u32 | nHops u32 | nHops x (queue u32 | phy i64 | size u32) |
 func AppendDelivery(dst []byte, d *Delivery) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, uint32(d.Queue))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(d.From))
 	dst = binary.BigEndian.AppendUint32(dst, uint32(d.Count))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(d.Now))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(d.Skips))
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(d.Hops)))
 	for _, h := range d.Hops {
 		dst = binary.BigEndian.AppendUint32(dst, uint32(h.Queue))
@@ -257,10 +261,11 @@ func DecodeDelivery(b []byte) (Delivery, []byte, error) {
 		From:  int64(binary.BigEndian.Uint64(b[4:])),
 		Count: int32(binary.BigEndian.Uint32(b[12:])),
 		Now:   int64(binary.BigEndian.Uint64(b[16:])),
+		Skips: int32(binary.BigEndian.Uint32(b[24:])),
 	}
-	n := binary.BigEndian.Uint32(b[24:])
+	n := binary.BigEndian.Uint32(b[28:])
 	b = b[deliveryFixed:]
-	if _, ok := QueueDelay(d.Queue); !ok || d.From < 0 || d.Count <= 0 || uint64(n) > uint64(d.Count) || len(b) < int(n)*hopSize {
+	if _, ok := QueueDelay(d.Queue); !ok || d.From < 0 || d.Count <= 0 || d.Skips < 0 || uint64(n)+uint64(d.Skips) > uint64(d.Count) || len(b) < int(n)*hopSize {
 		return Delivery{}, nil, fmt.Errorf("%w: queue %d from %d count %d hops %d", ErrBadDelivery, d.Queue, d.From, d.Count, n)
 	}
 	if n > 0 {

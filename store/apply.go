@@ -351,8 +351,8 @@ func (s *Store) applyDelivery(payload []byte, base int64) (msgs []MessageResult,
 		return nil, fmt.Errorf("%w: queue %d is at %d, the entry starts at %d", ErrScheduleMoved, d.Queue, cur, d.From), nil
 	case d.From+int64(d.Count) > max:
 		return nil, fmt.Errorf("%w: delivery of %d units from %d of schedule queue %d, which ends at %d", ErrBadEntry, d.Count, d.From, d.Queue, max), nil
-	case message.CountRecords(recs)+len(d.Hops) != int(d.Count):
-		return nil, fmt.Errorf("%w: delivery of %d units carries %d records and %d hops", ErrBadEntry, d.Count, message.CountRecords(recs), len(d.Hops)), nil
+	case message.CountRecords(recs)+len(d.Hops)+int(d.Skips) != int(d.Count):
+		return nil, fmt.Errorf("%w: delivery of %d units carries %d records, %d hops and %d skips", ErrBadEntry, d.Count, message.CountRecords(recs), len(d.Hops), d.Skips), nil
 	}
 	for _, h := range d.Hops {
 		if _, err := s.enqueue(schedule.Topic, h.Queue, h.Phy, h.Size, schedule.Release(h.Queue, d.Now)); err != nil {
