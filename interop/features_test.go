@@ -21,6 +21,173 @@ func TestRocketMQFeatures(t *testing.T) {
 	g.sub(t, "ConsumeRetryLater", func(t *testing.T) { testRetryLater(t, g) })
 	g.sub(t, "DelayedMessage", func(t *testing.T) { testDelayed(t, g) })
 	g.sub(t, "Transaction", func(t *testing.T) { testTransaction(t, g) })
+	g.sub(t, "DeadLetter", func(t *testing.T) { testDeadLetter(t, g) })
+	g.sub(t, "TimerMessage", func(t *testing.T) { testTimer(t, g) })
+	g.sub(t, "TransactionCheckBack", func(t *testing.T) { testTransactionCheckBack(t, g) })
+}
+
+// testDeadLetter: a message its consumer fails every time is given again
+// until the group's maxReconsumeTimes (here the consumer's, 2), then goes
+// to the group's %DLQ% topic, with its body, keys and RETRY_TOPIC, and is
+// not given again. The consumer asks for delay level 1 (1 s) between
+// tries, as ConsumeConcurrentlyContext allows.
+func testDeadLetter(t *testing.T, g *group) {
+	topic, grp := uniq("dlq"), uniq("cg")
+	g.createTopic(t, topic, 1)
+	// As in testRetryLater: a first consumer creates the group and its
+	// retry topic, so the tested one sees the retry topic's route.
+	startConsumer(t, g, "warm", grp, topic, consumer.MessageSelector{}, newInbox()).shutdown()
+	box := newInbox()
+	c, err := rocketmq.NewPushConsumer(consumer.WithNsResolver(g.resolver()), consumer.WithGroupName(grp),
+		consumer.WithInstance(uniq("c")), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset), consumer.WithMaxReconsumeTimes(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Subscribe(topic, consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		box.add("c", msgs...)
+		if cc, ok := primitive.GetConcurrentlyCtx(ctx); ok {
+			cc.DelayLevelWhenNextConsume = 1
+		}
+		for _, m := range msgs {
+			if string(m.Body) == "poison" {
+				return consumer.ConsumeRetryLater, nil
+			}
+		}
+		return consumer.ConsumeSuccess, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Shutdown() })
+	key := uniq("poison-key")
+	p := newProducer(t, g)
+	m := message(topic, "poison")
+	m.WithKeys([]string{key})
+	sendSync(t, p, m)
+	var found []queried
+	if err := poll(60*time.Second, func() bool {
+		found, _ = query(t, g, "--topic", "%DLQ%"+grp, "--key", key)
+		return len(found) > 0
+	}); err != nil {
+		t.Fatalf("the message was not in %%DLQ%%%s 60 s after it was sent; delivered %d times", grp, len(box.deliveries("poison")))
+	}
+	time.Sleep(3 * time.Second) // a fourth delivery would come within a second or two
+	ds := box.deliveries("poison")
+	if len(ds) != 3 {
+		t.Errorf("delivered %d times, want 3 (the first try and 2 retries)", len(ds))
+	}
+	for i, d := range ds {
+		if d.msg.ReconsumeTimes != int32(i) || d.msg.Topic != topic {
+			t.Errorf("delivery %d: topic %s reconsumeTimes %d, want %s and %d", i, d.msg.Topic, d.msg.ReconsumeTimes, topic, i)
+		}
+	}
+	if len(found) != 1 || found[0].Body != "poison" || found[0].Properties["RETRY_TOPIC"] != topic || found[0].MsgID != ds[0].msg.MsgId {
+		t.Errorf("dead letters: %+v; want one, body poison, RETRY_TOPIC %s, msgId %s", found, topic, ds[0].msg.MsgId)
+	}
+}
+
+// testTimer: a RocketMQ 5 timer message (TIMER_DELAY_SEC) is delivered no
+// sooner than its delay, and not much later, under its own topic.
+func testTimer(t *testing.T, g *group) {
+	topic := uniq("timer")
+	g.createTopic(t, topic, 1)
+	box := newInbox()
+	startConsumer(t, g, "c", uniq("cg"), topic, consumer.MessageSelector{}, box)
+	p := newProducer(t, g)
+	sent := time.Now()
+	m := message(topic, "timed")
+	m.WithProperty("TIMER_DELAY_SEC", "3")
+	sendSync(t, p, m)
+	sendSync(t, p, message(topic, "now"))
+	box.waitAll(t, 15*time.Second, "the message sent without a timer", []string{"now"})
+	if n := len(box.deliveries("timed")); n > 0 {
+		t.Errorf("a 3 s timer message was delivered before the message sent after it")
+	}
+	box.waitAll(t, 30*time.Second, "the timer message", []string{"timed"})
+	ds := box.deliveries("timed")
+	at := ds[0].at.Sub(sent)
+	t.Logf("3 s timer message delivered after %v", at.Round(time.Millisecond))
+	if at < 2900*time.Millisecond || at > 8*time.Second {
+		t.Errorf("a 3 s timer message was delivered %v after it was sent", at.Round(time.Millisecond))
+	}
+	if len(ds) != 1 || ds[0].msg.Topic != topic {
+		t.Errorf("timer message delivered %d times, topic %s", len(ds), ds[0].msg.Topic)
+	}
+}
+
+// checkListener leaves every transaction unknown and answers check-backs
+// from decide.
+type checkListener struct {
+	mu      sync.Mutex
+	checked map[string]int
+	decide  func(body string) primitive.LocalTransactionState
+}
+
+func (l *checkListener) ExecuteLocalTransaction(*primitive.Message) primitive.LocalTransactionState {
+	return primitive.UnkonwnState
+}
+
+func (l *checkListener) CheckLocalTransaction(m *primitive.MessageExt) primitive.LocalTransactionState {
+	l.mu.Lock()
+	l.checked[string(m.Body)]++
+	l.mu.Unlock()
+	return l.decide(string(m.Body))
+}
+
+// testTransactionCheckBack: transactions their producer leaves unknown are
+// checked back (CHECK_TRANSACTION_STATE) after the broker's transaction
+// timeout (6 s) and end as the check answers: the one committed then is
+// delivered, the one rolled back never is.
+func testTransactionCheckBack(t *testing.T, g *group) {
+	topic := uniq("txcheck")
+	g.createTopic(t, topic, 1)
+	box := newInbox()
+	startConsumer(t, g, "c", uniq("cg"), topic, consumer.MessageSelector{}, box)
+	l := &checkListener{checked: map[string]int{}, decide: func(body string) primitive.LocalTransactionState {
+		if body == "check-commit" {
+			return primitive.CommitMessageState
+		}
+		return primitive.RollbackMessageState
+	}}
+	tp, err := rocketmq.NewTransactionProducer(l, producer.WithNsResolver(g.resolver()),
+		producer.WithGroupName(uniq("txpg")), producer.WithInstanceName(uniq("tp")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tp.Shutdown() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sent := time.Now()
+	for _, body := range []string{"check-commit", "check-rollback"} {
+		res, err := tp.SendMessageInTransaction(ctx, message(topic, body))
+		if err != nil || res.Status != primitive.SendOK {
+			t.Fatalf("SendMessageInTransaction %s: %v %v", body, res, err)
+		}
+	}
+	box.waitAll(t, 30*time.Second, "the transaction committed by a check-back", []string{"check-commit"})
+	at := box.deliveries("check-commit")[0].at.Sub(sent)
+	t.Logf("committed by a check-back %v after it was sent", at.Round(time.Millisecond))
+	if at < 5*time.Second {
+		t.Errorf("a transaction left unknown was delivered %v after it was sent, before the 6 s transaction timeout", at.Round(time.Millisecond))
+	}
+	p := newProducer(t, g)
+	sendSync(t, p, message(topic, "marker"))
+	box.waitAll(t, 15*time.Second, "a marker sent after the check-backs", []string{"marker"})
+	time.Sleep(2 * time.Second)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.checked["check-commit"] != 1 || l.checked["check-rollback"] != 1 {
+		t.Errorf("check-backs: %v; want one for each transaction", l.checked)
+	}
+	if n := len(box.deliveries("check-rollback")); n > 0 {
+		t.Errorf("a transaction rolled back by its check-back was delivered %d times", n)
+	}
 }
 
 // testRetryLater: a message a concurrent consumer answers ConsumeRetryLater
