@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/consumequeue"
@@ -47,4 +48,31 @@ func (s *Store) RecordAt(phy int64) (message.Message, error) {
 	}
 	m.PhysicalOffset = phy
 	return m, nil
+}
+
+// pendingFloor returns the lowest commit-log position a waiting message
+// (a schedule unit not delivered yet, a pending transaction's half
+// message) points at, or math.MaxInt64: retention keeps it. Units of a
+// delay-level queue are in position order, so its cursor's unit is its
+// lowest; a timer bucket also holds hops of older messages, so its waiting
+// units are all looked at.
+func (s *Store) pendingFloor() int64 {
+	floor := int64(math.MaxInt64)
+	for q := int32(0); q < schedule.QueueCount; q++ {
+		limit := math.MaxInt32
+		if !schedule.IsTimerQueue(q) {
+			limit = 1
+		}
+		units, err := s.ScheduleUnits(q, s.ScheduleOffset(q), limit)
+		if err != nil {
+			s.log.Warn("store: retention: read schedule queue", "queue", q, "err", err)
+		}
+		for _, u := range units {
+			floor = min(floor, u.PhyOffset)
+		}
+	}
+	for _, t := range s.PendingTransactions() {
+		floor = min(floor, t.Phy)
+	}
+	return floor
 }

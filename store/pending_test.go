@@ -3,6 +3,7 @@ package store
 import (
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -191,4 +192,62 @@ func TestDedupeTellsRetriesApart(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, rs[0].Duplicate, "the next retry of a message is a new message")
 	require.Equal(t, int64(2), sa.MaxOffset("%RETRY%g", 0))
+}
+
+// Retention keeps the segments of delayed and half messages still
+// waiting, however old, and lets them go once delivered or ended.
+func TestRetentionKeepsWaitingMessages(t *testing.T) {
+	cfg := testConfig(t, vfs.NewMem())
+	cfg.SegmentSize = 16 << 10
+	cfg.Retention.DeleteWhen = []int{4}
+	clock := cfg.Clock.(*fakeClock)
+	sa := openSA(t, cfg)
+	defer sa.Close()
+	createTopic(t, sa, "t", 1)
+	createTopic(t, sa, schedule.Topic, schedule.QueueCount)
+	createTopic(t, sa, txn.HalfTopic, 1)
+	old := clock.Now().Add(-100 * time.Hour).UnixMilli()
+	put := func(m *message.Message, i int) MessageResult {
+		m.StoreTimestamp = old + int64(i)
+		rs, err := sa.Put(m)
+		require.NoError(t, err)
+		return rs[0]
+	}
+	for i := range 100 {
+		put(msg("t", 0, i, "", ""), i)
+	}
+	timerQ := schedule.Bucket(1 << 20)
+	delayed := put(msg(schedule.Topic, timerQ, 100, "", "D"), 100)
+	for i := 101; i < 300; i++ {
+		put(msg("t", 0, i, "", ""), i)
+	}
+	half := put(msg(txn.HalfTopic, 0, 300, "", "H"), 300)
+	for i := 301; i < 600; i++ {
+		put(msg("t", 0, i, "", ""), i)
+	}
+	clock.Set(time.Date(2026, 11, 23, 4, 0, 0, 0, time.Local))
+	for {
+		n, err := sa.CheckDisk()
+		require.NoError(t, err)
+		if n == 0 {
+			break
+		}
+	}
+	require.LessOrEqual(t, sa.Log().MinPosition(), delayed.PhyOffset, "retention deleted a delayed message not delivered yet")
+	_, err := sa.RecordAt(delayed.PhyOffset)
+	require.NoError(t, err)
+
+	// Delivered: only the half message holds retention back now.
+	r, err := sa.appendApply(scheduleEntry(t, sa, &schedule.Delivery{Queue: timerQ, From: 0, Count: 1, Now: 1}, msg("t", 0, 1, "", "D")))
+	require.NoError(t, err)
+	require.NoError(t, r.Err)
+	for {
+		n, err := sa.CheckDisk()
+		require.NoError(t, err)
+		if n == 0 {
+			break
+		}
+	}
+	require.Greater(t, sa.Log().MinPosition(), delayed.PhyOffset)
+	require.LessOrEqual(t, sa.Log().MinPosition(), half.PhyOffset, "retention deleted a pending transaction's half message")
 }

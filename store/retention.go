@@ -144,7 +144,8 @@ func (s *Store) setDiskFull(ratio float64) {
 
 // deleteSegments drops expired segments from the front of the log (or, when
 // force is set, the oldest one regardless of age), never past the applied
-// index or the raft floor, then the queue and index files pointing below
+// index, the raft floor or (unless forced) a delayed, timer or half message
+// still waiting (pendingFloor), then the queue and index files pointing below
 // the new start of the log. At most 10 segments go per call, as RocketMQ's
 // deleteFileBatchMax.
 func (s *Store) deleteSegments(force bool) (int, error) {
@@ -156,6 +157,10 @@ func (s *Store) deleteSegments(force bool) (int, error) {
 	if f := s.cfg.Retention.Floor; f != nil && !force {
 		floor = min(floor, f())
 	}
+	pendingFloor := int64(math.MaxInt64)
+	if !force {
+		pendingFloor = s.pendingFloor()
+	}
 	segs := s.clog.Segments()
 	now := s.cfg.Clock.Now().UnixMilli()
 	keepFrom := uint64(0) // DropPrefix argument: first index to keep
@@ -165,7 +170,9 @@ func (s *Store) deleteSegments(force bool) (int, error) {
 			break
 		}
 		last := sg.FirstIndex + uint64(sg.Entries) - 1
-		if last > floor {
+		if last > floor || sg.Base+sg.Written > pendingFloor {
+			// Entries a follower still needs, or a delayed or half message
+			// not delivered yet.
 			break
 		}
 		expired := s.segmentNewest(sg.FirstIndex, last)+s.cfg.Retention.FileReservedTime.Milliseconds() < now
