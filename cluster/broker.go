@@ -171,9 +171,10 @@ type Broker struct {
 
 	// The mutants and the fault endpoint (internal/mutant): every use is
 	// behind mutant.Enabled, so builds without -tags mutant drop them.
-	mut     mutant.Set // from Config.Store.Mutants
-	memOffs memOffsets // the offsets-in-memory mutant's table
-	clock   *skewClock // the fault endpoint's clock; nil without it
+	mut      mutant.Set  // from Config.Store.Mutants
+	memOffs  memOffsets  // the offsets-in-memory mutant's table
+	memSched memSchedule // the schedule-in-memory mutant's cursors
+	clock    *skewClock  // the fault endpoint's clock; nil without it
 
 	stopc chan struct{}
 	wg    sync.WaitGroup

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/internal/mutant"
 	"github.com/raftmq/raftmq/offsets"
 	"github.com/raftmq/raftmq/schedule"
 	"github.com/raftmq/raftmq/store"
@@ -61,7 +62,7 @@ func systemTopic(name string) offsets.TopicConfig {
 func (b *Broker) divert(m *message.Message, nowMs int64) (string, error) {
 	raw := m.RawProperties
 	val := func(k string) string { v, _ := message.RawPropertyValue(raw, k); return v }
-	if m.SysFlag&txn.SysFlagTypeMask == txn.SysFlagPrepared || val(message.PropertyTransactionPrepared) == "true" {
+	if (m.SysFlag&txn.SysFlagTypeMask == txn.SysFlagPrepared || val(message.PropertyTransactionPrepared) == "true") && !(mutant.Enabled && b.mut.DeliverHalf) {
 		raw = message.SetRawProperty(raw, message.PropertyRealTopic, m.Topic)
 		raw = message.SetRawProperty(raw, message.PropertyRealQueueID, strconv.Itoa(int(m.QueueID)))
 		m.RawProperties, m.Topic, m.QueueID = raw, txn.HalfTopic, 0
@@ -165,11 +166,15 @@ func (b *Broker) deliverDue(ctx context.Context, nowMs int64) {
 func (b *Broker) dueUnits(q int32, nowMs int64) (*schedule.Delivery, []*message.Message, bool) {
 	st := b.rep.Store()
 	cur := st.ScheduleOffset(q)
+	if mutant.Enabled && b.mut.ScheduleInMemory {
+		cur = b.memSched.cursor(q)
+	}
+	early := mutant.Enabled && b.mut.DelayEarly
 	units, err := st.ScheduleUnits(q, cur, deliveryUnits)
 	if err != nil {
 		b.log.Warn("cluster: schedule: read queue", "queue", q, "err", err)
 	}
-	if len(units) == 0 || units[0].TagsCode > nowMs {
+	if len(units) == 0 || units[0].TagsCode > nowMs && !early {
 		return nil, nil, false
 	}
 	if units[0].Offset != cur {
@@ -181,7 +186,7 @@ func (b *Broker) dueUnits(q int32, nowMs int64) (*schedule.Delivery, []*message.
 	var msgs []*message.Message
 	size := 0
 	for _, u := range units {
-		if u.TagsCode > nowMs || size >= deliveryBytes {
+		if u.TagsCode > nowMs && !early || size >= deliveryBytes {
 			break
 		}
 		d.Count = int32(u.Offset - cur + 1)
@@ -194,7 +199,7 @@ func (b *Broker) dueUnits(q int32, nowMs int64) (*schedule.Delivery, []*message.
 		due := u.TagsCode
 		if schedule.IsTimerQueue(q) {
 			due, _ = strconv.ParseInt(m.Properties[message.PropertyTimerDeliverMS], 10, 64)
-			if due > nowMs {
+			if due > nowMs && !early {
 				d.Hops = append(d.Hops, schedule.Hop{Queue: schedule.Bucket(due - nowMs), Phy: u.PhyOffset, Size: u.Size})
 				continue
 			}
@@ -238,6 +243,10 @@ func (b *Broker) proposeDelivery(ctx context.Context, d *schedule.Delivery, msgs
 	payload := append(schedule.AppendDelivery(make([]byte, 0, 64+len(recs)), d), recs...)
 	pctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
 	defer cancel()
+	if mutant.Enabled && b.mut.ScheduleInMemory {
+		b.memSched.deliver(pctx, b, d, msgs)
+		return
+	}
 	res, err := b.rep.ProposeInternal(pctx, store.KindSchedule, payload, len(msgs))
 	switch {
 	case errors.Is(err, store.ErrScheduleMoved), errors.Is(err, ErrNotLeader):
@@ -251,4 +260,35 @@ func (b *Broker) proposeDelivery(ctx context.Context, d *schedule.Delivery, msgs
 		}
 	}
 	b.met.ScheduleDelivered.Add(float64(len(res)))
+}
+
+// memSchedule is the schedule-in-memory mutant's progress: the leader's
+// memory holds each queue's cursor, and deliveries are plain sends.
+type memSchedule struct {
+	mu   sync.Mutex
+	next map[int32]int64
+	term uint64
+}
+
+// cursor returns the leader's cursor of q, forgotten at each new term.
+func (m *memSchedule) cursor(q int32) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.next[q]
+}
+
+func (m *memSchedule) deliver(ctx context.Context, b *Broker, d *schedule.Delivery, msgs []*message.Message) {
+	m.mu.Lock()
+	if term := b.rep.Node().Status().Term; term != m.term || m.next == nil {
+		m.next, m.term = map[int32]int64{}, term
+	}
+	m.mu.Unlock()
+	if len(msgs) > 0 {
+		if _, err := b.rep.Send(ctx, msgs); err != nil {
+			return
+		}
+	}
+	m.mu.Lock()
+	m.next[d.Queue] = d.From + int64(d.Count)
+	m.mu.Unlock()
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/internal/mutant"
 	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/store"
 	"github.com/raftmq/raftmq/txn"
@@ -66,7 +67,7 @@ func (b *Broker) endTxn(ctx context.Context, half int64, rec txn.Record, action 
 	}
 	now := time.Now().UnixMilli()
 	var msgs []*message.Message
-	if action == txn.Commit {
+	if action == txn.Commit || mutant.Enabled && b.mut.RollbackDelivers && action == txn.Rollback {
 		m, err := b.rep.Store().RecordAt(rec.Phy)
 		if err != nil {
 			return fmt.Errorf("read half message: %w", err)

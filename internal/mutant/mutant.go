@@ -46,6 +46,19 @@ type Set struct {
 	// ForgetMembers: a node that becomes leader forgets every client that
 	// heartbeated it, and tells nobody.
 	ForgetMembers bool
+	// DelayEarly: the leader delivers delayed and timer messages as soon
+	// as they are stored, not when due.
+	DelayEarly bool
+	// DeliverHalf: a transactional half message goes straight to its
+	// topic, visible before its producer commits it.
+	DeliverHalf bool
+	// RollbackDelivers: a rollback is lost: the transaction ends as if
+	// committed, its message delivered.
+	RollbackDelivers bool
+	// ScheduleInMemory: the schedule's progress is kept in the leader's
+	// memory and deliveries are plain sends, so a new leader starts the
+	// schedule over and delivers again what its predecessor delivered.
+	ScheduleInMemory bool
 }
 
 // Any reports whether any mutant is on.
