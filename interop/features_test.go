@@ -3,6 +3,7 @@ package interop
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,6 +87,21 @@ func testDeadLetter(t *testing.T, g *group) {
 	}
 	if len(found) != 1 || found[0].Body != "poison" || found[0].Properties["RETRY_TOPIC"] != topic || found[0].MsgID != ds[0].msg.MsgId {
 		t.Errorf("dead letters: %+v; want one, body poison, RETRY_TOPIC %s, msgId %s", found, topic, ds[0].msg.MsgId)
+	}
+	// An operator lists the dead letters and sends them back: the group
+	// is given the message again, counted from 0.
+	out, err := g.cli("admin", "dlq", "list", "--group", grp, "--json")
+	if err != nil || !strings.Contains(out, `"body":"poison"`) || !strings.Contains(out, ds[0].msg.MsgId) {
+		t.Fatalf("admin dlq list: %v\n%s", err, out)
+	}
+	if out, err := g.cli("admin", "dlq", "resend", "--group", grp, "--uniq", ds[0].msg.MsgId); err != nil {
+		t.Fatalf("admin dlq resend: %v\n%s", err, out)
+	}
+	if err := poll(20*time.Second, func() bool { return len(box.deliveries("poison")) >= 4 }); err != nil {
+		t.Fatalf("a dead letter sent back with admin dlq resend was not given again within 20 s")
+	}
+	if d := box.deliveries("poison")[3]; d.msg.ReconsumeTimes != 0 || d.msg.Topic != topic {
+		t.Errorf("resent dead letter delivered with topic %s reconsumeTimes %d; want %s and 0", d.msg.Topic, d.msg.ReconsumeTimes, topic)
 	}
 }
 

@@ -312,8 +312,9 @@ func adminGroupCmds(logger func() *slog.Logger) []*cobra.Command {
 
 	msg, query := newMessageCmd(withClient)
 
-	cmds := []*cobra.Command{topic, clusterCmd, transfer, node, offset, msg}
-	for _, c := range []*cobra.Command{create, list, status, transfer, add, remove, get, reset, query} {
+	dlq, dlqCmds := newDLQCmd(withClient)
+	cmds := []*cobra.Command{topic, clusterCmd, transfer, node, offset, msg, dlq}
+	for _, c := range append([]*cobra.Command{create, list, status, transfer, add, remove, get, reset, query}, dlqCmds...) {
 		addrFlag(c, &addrs)
 	}
 	return cmds
