@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"sync"
+
+	"github.com/raftmq/raftmq/commitlog/message"
 )
 
 // Auto-batching defaults (ProducerOptions.AutoBatch).
@@ -18,7 +20,18 @@ const (
 // packable reports whether SendAsync may pack m with other messages: the
 // broker refuses batches to retry topics.
 func packable(m *Message) bool {
-	return m != nil && !strings.HasPrefix(m.Topic, "%RETRY%")
+	if m == nil || strings.HasPrefix(m.Topic, "%RETRY%") {
+		return false
+	}
+	// Delayed, timer and transactional messages cannot travel in a batch
+	// (the broker refuses such batches, as RocketMQ's does).
+	for _, k := range []string{message.PropertyDelayTimeLevel, message.PropertyTimerDeliverMS, message.PropertyTimerDelaySec,
+		message.PropertyTimerDelayMS, message.PropertyTransactionPrepared} {
+		if m.Properties[k] != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // autoBatcher packs SendAsync messages into batch requests. It keeps at
