@@ -19,6 +19,8 @@ import (
 	"github.com/raftmq/raftmq/internal/vfs"
 	"github.com/raftmq/raftmq/namesrv"
 	"github.com/raftmq/raftmq/raftlog"
+	"github.com/raftmq/raftmq/schedule"
+	"github.com/raftmq/raftmq/txn"
 )
 
 // brokerFlags are the settings of one node, shared by `broker` and the
@@ -36,6 +38,10 @@ type brokerFlags struct {
 	cacheWindow int64
 	directIO    int
 	cqOpenFiles int
+	maxTimer    time.Duration
+	txnTimeout  time.Duration
+	txnInterval time.Duration
+	txnMax      int
 	autoCreate  bool
 	bindIP      string
 	tick        time.Duration
@@ -72,6 +78,10 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.Int64Var(&f.warmAhead, "warm-ahead", 0, "bytes of the commitlog segment zero-filled and synced ahead of the writer in sync mode (0: 64 MiB, -1: off)")
 	fl.Int64Var(&f.cacheWindow, "cache-window", 0, "bytes of the commitlog kept in the page cache behind its durable end; older pages are released (0: 1 GiB, -1: keep all)")
 	fl.IntVar(&f.cqOpenFiles, "cq-max-open-files", 0, "consume-queue files kept open at once; the least recently used close beyond it (0: 1,024, -1: no bound). Raise it above the number of queues written to within a second, within the process's file-descriptor limit")
+	fl.DurationVar(&f.maxTimer, "max-timer-delay", schedule.DefaultMaxDelay, "longest delay a timer message (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS) may ask for; further is refused")
+	fl.DurationVar(&f.txnTimeout, "transaction-timeout", txn.DefaultTimeout, "age at which an open transaction is first checked back with its producer (RocketMQ's transactionTimeOut)")
+	fl.DurationVar(&f.txnInterval, "transaction-check-interval", txn.DefaultCheckInterval, "time between check-backs of an open transaction (transactionCheckInterval)")
+	fl.IntVar(&f.txnMax, "transaction-check-max", txn.DefaultCheckMax, "check-backs of an open transaction before it is discarded (transactionCheckMax)")
 	fl.IntVar(&f.directIO, "direct-io", 0, "1: write commitlog appends with O_DIRECT, past the page cache (0: buffered writes, the default)")
 	fl.BoolVar(&f.autoCreate, "auto-create-topics", true, "create an unknown topic (4 queues) on first send")
 	fl.StringVar(&f.bindIP, "bind-ip", "", "source IP for outgoing raft connections")
@@ -135,6 +145,7 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 		SegmentSize: f.segmentSize, AutoCreateTopics: f.autoCreate, BindIP: f.bindIP,
 		TickInterval: f.tick, CommitNotifyDelay: f.notifyDelay, LeaderWait: f.leaderWait, FailoverRoutes: f.failover, NameServers: namesrv.AddrsFromEnv(f.namesrv), ClusterName: f.cluster, BrokerName: f.broker, PreferredLeader: f.preferred, Logger: log,
 		FaultEndpoint: f.faultEndpoint,
+		MaxTimerDelay: f.maxTimer, TxnTimeout: f.txnTimeout, TxnCheckInterval: f.txnInterval, TxnCheckMax: f.txnMax,
 	}
 	cfg.Store.Mutants = muts
 	cfg.Store.WarmAhead = f.warmAhead
