@@ -225,7 +225,7 @@ func TestQueriesRoutesAndTopicDelete(t *testing.T) {
 	require.Equal(t, remoting.TopicNotExist, invoke(t, lc, remoting.NewRequest(remoting.GetRouteInfoByTopic, rh.Encode(), nil)).Code)
 
 	// An unsupported request is an error the client sees.
-	require.Equal(t, remoting.RequestCodeNotSupported, invoke(t, lc, remoting.NewRequest(remoting.EndTransaction, nil, nil)).Code)
+	require.Equal(t, remoting.RequestCodeNotSupported, invoke(t, lc, remoting.NewRequest(9999, nil, nil)).Code)
 }
 
 func TestPullFilters(t *testing.T) {

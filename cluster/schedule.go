@@ -243,11 +243,10 @@ func (b *Broker) proposeDelivery(ctx context.Context, d *schedule.Delivery, msgs
 	payload := append(schedule.AppendDelivery(make([]byte, 0, 64+len(recs)), d), recs...)
 	pctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
 	defer cancel()
-	if mutant.Enabled && b.mut.ScheduleInMemory {
-		b.memSched.deliver(pctx, b, d, msgs)
-		return
-	}
 	res, err := b.rep.ProposeInternal(pctx, store.KindSchedule, payload, len(msgs))
+	if mutant.Enabled && b.mut.ScheduleInMemory && err == nil {
+		b.memSched.delivered(b, d)
+	}
 	switch {
 	case errors.Is(err, store.ErrScheduleMoved), errors.Is(err, ErrNotLeader):
 		b.log.Debug("cluster: schedule: delivery not applied", "queue", d.Queue, "from", d.From, "err", err)
@@ -262,8 +261,10 @@ func (b *Broker) proposeDelivery(ctx context.Context, d *schedule.Delivery, msgs
 	b.met.ScheduleDelivered.Add(float64(len(res)))
 }
 
-// memSchedule is the schedule-in-memory mutant's progress: the leader's
-// memory holds each queue's cursor, and deliveries are plain sends.
+// memSchedule is the schedule-in-memory mutant's progress: each queue's
+// cursor lives in the leader's memory (apply does not check it), so a new
+// leader starts the schedule over and delivers again what its predecessor
+// delivered.
 type memSchedule struct {
 	mu   sync.Mutex
 	next map[int32]int64
@@ -277,18 +278,11 @@ func (m *memSchedule) cursor(q int32) int64 {
 	return m.next[q]
 }
 
-func (m *memSchedule) deliver(ctx context.Context, b *Broker, d *schedule.Delivery, msgs []*message.Message) {
+func (m *memSchedule) delivered(b *Broker, d *schedule.Delivery) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	if term := b.rep.Node().Status().Term; term != m.term || m.next == nil {
 		m.next, m.term = map[int32]int64{}, term
 	}
-	m.mu.Unlock()
-	if len(msgs) > 0 {
-		if _, err := b.rep.Send(ctx, msgs); err != nil {
-			return
-		}
-	}
-	m.mu.Lock()
 	m.next[d.Queue] = d.From + int64(d.Count)
-	m.mu.Unlock()
 }

@@ -344,13 +344,16 @@ func (s *Store) applyDelivery(payload []byte, base int64) (msgs []MessageResult,
 	}
 	st := s.state
 	st.mu.RLock()
-	cur, max := st.sched[d.Queue], st.queues[queueKey{schedule.Topic, d.Queue}]
+	cur, end := st.sched[d.Queue], st.queues[queueKey{schedule.Topic, d.Queue}]
 	st.mu.RUnlock()
+	if mutant.Enabled && s.cfg.Mutants.ScheduleInMemory {
+		cur = d.From // the leader's word goes (see cluster's memSchedule)
+	}
 	switch {
 	case d.From != cur:
 		return nil, fmt.Errorf("%w: queue %d is at %d, the entry starts at %d", ErrScheduleMoved, d.Queue, cur, d.From), nil
-	case d.From+int64(d.Count) > max:
-		return nil, fmt.Errorf("%w: delivery of %d units from %d of schedule queue %d, which ends at %d", ErrBadEntry, d.Count, d.From, d.Queue, max), nil
+	case d.From+int64(d.Count) > end:
+		return nil, fmt.Errorf("%w: delivery of %d units from %d of schedule queue %d, which ends at %d", ErrBadEntry, d.Count, d.From, d.Queue, end), nil
 	case message.CountRecords(recs)+len(d.Hops)+int(d.Skips) != int(d.Count):
 		return nil, fmt.Errorf("%w: delivery of %d units carries %d records, %d hops and %d skips", ErrBadEntry, d.Count, message.CountRecords(recs), len(d.Hops), d.Skips), nil
 	}
@@ -364,7 +367,7 @@ func (s *Store) applyDelivery(payload []byte, base int64) (msgs []MessageResult,
 		return msgs, nil, err
 	}
 	st.mu.Lock()
-	st.sched[d.Queue] = cur + int64(d.Count)
+	st.sched[d.Queue] = max(st.sched[d.Queue], cur+int64(d.Count))
 	st.dirtySched[d.Queue] = true
 	st.mu.Unlock()
 	return msgs, nil, nil
