@@ -74,6 +74,9 @@ type Client struct {
 		// consumers registered for NOTIFY_CONSUMER_IDS_CHANGED, by id.
 		notify   map[string]map[uint64]func()
 		notifyID uint64
+		// checkers holds, per producer group, the TransactionProducer
+		// that answers CHECK_TRANSACTION_STATE for it (at most one).
+		checkers map[string]*TransactionProducer
 	}
 	closed atomic.Bool
 }
@@ -105,7 +108,7 @@ func New(opts Options) (*Client, error) {
 		log:     log,
 		ids:     ids,
 	}
-	c.pool = newPool(remoting.Options{MaxFrame: opts.MaxFrame, Dial: opts.Dial, Logger: log, OnRequest: c.serveRequest}, opts.RequestTimeout)
+	c.pool = newPool(remoting.Options{MaxFrame: opts.MaxFrame, Dial: opts.Dial, Logger: log}, opts.RequestTimeout, c.serveRequest)
 	c.routes.init()
 	c.mu.nodes = slices.Compact(slices.Sorted(slices.Values(opts.Addrs)))
 	return c, nil
@@ -119,19 +122,33 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// serveRequest handles a request a broker sends on one of the pool's
-// connections (remoting.Options.OnRequest; its own goroutine). Only
-// NOTIFY_CONSUMER_IDS_CHANGED is served: it wakes the push consumers of the
-// group named. RocketMQ brokers send it one-way; it is answered SUCCESS
+// serveRequest handles a request a broker sends on the pool's connection
+// to addr (remoting.Options.OnRequest; its own goroutine). Two are served:
+//
+//   - NOTIFY_CONSUMER_IDS_CHANGED wakes the push consumers of the group
+//     named;
+//   - CHECK_TRANSACTION_STATE goes to the TransactionProducer of the
+//     half message's producer group (PGROUP), which answers addr with an
+//     END_TRANSACTION (txproducer.go).
+//
+// RocketMQ brokers send both one-way; they are answered SUCCESS
 // otherwise. Other requests are answered REQUEST_CODE_NOT_SUPPORTED unless
 // one-way.
-func (c *Client) serveRequest(req *remoting.Command) *remoting.Command {
-	if req.Code != remoting.NotifyConsumerIDsChanged {
-		if req.IsOneway() {
-			return nil
-		}
-		return remoting.NewNotSupportedResponse(req)
+func (c *Client) serveRequest(addr string, req *remoting.Command) *remoting.Command {
+	switch req.Code {
+	case remoting.NotifyConsumerIDsChanged:
+		return c.serveNotify(req)
+	case remoting.CheckTransactionState:
+		return c.serveCheckTransaction(addr, req)
 	}
+	if req.IsOneway() {
+		return nil
+	}
+	return remoting.NewNotSupportedResponse(req)
+}
+
+// serveNotify handles NOTIFY_CONSUMER_IDS_CHANGED.
+func (c *Client) serveNotify(req *remoting.Command) *remoting.Command {
 	h, err := remoting.DecodeNotifyConsumerIDsChangedRequestHeader(req.ExtFields)
 	if err != nil {
 		c.log.Warn("client: bad NOTIFY_CONSUMER_IDS_CHANGED", "err", err)

@@ -96,11 +96,21 @@ type MessageExt struct {
 	Keys           []string
 	BornTimestamp  int64
 	StoreTimestamp int64
+	// ReconsumeTimes counts the message's earlier failed deliveries: the
+	// stored RECONSUMETIMES field (which the broker increments on each
+	// copy it writes to a retry topic), plus, in a push consumer, the
+	// local retries since it was pulled. A push consumer sends a message
+	// whose ReconsumeTimes has reached MaxReconsumeTimes to the
+	// dead-letter queue (orderly) or lets the broker do so (concurrent).
 	ReconsumeTimes int32
 	StoreHost      string
 	BornHost       string
 	Flag           int32
 	SysFlag        int32
+
+	// pulledFrom is the node a push consumer pulled the message from,
+	// where it sends it back (CONSUMER_SEND_MSG_BACK); "" if unknown.
+	pulledFrom string
 }
 
 // Property returns the value of the message property name.

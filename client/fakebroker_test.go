@@ -44,6 +44,11 @@ type fakeGroup struct {
 		locks       map[string]string
 		refuseLocks bool // answer every LOCK_BATCH_MQ with nothing granted
 		noNotify    bool // send no NOTIFY_CONSUMER_IDS_CHANGED
+		// Producer groups: members by group and client id
+		// (fakebroker_txn_test.go).
+		producers map[string]map[string]*remoting.ServerConn
+		// refuseSendBack answers CONSUMER_SEND_MSG_BACK with SYSTEM_ERROR.
+		refuseSendBack bool
 	}
 }
 
@@ -82,6 +87,7 @@ func newFakeGroup(t *testing.T, n int) *fakeGroup {
 	g.mu.offsets = map[string]int64{}
 	g.mu.consumers = map[string]map[string]*remoting.ServerConn{}
 	g.mu.locks = map[string]string{}
+	g.mu.producers = map[string]map[string]*remoting.ServerConn{}
 	for i := range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
@@ -185,6 +191,7 @@ func (g *fakeGroup) serveConn(n *fakeNode, conn *remoting.ServerConn, req *remot
 		if err != nil {
 			return g.bad(req, err), nil
 		}
+		delete(g.mu.producers[h.ProducerGroup], h.ClientID)
 		var changed []string
 		if _, ok := g.mu.consumers[h.ConsumerGroup][h.ClientID]; ok {
 			delete(g.mu.consumers[h.ConsumerGroup], h.ClientID)
@@ -218,6 +225,16 @@ func (g *fakeGroup) serveLocked(n *fakeNode, req *remoting.Command) *remoting.Co
 		return g.sendLocked(n, req)
 	case remoting.PullMessage:
 		return g.pullLocked(req)
+	case remoting.ConsumerSendMsgBack:
+		if r := leaderOnly(); r != nil {
+			return r
+		}
+		return g.sendBackLocked(n, req)
+	case remoting.EndTransaction:
+		if r := leaderOnly(); r != nil {
+			return r
+		}
+		return g.endTransactionLocked(req)
 	case remoting.QueryConsumerOffset:
 		if r := leaderOnly(); r != nil {
 			return r
@@ -423,7 +440,7 @@ func (g *fakeGroup) sendLocked(n *fakeNode, req *remoting.Command) *remoting.Com
 	for _, e := range ents {
 		m := message.Message{
 			QueueID: qid, Flag: e.flag, QueueOffset: int64(len(g.mu.queues[q])), PhysicalOffset: g.mu.phys,
-			SysFlag: h.SysFlag, BornTimestamp: h.BornTimestamp, BornHost: netip.MustParseAddrPort("127.0.0.1:1"),
+			SysFlag: h.SysFlag, BornTimestamp: h.BornTimestamp, BornHost: netip.MustParseAddrPort("127.0.0.1:1"), ReconsumeTimes: h.ReconsumeTimes,
 			StoreTimestamp: time.Now().UnixMilli(), StoreHost: store, Body: e.body, Topic: h.Topic, Properties: e.props,
 		}
 		rec, err := message.Append(nil, &m)
@@ -510,6 +527,12 @@ func (g *fakeGroup) heartbeatLocked(conn *remoting.ServerConn, req *remoting.Com
 		return g.bad(req, err), nil
 	}
 	var changed []string
+	for _, pd := range hb.ProducerDataSet {
+		if g.mu.producers[pd.GroupName] == nil {
+			g.mu.producers[pd.GroupName] = map[string]*remoting.ServerConn{}
+		}
+		g.mu.producers[pd.GroupName][hb.ClientID] = conn
+	}
 	for _, cd := range hb.ConsumerDataSet {
 		members := g.mu.consumers[cd.GroupName]
 		if members == nil {

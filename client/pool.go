@@ -16,6 +16,10 @@ import (
 type pool struct {
 	opts        remoting.Options
 	dialTimeout time.Duration
+	// onRequest, if set, handles the requests a server sends on a
+	// connection, told the connection's address (remoting.Options has no
+	// room for it, so every dial gets its own OnRequest).
+	onRequest func(addr string, req *remoting.Command) *remoting.Command
 
 	mu struct {
 		sync.Mutex
@@ -32,8 +36,8 @@ type poolEntry struct {
 	err     error
 }
 
-func newPool(opts remoting.Options, dialTimeout time.Duration) *pool {
-	p := &pool{opts: opts, dialTimeout: dialTimeout}
+func newPool(opts remoting.Options, dialTimeout time.Duration, onRequest func(addr string, req *remoting.Command) *remoting.Command) *pool {
+	p := &pool{opts: opts, dialTimeout: dialTimeout, onRequest: onRequest}
 	p.mu.conns = make(map[string]*poolEntry)
 	return p
 }
@@ -78,8 +82,12 @@ func (p *pool) get(ctx context.Context, addr string) (*remoting.Conn, error) {
 
 // dial runs the dial of entry e, registered under addr.
 func (p *pool) dial(ctx context.Context, addr string, e *poolEntry) (*remoting.Conn, error) {
+	opts := p.opts
+	if on := p.onRequest; on != nil {
+		opts.OnRequest = func(req *remoting.Command) *remoting.Command { return on(addr, req) }
+	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.dialTimeout)
-	conn, err := remoting.Dial(dctx, addr, p.opts)
+	conn, err := remoting.Dial(dctx, addr, opts)
 	cancel()
 
 	p.mu.Lock()

@@ -154,6 +154,26 @@ func (p *Producer) Send(ctx context.Context, m *Message) (SendResult, error) {
 	return op.res[0], err
 }
 
+// sendExtra are send header fields ordinary sends leave zero.
+type sendExtra struct {
+	// sysFlag: message.SysFlagTransactionPrepared for a half message.
+	sysFlag int32
+	// reconsumeTimes and maxReconsumeTimes: a consumer's copy of a failed
+	// message sent to its group's retry topic.
+	reconsumeTimes, maxReconsumeTimes int32
+}
+
+// sendWith is Send with extra header fields; never auto-batched.
+func (p *Producer) sendWith(ctx context.Context, m *Message, extra sendExtra) (SendResult, error) {
+	op, err := p.newOp([]*Message{m}, false)
+	if err != nil {
+		return SendResult{}, err
+	}
+	op.extra = extra
+	err = p.run(ctx, op)
+	return op.res[0], err
+}
+
 // SendBatch sends ms, which must share one topic and one queue (or all be
 // AnyQueue), as one SEND_BATCH_MESSAGE: they are stored together, in order,
 // at consecutive queue offsets. The encoded batch must not exceed

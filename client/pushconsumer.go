@@ -197,6 +197,7 @@ type PushConsumerOptions struct {
 type PushConsumer struct {
 	c     *Client
 	pc    *PullConsumer
+	retry *Producer           // sends failed messages to the retry topic
 	o     PushConsumerOptions // defaults filled in
 	fn    ConsumeFunc
 	log   *slog.Logger
@@ -324,6 +325,7 @@ func (c *Client) NewPushConsumer(o PushConsumerOptions, fn ConsumeFunc) (*PushCo
 	p := &PushConsumer{
 		c:         c,
 		pc:        c.NewPullConsumer(o.Group),
+		retry:     c.NewProducer(ProducerOptions{Group: innerProducerGroup}),
 		o:         o,
 		fn:        fn,
 		log:       c.log.With("group", o.Group),
@@ -433,7 +435,7 @@ func (p *PushConsumer) start(ctx context.Context) error {
 	}
 	p.id = p.o.ClientID
 	if p.id == "" {
-		id, err := p.newClientID(ctx)
+		id, err := p.c.newClientID(ctx)
 		if err != nil {
 			return err
 		}
@@ -474,9 +476,9 @@ func (p *PushConsumer) start(ctx context.Context) error {
 
 // newClientID makes "<local IP>@<pid>@<8 hex digits>": the IP this host
 // uses towards the group, the process, and a random part so that several
-// consumers of one process differ.
-func (p *PushConsumer) newClientID(ctx context.Context) (string, error) {
-	conn, err := p.c.pool.get(ctx, p.c.writeTarget(""))
+// consumers and producers of one process differ.
+func (c *Client) newClientID(ctx context.Context) (string, error) {
+	conn, err := c.pool.get(ctx, c.writeTarget(""))
 	if err != nil {
 		return "", err
 	}
@@ -484,7 +486,7 @@ func (p *PushConsumer) newClientID(ctx context.Context) (string, error) {
 	if a, ok := conn.LocalAddr().(*net.TCPAddr); ok {
 		ip = a.IP.String()
 	}
-	return fmt.Sprintf("%s@%d@%08X", ip, os.Getpid(), p.c.ids.jitter(1<<32)), nil
+	return fmt.Sprintf("%s@%d@%08X", ip, os.Getpid(), c.ids.jitter(1<<32)), nil
 }
 
 // rebalanceSoon asks the run loop to rebalance now; it never blocks.

@@ -190,7 +190,9 @@ func TestPushConsumerNotifyRebalancesAtOnce(t *testing.T) {
 // TestPushConsumerCommitNeverPassesUnconsumed: whatever the order in which
 // concurrent callbacks finish, and while a message waits for a local
 // retry, no committed offset (UPDATE_CONSUMER_OFFSET, or a pull's
-// commitOffset) is past a message not yet consumed.
+// commitOffset) is past a message not yet consumed. The broker refuses
+// both ways of sending a failed message back (CONSUMER_SEND_MSG_BACK and a
+// send to the retry topic), so the consumer falls back to local retries.
 func TestPushConsumerCommitNeverPassesUnconsumed(t *testing.T) {
 	g := newFakeGroup(t, 1)
 	g.addTopic("T", 1)
@@ -210,8 +212,19 @@ func TestPushConsumerCommitNeverPassesUnconsumed(t *testing.T) {
 			}
 		}
 	}
+	var refusedBack, refusedRetrySends atomic.Int32
 	g.nodes[0].setHook(func(_ *fakeNode, req *remoting.Command) (*remoting.Command, bool) {
 		switch req.Code {
+		case remoting.ConsumerSendMsgBack:
+			refusedBack.Add(1)
+			return remoting.NewResponse(req, remoting.SystemError, "refused by the test"), true
+		case remoting.SendMessageV2:
+			h, err := remoting.DecodeSendMessageRequestHeader(req.Code, req.ExtFields)
+			require.NoError(t, err)
+			if h.Topic == RetryTopic("G") {
+				refusedRetrySends.Add(1)
+				return remoting.NewResponse(req, remoting.MessageIllegal, "refused by the test"), true
+			}
 		case remoting.UpdateConsumerOffset:
 			h, err := remoting.DecodeUpdateConsumerOffsetRequestHeader(req.ExtFields)
 			require.NoError(t, err)
@@ -229,6 +242,8 @@ func TestPushConsumerCommitNeverPassesUnconsumed(t *testing.T) {
 	})
 
 	release := make(chan struct{})
+	var releaseOnce sync.Once
+	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
 	var tries7 atomic.Int32
 	var reconsumed7 atomic.Int32
 	o := fastOptions("G", "T")
@@ -250,6 +265,7 @@ func TestPushConsumerCommitNeverPassesUnconsumed(t *testing.T) {
 		mu.Unlock()
 		return ConsumeSuccess
 	})
+	t.Cleanup(releaseAll) // before the consumer's shutdown, should the test fail
 	require.Eventually(t, func() bool { return g.offset("G", "T", 0) == 3 }, 5*time.Second, 5*time.Millisecond)
 	require.Eventually(t, func() bool {
 		mu.Lock()
@@ -259,10 +275,12 @@ func TestPushConsumerCommitNeverPassesUnconsumed(t *testing.T) {
 	before := commits.Load()
 	require.Eventually(t, func() bool { return commits.Load() > before+3 }, 5*time.Second, 5*time.Millisecond)
 	require.Equal(t, int64(3), g.offset("G", "T", 0), "held at the blocked message")
-	close(release)
+	releaseAll()
 	require.Eventually(t, func() bool { return g.offset("G", "T", 0) == 30 }, 5*time.Second, 5*time.Millisecond)
 	require.Equal(t, int32(3), tries7.Load())
 	require.Equal(t, int32(2), reconsumed7.Load(), "each local retry counts as a reconsume")
+	require.Equal(t, int32(2), refusedBack.Load(), "each failure first tries CONSUMER_SEND_MSG_BACK")
+	require.Equal(t, int32(2), refusedRetrySends.Load(), "then a send to the retry topic (refused definitely: no retries)")
 	require.NoError(t, p.Shutdown(testCtx(t)))
 }
 

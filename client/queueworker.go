@@ -300,6 +300,9 @@ func (w *queueWorker) pull() bool {
 	}
 	switch res.Status {
 	case Found:
+		for _, m := range res.Messages {
+			m.pulledFrom = res.Addr
+		}
 		w.deliver(res.Messages, res.NextBeginOffset)
 		return true
 	case OffsetMoved:
@@ -381,11 +384,16 @@ func (w *queueWorker) submit(batch []*MessageExt) bool {
 	return true
 }
 
-// consumed applies a concurrent batch's result: success removes it from
-// the cache (which may advance the consumed offset); retry schedules it
-// again after RetryDelay and keeps it in the cache, holding the offset
-// back. Broadcasting consumers do not retry, as in RocketMQ: the failure is
-// logged and the batch counts as consumed.
+// consumed applies a concurrent batch's result. Success removes the batch
+// from the cache (which may advance the consumed offset). A batch whose
+// callback asked to retry goes back to the broker message by message
+// (sendBack: CONSUMER_SEND_MSG_BACK, else a send to the retry topic); the
+// messages the broker took count as consumed, the others are delivered
+// again after RetryDelay and stay in the cache meanwhile, holding the
+// offset back. Broadcasting consumers do not retry, as in RocketMQ: the
+// failure is logged and the batch counts as consumed. A worker stopped
+// before the result arrives changes nothing: the batch stays unconsumed
+// and the queue's next owner gets it again.
 func (w *queueWorker) consumed(batch []*MessageExt, res ConsumeResult) {
 	p := w.p
 	if res != ConsumeSuccess && p.o.Model == Broadcasting {
@@ -393,26 +401,39 @@ func (w *queueWorker) consumed(batch []*MessageExt, res ConsumeResult) {
 			"queue", w.mq, "offset", batch[0].QueueOffset, "count", len(batch))
 		res = ConsumeSuccess
 	}
+	done := batch
+	var failed []*MessageExt
+	if res != ConsumeSuccess {
+		if w.ctx.Err() != nil {
+			return // stopped: the batch stays unconsumed
+		}
+		failed = w.sendBackBatch(batch) // network I/O: not under w.mu
+		done = make([]*MessageExt, 0, len(batch)-len(failed))
+		for _, m := range batch {
+			if !slices.Contains(failed, m) {
+				done = append(done, m)
+			}
+		}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.mu.dropped {
 		return
 	}
-	if res == ConsumeSuccess {
-		for _, m := range batch {
+	if len(done) > 0 {
+		for _, m := range done {
 			delete(w.mu.msgs, m.QueueOffset)
 		}
 		w.commitLocked()
 		signal(w.space)
-		return
 	}
-	if w.ctx.Err() != nil {
-		return // stopped: the batch stays unconsumed
+	if len(failed) == 0 || w.ctx.Err() != nil {
+		return // stopped: the failed messages stay unconsumed
 	}
-	for _, m := range batch {
+	for _, m := range failed {
 		m.ReconsumeTimes++
 	}
-	w.logRetry(batch)
+	w.logRetry(failed, "client: message could not be sent back to the broker; retrying it locally")
 	var t *time.Timer
 	// The timer's function takes w.mu first, so it sees t assigned.
 	t = time.AfterFunc(p.o.RetryDelay, func() {
@@ -421,30 +442,33 @@ func (w *queueWorker) consumed(batch []*MessageExt, res ConsumeResult) {
 		delete(w.mu.retries, t)
 		w.mu.Unlock()
 		if pending {
-			w.submit(batch)
+			w.submit(failed)
 		}
 	})
 	w.mu.retries[t] = struct{}{}
 }
 
-// logRetry notes a batch going back for another delivery; past
-// MaxReconsumeTimes at error level, since RocketMQ would have moved it to
-// the dead-letter queue.
-func (w *queueWorker) logRetry(batch []*MessageExt) {
+// logRetry notes a batch going back for another local delivery: at error
+// level past MaxReconsumeTimes, since the broker would have moved it to
+// the dead-letter queue, otherwise at debug level.
+func (w *queueWorker) logRetry(batch []*MessageExt, msg string) {
 	n := int(batch[0].ReconsumeTimes)
 	args := []any{"queue", w.mq, "offset", batch[0].QueueOffset, "count", len(batch), "reconsumeTimes", n, "msgId", batch[0].MsgID}
 	if n > w.p.o.MaxReconsumeTimes {
-		w.p.log.Error("client: message failed more than MaxReconsumeTimes; without a dead-letter queue it keeps being retried locally", args...)
+		w.p.log.Error(msg+"; it failed more than MaxReconsumeTimes", args...)
 		return
 	}
-	w.p.log.Debug("client: message will be retried locally", args...)
+	w.p.log.Debug(msg, args...)
 }
 
 // consumeLoop is an orderly queue's consume goroutine: one batch at a
 // time from the head of the cache, in queue order. A batch that asks to
 // retry stays at the head and is delivered again after SuspendDelay,
-// holding the queue back. In clustering it consumes only while the queue's
-// lock is fresh; when it is not, the run loop drops the queue.
+// holding the queue back, except for its messages that already failed
+// MaxReconsumeTimes times: in clustering those go to the dead-letter
+// queue (retryOrderly) and count as consumed. In clustering it consumes
+// only while the queue's lock is fresh; when it is not, the run loop
+// drops the queue.
 func (w *queueWorker) consumeLoop() {
 	defer close(w.consumeDone)
 	p := w.p
@@ -472,25 +496,57 @@ func (w *queueWorker) consumeLoop() {
 		res := p.call(batch)
 		<-p.sem
 		p.cbs.wg.Done()
-		w.mu.Lock()
-		if res == ConsumeSuccess {
-			for _, m := range batch {
-				delete(w.mu.msgs, m.QueueOffset)
+		done, suspend := batch, false
+		if res != ConsumeSuccess {
+			if w.ctx.Err() != nil {
+				return // stopped: the batch stays unconsumed
 			}
-			w.commitLocked()
-			w.mu.Unlock()
-			signal(w.space)
-			continue
+			done, suspend = w.retryOrderly(batch)
 		}
-		for _, m := range batch {
-			m.ReconsumeTimes++
+		w.mu.Lock()
+		for _, m := range done {
+			delete(w.mu.msgs, m.QueueOffset)
 		}
+		w.commitLocked()
 		w.mu.Unlock()
-		w.logRetry(batch)
-		if sleep(w.ctx, p.o.SuspendDelay) != nil {
+		if len(done) > 0 {
+			signal(w.space)
+		}
+		if suspend && sleep(w.ctx, p.o.SuspendDelay) != nil {
 			return
 		}
 	}
+}
+
+// retryOrderly handles an orderly batch whose callback asked to retry, as
+// RocketMQ's checkReconsumeTimes does: in clustering, a message whose
+// ReconsumeTimes reached MaxReconsumeTimes is sent back with delay level
+// -1, straight to the dead-letter queue, and is done; every other message,
+// and one the broker did not take, gets ReconsumeTimes+1 and stays for
+// another delivery after SuspendDelay (suspend). Broadcasting consumers
+// keep every message and retry it locally, indefinitely.
+func (w *queueWorker) retryOrderly(batch []*MessageExt) (done []*MessageExt, suspend bool) {
+	p := w.p
+	var again []*MessageExt
+	for _, m := range batch {
+		if p.o.Model == Clustering && int(m.ReconsumeTimes) >= p.o.MaxReconsumeTimes {
+			err := p.sendBack(m, delayLevelDLQ)
+			if err == nil {
+				p.log.Warn("client: orderly message failed MaxReconsumeTimes times; sent to the dead-letter queue",
+					"queue", w.mq, "offset", m.QueueOffset, "msgId", m.MsgID, "reconsumeTimes", m.ReconsumeTimes)
+				done = append(done, m)
+				continue
+			}
+			p.log.Warn("client: sending an orderly message to the dead-letter queue failed; retrying it locally",
+				"queue", w.mq, "offset", m.QueueOffset, "msgId", m.MsgID, "err", err)
+		}
+		m.ReconsumeTimes++
+		again = append(again, m)
+	}
+	if len(again) > 0 {
+		w.logRetry(again, "client: orderly message will be retried locally")
+	}
+	return done, len(again) > 0
 }
 
 // headBatch waits for messages and returns up to ConsumeBatchSize from
@@ -501,8 +557,15 @@ func (w *queueWorker) headBatch() ([]*MessageExt, bool) {
 		w.committedLocked() // trims consumed offsets off the head
 		n := min(len(w.mu.order), w.p.o.ConsumeBatchSize)
 		batch := make([]*MessageExt, 0, n)
-		for _, off := range w.mu.order[:n] {
-			batch = append(batch, w.mu.msgs[off])
+		// Messages sent to the dead-letter queue leave gaps behind the
+		// head; skip them.
+		for _, off := range w.mu.order {
+			if len(batch) == n {
+				break
+			}
+			if m, ok := w.mu.msgs[off]; ok {
+				batch = append(batch, m)
+			}
 		}
 		w.mu.Unlock()
 		if len(batch) > 0 {

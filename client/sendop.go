@@ -31,6 +31,9 @@ type sendOp struct {
 	queue int32 // as given: a queue or AnyQueue
 	flag  int32
 	batch bool
+	// extra are header fields of special sends (half messages, retry
+	// copies); zero for ordinary ones.
+	extra sendExtra
 	props string // single message: encoded properties
 	body  []byte // message body, or batch body
 	req   *remoting.Command
@@ -110,6 +113,9 @@ func (op *sendOp) build(r *Route) {
 		BornTimestamp:         time.Now().UnixMilli(),
 		Flag:                  op.flag,
 		Properties:            op.props,
+		SysFlag:               op.extra.sysFlag,
+		ReconsumeTimes:        op.extra.reconsumeTimes,
+		MaxReconsumeTimes:     op.extra.maxReconsumeTimes,
 	}
 	// Like the Java client: SEND_MESSAGE_V2's short field names (batches
 	// as SEND_BATCH_MESSAGE), in the ROCKETMQ binary header encoding,
