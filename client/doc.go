@@ -8,17 +8,23 @@
 //	Client        connection pool (one remoting.Conn per node address,
 //	              redialled when dead), route cache, leader tracking,
 //	              admin commands (topics, status, membership), and the
-//	              dispatch of broker-initiated requests
-//	              (NOTIFY_CONSUMER_IDS_CHANGED) to push consumers
+//	              dispatch of broker-initiated requests:
+//	              NOTIFY_CONSUMER_IDS_CHANGED to push consumers,
+//	              CHECK_TRANSACTION_STATE to transaction producers
 //	Producer      Send, SendBatch, SendAsync (pipelined, windowed, optionally
 //	              auto-batched), Flush; SendSelect (a QueueSelector picks
 //	              the queue: HashSelector, RoundRobinSelector) and
 //	              SendOneway (no answer, at most once)
+//	TransactionProducer  SendMessageInTransaction (half message, local
+//	              transaction, END_TRANSACTION), heartbeats of its
+//	              producer group, answers to the broker's check-backs
+//	              (txproducer.go)
 //	PullConsumer  Pull/PullFrom/PullWith, CommitOffset, FetchOffset
 //	PushConsumer  a consumer-group member: heartbeats, rebalancing with an
 //	              AllocateStrategy, a long-polling pull per owned queue,
-//	              concurrent or orderly consumption, offset persistence
-//	              (pushconsumer.go, rebalance.go, queueworker.go,
+//	              concurrent or orderly consumption, retries through the
+//	              broker, offset persistence (pushconsumer.go,
+//	              rebalance.go, queueworker.go, sendback.go,
 //	              offsetstore.go)
 //	AllocateStrategy  pure functions sharing a topic's queues among a
 //	              group's clients (allocate.go)
@@ -78,7 +84,8 @@
 //	per queue    a pull goroutine (finds the start offset, then long-polls)
 //	             and, if orderly, a consume goroutine
 //	per batch    a concurrent batch's callback runs on a goroutine of its
-//	             own, at most ConsumeGoroutines at once; a local retry
+//	             own, at most ConsumeGoroutines at once, which then sends
+//	             its failed messages back to the broker; a local retry
 //	             waits on a timer goroutine
 //	per drop     a dropped queue's finish: waits for its worker, persists
 //	             its offset, unlocks it (orderly), then tells run, which
@@ -86,7 +93,13 @@
 //
 // A queue's cache (pulled, unconsumed messages) is guarded by its worker's
 // mutex: the pull goroutine adds, callbacks remove. The offset store has
-// its own mutex and is only ever taken after a worker's.
+// its own mutex and is only ever taken after a worker's. Sending messages
+// back happens outside the mutex.
+//
+// A TransactionProducer adds a heartbeat goroutine (HEART_BEAT naming its
+// producer group to every known node every HeartbeatInterval); each
+// CHECK_TRANSACTION_STATE is answered on the goroutine the connection
+// starts for the request, which calls CheckLocalTransaction.
 //
 // # Consumption models
 //
@@ -112,28 +125,99 @@
 // up to ConsumeGoroutines running. The offset committed for a queue is the
 // smallest offset still pulled and unconsumed (or the next pull offset if
 // none is), so it never passes a message whose callback has not succeeded,
-// whatever order callbacks finish in. A batch whose callback returns
-// ConsumeRetryLater stays unconsumed, holding the offset back, and is
-// delivered again after RetryDelay, as often as it takes (with
-// ReconsumeTimes counting the deliveries, and an error logged past
-// MaxReconsumeTimes). This local retry is the fallback RocketMQ's clients
-// use when sending a message back fails; raftmq's brokers do not yet serve
-// CONSUMER_SEND_MSG_BACK (36) nor keep a dead-letter queue, and once they
-// do, failed messages should go back to the broker instead of blocking
-// their queue's offset. Pulling a queue stops while QueueCacheSize messages
-// wait, or while the pull offset is MaxSpan past the oldest unconsumed one.
+// whatever order callbacks finish in, or that the broker has not taken
+// back.
 //
 // Orderly consumption runs one batch at a time per queue, in queue order;
 // a batch that asks to retry is delivered again after SuspendDelay before
-// anything behind it, indefinitely (logged past MaxReconsumeTimes, until
-// the broker has a dead-letter queue). In clustering a consumer locks a
-// queue on the leader (LOCK_BATCH_MQ) before pulling it, renews its locks
-// every LockInterval, and drops a queue whose renewal is refused or whose
-// lock is older than LockMaxAge; a dropped queue is persisted and then
-// unlocked (UNLOCK_BATCH_MQ), so that its next owner resumes exactly where
-// it stopped. Shutdown stops pulling, waits for running callbacks,
-// persists every offset, unregisters the client (UNREGISTER_CLIENT) and,
-// if orderly, unlocks its queues.
+// anything behind it, up to MaxReconsumeTimes times per message (see
+// below). In clustering a consumer locks a queue on the leader
+// (LOCK_BATCH_MQ) before pulling it, renews its locks every LockInterval,
+// and drops a queue whose renewal is refused or whose lock is older than
+// LockMaxAge; a dropped queue is persisted and then unlocked
+// (UNLOCK_BATCH_MQ), so that its next owner resumes exactly where it
+// stopped. Shutdown stops pulling, waits for running callbacks, persists
+// every offset, unregisters the client (UNREGISTER_CLIENT) and, if
+// orderly, unlocks its queues.
+//
+// # Retries through the broker
+//
+// A concurrent clustering consumer whose callback returns
+// ConsumeRetryLater sends each message of the batch back, as RocketMQ's
+// clients do:
+//
+//  1. CONSUMER_SEND_MSG_BACK (36) to the node the message was pulled
+//     from (following a leader that node names): the message's commit log
+//     offset, the group, delay level 0 (the broker picks 3 +
+//     reconsumeTimes: 10 s, 30 s, 1 min, ...), the message's id and
+//     (restored) topic as originMsgId and originTopic, and
+//     MaxReconsumeTimes. The broker stores a copy in %RETRY%<group> with
+//     reconsumeTimes + 1, or in %DLQ%<group> once MaxReconsumeTimes is
+//     reached.
+//  2. If that fails, a plain send of a copy to %RETRY%<group> (producer
+//     group CLIENT_INNER_PRODUCER): the properties plus ORIGIN_MESSAGE_ID,
+//     RETRY_TOPIC (the original topic, unless already set) and DELAY = 3 +
+//     ReconsumeTimes (at most 18), without TRAN_MSG, header reconsumeTimes
+//     + 1 and maxReconsumeTimes. Unlike RocketMQ's copy it carries a fresh
+//     UNIQ_KEY: raftmq deduplicates sends by topic and UNIQ_KEY, and a
+//     message failing again from the retry topic would otherwise be taken
+//     for a repeat of its first copy. ORIGIN_MESSAGE_ID keeps the
+//     original id.
+//  3. If that fails too, the message stays unconsumed, holding its
+//     queue's offset back, and is delivered again locally after
+//     RetryDelay, with ReconsumeTimes counting the deliveries (logged at
+//     error level past MaxReconsumeTimes), as often as it takes.
+//
+// A message the broker took counts as consumed: the queue's offset may
+// pass it at once. The consumer subscribes to %RETRY%<group> itself and
+// hands retried messages to the callback with their original topic and
+// the broker's ReconsumeTimes. A queue dropped while its callback ran
+// sends nothing back: its next owner gets the batch again. Delivery is at
+// least once: a send-back whose answer was lost, then retried as a plain
+// send, may store two copies.
+//
+// An orderly clustering consumer retries locally first, as RocketMQ's
+// checkReconsumeTimes does: when a batch fails, each of its messages whose
+// ReconsumeTimes has reached MaxReconsumeTimes is sent back with delay
+// level -1, straight to %DLQ%<group> (with the same fallback to a %RETRY%
+// send, whose reconsumeTimes then exceeds the maximum, which makes a
+// RocketMQ broker choose the dead-letter queue), and counts as consumed;
+// the other messages, and one the broker did not take, get ReconsumeTimes
+// + 1 and are delivered again after SuspendDelay.
+//
+// Broadcasting consumers do not retry, as in RocketMQ: a failed batch is
+// logged and counts as consumed (concurrent), or is retried locally
+// without limit (orderly).
+//
+// # Transactions
+//
+// A TransactionProducer sends a message in two phases, as RocketMQ's
+// TransactionMQProducer. SendMessageInTransaction sends a half message
+// (properties TRAN_MSG=true and PGROUP=<producer group>, sysFlag
+// TRANSACTION_PREPARED 0x4, never auto-batched), which the broker stores
+// but does not deliver; it then calls the TransactionListener's
+// ExecuteLocalTransaction and reports the LocalTransactionState with
+// END_TRANSACTION (37): producer group, the half message's queue offset
+// (tranStateTableOffset) and commit log offset (decoded from the send
+// answer's offsetMsgId), commitOrRollback (8 commit, 12 rollback, 0
+// unknown), fromTransactionCheck=false, and its UNIQ_KEY as msgId and
+// transactionId. Commit and rollback go as requests to the leader: a
+// SUCCESS answer, or none within RequestTimeout, counts as done (the
+// connection is kept); a refusal is returned as an error. Unknown goes
+// one-way: nothing changes and the broker asks later.
+//
+// The producer heartbeats its group to every known node every
+// HeartbeatInterval (30 s), so that the broker knows the connections on
+// which to ask about half messages left pending. A broker's
+// CHECK_TRANSACTION_STATE (39) arriving on any of the Client's connections
+// is decoded (header and the half message, one record in the stored
+// format, with its real topic), ignored unless the message's PGROUP is
+// the group of a TransactionProducer started on that Client (one per group
+// and Client), handed to CheckLocalTransaction, and answered with
+// END_TRANSACTION (fromTransactionCheck=true, the check's offsets and
+// transactionId) to the node that asked, following a leader it names.
+// Shutdown stops heartbeating and answering, and unregisters the group
+// (UNREGISTER_CLIENT).
 //
 // # Auto-batching
 //

@@ -91,8 +91,13 @@ const (
 	// ConsumeSuccess: the batch is consumed; its offsets may be committed.
 	ConsumeSuccess ConsumeResult = iota
 	// ConsumeRetryLater: deliver the batch again later. Concurrent
-	// consumers retry it after RetryDelay, orderly ones after
-	// SuspendDelay, holding the queue back meanwhile.
+	// clustering consumers send its messages back to the broker, which
+	// delivers them again from the group's retry topic after a delay
+	// (past MaxReconsumeTimes it moves them to the dead-letter queue);
+	// only a message that cannot be sent back is retried locally, after
+	// RetryDelay. Orderly consumers retry after SuspendDelay, holding the
+	// queue back meanwhile, up to MaxReconsumeTimes times. Broadcasting
+	// consumers drop the batch. See the package documentation.
 	ConsumeRetryLater
 )
 
@@ -165,15 +170,20 @@ type PushConsumerOptions struct {
 	// locks this often; a queue whose lock was refused, or is older than
 	// LockMaxAge (30 s), stops being consumed.
 	LockInterval, LockMaxAge time.Duration
-	// RetryDelay is the wait before a concurrent batch whose callback
-	// asked to retry is delivered again (default 5 s).
+	// RetryDelay is the wait before a concurrent message whose callback
+	// asked to retry, and which could not be sent back to the broker, is
+	// delivered again locally (default 5 s).
 	RetryDelay time.Duration
 	// SuspendDelay is an orderly queue's pause after a batch asked to
 	// retry (default 1 s).
 	SuspendDelay time.Duration
-	// MaxReconsumeTimes: past this many deliveries a failing message is
-	// logged as one RocketMQ would move to the dead-letter queue (default
-	// 16). It is still retried: see the package documentation.
+	// MaxReconsumeTimes bounds the retries of a failing message (default
+	// 16). Concurrent consumers send it with every message sent back
+	// (maxReconsumeTimes): the broker moves a message that failed that
+	// many times to the dead-letter queue %DLQ%<group>. Orderly consumers
+	// send a message whose ReconsumeTimes reached it straight to the
+	// dead-letter queue (delay level -1) and go on. A message retried
+	// locally past it is logged at error level.
 	MaxReconsumeTimes int
 	// OffsetFile is where a broadcasting consumer keeps its offsets;
 	// "" means <OffsetDir>/<Group>/offsets.json, with OffsetDir defaulting
@@ -611,8 +621,9 @@ func (p *PushConsumer) call(msgs []*MessageExt) (res ConsumeResult) {
 // in progress (until ctx ends; their context is then cancelled), persists
 // every offset, unregisters the client from every node (UNREGISTER_CLIENT)
 // and, if orderly in clustering, releases its queue locks
-// (UNLOCK_BATCH_MQ). Messages pulled but not consumed, and batches waiting
-// for a local retry, are left uncommitted: the group gets them again. The
+// (UNLOCK_BATCH_MQ). Messages pulled but not consumed, and messages
+// waiting for a local retry, are left uncommitted: the group gets them
+// again. The
 // Client stays open. Errors of the persist, unregister and unlock steps are
 // joined; every step runs regardless. Do not call it from a ConsumeFunc: it
 // would wait for that callback until ctx ends.
