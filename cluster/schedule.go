@@ -31,8 +31,8 @@ const (
 	// deliveryUnits and deliveryBytes bound one delivery entry, so that a
 	// backlog of due messages drains in entries that do not crowd out
 	// sends.
-	deliveryUnits = 256
-	deliveryBytes = 256 << 10
+	deliveryUnits = 512
+	deliveryBytes = 512 << 10
 )
 
 // Properties a delivered copy loses: it is no longer delayed.
@@ -144,26 +144,36 @@ func (b *Broker) scheduleLoop() {
 			}
 			readyTerm = term
 		}
-		b.deliverDue(ctx, time.Now().UnixMilli())
+		// A backlog is drained at the pace of commits, not of ticks: go
+		// again at once while some queue had more due than one entry
+		// takes.
+		for b.deliverDue(ctx, time.Now().UnixMilli()) && node.IsLeader() && ctx.Err() == nil {
+		}
 	}
 }
 
 // deliverDue proposes, for each schedule queue with due units, one
-// delivery entry, all queues at once, and waits for them.
-func (b *Broker) deliverDue(ctx context.Context, nowMs int64) {
+// delivery entry, all queues at once, and waits for them. It reports
+// whether a queue had more due units than its entry took.
+func (b *Broker) deliverDue(ctx context.Context, nowMs int64) (more bool) {
 	var wg sync.WaitGroup
 	for q := int32(0); q < schedule.QueueCount; q++ {
-		d, msgs, ok := b.dueUnits(q, nowMs)
+		d, msgs, full, ok := b.dueUnits(q, nowMs)
 		if !ok {
 			continue
 		}
+		more = more || full
 		wg.Go(func() { b.proposeDelivery(ctx, d, msgs) })
 	}
 	wg.Wait()
+	return more
 }
 
-// dueUnits builds the delivery of queue q's due units at nowMs.
-func (b *Broker) dueUnits(q int32, nowMs int64) (*schedule.Delivery, []*message.Message, bool) {
+// dueUnits builds the delivery of queue q's due units at nowMs: the
+// messages to deliver and the hops of timer messages not due yet, as
+// records in unit order. full reports that it stopped at its limits with
+// more units due.
+func (b *Broker) dueUnits(q int32, nowMs int64) (d *schedule.Delivery, msgs []*message.Message, full, ok bool) {
 	st := b.rep.Store()
 	cur := st.ScheduleOffset(q)
 	if mutant.Enabled && b.mut.ScheduleInMemory {
@@ -175,45 +185,63 @@ func (b *Broker) dueUnits(q int32, nowMs int64) (*schedule.Delivery, []*message.
 		b.log.Warn("cluster: schedule: read queue", "queue", q, "err", err)
 	}
 	if len(units) == 0 || units[0].TagsCode > nowMs && !early {
-		return nil, nil, false
+		return nil, nil, false, false
 	}
 	if units[0].Offset != cur {
 		// Retention removed units the cursor had not reached: skip to the
 		// first left (the delivery entry moves the cursor over the gap).
 		b.log.Warn("cluster: schedule: units removed before delivery", "queue", q, "cursor", cur, "first", units[0].Offset)
 	}
-	d := &schedule.Delivery{Queue: q, From: cur, Now: nowMs}
-	var msgs []*message.Message
+	d = &schedule.Delivery{Queue: q, From: cur, Now: nowMs}
 	size := 0
+	hopMin := schedule.HopMin.Milliseconds()
+units:
 	for _, u := range units {
-		if u.TagsCode > nowMs && !early || size >= deliveryBytes {
+		if u.TagsCode > nowMs && !early {
 			break
+		}
+		if size >= deliveryBytes {
+			full = true
+			break
+		}
+		m, err := st.RecordAt(u.PhyOffset)
+		switch {
+		case err != nil:
+			b.log.Error("cluster: schedule: a due message cannot be read; skipped", "queue", q, "offset", u.Offset, "phy", u.PhyOffset, "err", err)
+		case schedule.IsTimerQueue(q):
+			due, _ := strconv.ParseInt(m.Properties[message.PropertyTimerDeliverMS], 10, 64)
+			left := due - nowMs
+			if left > 0 && !early {
+				if left < hopMin {
+					break units // wait at the head: due within a tick or two
+				}
+				hop := m
+				hop.QueueID, hop.StoreTimestamp, hop.RawProperties = schedule.Bucket(left), 0, ""
+				msgs = append(msgs, &hop)
+				break
+			}
+			fallthrough
+		default:
+			out, err := deliveredCopy(&m)
+			if err != nil {
+				b.log.Error("cluster: schedule: a due message has no real topic; skipped", "queue", q, "offset", u.Offset, "err", err)
+				break
+			}
+			b.met.ScheduleLateness.Observe(float64(nowMs-max(u.TagsCode, dueOf(&m))) / 1e3)
+			msgs = append(msgs, out)
 		}
 		d.Count = int32(u.Offset - cur + 1)
 		size += int(u.Size)
-		m, err := st.RecordAt(u.PhyOffset)
-		if err != nil {
-			b.log.Error("cluster: schedule: a due message cannot be read; skipped", "queue", q, "offset", u.Offset, "phy", u.PhyOffset, "err", err)
-			continue
-		}
-		due := u.TagsCode
-		if schedule.IsTimerQueue(q) {
-			due, _ = strconv.ParseInt(m.Properties[message.PropertyTimerDeliverMS], 10, 64)
-			if due > nowMs && !early {
-				d.Hops = append(d.Hops, schedule.Hop{Queue: schedule.Bucket(due - nowMs), Phy: u.PhyOffset, Size: u.Size})
-				continue
-			}
-		}
-		b.met.ScheduleLateness.Observe(float64(nowMs-due) / 1e3)
-		out, err := deliveredCopy(&m)
-		if err != nil {
-			b.log.Error("cluster: schedule: a due message has no real topic; skipped", "queue", q, "offset", u.Offset, "err", err)
-			continue
-		}
-		msgs = append(msgs, out)
 	}
-	d.Skips = d.Count - int32(len(msgs)+len(d.Hops))
-	return d, msgs, d.Count > 0
+	d.Skips = d.Count - int32(len(msgs))
+	full = full || int(d.Count) == deliveryUnits
+	return d, msgs, full, d.Count > 0
+}
+
+// dueOf returns a timer message's due time (0 for others).
+func dueOf(m *message.Message) int64 {
+	due, _ := strconv.ParseInt(m.Properties[message.PropertyTimerDeliverMS], 10, 64)
+	return due
 }
 
 // deliveredCopy returns the message a schedule unit delivers: the stored

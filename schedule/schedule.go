@@ -8,24 +8,27 @@
 // REAL_QID, in one of the schedule queues:
 //
 //   - queues 0-17 hold delay levels 1-18 (1 s ... 2 h);
-//   - queues 18-49 are timer buckets: bucket k holds messages that wait
-//     2^k ms in it, 1 ms to 24.8 days.
+//   - queues 18-65 are timer buckets: bucket 3k+d-1 holds messages that
+//     wait d·4^k ms in it (d = 1, 2, 3; k = 0 ... 15), 1 ms to 37 days.
 //
 // Every unit of a schedule queue carries, in place of a tags hash, its
-// release time: when it leaves the queue (the time it entered plus the
-// queue's delay). Units enter a queue in time order and wait the same
+// release time: when it leaves the queue (its record's store time plus the
+// queue's delay). Units enter a queue in log order and wait the same
 // delay, so release times grow along a queue, and the queue is served from
 // its head like a FIFO: a cursor per queue, the schedule's replicated
 // progress, says which unit is next.
 //
 // At release, a delay-level unit is due: the leader proposes a delivery
 // entry (Delivery) that copies the message to its real topic and queue and
-// moves the cursor. A timer unit whose message is not due yet hops instead
-// to the bucket of the largest power of two not above the time left: the
-// same delivery entry moves the cursor and appends a unit pointing at the
-// same record to the other bucket (nothing is copied). A timer message
-// hops at most once per bit of its delay and is delivered within a
-// millisecond of its due time, never before it.
+// moves the cursor. A timer message not due yet is copied instead to the
+// bucket of the largest d·4^k not above the time left (a hop, in the same
+// entry), so each hop at least quarters the time left: a message hops at
+// most once per base-4 digit of its delay, typically two or three times,
+// and is delivered within a scheduler tick of its due time, never before
+// it. Hops copy the record, so every queue's units point at records in log
+// order, like any consume queue's. Left with less than HopMin, a message
+// waits at its queue's head instead (holding the units behind it back by
+// at most HopMin).
 //
 // Apply enforces exactly-once: a delivery entry names the cursor it starts
 // from, and applies only if the queue's cursor is there. An entry proposed
@@ -51,8 +54,9 @@ const (
 	Levels = 18
 	// TimerBase is the first timer bucket's queue.
 	TimerBase int32 = Levels
-	// TimerBuckets is the number of timer buckets: bucket k waits 2^k ms.
-	TimerBuckets = 32
+	// TimerBuckets is the number of timer buckets: bucket 3k+d-1 waits
+	// d·4^k ms (d = 1, 2, 3).
+	TimerBuckets = 48
 	// QueueCount is the number of queues of Topic.
 	QueueCount = Levels + TimerBuckets
 )
@@ -61,8 +65,13 @@ const (
 // 5's timerMaxDelaySec, 3 days).
 const DefaultMaxDelay = 72 * time.Hour
 
-// MaxDelayLimit is the longest delay the buckets can hold.
-const MaxDelayLimit = time.Duration(1<<TimerBuckets-1) * time.Millisecond
+// MaxDelayLimit is the longest delay the buckets can hold (4^16 ms, less
+// one).
+const MaxDelayLimit = time.Duration(1<<32-1) * time.Millisecond
+
+// HopMin is the least time left for which a timer message hops to another
+// bucket; with less, it waits at its queue's head.
+const HopMin = 16 * time.Millisecond
 
 // levelDelays are RocketMQ's default messageDelayLevel, in ms.
 var levelDelays = [Levels]int64{
@@ -88,7 +97,9 @@ func QueueDelay(q int32) (int64, bool) {
 	case q >= 0 && q < TimerBase:
 		return levelDelays[q], true
 	case q >= TimerBase && q < QueueCount:
-		return 1 << (q - TimerBase), true
+		b := q - TimerBase
+		k, d := b/3, int64(b%3+1)
+		return d << (2 * k), true
 	}
 	return 0, false
 }
@@ -103,13 +114,14 @@ func Release(q int32, enterMs int64) int64 {
 }
 
 // Bucket returns the timer bucket for a message due leftMs from now (> 0):
-// the largest 2^k not above leftMs.
+// the largest d·4^k not above leftMs.
 func Bucket(leftMs int64) int32 {
 	if leftMs < 1 {
 		leftMs = 1
 	}
-	k := int32(63 - bits.LeadingZeros64(uint64(leftMs)))
-	return TimerBase + min(k, TimerBuckets-1)
+	k := min((63-bits.LeadingZeros64(uint64(leftMs)))/2, TimerBuckets/3-1)
+	d := min(leftMs>>(2*k), 3)
+	return TimerBase + int32(3*k) + int32(d) - 1
 }
 
 // Errors for the properties of a message sent with a delay.
@@ -201,51 +213,33 @@ func Decide(p Props, nowMs int64) (Plan, error) {
 	return Plan{}, nil
 }
 
-// Hop moves a timer unit to another bucket: a unit pointing at the same
-// record is appended to Queue, released at Delivery.Now plus the bucket's
-// delay.
-type Hop struct {
-	Queue int32
-	Phy   int64
-	Size  int32
-}
-
 // Delivery is the head of a schedule entry: it takes Count units from the
-// head of Queue, which must start at From. Each unit either hops (Hops, in
-// unit order), is delivered (the entry's records, in unit order, are the
-// delivered messages, already rewritten to their real topic and queue), or
-// is skipped: Skips counts units whose record could not be read (removed
-// by retention, or without a real topic), which the leader logs.
+// head of Queue, which must start at From. Each unit is delivered, hops, or
+// is skipped: the entry's records, in unit order, are the delivered
+// messages (rewritten to their real topic and queue) and the hops (copies
+// to another schedule queue); Skips counts units whose record could not be
+// read (removed by retention, or without a real topic), which the leader
+// logs.
 type Delivery struct {
 	Queue int32
 	From  int64
 	Count int32
-	Now   int64 // the proposing leader's clock, ms: hops are released from it
+	Now   int64 // the proposing leader's clock, ms
 	Skips int32
-	Hops  []Hop
 }
 
-const (
-	deliveryFixed = 4 + 8 + 4 + 8 + 4 + 4 // queue, from, count, now, skips, hop count
-	hopSize       = 4 + 8 + 4
-)
+// DeliverySize is the encoded size of a Delivery.
+const DeliverySize = 4 + 8 + 4 + 8 + 4
 
 // AppendDelivery appends d's encoding; the records follow it.
 //
-//	| queue u32 | from i64 | count u32 | now i64 | skips u32 | nHops u32 | nHops x (queue u32 | phy i64 | size u32) |
+//	| queue u32 | from i64 | count u32 | now i64 | skips u32 |
 func AppendDelivery(dst []byte, d *Delivery) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, uint32(d.Queue))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(d.From))
 	dst = binary.BigEndian.AppendUint32(dst, uint32(d.Count))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(d.Now))
-	dst = binary.BigEndian.AppendUint32(dst, uint32(d.Skips))
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(d.Hops)))
-	for _, h := range d.Hops {
-		dst = binary.BigEndian.AppendUint32(dst, uint32(h.Queue))
-		dst = binary.BigEndian.AppendUint64(dst, uint64(h.Phy))
-		dst = binary.BigEndian.AppendUint32(dst, uint32(h.Size))
-	}
-	return dst
+	return binary.BigEndian.AppendUint32(dst, uint32(d.Skips))
 }
 
 // ErrBadDelivery is returned for a delivery entry that does not decode.
@@ -253,7 +247,7 @@ var ErrBadDelivery = errors.New("schedule: malformed delivery entry")
 
 // DecodeDelivery splits a delivery payload into its head and its records.
 func DecodeDelivery(b []byte) (Delivery, []byte, error) {
-	if len(b) < deliveryFixed {
+	if len(b) < DeliverySize {
 		return Delivery{}, nil, fmt.Errorf("%w: %d bytes", ErrBadDelivery, len(b))
 	}
 	d := Delivery{
@@ -263,21 +257,8 @@ func DecodeDelivery(b []byte) (Delivery, []byte, error) {
 		Now:   int64(binary.BigEndian.Uint64(b[16:])),
 		Skips: int32(binary.BigEndian.Uint32(b[24:])),
 	}
-	n := binary.BigEndian.Uint32(b[28:])
-	b = b[deliveryFixed:]
-	if _, ok := QueueDelay(d.Queue); !ok || d.From < 0 || d.Count <= 0 || d.Skips < 0 || uint64(n)+uint64(d.Skips) > uint64(d.Count) || len(b) < int(n)*hopSize {
-		return Delivery{}, nil, fmt.Errorf("%w: queue %d from %d count %d hops %d", ErrBadDelivery, d.Queue, d.From, d.Count, n)
+	if _, ok := QueueDelay(d.Queue); !ok || d.From < 0 || d.Count <= 0 || d.Skips < 0 || d.Skips > d.Count {
+		return Delivery{}, nil, fmt.Errorf("%w: queue %d from %d count %d skips %d", ErrBadDelivery, d.Queue, d.From, d.Count, d.Skips)
 	}
-	if n > 0 {
-		d.Hops = make([]Hop, n)
-	}
-	for i := range d.Hops {
-		h := Hop{Queue: int32(binary.BigEndian.Uint32(b)), Phy: int64(binary.BigEndian.Uint64(b[4:])), Size: int32(binary.BigEndian.Uint32(b[12:]))}
-		if !IsTimerQueue(h.Queue) || h.Phy < 0 || h.Size <= 0 {
-			return Delivery{}, nil, fmt.Errorf("%w: hop %+v", ErrBadDelivery, h)
-		}
-		d.Hops[i] = h
-		b = b[hopSize:]
-	}
-	return d, b, nil
+	return d, b[DeliverySize:], nil
 }

@@ -333,10 +333,10 @@ func (s *Store) enqueue(topic string, queueID int32, phy int64, size int32, tags
 }
 
 // applyDelivery applies a schedule entry (package schedule): when it starts
-// at its queue's cursor, its hops are appended to their buckets, its
-// records are applied as messages, and the cursor moves past its units.
-// Otherwise nothing changes and the result says why (resErr). err is a
-// storage error.
+// at its queue's cursor, its records (messages delivered to their topics,
+// and hops: copies to another schedule queue) are applied as messages and
+// the cursor moves past its units. Otherwise nothing changes and the
+// result says why (resErr). err is a storage error.
 func (s *Store) applyDelivery(payload []byte, base int64) (msgs []MessageResult, resErr, err error) {
 	d, recs, derr := schedule.DecodeDelivery(payload)
 	if derr != nil {
@@ -354,13 +354,8 @@ func (s *Store) applyDelivery(payload []byte, base int64) (msgs []MessageResult,
 		return nil, fmt.Errorf("%w: queue %d is at %d, the entry starts at %d", ErrScheduleMoved, d.Queue, cur, d.From), nil
 	case d.From+int64(d.Count) > end:
 		return nil, fmt.Errorf("%w: delivery of %d units from %d of schedule queue %d, which ends at %d", ErrBadEntry, d.Count, d.From, d.Queue, end), nil
-	case message.CountRecords(recs)+len(d.Hops)+int(d.Skips) != int(d.Count):
-		return nil, fmt.Errorf("%w: delivery of %d units carries %d records, %d hops and %d skips", ErrBadEntry, d.Count, message.CountRecords(recs), len(d.Hops), d.Skips), nil
-	}
-	for _, h := range d.Hops {
-		if _, err := s.enqueue(schedule.Topic, h.Queue, h.Phy, h.Size, schedule.Release(h.Queue, d.Now)); err != nil {
-			return nil, nil, err
-		}
+	case message.CountRecords(recs)+int(d.Skips) != int(d.Count):
+		return nil, fmt.Errorf("%w: delivery of %d units carries %d records and %d skips", ErrBadEntry, d.Count, message.CountRecords(recs), d.Skips), nil
 	}
 	msgs, err = s.applyMessages(recs, base+int64(len(payload)-len(recs)), false)
 	if err != nil {

@@ -53,17 +53,12 @@ func (s *Store) RecordAt(phy int64) (message.Message, error) {
 // pendingFloor returns the lowest commit-log position a waiting message
 // (a schedule unit not delivered yet, a pending transaction's half
 // message) points at, or math.MaxInt64: retention keeps it. Units of a
-// delay-level queue are in position order, so its cursor's unit is its
-// lowest; a timer bucket also holds hops of older messages, so its waiting
-// units are all looked at.
+// schedule queue are in position order, so its cursor's unit is its
+// lowest.
 func (s *Store) pendingFloor() int64 {
 	floor := int64(math.MaxInt64)
 	for q := int32(0); q < schedule.QueueCount; q++ {
-		limit := math.MaxInt32
-		if !schedule.IsTimerQueue(q) {
-			limit = 1
-		}
-		units, err := s.ScheduleUnits(q, s.ScheduleOffset(q), limit)
+		units, err := s.ScheduleUnits(q, s.ScheduleOffset(q), 1)
 		if err != nil {
 			s.log.Warn("store: retention: read schedule queue", "queue", q, "err", err)
 		}

@@ -84,19 +84,22 @@ func TestScheduleDeliveryAppliesOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, r.Err, ErrBadEntry)
 
+	// A hop is a copy of the record to another bucket, released at its
+	// new store time plus the bucket's delay.
 	tu, err := sa.ScheduleUnits(timerQ, 0, 10)
 	require.NoError(t, err)
 	require.Len(t, tu, 1)
 	to := schedule.Bucket(1000)
-	hop := &schedule.Delivery{Queue: timerQ, From: 0, Count: 1, Now: 777_000, Hops: []schedule.Hop{{Queue: to, Phy: tu[0].PhyOffset, Size: tu[0].Size}}}
-	r, err = sa.appendApply(scheduleEntry(t, sa, hop))
+	hopMsg := msg(schedule.Topic, to, 2, "", "U2")
+	r, err = sa.appendApply(scheduleEntry(t, sa, &schedule.Delivery{Queue: timerQ, From: 0, Count: 1, Now: 1}, hopMsg))
 	require.NoError(t, err)
 	require.NoError(t, r.Err)
 	hu, err := sa.ScheduleUnits(to, 0, 10)
 	require.NoError(t, err)
 	require.Len(t, hu, 1)
-	require.Equal(t, tu[0].PhyOffset, hu[0].PhyOffset)
-	require.Equal(t, int64(777_000+512), hu[0].TagsCode)
+	require.Equal(t, r.Messages[0].PhyOffset, hu[0].PhyOffset)
+	d2, _ := schedule.QueueDelay(to)
+	require.Equal(t, hopMsg.StoreTimestamp+d2, hu[0].TagsCode)
 	require.Equal(t, int64(1), sa.ScheduleOffset(timerQ))
 
 	require.NoError(t, sa.Close())

@@ -496,7 +496,7 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 	failover.Flags().StringVar(&flush, "flush", "sync", "the group's flush mode")
 	failover.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON line")
 	failover.Flags().StringVar(&htmlOut, "html", "", "also write an HTML report (sends and latency over time, each kill shaded) to this file")
-	cmd.AddCommand(produce, consume, failover)
+	cmd.AddCommand(produce, consume, failover, newBenchDelayCmd(logger))
 	return cmd
 }
 
