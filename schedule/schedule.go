@@ -8,8 +8,8 @@
 // REAL_QID, in one of the schedule queues:
 //
 //   - queues 0-17 hold delay levels 1-18 (1 s ... 2 h);
-//   - queues 18-65 are timer buckets: bucket 3k+d-1 holds messages that
-//     wait d·4^k ms in it (d = 1, 2, 3; k = 0 ... 15), 1 ms to 37 days.
+//   - queues 18-137 are timer buckets: bucket 15k+d-1 holds messages that
+//     wait d·16^k ms in it (d = 1 ... 15; k = 0 ... 7), 1 ms to 46 days.
 //
 // Every unit of a schedule queue carries, in place of a tags hash, its
 // release time: when it leaves the queue (its record's store time plus the
@@ -21,9 +21,9 @@
 // At release, a delay-level unit is due: the leader proposes a delivery
 // entry (Delivery) that copies the message to its real topic and queue and
 // moves the cursor. A timer message not due yet is copied instead to the
-// bucket of the largest d·4^k not above the time left (a hop, in the same
-// entry), so each hop at least quarters the time left: a message hops at
-// most once per base-4 digit of its delay, typically two or three times,
+// bucket of the largest d·16^k not above the time left (a hop, in the same
+// entry), which leaves less than 16^k: a message is placed at most once
+// per hexadecimal digit of its delay in ms (a minute: 3 times, a day: 5),
 // and is delivered within a scheduler tick of its due time, never before
 // it. Hops copy the record, so every queue's units point at records in log
 // order, like any consume queue's. Left with less than HopMin, a message
@@ -54,9 +54,9 @@ const (
 	Levels = 18
 	// TimerBase is the first timer bucket's queue.
 	TimerBase int32 = Levels
-	// TimerBuckets is the number of timer buckets: bucket 3k+d-1 waits
-	// d·4^k ms (d = 1, 2, 3).
-	TimerBuckets = 48
+	// TimerBuckets is the number of timer buckets: bucket 15k+d-1 waits
+	// d·16^k ms (d = 1 ... 15, k = 0 ... 7).
+	TimerBuckets = 15 * 8
 	// QueueCount is the number of queues of Topic.
 	QueueCount = Levels + TimerBuckets
 )
@@ -65,8 +65,8 @@ const (
 // 5's timerMaxDelaySec, 3 days).
 const DefaultMaxDelay = 72 * time.Hour
 
-// MaxDelayLimit is the longest delay the buckets can hold (4^16 ms, less
-// one).
+// MaxDelayLimit is the longest delay a timer may ask for (2^32 ms, less
+// one: 49.7 days).
 const MaxDelayLimit = time.Duration(1<<32-1) * time.Millisecond
 
 // HopMin is the least time left for which a timer message hops to another
@@ -98,8 +98,8 @@ func QueueDelay(q int32) (int64, bool) {
 		return levelDelays[q], true
 	case q >= TimerBase && q < QueueCount:
 		b := q - TimerBase
-		k, d := b/3, int64(b%3+1)
-		return d << (2 * k), true
+		k, d := b/15, int64(b%15+1)
+		return d << (4 * k), true
 	}
 	return 0, false
 }
@@ -114,14 +114,14 @@ func Release(q int32, enterMs int64) int64 {
 }
 
 // Bucket returns the timer bucket for a message due leftMs from now (> 0):
-// the largest d·4^k not above leftMs.
+// the largest d·16^k not above leftMs.
 func Bucket(leftMs int64) int32 {
 	if leftMs < 1 {
 		leftMs = 1
 	}
-	k := min((63-bits.LeadingZeros64(uint64(leftMs)))/2, TimerBuckets/3-1)
-	d := min(leftMs>>(2*k), 3)
-	return TimerBase + int32(3*k) + int32(d) - 1
+	k := min((63-bits.LeadingZeros64(uint64(leftMs)))/4, TimerBuckets/15-1)
+	d := min(leftMs>>(4*k), 15)
+	return TimerBase + int32(15*k) + int32(d) - 1
 }
 
 // Errors for the properties of a message sent with a delay.
