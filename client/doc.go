@@ -158,11 +158,10 @@
 //     group CLIENT_INNER_PRODUCER): the properties plus ORIGIN_MESSAGE_ID,
 //     RETRY_TOPIC (the original topic, unless already set) and DELAY = 3 +
 //     ReconsumeTimes (at most 18), without TRAN_MSG, header reconsumeTimes
-//     + 1 and maxReconsumeTimes. Unlike RocketMQ's copy it carries a fresh
-//     UNIQ_KEY: raftmq deduplicates sends by topic and UNIQ_KEY, and a
-//     message failing again from the retry topic would otherwise be taken
-//     for a repeat of its first copy. ORIGIN_MESSAGE_ID keeps the
-//     original id.
+//     + 1 and maxReconsumeTimes. Like RocketMQ's copy it keeps its
+//     UNIQ_KEY (the consumer gets it back under the same msgId); raftmq's
+//     brokers deduplicate by topic, UNIQ_KEY and reconsume count, so each
+//     retry is stored.
 //  3. If that fails too, the message stays unconsumed, holding its
 //     queue's offset back, and is delivered again locally after
 //     RetryDelay, with ReconsumeTimes counting the deliveries (logged at

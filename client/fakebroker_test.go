@@ -422,6 +422,9 @@ func (g *fakeGroup) sendLocked(n *fakeNode, req *remoting.Command) *remoting.Com
 		ents = append(ents, entry{h.Flag, req.Body, props})
 	}
 	uniq := ents[0].props[message.PropertyUniqKey]
+	// As raftmq's brokers: a repeat is the same topic, UNIQ_KEY and
+	// reconsume count (the retries of one message share their UNIQ_KEY).
+	key := fmt.Sprintf("%s#%s#%d", h.Topic, uniq, h.ReconsumeTimes)
 	dupResp := func(s fakeSent, dup bool) *remoting.Command {
 		resp := remoting.NewResponse(req, remoting.Success, "")
 		rh := remoting.SendMessageResponseHeader{MsgID: strings.Join(s.msgIDs, ","), QueueID: s.queue, QueueOffset: s.offset}
@@ -431,7 +434,7 @@ func (g *fakeGroup) sendLocked(n *fakeNode, req *remoting.Command) *remoting.Com
 		}
 		return resp
 	}
-	if s, ok := g.mu.byKey[uniq]; ok && uniq != "" {
+	if s, ok := g.mu.byKey[key]; ok && uniq != "" {
 		return dupResp(s, true)
 	}
 	store := netip.MustParseAddrPort(n.addr)
@@ -452,7 +455,7 @@ func (g *fakeGroup) sendLocked(n *fakeNode, req *remoting.Command) *remoting.Com
 		g.mu.phys += int64(len(rec))
 	}
 	if uniq != "" {
-		g.mu.byKey[uniq] = s
+		g.mu.byKey[key] = s
 	}
 	return dupResp(s, false)
 }

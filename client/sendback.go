@@ -93,10 +93,10 @@ func (p *PushConsumer) sendMsgBack(ctx context.Context, m *MessageExt, delayLeve
 // moves a copy whose reconsumeTimes exceeds maxReconsumeTimes to the
 // dead-letter queue instead.
 //
-// Unlike RocketMQ's, the copy gets a fresh UNIQ_KEY: raftmq's brokers
-// deduplicate sends by topic and UNIQ_KEY, and a message failing a second
-// time from the retry topic would otherwise be taken for a repeat of its
-// first copy and dropped. ORIGIN_MESSAGE_ID keeps the original id.
+// The copy keeps the message's UNIQ_KEY, as RocketMQ's does, so that the
+// consumer gets it back under the same msgId; raftmq's brokers tell the
+// copies of one message apart by their reconsume count when they
+// deduplicate.
 func (p *PushConsumer) sendToRetry(ctx context.Context, m *MessageExt) error {
 	msg := retryCopy(m, p.o.Group)
 	_, err := p.retry.sendWith(ctx, msg, sendExtra{
@@ -112,7 +112,6 @@ func retryCopy(m *MessageExt, group string) *Message {
 	if props == nil {
 		props = map[string]string{}
 	}
-	delete(props, message.PropertyUniqKey)
 	if props[message.PropertyOriginMessageID] == "" {
 		props[message.PropertyOriginMessageID] = m.MsgID
 	}
