@@ -496,7 +496,30 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 	failover.Flags().StringVar(&flush, "flush", "sync", "the group's flush mode")
 	failover.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON line")
 	failover.Flags().StringVar(&htmlOut, "html", "", "also write an HTML report (sends and latency over time, each kill shaded) to this file")
-	cmd.AddCommand(produce, consume, failover, newBenchDelayCmd(logger))
+	var tc bench.TxnConfig
+	txnCmd := &cobra.Command{
+		Use:   "txn",
+		Short: "Commit transactions (half message, local transaction, END_TRANSACTION) for --duration and report transactions/s and latency",
+		Long: "--producers transaction producers each run one transaction at a time; --rollback F rolls back that fraction. At the end the\n" +
+			"topic must have gained exactly the committed transactions' messages (else exit 1).",
+		RunE: func(c *cobra.Command, _ []string) error {
+			return runBench(c.Context(), addrs, asJSON, cpuProfile, htmlOut, "transaction", logger(), func(ctx context.Context, cl *client.Client, progress io.Writer) (bench.Result, error) {
+				tc.Progress = progress
+				return bench.Txn(ctx, cl, tc)
+			})
+		},
+	}
+	txnCmd.Flags().StringVar(&tc.Topic, "topic", "bench-txn", "topic (created if missing)")
+	txnCmd.Flags().IntVar(&tc.Queues, "queues", 4, "queues of the topic")
+	txnCmd.Flags().IntVar(&tc.Size, "size", 1024, "message body bytes")
+	txnCmd.Flags().IntVar(&tc.Producers, "producers", 8, "transactions in flight (one per producer goroutine)")
+	txnCmd.Flags().DurationVar(&tc.Duration, "duration", 10*time.Second, "how long to run")
+	txnCmd.Flags().Float64Var(&tc.Rollback, "rollback", 0, "fraction of transactions rolled back (0 to 1)")
+	addrFlag(txnCmd, &addrs)
+	txnCmd.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON line")
+	txnCmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write the client's CPU profile (pprof) to this file")
+	txnCmd.Flags().StringVar(&htmlOut, "html", "", "also write an HTML report (transactions and latency over time) to this file")
+	cmd.AddCommand(produce, consume, failover, newBenchDelayCmd(logger), txnCmd)
 	return cmd
 }
 
