@@ -36,9 +36,12 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadRetries, NemPowerLoss, NemPartitionLeader),
 			sc(WorkloadLog, NemCorrupt, NemPause, NemClock),
 			sc(WorkloadOffsets, NemKillLeader, NemDelay, NemLoss),
-			sc(WorkloadQueue, NemMembership, NemPartition),
+			// The delay workload runs the queue workload's clients too.
+			sc(WorkloadDelay, NemMembership, NemPartition),
 			sc(WorkloadBatched, NemKill, NemPartitionLeader),
 			sc(WorkloadGroup, NemKillLeader, NemPartition),
+			sc(WorkloadTransaction, NemKillLeader, NemPause),
+			sc(WorkloadRetry, NemKill, NemPartitionLeader),
 		}, nil
 	case "standard", "soak":
 		out := []Scenario{
@@ -55,6 +58,9 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadOffsets, NemKill, NemPause),
 			sc(WorkloadGroup, NemKill, NemPartition),
 			sc(WorkloadGroup, NemPause, NemDelay, NemLoss),
+			sc(WorkloadDelay, NemKillLeader, NemPartition),
+			sc(WorkloadTransaction, NemKillLeader, NemPause),
+			sc(WorkloadRetry, NemKill, NemPartition),
 			sc(WorkloadLog, NemPartition, NemKill, NemPause, NemClock),
 			sc(WorkloadQueue, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership),
 		}

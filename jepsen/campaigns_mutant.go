@@ -25,6 +25,14 @@ func Campaigns() []Campaign {
 			"a queue handed to a new member of an orderly group while its old owner is still consuming it: two owners at once"},
 		{"forget-members", WorkloadGroup, []string{NemKillLeader},
 			"the new leader's member lists lack consumers that heartbeated it before it led"},
+		{"delay-early", WorkloadDelay, nil,
+			"delayed and timer messages are delivered as soon as they are stored: polls see them before they are due"},
+		{"deliver-half", WorkloadTransaction, nil,
+			"half messages go straight to their topic: rolled-back transactions are consumed"},
+		{"rollback-delivers", WorkloadTransaction, nil,
+			"a rollback commits: rolled-back transactions' messages are in the topic"},
+		{"schedule-in-memory", WorkloadDelay, []string{NemKillLeader},
+			"a new leader starts the schedule over: delayed messages its predecessor delivered are delivered again"},
 	}
 	if len(c) != len(mutant.Names()) {
 		panic("jepsen: a mutant without a campaign")

@@ -29,6 +29,7 @@ import (
 	"github.com/raftmq/raftmq/cluster"
 	"github.com/raftmq/raftmq/commitlog"
 	"github.com/raftmq/raftmq/internal/localgroup"
+	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/internal/vfs"
 	"github.com/raftmq/raftmq/jepsen/checker"
 	"github.com/raftmq/raftmq/jepsen/history"
@@ -276,6 +277,10 @@ func (t *test) run(ctx context.Context, meta *history.Meta) (err error) {
 	if o.Mutant != "" {
 		args = append(args, "--mutant", o.Mutant)
 	}
+	if o.Workload == WorkloadTransaction {
+		// Check-backs within a short run.
+		args = append(args, "--transaction-timeout", txnTimeout.String(), "--transaction-check-interval", txnCheckInterval.String())
+	}
 	t.env = &env{rec: t.rec, rng: rng, down: map[int]bool{}, corrupted: map[int]bool{}, joinArgs: map[int]bool{},
 		log: func(msg string, a ...any) { t.log.Info("jepsen: "+msg, a...) }}
 	t.g = localgroup.New(localgroup.Config{
@@ -327,6 +332,16 @@ func (t *test) run(ctx context.Context, meta *history.Meta) (err error) {
 	}); err != nil {
 		return fmt.Errorf("create topic: %w", err)
 	}
+	for _, et := range extraTopics(o.Workload, o.Queues) {
+		if et.missingOK {
+			continue
+		}
+		if err := retry(ctx, 20*time.Second, func(ctx context.Context) error {
+			return t.env.admin.CreateTopic(ctx, et.name, et.queues)
+		}); err != nil {
+			return fmt.Errorf("create topic %s: %w", et.name, err)
+		}
+	}
 
 	// The workload runs for the whole time limit; faults stop a quiet
 	// period before its end so availability after healing is measured.
@@ -364,6 +379,17 @@ func (t *test) run(ctx context.Context, meta *history.Meta) (err error) {
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if due := w.pendingUntil(); due > 0 {
+		// Delayed messages still waiting: drain once all are due.
+		if wait := time.Duration(due-t.rec.now()) + delayMargin; wait > 0 {
+			fmt.Fprintf(o.Progress, "jepsen: waiting %v for the last delayed messages to be due\n", wait.Round(100*time.Millisecond))
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 	}
 	fmt.Fprintf(o.Progress, "jepsen: workload done; waiting for every node to catch up, then draining\n")
 	if err := t.drain(ctx); err != nil {
@@ -585,38 +611,56 @@ func (t *test) drain(ctx context.Context) error {
 	defer c.Close()
 	pc := c.NewPullConsumer("jepsen-drain")
 	proc := t.rec.process()
+	topics := append([]extraTopic{{name: topic, queues: t.o.Queues}}, extraTopics(t.o.Workload, t.o.Queues)...)
 	for i, n := range t.g.Nodes {
 		if !n.Running() {
 			continue // reported by cluster-health; its drain is missing
 		}
-		for q := 0; q < t.o.Queues; q++ {
-			var from int64
-			for tries := 0; tries < 20; {
-				o := history.Op{Process: proc, Kind: history.Poll, Queue: q, Offset: from, Node: i + 1, Drain: true, Invoke: t.rec.now()}
-				pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-				res, err := pc.PullWith(pctx, client.PullRequest{Addr: n.Client, Topic: topic, Queue: int32(q), Offset: from, Max: 256})
-				cancel()
-				o.Complete, o.Outcome = t.rec.now(), history.OK
-				if err != nil {
-					o.Outcome, o.Error = history.Fail, errString(err)
-					t.rec.op(o)
-					tries++
-					time.Sleep(100 * time.Millisecond)
-					continue
-				}
-				o.Next = res.NextBeginOffset
-				for _, m := range res.Messages {
-					o.Msgs = append(o.Msgs, history.Msg{Offset: m.QueueOffset, Value: string(m.Body)})
-				}
-				t.rec.op(o)
-				if len(res.Messages) == 0 {
-					break
-				}
-				from = res.NextBeginOffset
-			}
+		for _, tp := range topics {
+			t.drainTopic(ctx, pc, proc, i+1, n.Client, tp)
 		}
 	}
 	return nil
+}
+
+// drainTopic reads every queue of tp from one node to its end: Poll ops of
+// the main topic, TopicPoll ops of others, all marked Drain.
+func (t *test) drainTopic(ctx context.Context, pc *client.PullConsumer, proc, node int, addr string, tp extraTopic) {
+	kind, name := history.Poll, ""
+	if tp.name != topic {
+		kind, name = history.TopicPoll, tp.name
+	}
+	for q := 0; q < tp.queues; q++ {
+		var from int64
+		for tries := 0; tries < 20; {
+			o := history.Op{Process: proc, Kind: kind, Topic: name, Queue: q, Offset: from, Node: node, Drain: true, Invoke: t.rec.now()}
+			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			res, err := pc.PullWith(pctx, client.PullRequest{Addr: addr, Topic: tp.name, Queue: int32(q), Offset: from, Max: 256})
+			cancel()
+			o.Complete, o.Outcome = t.rec.now(), history.OK
+			if err != nil && tp.missingOK && topicMissing(err) {
+				// Never created on this node: empty.
+				t.rec.op(o)
+				break
+			}
+			if err != nil {
+				o.Outcome, o.Error = history.Fail, errString(err)
+				t.rec.op(o)
+				tries++
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			o.Next = res.NextBeginOffset
+			for _, m := range res.Messages {
+				o.Msgs = append(o.Msgs, history.Msg{Offset: m.QueueOffset, Value: string(m.Body)})
+			}
+			t.rec.op(o)
+			if len(res.Messages) == 0 {
+				break
+			}
+			from = res.NextBeginOffset
+		}
+	}
 }
 
 // replicas records each node's commit index, stops the group and
@@ -677,4 +721,10 @@ func watchdog(dir string, d time.Duration, progress io.Writer) (stop func()) {
 		os.Exit(2)
 	}()
 	return func() { stopped.Store(true) }
+}
+
+// topicMissing reports whether a broker answered TOPIC_NOT_EXIST.
+func topicMissing(err error) bool {
+	var e *client.Error
+	return errors.As(err, &e) && e.Code == remoting.TopicNotExist
 }

@@ -39,6 +39,20 @@ const (
 	// consumers (one concurrent, one orderly) consume, their members
 	// joining, leaving and being killed (see groupwork.go).
 	WorkloadGroup = "group"
+	// WorkloadDelay: beside the queue workload's clients (two producers),
+	// producers send delayed and timer messages to DelayTopic and pull
+	// consumers read it (see delaywork.go).
+	WorkloadDelay = "delay"
+	// WorkloadTransaction: beside the queue workload's clients (two
+	// producers), transaction producers commit, roll back or leave to
+	// their check-backs transactional messages to TxnTopic and pull
+	// consumers read it (see txnwork.go).
+	WorkloadTransaction = "transaction"
+	// WorkloadRetry: beside the queue workload's clients (two producers),
+	// push consumers fail chosen values a planned number of times: each
+	// must be consumed after exactly those failures, or end in the
+	// dead-letter queue (see retrywork.go).
+	WorkloadRetry = "retry"
 )
 
 // batchedWorkers is how many producers share the batched workload's
@@ -47,7 +61,7 @@ const batchedWorkers = 8
 
 // Workloads lists the workload names.
 func Workloads() []string {
-	return []string{WorkloadQueue, WorkloadLog, WorkloadOffsets, WorkloadRetries, WorkloadBatched, WorkloadGroup}
+	return []string{WorkloadQueue, WorkloadLog, WorkloadOffsets, WorkloadRetries, WorkloadBatched, WorkloadGroup, WorkloadDelay, WorkloadTransaction, WorkloadRetry}
 }
 
 const (
@@ -66,6 +80,9 @@ type workload struct {
 	seed    int64
 	timeout time.Duration
 	log     *slog.Logger
+	// due is when (run time, ns) the last message held back by the broker
+	// (a delayed message) is due.
+	due atomic.Int64
 }
 
 // limiter hands out rate tokens per second until ctx ends.
@@ -137,7 +154,10 @@ func (w *workload) run(ctx context.Context) error {
 			}
 		}()
 	}
-	const producers = 4
+	producers := 4
+	if w.name == WorkloadDelay || w.name == WorkloadTransaction || w.name == WorkloadRetry {
+		producers = 2 // the rest of the rate goes to the workload's own clients
+	}
 	k := 0
 	var groups *groupState
 	if w.name == WorkloadGroup {
@@ -168,13 +188,45 @@ func (w *workload) run(ctx context.Context) error {
 		}
 	}
 	switch w.name {
-	case WorkloadQueue, WorkloadRetries:
+	case WorkloadQueue, WorkloadRetries, WorkloadDelay, WorkloadTransaction, WorkloadRetry:
 		for q := 0; q < w.queues; q++ {
 			queue := q
 			start(func(ctx context.Context, c *client.Client, rng *rand.Rand) error {
 				return w.consumer(ctx, c, rng, queue)
 			}, k)
 			k++
+		}
+		if w.name == WorkloadDelay {
+			for i := range delayProducers {
+				start(w.delayProducer(i), k)
+				k++
+			}
+			for q := range w.queues {
+				start(w.topicConsumer(DelayTopic, delayGroup, q), k)
+				k++
+			}
+		}
+		if w.name == WorkloadTransaction {
+			s := newTxnState(w)
+			kk := k
+			k += w.queues
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := s.runTxn(ctx, start, kk); err != nil {
+					errc <- err
+				}
+			}()
+		}
+		if w.name == WorkloadRetry {
+			s := newRetryState(w)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := s.runRetry(ctx); err != nil {
+					errc <- err
+				}
+			}()
 		}
 	case WorkloadLog, WorkloadBatched:
 		for i := 0; i < 2; i++ {

@@ -25,6 +25,10 @@ func names() []struct {
 		{"vote-not-fsynced", func(s *Set) { s.VoteNotFsynced = true }},
 		{"lock-two-owners", func(s *Set) { s.LockTwoOwners = true }},
 		{"forget-members", func(s *Set) { s.ForgetMembers = true }},
+		{"delay-early", func(s *Set) { s.DelayEarly = true }},
+		{"deliver-half", func(s *Set) { s.DeliverHalf = true }},
+		{"rollback-delivers", func(s *Set) { s.RollbackDelivers = true }},
+		{"schedule-in-memory", func(s *Set) { s.ScheduleInMemory = true }},
 	}
 }
 

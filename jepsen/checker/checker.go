@@ -130,6 +130,15 @@ func Check(run *history.Run, opts Options) history.Results {
 	res.Checkers[ConsumerGroupChecker] = guard(func() history.CheckerResult {
 		return checkConsumerGroups(run, opts)
 	})
+	res.Checkers[DelayChecker] = guard(func() history.CheckerResult {
+		return checkDelay(run, opts)
+	})
+	res.Checkers[TransactionChecker] = guard(func() history.CheckerResult {
+		return checkTransaction(run, opts)
+	})
+	res.Checkers[RetryChecker] = guard(func() history.CheckerResult {
+		return checkRetry(run, opts)
+	})
 
 	res.Valid = true
 	for _, c := range res.Checkers {

@@ -17,6 +17,7 @@ import (
 var allCheckers = []string{
 	FinalLogChecker, LinearizableChecker, TotalQueueChecker, ReadConsistencyChecker,
 	ConsumerChecker, ReplicaAgreementChecker, AvailabilityChecker, ConsumerGroupChecker,
+	DelayChecker, TransactionChecker, RetryChecker,
 }
 
 func TestValidConcurrentHistory(t *testing.T) {

@@ -77,6 +77,46 @@ const (
 	// GroupOffset reads Group's committed offset of Queue, as a push
 	// consumer committed it (Offset, -1: none).
 	GroupOffset Kind = "group-offset"
+
+	// The kinds of the delay, transaction and retry workloads, which use
+	// topics of their own; the checkers of the main topic ("jepsen")
+	// ignore them.
+
+	// TopicPoll reads Queue of Topic from Offset, like Poll: Msgs are the
+	// messages returned, Next the next offset. Drain marks the final
+	// reads.
+	TopicPoll Kind = "topic-poll"
+	// DelaySend sends Value to Queue of Topic delayed by DelayMs (a timer,
+	// TIMER_DELAY_MS) or by delay level Level (DELAY; DelayMs is then the
+	// level's delay). The message waits in SCHEDULE_TOPIC_XXXX: Offset is
+	// its offset there, SysQueue its schedule queue.
+	DelaySend Kind = "delay-send"
+	// TxnSend sends Value to Queue of Topic in a transaction: the half
+	// message, the local transaction, END_TRANSACTION. Decision is the
+	// local transaction's state (commit, rollback, unknown), set when the
+	// half message was stored (Outcome ok, or info if END_TRANSACTION
+	// itself failed; Offset is then the half message's offset).
+	TxnSend Kind = "txn-send"
+	// TxnCheck is a check-back of Value's transaction answered by a
+	// transaction producer: Decision is the answer (commit, rollback).
+	TxnCheck Kind = "txn-check"
+	// RetrySend sends Value to Queue of Topic; Failures is how many times
+	// the retry workload's consumers (Group, MaxReconsume) fail it before
+	// consuming it.
+	RetrySend Kind = "retry-send"
+	// RetryDeliver is one push-consumer callback of Group on Value, with
+	// the message's Reconsume count; Decision is what the callback
+	// returned: "success" or "later" (ConsumeRetryLater).
+	RetryDeliver Kind = "retry-deliver"
+)
+
+// Decisions (Op.Decision).
+const (
+	DecisionCommit   = "commit"
+	DecisionRollback = "rollback"
+	DecisionUnknown  = "unknown"
+	DecisionSuccess  = "success"
+	DecisionLater    = "later"
 )
 
 // Msg is one message at one queue offset.
@@ -115,6 +155,24 @@ type Op struct {
 	Drain bool `json:"drain,omitempty"`
 	// Orderly marks the Join and Deliver ops of an orderly consumer group.
 	Orderly bool `json:"orderly,omitempty"`
+
+	// Topic is the topic of a TopicPoll, DelaySend, TxnSend or RetrySend
+	// ("": the main topic).
+	Topic string `json:"topic,omitempty"`
+	// DelayMs is a DelaySend's delay, Level its delay level (0: a timer).
+	DelayMs int64 `json:"delay_ms,omitempty"`
+	Level   int   `json:"level,omitempty"`
+	// SysQueue is the system topic's queue a DelaySend waits in.
+	SysQueue int `json:"sys_queue,omitempty"`
+	// Decision: a TxnSend's local transaction state, a TxnCheck's answer,
+	// a RetryDeliver's consume result (see the Decision constants).
+	Decision string `json:"decision,omitempty"`
+	// Failures is how many times a RetrySend's value is to be failed, and
+	// MaxReconsume the consumers' MaxReconsumeTimes (Group: their group).
+	Failures     int `json:"failures,omitempty"`
+	MaxReconsume int `json:"max_reconsume,omitempty"`
+	// Reconsume is a RetryDeliver's reconsume count.
+	Reconsume int `json:"reconsume,omitempty"`
 }
 
 // Event is one fault, written when it ends (End is 0 if the run stopped
