@@ -20,7 +20,28 @@
 //   - consumer-group: push consumers of consumer groups get every
 //     acknowledged send, orderly groups in queue order with one owner per
 //     queue, committed offsets never go back, and nodes keep their member
-//     lists (groups.go).
+//     lists (groups.go);
+//   - delay (delay workload): every acknowledged delayed or timer message
+//     is in the drained final log of its topic, none is stored twice
+//     (except values the client sent again), and no poll saw one before
+//     its send's invocation plus its delay, minus DelayTolerance (not
+//     judged with the clock nemesis) (delay.go);
+//   - transaction (transaction workload): a transaction committed by its
+//     producer or by a check-back is in the final log exactly once; a
+//     rolled-back one, or one nothing decided (unknown and never checked
+//     back, or a half message whose send failed), is in no poll and not in
+//     the final log (transaction.go);
+//   - retry (retry workload): a value a push consumer fails N times is
+//     consumed after exactly N failures (reconsume count N) if N is at
+//     most the consumer's MaxReconsumeTimes, and is otherwise in the
+//     group's %DLQ% topic and never consumed; never lost, never both
+//     (retry.go).
+//
+// The delay, transaction and retry workloads' ops (history.DelaySend,
+// TopicPoll, TxnSend, TxnCheck, RetrySend, RetryDeliver) name topics of
+// their own; the checkers of the main topic ignore them, and the
+// workloads' own checkers build their topics' final logs from the
+// TopicPoll drains as final-log does.
 //
 // Every checker tolerates empty or missing inputs: it then reports a Note
 // rather than failing or panicking.
