@@ -31,8 +31,8 @@ const (
 	// deliveryUnits and deliveryBytes bound one delivery entry, so that a
 	// backlog of due messages drains in entries that do not crowd out
 	// sends.
-	deliveryUnits = 512
-	deliveryBytes = 512 << 10
+	deliveryUnits = 256
+	deliveryBytes = 256 << 10
 )
 
 // Properties a delivered copy loses: it is no longer delayed.
@@ -152,20 +152,20 @@ func (b *Broker) scheduleLoop() {
 	}
 }
 
-// deliverDue proposes, for each schedule queue with due units, one
-// delivery entry, all queues at once, and waits for them. It reports
-// whether a queue had more due units than its entry took.
+// deliverDue proposes, for each schedule queue with due units in turn,
+// one delivery entry, and waits for it before the next: one delivery in
+// flight at a time, so that a backlog falling due drains beside the sends
+// rather than ahead of them. It reports whether a queue had more due units
+// than its entry took.
 func (b *Broker) deliverDue(ctx context.Context, nowMs int64) (more bool) {
-	var wg sync.WaitGroup
-	for q := int32(0); q < schedule.QueueCount; q++ {
+	for q := int32(0); q < schedule.QueueCount && ctx.Err() == nil; q++ {
 		d, msgs, full, ok := b.dueUnits(q, nowMs)
 		if !ok {
 			continue
 		}
 		more = more || full
-		wg.Go(func() { b.proposeDelivery(ctx, d, msgs) })
+		b.proposeDelivery(ctx, d, msgs)
 	}
-	wg.Wait()
 	return more
 }
 

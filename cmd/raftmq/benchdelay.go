@@ -23,7 +23,7 @@ func newBenchDelayCmd(logger func() *slog.Logger) *cobra.Command {
 		Long: "Each message carries TIMER_DELIVER_MS = send time + --delay (+ up to --spread); pull consumers read the topic from its\n" +
 			"end and measure, for every message, how long after its due time it was received and stored in its topic. With a\n" +
 			"large --messages and a --delay longer than the send phase, the due messages pile up in the schedule and drain together:\n" +
-			"the backlog test of issue 16 (`--messages 1000000 --delay 60s`).",
+			"with --same-due, every message is due at the same time: the backlog test (`--messages 1000000 --delay 120s --same-due`).",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cl, err := newClient(addrs, logger())
@@ -60,6 +60,7 @@ func newBenchDelayCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().DurationVar(&dc.Delay, "delay", 10*time.Second, "each message is due this long after it is sent")
 	cmd.Flags().DurationVar(&dc.Spread, "spread", 0, "add a random delay up to this to each message")
 	cmd.Flags().IntVar(&dc.Window, "window", 256, "sends in flight")
+	cmd.Flags().BoolVar(&dc.SameDue, "same-due", false, "every message due --delay after the run starts: a backlog that falls due at once")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON line")
 	cmd.Flags().StringVar(&htmlOut, "html", "", "also write an HTML report (deliveries and their lateness over time) to this file")
 	return cmd

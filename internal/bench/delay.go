@@ -27,6 +27,10 @@ type DelayConfig struct {
 	Delay    time.Duration
 	Spread   time.Duration
 	Window   int // sends in flight (default 256)
+	// SameDue makes every message due Delay after the run starts (rather
+	// than after it is sent): the whole run piles up in the schedule and
+	// falls due at once, a backlog to drain.
+	SameDue bool
 	// Stall ends the run when nothing is delivered for this long after the
 	// last message is due (default 30 s).
 	Stall    time.Duration
@@ -156,6 +160,9 @@ func Delay(ctx context.Context, c *client.Client, cfg DelayConfig) (DelayResult,
 			d += time.Duration(rng.Int64N(int64(cfg.Spread)))
 		}
 		due := time.Now().Add(d).UnixMilli()
+		if cfg.SameDue {
+			due = start.Add(d).UnixMilli()
+		}
 		lastDue = max(lastDue, due)
 		body := make([]byte, cfg.Size)
 		binary.BigEndian.PutUint64(body, uint64(due))
