@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"time"
 
@@ -17,7 +16,7 @@ import (
 // The delay workload: beside two producers and the queue consumers of the
 // main topic (so that the main topic's checkers keep working), two
 // producers send unique values "d<worker>-<seq>" to DelayTopic, each with
-// a timer delay (TIMER_DELAY_MS: 1, 2 or 4 s, see timerHops) or delay level 1 (1 s) or 2
+// a timer delay (TIMER_DELAY_MS, 1.5-4 s) or delay level 1 (1 s) or 2
 // (5 s), repeating an indeterminate send with the same UNIQ_KEY; one
 // consumer per queue of DelayTopic polls random nodes from offset 0,
 // following NextBeginOffset. Delayed sends are history.DelaySend ops (the
@@ -43,22 +42,10 @@ const (
 	delayProducers = 2
 )
 
-// timerHops, when set (environment RAFTMQ_JEPSEN_TIMER_HOPS=1), makes
-// the delay workload's timer delays any number of ms from 1.5 to 4 s, so
-// that timer messages hop between buckets on their way (package
-// schedule). Otherwise they are powers of two (1, 2 or 4 s), which land in
-// the bucket of their exact delay and never hop: today a hop enqueues a
-// unit pointing at an older record behind newer ones in its bucket, which
-// the consume queue refuses ("overlaps previous unit"), and every node
-// stops applying (README, "Chaos campaigns").
-var timerHops = os.Getenv("RAFTMQ_JEPSEN_TIMER_HOPS") == "1"
-
-// timerDelay picks a timer message's delay.
+// timerDelay picks a timer message's delay: 1.5 to 4 s, so that timer
+// messages hop between buckets on their way (package schedule).
 func timerDelay(rng *rand.Rand) time.Duration {
-	if timerHops {
-		return time.Duration(1500+rng.IntN(2501)) * time.Millisecond
-	}
-	return time.Duration(1024<<rng.IntN(3)) * time.Millisecond
+	return time.Duration(1500+rng.IntN(2501)) * time.Millisecond
 }
 
 // extraTopic is a topic a workload uses besides the main one: created
