@@ -39,15 +39,17 @@ func Inspect(fs vfs.FS, dir string, w io.Writer) error {
 			return nil
 		}
 		kind, _, payload, err := parseBody(e.Body)
-		if err != nil || kind != KindMessages {
+		if err != nil {
 			return nil
 		}
-		for off := 0; off < len(payload); {
-			v, err := message.Parse(payload[off:], true)
+		recs := entryRecords(kind, payload)
+		base := e.Pos + commitlog.HeaderSize + BodyHeaderSize + int64(len(payload)-len(recs))
+		for off := 0; off < len(recs); {
+			v, err := message.Parse(recs[off:], true)
 			if err != nil {
 				badMsgs++
 				problems = append(problems, fmt.Sprintf("entry %d: message record at physical offset %d: %v",
-					e.Index, e.Pos+commitlog.HeaderSize+BodyHeaderSize+int64(off), err))
+					e.Index, base+int64(off), err))
 				break
 			}
 			msgs++

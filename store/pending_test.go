@@ -254,3 +254,51 @@ func TestRetentionKeepsWaitingMessages(t *testing.T) {
 	require.Greater(t, sa.Log().MinPosition(), delayed.PhyOffset)
 	require.LessOrEqual(t, sa.Log().MinPosition(), half.PhyOffset, "retention deleted a pending transaction's half message")
 }
+
+// A segment holding only delivery entries is as old as the messages they
+// delivered, not expired: retention keeps the delivered messages for their
+// own retention time.
+func TestRetentionDatesDeliveredMessages(t *testing.T) {
+	cfg := testConfig(t, vfs.NewMem())
+	cfg.SegmentSize = 16 << 10
+	cfg.Retention.DeleteWhen = []int{4}
+	clock := cfg.Clock.(*fakeClock)
+	sa := openSA(t, cfg)
+	defer sa.Close()
+	createTopic(t, sa, "real", 1)
+	createTopic(t, sa, schedule.Topic, schedule.QueueCount)
+	old := clock.Now().Add(-100 * time.Hour).UnixMilli()
+	q := schedule.LevelQueue(1)
+	const n = 300
+	for i := range n {
+		m := msg(schedule.Topic, q, i, "", "")
+		m.StoreTimestamp = old + int64(i)
+		_, err := sa.Put(m)
+		require.NoError(t, err)
+	}
+	for from := 0; from < n; from += 10 {
+		var out []*message.Message
+		for i := from; i < from+10; i++ {
+			out = append(out, msg("real", 0, i, "", "")) // stored now
+		}
+		r, err := sa.appendApply(scheduleEntry(t, sa, &schedule.Delivery{Queue: q, From: int64(from), Count: 10, Now: 1}, out...))
+		require.NoError(t, err)
+		require.NoError(t, r.Err)
+	}
+	require.Greater(t, len(sa.Log().Segments()), 6)
+	clock.Set(time.Date(2026, 11, 23, 4, 0, 0, 0, time.Local))
+	deleted := 0
+	for {
+		k, err := sa.CheckDisk()
+		require.NoError(t, err)
+		if k == 0 {
+			break
+		}
+		deleted += k
+	}
+	require.Positive(t, deleted, "the segments of the expired originals go")
+	require.Zero(t, sa.MinOffset("real", 0), "retention deleted delivered messages stored 16 hours ago")
+	gr, err := sa.GetMessages("real", 0, 0, 1, 1<<20, nil)
+	require.NoError(t, err)
+	require.Equal(t, Found, gr.Status)
+}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/schedule"
+	"github.com/raftmq/raftmq/txn"
 )
 
 // RetentionConfig says when whole commitlog segments are deleted, with the
@@ -213,6 +215,24 @@ func (s *Store) deleteSegments(force bool) (int, error) {
 	return n, nil
 }
 
+// entryRecords returns the message records of an entry payload of kind
+// (none for commands).
+func entryRecords(kind byte, payload []byte) []byte {
+	switch kind {
+	case KindMessages:
+		return payload
+	case KindSchedule:
+		if _, recs, err := schedule.DecodeDelivery(payload); err == nil {
+			return recs
+		}
+	case KindTxn:
+		if _, recs, err := txn.DecodeOp(payload); err == nil {
+			return recs
+		}
+	}
+	return nil
+}
+
 // segmentNewest returns the newest store timestamp of the messages in
 // entries first..last, looking back over at most 64 entries from the end;
 // 0 when it holds no message.
@@ -228,9 +248,10 @@ func (s *Store) segmentNewest(first, last uint64) int64 {
 	var newest int64
 	for _, e := range ents {
 		kind, _, payload, err := parseBody(e.Data)
-		if err != nil || kind != KindMessages {
+		if err != nil {
 			continue
 		}
+		payload = entryRecords(kind, payload)
 		for off := 0; off < len(payload); {
 			v, err := message.Parse(payload[off:], false)
 			if err != nil {
