@@ -150,8 +150,8 @@ func (b *Broker) txnCheckLoop() {
 func (b *Broker) checkTransactions(ctx context.Context, now time.Time) {
 	nowMs := now.UnixMilli()
 	for _, p := range b.rep.Store().PendingTransactions() {
-		if nowMs-p.StoreMs < b.cfg.TxnTimeout.Milliseconds() {
-			continue
+		if nowMs-p.StoreMs < max(b.cfg.TxnTimeout.Milliseconds(), p.ImmunityMs) {
+			continue // CHECK_IMMUNITY_TIME_IN_SECONDS, if longer, as RocketMQ
 		}
 		if p.Checks > 0 && nowMs-p.LastCheckMs < b.cfg.TxnCheckInterval.Milliseconds() {
 			continue

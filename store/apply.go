@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/raftmq/raftmq/commitlog"
@@ -279,8 +280,14 @@ func (s *Store) applyMessage(v *message.View, phy int64, dedupeOK bool) (Message
 	}
 	if topic == txn.HalfTopic {
 		group, _ := message.PropertyValue(v.Properties, message.PropertyProducerGroup)
+		var immunity int64
+		if sec, ok := message.PropertyValue(v.Properties, message.PropertyCheckImmunityTimeSeconds); ok {
+			if n, err := strconv.ParseInt(sec, 10, 64); err == nil && n > 0 && n < 1<<31 {
+				immunity = n * 1000
+			}
+		}
 		s.state.mu.Lock()
-		s.state.txns[qo] = txn.Record{Phy: phy, Size: int32(v.Size), StoreMs: v.StoreTimestamp, Group: group}
+		s.state.txns[qo] = txn.Record{Phy: phy, Size: int32(v.Size), StoreMs: v.StoreTimestamp, ImmunityMs: immunity, Group: group}
 		s.state.dirtyTxns[qo] = true
 		s.state.mu.Unlock()
 	}

@@ -123,6 +123,9 @@ func TestTransactionsEndOnce(t *testing.T) {
 	for i := range 3 {
 		h := msg(txn.HalfTopic, 0, i, "", "H"+strconv.Itoa(i))
 		h.Properties[message.PropertyProducerGroup] = "pg"
+		if i == 2 {
+			h.Properties[message.PropertyCheckImmunityTimeSeconds] = "30"
+		}
 		rs, err := sa.Put(h)
 		require.NoError(t, err)
 		halves = append(halves, rs[0])
@@ -131,6 +134,8 @@ func TestTransactionsEndOnce(t *testing.T) {
 	require.Len(t, p, 3)
 	require.Equal(t, "pg", p[1].Group)
 	require.Equal(t, halves[1].PhyOffset, p[1].Phy)
+	require.Zero(t, p[1].ImmunityMs)
+	require.EqualValues(t, 30_000, p[2].ImmunityMs, "CHECK_IMMUNITY_TIME_IN_SECONDS")
 	require.Zero(t, sa.MaxOffset("real", 0))
 
 	opMsg := func(half int64) *message.Message {

@@ -57,19 +57,22 @@ const (
 
 // Record is a pending transaction.
 type Record struct {
-	Phy         int64  // the half message's commit-log offset
-	Size        int32  // its size
-	StoreMs     int64  // its store timestamp
-	Checks      int32  // check-backs sent
-	LastCheckMs int64  // the last check-back (the proposing leader's clock)
-	Group       string // producer group (PGROUP)
+	Phy         int64 // the half message's commit-log offset
+	Size        int32 // its size
+	StoreMs     int64 // its store timestamp
+	Checks      int32 // check-backs sent
+	LastCheckMs int64 // the last check-back (the proposing leader's clock)
+	// ImmunityMs is the half message's CHECK_IMMUNITY_TIME_IN_SECONDS, in
+	// ms (0 if unset): no check-back before the message is that old.
+	ImmunityMs int64
+	Group      string // producer group (PGROUP)
 }
 
-const recordFixed = 8 + 4 + 8 + 4 + 8
+const recordFixed = 8 + 4 + 8 + 4 + 8 + 8
 
 // Encode returns the record's bytes, as kept in the state database.
 //
-//	| phy i64 | size u32 | storeMs i64 | checks u32 | lastCheckMs i64 | group bytes |
+//	| phy i64 | size u32 | storeMs i64 | checks u32 | lastCheckMs i64 | immunityMs i64 | group bytes |
 func (r *Record) Encode() []byte {
 	b := make([]byte, 0, recordFixed+len(r.Group))
 	b = binary.BigEndian.AppendUint64(b, uint64(r.Phy))
@@ -77,6 +80,7 @@ func (r *Record) Encode() []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(r.StoreMs))
 	b = binary.BigEndian.AppendUint32(b, uint32(r.Checks))
 	b = binary.BigEndian.AppendUint64(b, uint64(r.LastCheckMs))
+	b = binary.BigEndian.AppendUint64(b, uint64(r.ImmunityMs))
 	return append(b, r.Group...)
 }
 
@@ -94,6 +98,7 @@ func DecodeRecord(b []byte) (Record, error) {
 		StoreMs:     int64(binary.BigEndian.Uint64(b[12:])),
 		Checks:      int32(binary.BigEndian.Uint32(b[20:])),
 		LastCheckMs: int64(binary.BigEndian.Uint64(b[24:])),
+		ImmunityMs:  int64(binary.BigEndian.Uint64(b[32:])),
 		Group:       string(b[recordFixed:]),
 	}, nil
 }

@@ -7,7 +7,7 @@ import (
 )
 
 func TestRecordRoundTrip(t *testing.T) {
-	r := Record{Phy: 1 << 40, Size: 1234, StoreMs: 1700000000000, Checks: 3, LastCheckMs: 1700000060000, Group: "pg-é"}
+	r := Record{Phy: 1 << 40, Size: 1234, StoreMs: 1700000000000, Checks: 3, LastCheckMs: 1700000060000, ImmunityMs: 30000, Group: "pg-é"}
 	got, err := DecodeRecord(r.Encode())
 	require.NoError(t, err)
 	require.Equal(t, r, got)
