@@ -59,13 +59,13 @@ type txnState struct {
 	// queue per value, for the check ops.
 	queue map[string]int
 	// waiting: values whose local transaction said unknown and which no
-	// check-back answered yet.
-	waiting  map[string]bool
-	lastSend time.Time
+	// check-back answered yet; checked: values a check-back answered.
+	waiting, checked map[string]bool
+	lastSend         time.Time
 }
 
 func newTxnState(w *workload) *txnState {
-	return &txnState{w: w, local: map[string]string{}, final: map[string]string{}, queue: map[string]int{}, waiting: map[string]bool{}}
+	return &txnState{w: w, local: map[string]string{}, final: map[string]string{}, queue: map[string]int{}, waiting: map[string]bool{}, checked: map[string]bool{}}
 }
 
 func stateOf(d string) client.LocalTransactionState {
@@ -91,7 +91,7 @@ func (l *txnListener) ExecuteLocalTransaction(_ context.Context, m *client.Messa
 	l.ran(v)
 	l.s.mu.Lock()
 	d := l.s.local[v]
-	if d == history.DecisionUnknown {
+	if d == history.DecisionUnknown && !l.s.checked[v] {
 		l.s.waiting[v] = true
 	}
 	l.s.mu.Unlock()
@@ -109,6 +109,7 @@ func (l *txnListener) CheckLocalTransaction(_ context.Context, m *client.Message
 	}
 	o.Queue = l.s.queue[v]
 	delete(l.s.waiting, v)
+	l.s.checked[v] = true
 	l.s.mu.Unlock()
 	o.Decision = d
 	o.Complete = w.rec.now()
