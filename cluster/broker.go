@@ -340,8 +340,8 @@ func Start(cfg Config) (*Broker, error) {
 	if b.httpLn != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(b.met.Reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/", loopbackOnly(b.log, pprof.Index))
+		mux.HandleFunc("/debug/pprof/profile", loopbackOnly(b.log, pprof.Profile))
 		mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(b.Status())
@@ -352,6 +352,21 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	b.log.Info("cluster: broker started", "client", b.clientLn.Addr().String(), "raft", b.raftLn.Addr().String(), "http", cfg.HTTPAddr, "dir", cfg.Dir)
 	return b, nil
+}
+
+// loopbackOnly serves h to clients on the same host only: profiles reveal
+// memory contents and cost CPU, so they are not for whoever reaches the
+// HTTP port (which also serves /metrics and /status to any host).
+func loopbackOnly(log *slog.Logger, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ap, err := netip.ParseAddrPort(r.RemoteAddr)
+		if err != nil || !ap.Addr().Unmap().IsLoopback() {
+			log.Warn("cluster: /debug/pprof refused to a remote client", "client", r.RemoteAddr)
+			http.Error(w, "/debug/pprof is served to loopback clients only", http.StatusForbidden)
+			return
+		}
+		h(w, r)
+	}
 }
 
 // clusterID derives the transport's cluster ID from the names, so that two

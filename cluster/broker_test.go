@@ -3,7 +3,10 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -378,4 +381,23 @@ func TestPreferredLeaderAndMembershipChange(t *testing.T) {
 	// The group still takes writes.
 	c4 := dial(t, tb.bs[4].ClientAddr())
 	require.Equal(t, remoting.Success, invoke(t, c4, sendCmd("T", 0, "after", "KA")).Code)
+}
+
+func TestPprofOnlyForLoopback(t *testing.T) {
+	called := false
+	h := loopbackOnly(slog.New(slog.DiscardHandler), func(w http.ResponseWriter, _ *http.Request) { called = true })
+	for _, c := range []struct {
+		remote string
+		ok     bool
+	}{{"127.0.0.1:5000", true}, {"[::1]:5000", true}, {"10.1.2.3:5000", false}, {"[2001:db8::1]:80", false}, {"garbage", false}} {
+		called = false
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "/debug/pprof/", nil)
+		req.RemoteAddr = c.remote
+		h(rec, req)
+		require.Equal(t, c.ok, called, c.remote)
+		if !c.ok {
+			require.Equal(t, http.StatusForbidden, rec.Code, c.remote)
+		}
+	}
 }
