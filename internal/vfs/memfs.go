@@ -344,7 +344,7 @@ func (m *MemFS) DiskUsage(string) (DiskUsage, error) {
 	if used > total {
 		used = total
 	}
-	return DiskUsage{Total: total, Free: total - used}, nil
+	return DiskUsage{Total: total, Free: total - used, Used: used}, nil
 }
 
 // CrashClone returns the file system as it would be found after a power

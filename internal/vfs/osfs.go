@@ -114,7 +114,7 @@ func (osFS) DiskUsage(path string) (DiskUsage, error) {
 		return DiskUsage{}, fmt.Errorf("vfs: statfs %q: %w", path, err)
 	}
 	bs := uint64(st.Bsize)
-	return DiskUsage{Total: st.Blocks * bs, Free: st.Bavail * bs}, nil
+	return DiskUsage{Total: st.Blocks * bs, Free: st.Bavail * bs, Used: (st.Blocks - st.Bfree) * bs}, nil
 }
 
 type osFile struct{ f *os.File }

@@ -64,14 +64,17 @@ type FS interface {
 type DiskUsage struct {
 	Total uint64 // bytes
 	Free  uint64 // bytes available to unprivileged writers
+	Used  uint64 // bytes in use (not counting blocks reserved for root)
 }
 
-// UsedRatio returns the used fraction in [0,1].
+// UsedRatio returns the used fraction in [0,1] as df computes its Use%:
+// used / (used + available), so that blocks reserved for root count as
+// neither.
 func (d DiskUsage) UsedRatio() float64 {
-	if d.Total == 0 {
+	if d.Used+d.Free == 0 {
 		return 0
 	}
-	return float64(d.Total-d.Free) / float64(d.Total)
+	return float64(d.Used) / float64(d.Used+d.Free)
 }
 
 // File is an open file.

@@ -105,3 +105,15 @@ func TestSyncFSMakesEverythingDurable(t *testing.T) {
 	require.NoError(t, Default().SyncFS(t.TempDir()))
 	require.Error(t, Default().SyncFS("/nonexistent/raftmq"))
 }
+
+// The used fraction is df's Use%: blocks reserved for root count as
+// neither used nor available.
+func TestUsedRatioLikeDF(t *testing.T) {
+	u := DiskUsage{Total: 100, Free: 81, Used: 14} // 5 blocks reserved
+	require.InDelta(t, 14.0/95, u.UsedRatio(), 1e-9)
+	require.Zero(t, DiskUsage{}.UsedRatio())
+	os, err := Default().DiskUsage(t.TempDir())
+	require.NoError(t, err)
+	require.LessOrEqual(t, os.Used+os.Free, os.Total)
+	require.InDelta(t, float64(os.Used)/float64(os.Used+os.Free), os.UsedRatio(), 1e-9)
+}
