@@ -63,6 +63,11 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadRetry, NemKill, NemPartition),
 			sc(WorkloadLog, NemPartition, NemKill, NemPause, NemClock),
 			sc(WorkloadQueue, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership),
+			// Every nemesis at once for the workloads of delayed, timer,
+			// retried and transactional messages.
+			sc(WorkloadDelay, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemPartitionLeader, NemKillLeader),
+			sc(WorkloadTransaction, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemPartitionLeader, NemKillLeader),
+			sc(WorkloadRetry, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemPartitionLeader, NemKillLeader),
 		}
 		if set == "soak" {
 			for i := range out {
