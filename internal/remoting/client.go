@@ -15,6 +15,11 @@ type Options struct {
 	// DefaultMaxFrame. A longer incoming frame closes the connection; a
 	// longer request fails to send.
 	MaxFrame int
+	// ReadTimeout bounds how long an incoming frame may take to arrive
+	// once it has started; a connection whose frame is late is closed.
+	// 0 means DefaultReadTimeout; negative, no limit. An idle connection
+	// is never closed on this side.
+	ReadTimeout time.Duration
 	// Dial opens the TCP connection; nil uses a net.Dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Logger gets connection-level events; nil discards them.
@@ -50,7 +55,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Conn, error) {
 		return nil, fmt.Errorf("remoting: dial %s: %w", addr, err)
 	}
 	c := &Conn{addr: addr, onRequest: opts.OnRequest}
-	c.l = newLink(nc, addr, opts.MaxFrame, opts.Logger, &c.pool)
+	c.l = newLink(nc, addr, opts.MaxFrame, opts.ReadTimeout, opts.Logger, &c.pool)
 	go c.l.writeLoop()
 	go func() { _ = c.l.run(c.dispatch) }() // run logs what deserves it
 	return c, nil

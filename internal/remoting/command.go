@@ -165,6 +165,11 @@ type Command struct {
 	// Serialize is the header encoding the command was decoded from, and
 	// the one AppendFrame uses.
 	Serialize SerializeType
+
+	// held is, for a request a server connection read, its frame length
+	// until its answer is written: the bytes it counts in flight. Taken
+	// with atomic.SwapInt64.
+	held int64
 }
 
 // HeaderEncoder is a typed header that encodes its own ext fields;

@@ -160,38 +160,37 @@ func DecodeFrame(b []byte) (*Command, error) {
 // ReadFrame reads one length-prefixed frame from r and returns the bytes
 // after the prefix, in a new buffer. A frame length (the prefix value) above
 // max, or above DefaultMaxFrame if max <= 0, gives an error wrapping
-// ErrFrameTooLarge; a length below 4 one wrapping ErrMalformed. It returns
-// io.EOF if r ends before the frame starts and io.ErrUnexpectedEOF if it
-// ends inside it.
+// ErrFrameTooLarge before anything else is read; a length below 4 one
+// wrapping ErrMalformed. The buffer grows as the frame arrives, so a length
+// that is announced but not sent costs little memory. It returns io.EOF if
+// r ends before the frame starts and io.ErrUnexpectedEOF if it ends inside
+// it.
 func ReadFrame(r io.Reader, max int) ([]byte, error) {
 	var prefix [lenPrefixSize]byte
-	return readFrame(r, max, prefix[:])
+	if _, err := io.ReadFull(r, prefix[:]); err != nil {
+		return nil, err
+	}
+	n, err := frameLength(prefix[:], max)
+	if err != nil {
+		return nil, err
+	}
+	return readBody(r, n, nil)
 }
 
-// readFrame is ReadFrame with a caller-owned 4-byte scratch buffer, so that
-// a connection's reader does not allocate one per frame.
-func readFrame(r io.Reader, max int, scratch []byte) ([]byte, error) {
+// frameLength checks the frame length in a length prefix against max
+// (DefaultMaxFrame if max <= 0) and returns it.
+func frameLength(prefix []byte, max int) (int, error) {
 	if max <= 0 {
 		max = DefaultMaxFrame
 	}
-	if _, err := io.ReadFull(r, scratch[:lenPrefixSize]); err != nil {
-		return nil, err
-	}
-	n := int32(binary.BigEndian.Uint32(scratch))
+	n := int32(binary.BigEndian.Uint32(prefix))
 	if n < typeLenSize {
-		return nil, fmt.Errorf("remoting: frame length %d is below %d: %w", n, typeLenSize, ErrMalformed)
+		return 0, fmt.Errorf("remoting: frame length %d is below %d: %w", n, typeLenSize, ErrMalformed)
 	}
 	if int64(n) > int64(max) {
-		return nil, fmt.Errorf("remoting: frame length %d exceeds limit %d: %w", n, max, ErrFrameTooLarge)
+		return 0, fmt.Errorf("remoting: frame length %d exceeds limit %d: %w", n, max, ErrFrameTooLarge)
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
-	}
-	return b, nil
+	return int(n), nil
 }
 
 // appendBinaryHeader appends c's ROCKETMQ binary header; fields are c's

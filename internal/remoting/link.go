@@ -51,6 +51,15 @@ type link struct {
 	maxFrame int
 	log      *slog.Logger
 	pool     *sync.Pool // of *frameBuf; may be shared by links
+	// readTimeout and idleTimeout are the deadlines of the reader; <= 0
+	// means none.
+	readTimeout, idleTimeout time.Duration
+	// acct, on a server connection, counts the requests in flight and
+	// holds the reader back at its limits; nil on a client connection.
+	acct *connAcct
+	// onClose, if set, reports why the reader stopped instead of run's
+	// own logging.
+	onClose func(err error)
 
 	out    chan *frameBuf // encoded frames for writeLoop
 	closed chan struct{}  // closed by closeWith
@@ -63,7 +72,7 @@ type link struct {
 	pending    pendingTable
 }
 
-func newLink(nc net.Conn, addr string, maxFrame int, log *slog.Logger, pool *sync.Pool) *link {
+func newLink(nc net.Conn, addr string, maxFrame int, readTimeout time.Duration, log *slog.Logger, pool *sync.Pool) *link {
 	if maxFrame <= 0 {
 		maxFrame = DefaultMaxFrame
 	}
@@ -71,14 +80,24 @@ func newLink(nc net.Conn, addr string, maxFrame int, log *slog.Logger, pool *syn
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &link{
-		nc:       nc,
-		addr:     addr,
-		maxFrame: maxFrame,
-		log:      log,
-		pool:     pool,
-		out:      make(chan *frameBuf, outQueueLen),
-		closed:   make(chan struct{}),
+		nc:          nc,
+		addr:        addr,
+		maxFrame:    maxFrame,
+		readTimeout: orDefault(readTimeout, DefaultReadTimeout),
+		log:         log,
+		pool:        pool,
+		out:         make(chan *frameBuf, outQueueLen),
+		closed:      make(chan struct{}),
 	}
+}
+
+// orDefault returns v, or def if v is 0; a negative v (no limit) comes back
+// as is.
+func orDefault[T int | int64 | time.Duration](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
 }
 
 // closeWith closes the link once; cause (nil for a local Close) is kept in
@@ -111,7 +130,9 @@ func (l *link) closedErr() error {
 func (l *link) run(dispatch func(*Command)) error {
 	err := l.readLoop(dispatch)
 	switch {
-	case errors.Is(err, ErrMalformed) || errors.Is(err, ErrFrameTooLarge):
+	case l.onClose != nil:
+		l.onClose(err)
+	case errors.Is(err, ErrMalformed) || errors.Is(err, ErrFrameTooLarge) || errors.Is(err, errReadTimeout):
 		l.log.Warn("remoting: closing connection after a bad frame", "remote", l.addr, "err", err)
 	case l.closedErr() != nil:
 		// Closed on this side; the read error is only the consequence.
@@ -121,17 +142,54 @@ func (l *link) run(dispatch func(*Command)) error {
 		l.log.Debug("remoting: connection read failed", "remote", l.addr, "err", err)
 	}
 	l.closeWith(err)
+	if l.acct != nil {
+		l.acct.close()
+	}
 	for _, c := range l.pending.close(l.err) {
 		c.fail(l.err)
 	}
 	return err
 }
 
+// readLoop reads and hands on frames. Between frames it waits, on a server
+// connection, until the connection is below its in-flight limits; the
+// deadlineReader enforces the read and idle timeouts; frame bodies are
+// read as they arrive, charged to the connection as they grow.
 func (l *link) readLoop(dispatch func(*Command)) error {
-	br := bufio.NewReaderSize(l.nc, readBufferSize)
-	scratch := make([]byte, lenPrefixSize)
+	dr := &deadlineReader{nc: l.nc, frameTimeout: l.readTimeout, idleTimeout: l.idleTimeout, acct: l.acct}
+	br := bufio.NewReaderSize(dr, readBufferSize)
+	var charge func(int) error
+	if a := l.acct; a != nil {
+		charge = func(n int) error {
+			if err := a.global.wait(l.closed, dr.frameDeadline()); err != nil {
+				return err
+			}
+			a.charge(int64(n))
+			return nil
+		}
+	}
+	var prefix [lenPrefixSize]byte
 	for {
-		frame, err := readFrame(br, l.maxFrame, scratch)
+		if l.acct != nil {
+			if err := l.acct.waitRoom(l.closed); err != nil {
+				return err
+			}
+		}
+		dr.idle()
+		b0, err := br.ReadByte()
+		if err != nil {
+			return err
+		}
+		dr.frame()
+		prefix[0] = b0
+		if _, err := io.ReadFull(br, prefix[1:]); err != nil {
+			return unexpectedEOF(err)
+		}
+		n, err := frameLength(prefix[:], l.maxFrame)
+		if err != nil {
+			return err
+		}
+		frame, err := readBody(br, n, charge)
 		if err != nil {
 			return err
 		}
@@ -141,9 +199,24 @@ func (l *link) readLoop(dispatch func(*Command)) error {
 		}
 		if cmd.IsResponse() {
 			l.complete(cmd)
+			if l.acct != nil {
+				l.acct.finish(int64(n), false)
+			}
 			continue
 		}
+		if l.acct != nil {
+			cmd.held = int64(n)
+			l.acct.begin()
+		}
 		dispatch(cmd)
+	}
+}
+
+// releaseReq ends the accounting of req as a request in flight, if that
+// has not happened yet.
+func (l *link) releaseReq(req *Command) {
+	if n := atomic.SwapInt64(&req.held, 0); n > 0 && l.acct != nil {
+		l.acct.finish(n, true)
 	}
 }
 
@@ -165,6 +238,9 @@ func (l *link) writeLoop() {
 		yielded := false
 		for buf != nil {
 			_, err := bw.Write(buf.b)
+			if buf.held > 0 && l.acct != nil {
+				l.acct.finish(buf.held, true) // answered
+			}
 			l.putBuf(buf)
 			if err != nil {
 				l.closeWith(fmt.Errorf("write: %w", err))
@@ -199,6 +275,9 @@ func (l *link) queued() *frameBuf {
 type frameBuf struct {
 	b      []byte
 	fields []extField
+	// held is the in-flight bytes of the request this frame answers,
+	// released once it is written.
+	held int64
 }
 
 // encode returns cmd's frame in a pooled buffer. Frames longer than
@@ -227,6 +306,7 @@ func (l *link) putBuf(fb *frameBuf) {
 		fb.b = nil
 	}
 	fb.b = fb.b[:0]
+	fb.held = 0
 	l.pool.Put(fb)
 }
 
@@ -272,19 +352,26 @@ func (l *link) send(cmd *Command) error {
 // reply sends resp as the response to req: it takes req's opaque and gets
 // FlagResponse. Nothing is sent for a one-way req. If resp cannot be
 // encoded, a SYSTEM_ERROR response goes out instead so the peer does not
-// wait for a timeout.
+// wait for a timeout. req stops counting as in flight once the response is
+// written (or at once if none is sent).
 func (l *link) reply(req, resp *Command) {
 	if !stampReply(req, resp) {
+		l.releaseReq(req)
 		return
 	}
-	err := l.send(resp)
-	if err == nil || errors.Is(err, ErrConnClosed) {
-		return
+	fb, err := l.encode(resp)
+	if err != nil {
+		l.log.Warn("remoting: cannot send response", "remote", l.addr, "code", req.Code, "err", err)
+		fallback := NewResponse(req, SystemError, err.Error())
+		if fb, err = l.encode(fallback); err != nil {
+			l.log.Warn("remoting: cannot send error response", "remote", l.addr, "err", err)
+			l.releaseReq(req)
+			return
+		}
 	}
-	l.log.Warn("remoting: cannot send response", "remote", l.addr, "code", req.Code, "err", err)
-	fallback := NewResponse(req, SystemError, err.Error())
-	if err := l.send(fallback); err != nil && !errors.Is(err, ErrConnClosed) {
-		l.log.Warn("remoting: cannot send error response", "remote", l.addr, "err", err)
+	fb.held = atomic.SwapInt64(&req.held, 0)
+	if err := l.enqueue(fb); err != nil {
+		l.putBuf(fb) // the connection is gone
 	}
 }
 

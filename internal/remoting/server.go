@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,7 +35,9 @@ type Server struct {
 	// usual. Inline must not block: it delays every later request of the
 	// connection. It exists for the hot path (sends a leader replicates and
 	// answers on commit) where a goroutine per request costs more than the
-	// work.
+	// work. A request Inline takes counts as in flight (MaxInflightRequests)
+	// until Reply is called for it, so Inline must see that Reply is
+	// called exactly once for every request it takes, one-way ones too.
 	Inline func(conn *ServerConn, req *Command) bool
 	// MaxFrame limits the frame length in both directions; 0 means
 	// DefaultMaxFrame. A longer incoming frame closes its connection; a
@@ -41,6 +45,35 @@ type Server struct {
 	MaxFrame int
 	// Logger gets connection-level events; nil discards them.
 	Logger *slog.Logger
+
+	// Resource limits (see the package documentation). For each, 0 means
+	// the Default constant of the same name and a negative value no
+	// limit.
+	//
+	// ReadTimeout bounds how long a frame may take to arrive once it has
+	// started; IdleTimeout how long a connection with no request in
+	// flight may go without starting a frame (a held long poll is in
+	// flight). A connection past either is closed.
+	ReadTimeout, IdleTimeout time.Duration
+	// MaxConns is the most connections served at once; one more is
+	// accepted and closed at once.
+	MaxConns int
+	// MaxInflightRequests and MaxInflightBytes bound, per connection, the
+	// requests read and not yet answered and their frame bytes (with the
+	// frame being read). At either limit the server stops reading the
+	// connection until answers are written. A request counts until its
+	// response is written to the socket, or its handler returns nil, or,
+	// for a request Inline took, until ServerConn.Reply.
+	MaxInflightRequests int
+	MaxInflightBytes    int64
+	// Budget bounds the in-flight bytes of every connection of the
+	// servers that share it, as MaxInflightBytes does for one; nil means
+	// DefaultBudget, shared by the whole process.
+	Budget *Budget
+
+	// offenders rate-limits the log lines about connections closed for
+	// misbehaving.
+	offenders offenderLog
 
 	mu struct {
 		sync.Mutex
@@ -90,7 +123,13 @@ func (s *Server) Serve(ln net.Listener) error {
 			return fmt.Errorf("remoting: accept on %s: %w", ln.Addr(), err)
 		}
 		delay = 0
-		c := s.newConn(ctx, nc)
+		c, full := s.newConn(ctx, nc)
+		if full {
+			s.offense(nc.RemoteAddr().String(), "too many connections",
+				fmt.Errorf("remoting: %d connections open, the limit", orDefault(s.MaxConns, DefaultMaxConns)))
+			_ = nc.Close()
+			continue
+		}
 		if c == nil {
 			_ = nc.Close() // accepted during Close
 			return nil
@@ -171,19 +210,45 @@ func (s *Server) untrack(ln net.Listener) {
 	delete(s.mu.lns, ln)
 }
 
-// newConn registers a connection, or returns nil if the server is closed.
-func (s *Server) newConn(ctx context.Context, nc net.Conn) *ServerConn {
+// newConn registers a connection. It returns nil if the server is closed,
+// and full if it is at MaxConns.
+func (s *Server) newConn(ctx context.Context, nc net.Conn) (c *ServerConn, full bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.closed {
-		return nil
+		return nil, false
 	}
-	c := &ServerConn{srv: s}
+	if m := orDefault(s.MaxConns, DefaultMaxConns); m > 0 && len(s.mu.conns) >= m {
+		return nil, true
+	}
+	c = &ServerConn{srv: s}
 	c.ctx, c.cancel = context.WithCancel(ctx)
-	c.l = newLink(nc, nc.RemoteAddr().String(), s.MaxFrame, s.Logger, &s.pool)
+	c.l = newLink(nc, nc.RemoteAddr().String(), s.MaxFrame, s.ReadTimeout, s.Logger, &s.pool)
+	c.l.idleTimeout = orDefault(s.IdleTimeout, DefaultIdleTimeout)
+	budget := s.Budget
+	if budget == nil {
+		budget = DefaultBudget
+	}
+	c.l.acct = newConnAcct(orDefault(s.MaxInflightRequests, DefaultMaxInflightRequests),
+		orDefault(s.MaxInflightBytes, DefaultMaxInflightBytes), budget)
+	c.l.onClose = c.closed
 	s.mu.conns[c] = struct{}{}
 	s.wg.Add(2) // c.serve and c.l.writeLoop
-	return c
+	return c, false
+}
+
+// offense logs that the connection from addr is closed for reason, within
+// the offender log's rate limit.
+func (s *Server) offense(addr, reason string, err error) {
+	ok, suppressed := s.offenders.allow(addr, reason)
+	if !ok {
+		return
+	}
+	args := []any{"remote", addr, "reason", reason, "err", err}
+	if suppressed > 0 {
+		args = append(args, "suppressed", suppressed)
+	}
+	s.logger().Warn("remoting: closing connection", args...)
 }
 
 func (s *Server) forget(c *ServerConn) {
@@ -209,9 +274,34 @@ func (c *ServerConn) serve() {
 		c.l.writeLoop()
 	}()
 	c.l.log.Debug("remoting: connection accepted", "remote", c.l.addr)
-	_ = c.l.run(c.dispatch) // run logs what deserves it
+	_ = c.l.run(c.dispatch) // closed logs what deserves it
 	c.cancel()
 	c.srv.forget(c)
+}
+
+// closed logs why the reader stopped: one line for a connection that
+// misbehaved (rate-limited per host), a debug line otherwise.
+func (c *ServerConn) closed(err error) {
+	var reason string
+	switch {
+	case c.l.closedErr() != nil:
+		return // closed on this side; the read error is only the consequence
+	case errors.Is(err, ErrFrameTooLarge):
+		reason = "frame too large"
+	case errors.Is(err, ErrMalformed):
+		reason = "malformed frame"
+	case errors.Is(err, errReadTimeout):
+		reason = "read timeout"
+	case errors.Is(err, errIdle):
+		reason = "idle"
+	case errors.Is(err, io.EOF):
+		c.l.log.Debug("remoting: connection closed by peer", "remote", c.l.addr)
+		return
+	default:
+		c.l.log.Debug("remoting: connection read failed", "remote", c.l.addr, "err", err)
+		return
+	}
+	c.srv.offense(c.l.addr, reason, err)
 }
 
 // dispatch starts the handler of req. It runs on the reader goroutine,
@@ -234,6 +324,8 @@ func (c *ServerConn) handle(req *Command) {
 	}
 	if resp != nil {
 		c.l.reply(req, resp)
+	} else {
+		c.l.releaseReq(req)
 	}
 }
 
@@ -275,6 +367,7 @@ func (c *ServerConn) Send(cmd *Command) error { return c.l.send(cmd) }
 // to a connection that is gone is dropped.
 func (c *ServerConn) Reply(req, resp *Command) {
 	if !stampReply(req, resp) {
+		c.l.releaseReq(req)
 		return
 	}
 	fb, err := c.l.encode(resp)
@@ -284,6 +377,7 @@ func (c *ServerConn) Reply(req, resp *Command) {
 		go c.l.reply(req, resp)
 		return
 	}
+	fb.held = atomic.SwapInt64(&req.held, 0)
 	if c.l.tryEnqueue(fb) {
 		return
 	}

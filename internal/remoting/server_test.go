@@ -625,6 +625,9 @@ func TestInlineReply(t *testing.T) {
 	var taken []*Command
 	var conn *ServerConn
 	ts := startServer(t, echo, func(s *Server) {
+		// Every request is held until all are in: more than the default
+		// in-flight limit, at which the server would stop reading.
+		s.MaxInflightRequests = 2 * outQueueLen
 		s.Inline = func(c *ServerConn, req *Command) bool {
 			if req.Code != SendMessageV2 {
 				return false
