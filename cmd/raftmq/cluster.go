@@ -35,6 +35,8 @@ type clusterFlags struct {
 	groups      int
 	// namesrvPort is the name server's port when groups > 1.
 	namesrvPort int
+	// restart: the watch loop restarts a node that exited, with backoff.
+	restart bool
 }
 
 func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
@@ -58,6 +60,7 @@ func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().IntVar(&f.namesrvPort, "namesrv-port", 9876, "the name server's port (with --groups > 1)")
 	cmd.Flags().StringVar(&f.flush, "flush", "sync", "sync (fsync on a quorum before ack) or async")
 	cmd.Flags().IntVar(&f.demo, "demo", 1000, "messages to send and read back once the group is up (0: none)")
+	cmd.Flags().BoolVar(&f.restart, "restart", true, "restart a node that exits (killed, crashed, or refusing to start), after 1 s, doubling to 30 s while it keeps failing")
 	cmd.Flags().Int64Var(&f.segment, "segment-size", 1<<30, "commitlog segment size")
 	cmd.Flags().DurationVar(&f.tick, "tick", 50*time.Millisecond, "raft tick")
 	cmd.Flags().Int64Var(&f.warmAhead, "warm-ahead", 0, "commitlog bytes zero-filled ahead of the writer in sync mode (0: 64 MiB, -1: off)")
@@ -119,17 +122,25 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 		}
 		groups = append(groups, g)
 	}
+	sups := make([]*supervisor, len(groups))
 	for i, g := range groups {
-		leader, err := g.WaitLeader(20 * time.Second)
-		if err != nil {
-			return err
+		sups[i] = newSupervisor(g, i+1, f.restart)
+		// A node that refuses to start leaves the others running: the
+		// supervisor says which and why, and the quorum elects a leader.
+		var leader uint64
+		for deadline := time.Now().Add(20 * time.Second); leader == 0; time.Sleep(50 * time.Millisecond) {
+			sups[i].check()
+			if leader = g.Leader(); leader == 0 && time.Now().After(deadline) {
+				return fmt.Errorf("group %d: no leader within 20 s; see the nodes' logs", i+1)
+			}
 		}
 		fmt.Printf("group %d: leader elected: n%d\n", i+1, leader)
 	}
 	if f.demo > 0 {
-		for _, g := range groups {
-			if err := clusterDemo(ctx, log, g.Addrs(), f.demo); err != nil {
-				return err
+		for i, g := range groups {
+			// A failed demo is reported, not fatal: the group stays up.
+			if err := clusterDemo(ctx, log, g, f.demo); err != nil {
+				fmt.Fprintf(os.Stderr, "group %d: demo: %v\n", i+1, err)
 			}
 		}
 	}
@@ -142,7 +153,6 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var last time.Time
-	reported := map[string]bool{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -162,12 +172,7 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 		}
 		var lines []string
 		for i, g := range groups {
-			for _, n := range g.Nodes {
-				if e := n.Exited(); e != "" && !reported[n.LogPath] {
-					reported[n.LogPath] = true
-					fmt.Fprintf(os.Stderr, "\ngroup %d node %d exited (%s); last lines of %s:\n%s\n", i+1, n.ID, e, n.LogPath, localgroup.Tail(n.LogPath, 10))
-				}
-			}
+			sups[i].check()
 			line := statusLine(g.Nodes, g.Statuses())
 			if len(groups) > 1 {
 				line = fmt.Sprintf("g%d %s", i+1, line)
@@ -256,4 +261,79 @@ func statusLine(nodes []*localgroup.Node, sts []*cluster.NodeStatus) string {
 		parts = append(parts, fmt.Sprintf("n%d %s applied %d", nodes[i].ID, role, st.Status.Applied))
 	}
 	return fmt.Sprintf("%s leader n%d term %d commit %d | %s", time.Now().Format("15:04:05"), leader, term, commit, strings.Join(parts, " | "))
+}
+
+// supervisor watches one group's nodes for the cluster command: it reports
+// a node that exited (why, and the last lines of its log) and, with
+// restart on, starts it again after a backoff that doubles, up to
+// maxRestartBackoff, while the node keeps exiting within
+// restartStableAfter of its start.
+type supervisor struct {
+	g       *localgroup.Group
+	group   int
+	restart bool
+	nodes   map[uint64]*supervised
+}
+
+type supervised struct {
+	started  time.Time
+	backoff  time.Duration
+	due      time.Time // when to restart it; zero while it runs
+	reported bool
+}
+
+const (
+	minRestartBackoff  = time.Second
+	maxRestartBackoff  = 30 * time.Second
+	restartStableAfter = time.Minute
+)
+
+func newSupervisor(g *localgroup.Group, group int, restart bool) *supervisor {
+	s := &supervisor{g: g, group: group, restart: restart, nodes: map[uint64]*supervised{}}
+	now := time.Now()
+	for _, n := range g.Nodes {
+		s.nodes[n.ID] = &supervised{started: now, backoff: minRestartBackoff}
+	}
+	return s
+}
+
+// check reports nodes that exited and restarts those whose backoff ran out.
+func (s *supervisor) check() {
+	now := time.Now()
+	for _, n := range s.g.Nodes {
+		st := s.nodes[n.ID]
+		why := n.Exited()
+		if why == "" {
+			if now.Sub(st.started) >= restartStableAfter {
+				st.backoff = minRestartBackoff
+			}
+			continue
+		}
+		corrupt := n.ExitCode() == exitCorrupt
+		if !st.reported {
+			st.reported = true
+			what := "not restarted (--restart=false)"
+			switch {
+			case corrupt:
+				what = fmt.Sprintf("not restarted: its data is corrupt (`raftmq store inspect %s` says where); the others go on without it", n.Dir)
+			case s.restart:
+				st.due = now.Add(st.backoff)
+				what = fmt.Sprintf("restarting it in %v", st.backoff)
+			}
+			fmt.Fprintf(os.Stderr, "\ngroup %d node %d exited (%s); %s; last lines of %s:\n%s\n", s.group, n.ID, why, what, n.LogPath, localgroup.Tail(n.LogPath, 10))
+		}
+		if !s.restart || corrupt || now.Before(st.due) {
+			continue
+		}
+		if err := s.g.StartNode(n.ID); err != nil {
+			fmt.Fprintf(os.Stderr, "\ngroup %d node %d: restart failed: %v\n", s.group, n.ID, err)
+			st.due = now.Add(st.backoff)
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "\ngroup %d node %d restarted\n", s.group, n.ID)
+		if now.Sub(st.started) < restartStableAfter {
+			st.backoff = min(2*st.backoff, maxRestartBackoff)
+		}
+		st.started, st.reported = now, false
+	}
 }

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/internal/localgroup"
 )
 
 // clusterDemo sends n 1 KiB messages through the group (pipelined, fsynced
 // on a quorum before each ack) and reads them all back from a follower.
-func clusterDemo(ctx context.Context, log *slog.Logger, addrs []string, n int) error {
-	cl, err := client.New(client.Options{Addrs: addrs, Logger: log})
+func clusterDemo(ctx context.Context, log *slog.Logger, g *localgroup.Group, n int) error {
+	cl, err := client.New(client.Options{Addrs: g.Addrs(), Logger: log})
 	if err != nil {
 		return err
 	}
@@ -61,33 +62,41 @@ func clusterDemo(ctx context.Context, log *slog.Logger, addrs []string, n int) e
 	}
 	el := time.Since(start)
 	fmt.Printf("sent %d messages of 1 KiB, acknowledged after fsync on a quorum: %.0f msgs/s\n", n, float64(n)/el.Seconds())
-	// Read them back from a follower (followers serve committed data).
-	var from string
-	for id, a := range rt.Addrs {
-		if id != 0 {
-			from = a
+	// Read them back from a follower (followers serve committed data):
+	// one that is up, waiting for it to catch up; if none is, from the
+	// leader.
+	from := rt.Addrs[0]
+	for _, nd := range g.Nodes {
+		if nd.Client != rt.Addrs[0] && nd.Running() {
+			from = nd.Client
 			break
 		}
 	}
 	pc := cl.NewPullConsumer("demo-reader")
 	got := 0
+	deadline := time.Now().Add(30 * time.Second)
 	for q := 0; q < rt.ReadQueues; q++ {
 		off := before[q]
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		want := before[q] + int64(n/rt.WriteQueues)
+		if q < n%rt.WriteQueues {
+			want++
+		}
+		for off < want && time.Now().Before(deadline) {
 			r, err := pc.PullFrom(ctx, from, topic, int32(q), off, 32, 100*time.Millisecond)
 			if err != nil {
-				return fmt.Errorf("demo: pull from %s: %w", from, err)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				time.Sleep(100 * time.Millisecond) // catching up, or restarting
+				continue
 			}
 			got += len(r.Messages)
-			if len(r.Messages) == 0 {
-				break
-			}
 			off = r.NextBeginOffset
 		}
 	}
-	fmt.Printf("read %d of them back from follower %s\n", got, from)
+	fmt.Printf("read %d of them back from %s\n", got, from)
 	if got != n {
-		return fmt.Errorf("demo: read back %d of %d messages", got, n)
+		return fmt.Errorf("demo: read back %d of %d messages from %s within 30 s", got, n, from)
 	}
 	return nil
 }
