@@ -63,4 +63,51 @@
 // Options.OnRequest on a client), so a held long poll does not delay later
 // requests on the same connection. When a connection dies the reader fails
 // every pending request with an error wrapping ErrConnClosed.
+//
+// # Resource limits
+//
+// A peer cannot make a connection hold memory it has not sent, nor keep
+// it open by sending nothing. The server's limits are fields of Server;
+// each is 0 for the default below and negative for no limit.
+//
+//	| limit               | default  | at the limit                                   |
+//	| MaxFrame            | 16 MiB   | a longer length prefix closes the connection   |
+//	|                     |          | at once, before any of the body is read        |
+//	| ReadTimeout         | 30 s     | a frame started and not complete is closed     |
+//	| IdleTimeout         | 120 s    | no frame started and no request in flight:     |
+//	|                     |          | closed                                         |
+//	| MaxConns            | 10000    | one more is accepted and closed at once        |
+//	| MaxInflightRequests | 4096     | per connection: the reader stops until an      |
+//	|                     |          | answer is written                              |
+//	| MaxInflightBytes    | 64 MiB   | the same, for the frame bytes of those requests|
+//	| Budget              | 512 MiB  | the same, for the bytes of every connection    |
+//	|                     |          | sharing it (DefaultBudget: the whole process)  |
+//
+// A frame body is allocated as it arrives: what is buffered already, at
+// least 4 KiB, then doubled each time it is full and another byte has
+// come, so a frame never holds more than twice what its peer sent,
+// whatever length it announced. Those allocations are charged to the
+// connection and its Budget as they are made; a frame that must wait for
+// the Budget mid-way still has to finish within ReadTimeout.
+//
+// A request is in flight from the moment its frame is read until its
+// response has been written to the socket (or its handler returned nil,
+// or, for a request Server.Inline took, ServerConn.Reply was called). So a
+// long-polled pull held by the server keeps its connection from being
+// idle, and a client that sends without reading its answers is held back
+// by TCP flow control once its answers fill the connection's queue. A
+// connection at a limit is not read at all, responses to server-initiated
+// requests included; the limits are far above what a RocketMQ client
+// keeps in flight (one pull per queue, a few thousand asynchronous sends).
+// When a connection closes, the bytes it held go back to its Budget.
+//
+// A client connection (Options) has only MaxFrame and ReadTimeout: a
+// connection to a server may be idle, and its requests are its own.
+//
+// A connection closed for misbehaving (frame too large, malformed frame,
+// read timeout, idle, too many connections) gets one Warn line
+// "remoting: closing connection" with its address and the reason; at most
+// 256 such lines a minute per client host and reason, the next one after
+// a suppression saying how many were left out. Frames are never logged
+// one by one.
 package remoting

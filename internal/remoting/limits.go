@@ -137,7 +137,8 @@ type connAcct struct {
 	maxReqs  int   // <= 0: no limit
 	maxBytes int64 // <= 0: no limit
 	global   *Budget
-	wake     chan struct{} // capacity 1: a release happened
+	wake     chan struct{} // capacity 1: a release happened while waiting
+	waiting  atomic.Bool   // the reader is in waitRoom
 	// lastAnswer is the time (UnixNano) of the last release, for the idle
 	// timeout.
 	lastAnswer atomic.Int64
@@ -187,9 +188,13 @@ func (a *connAcct) finish(n int64, req bool) {
 	if req {
 		a.lastAnswer.Store(time.Now().UnixNano())
 	}
-	select {
-	case a.wake <- struct{}{}:
-	default:
+	// The reader sets waiting before it checks the counts under mu, so
+	// either it sees this release or this sees it waiting.
+	if a.waiting.Load() {
+		select {
+		case a.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -222,12 +227,17 @@ func (a *connAcct) full() bool {
 // waitRoom blocks until the connection may read another frame: it is
 // below its own limits and the budget below its own.
 func (a *connAcct) waitRoom(stop <-chan struct{}) error {
-	for a.full() {
-		select {
-		case <-a.wake:
-		case <-stop:
-			return errStopped
+	if a.full() {
+		a.waiting.Store(true)
+		for a.full() {
+			select {
+			case <-a.wake:
+			case <-stop:
+				a.waiting.Store(false)
+				return errStopped
+			}
 		}
+		a.waiting.Store(false)
 	}
 	return a.global.wait(stop, time.Time{})
 }
