@@ -174,6 +174,11 @@ func (a *connAcct) begin() {
 
 // finish releases n bytes and, if req, one request.
 func (a *connAcct) finish(n int64, req bool) {
+	if req {
+		// Before the count drops: a reader that sees no request in
+		// flight must see this answer's time too.
+		a.lastAnswer.Store(time.Now().UnixNano())
+	}
 	a.mu.Lock()
 	if a.done {
 		a.mu.Unlock()
@@ -185,9 +190,6 @@ func (a *connAcct) finish(n int64, req bool) {
 	}
 	a.mu.Unlock()
 	a.global.release(n)
-	if req {
-		a.lastAnswer.Store(time.Now().UnixNano())
-	}
 	// The reader sets waiting before it checks the counts under mu, so
 	// either it sees this release or this sees it waiting.
 	if a.waiting.Load() {

