@@ -108,6 +108,17 @@ type Config struct {
 	CommitNotifyDelay time.Duration
 	// MaxFrame bounds remoting frames (default 16 MiB).
 	MaxFrame int
+	// Client connection limits (internal/remoting's Server fields of the
+	// same names; 0: their defaults, negative: no limit): a frame must
+	// arrive within ClientReadTimeout once started; a connection with no
+	// request in flight is closed after ClientIdleTimeout; at most
+	// MaxClientConns connections; per connection at most
+	// MaxInflightRequests requests and MaxInflightBytes bytes read and
+	// not yet answered; MaxInflightTotal bounds those bytes over every
+	// client connection of the node.
+	ClientReadTimeout, ClientIdleTimeout time.Duration
+	MaxClientConns, MaxInflightRequests  int
+	MaxInflightBytes, MaxInflightTotal   int64
 	// PreferredLeader, if set, is the node that should lead whenever it is
 	// up and caught up: the leader hands leadership to it.
 	PreferredLeader uint64
@@ -317,7 +328,12 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	tp.set(b.tr)
 	b.offs = newOffsetCommitter(b)
-	b.srv = &remoting.Server{Handler: b.handle, Inline: b.inline, MaxFrame: cfg.MaxFrame, Logger: b.log}
+	b.srv = &remoting.Server{Handler: b.handle, Inline: b.inline, MaxFrame: cfg.MaxFrame, Logger: b.log,
+		ReadTimeout: cfg.ClientReadTimeout, IdleTimeout: cfg.ClientIdleTimeout, MaxConns: cfg.MaxClientConns,
+		MaxInflightRequests: cfg.MaxInflightRequests, MaxInflightBytes: cfg.MaxInflightBytes}
+	if cfg.MaxInflightTotal != 0 {
+		b.srv.Budget = remoting.NewBudget(cfg.MaxInflightTotal)
+	}
 
 	b.tr.Start()
 	b.rep.Start()

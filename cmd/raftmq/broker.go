@@ -39,6 +39,12 @@ type brokerFlags struct {
 	directIO    int
 	cqOpenFiles int
 	maxTimer    time.Duration
+	clientRead  time.Duration
+	clientIdle  time.Duration
+	maxConns    int
+	maxInflight int
+	inflightB   int64
+	inflightAll int64
 	txnTimeout  time.Duration
 	txnInterval time.Duration
 	txnMax      int
@@ -78,6 +84,12 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.Int64Var(&f.warmAhead, "warm-ahead", 0, "bytes of the commitlog segment zero-filled and synced ahead of the writer in sync mode (0: 64 MiB, -1: off)")
 	fl.Int64Var(&f.cacheWindow, "cache-window", 0, "bytes of the commitlog kept in the page cache behind its durable end; older pages are released (0: 1 GiB, -1: keep all)")
 	fl.IntVar(&f.cqOpenFiles, "cq-max-open-files", 0, "consume-queue files kept open at once; the least recently used close beyond it (0: 1,024, -1: no bound). Raise it above the number of queues written to within a second, within the process's file-descriptor limit")
+	fl.DurationVar(&f.clientRead, "client-read-timeout", 0, "a client frame must arrive within this once started, else the connection closes (0: 30 s, negative: none)")
+	fl.DurationVar(&f.clientIdle, "client-idle-timeout", 0, "close a client connection with no request in flight after this long without a frame (0: 120 s, negative: never)")
+	fl.IntVar(&f.maxConns, "max-client-conns", 0, "most client connections at once; more are closed at once and logged (0: 10,000, negative: no limit)")
+	fl.IntVar(&f.maxInflight, "max-inflight-requests", 0, "requests read and not yet answered per connection before the node stops reading it (0: 4,096, negative: no limit)")
+	fl.Int64Var(&f.inflightB, "max-inflight-bytes", 0, "request bytes read and not yet answered per connection before the node stops reading it (0: 64 MiB, negative: no limit)")
+	fl.Int64Var(&f.inflightAll, "max-inflight-total", 0, "request bytes read and not yet answered over every client connection (0: 512 MiB, negative: no limit)")
 	fl.DurationVar(&f.maxTimer, "max-timer-delay", schedule.DefaultMaxDelay, "longest delay a timer message (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS) may ask for; further is refused")
 	fl.DurationVar(&f.txnTimeout, "transaction-timeout", txn.DefaultTimeout, "age at which an open transaction is first checked back with its producer (RocketMQ's transactionTimeOut)")
 	fl.DurationVar(&f.txnInterval, "transaction-check-interval", txn.DefaultCheckInterval, "time between check-backs of an open transaction (transactionCheckInterval)")
@@ -146,6 +158,8 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 		TickInterval: f.tick, CommitNotifyDelay: f.notifyDelay, LeaderWait: f.leaderWait, FailoverRoutes: f.failover, NameServers: namesrv.AddrsFromEnv(f.namesrv), ClusterName: f.cluster, BrokerName: f.broker, PreferredLeader: f.preferred, Logger: log,
 		FaultEndpoint: f.faultEndpoint,
 		MaxTimerDelay: f.maxTimer, TxnTimeout: f.txnTimeout, TxnCheckInterval: f.txnInterval, TxnCheckMax: f.txnMax,
+		ClientReadTimeout: f.clientRead, ClientIdleTimeout: f.clientIdle, MaxClientConns: f.maxConns,
+		MaxInflightRequests: f.maxInflight, MaxInflightBytes: f.inflightB, MaxInflightTotal: f.inflightAll,
 	}
 	cfg.Store.Mutants = muts
 	cfg.Store.WarmAhead = f.warmAhead

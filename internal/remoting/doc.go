@@ -81,7 +81,7 @@
 //	|                     |          | answer is written                              |
 //	| MaxInflightBytes    | 64 MiB   | the same, for the frame bytes of those requests|
 //	| Budget              | 512 MiB  | the same, for the bytes of every connection    |
-//	|                     |          | sharing it (DefaultBudget: the whole process)  |
+//	|                     |          | sharing it (by default: the server's own)      |
 //
 // A frame body is allocated as it arrives: what is buffered already, at
 // least 4 KiB, then doubled each time it is full and another byte has

@@ -32,8 +32,8 @@ const (
 	// connection's requests read and not yet answered, the frame being
 	// read included (Server.MaxInflightBytes).
 	DefaultMaxInflightBytes = 64 << 20
-	// DefaultMaxInflightTotal is the limit of DefaultBudget, the in-flight
-	// bytes of every server connection of the process together.
+	// DefaultMaxInflightTotal is the budget of a server without one: the
+	// in-flight bytes of all its connections together.
 	DefaultMaxInflightTotal = 512 << 20
 )
 
@@ -65,10 +65,6 @@ type Budget struct {
 
 // NewBudget returns a budget of limit bytes; limit <= 0 means no limit.
 func NewBudget(limit int64) *Budget { return &Budget{limit: limit} }
-
-// DefaultBudget is the budget of servers whose Budget is nil: all of them
-// share it, so it bounds the process.
-var DefaultBudget = NewBudget(DefaultMaxInflightTotal)
 
 // Limit returns the limit given to NewBudget.
 func (b *Budget) Limit() int64 { return b.limit }

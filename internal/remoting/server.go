@@ -68,8 +68,11 @@ type Server struct {
 	MaxInflightBytes    int64
 	// Budget bounds the in-flight bytes of every connection of the
 	// servers that share it, as MaxInflightBytes does for one; nil means
-	// DefaultBudget, shared by the whole process.
+	// a budget of DefaultMaxInflightTotal for this server alone.
 	Budget *Budget
+	// ownBudget is the budget of a server without Budget.
+	ownBudget  *Budget
+	budgetOnce sync.Once
 
 	// offenders rate-limits the log lines about connections closed for
 	// misbehaving.
@@ -227,7 +230,8 @@ func (s *Server) newConn(ctx context.Context, nc net.Conn) (c *ServerConn, full 
 	c.l.idleTimeout = orDefault(s.IdleTimeout, DefaultIdleTimeout)
 	budget := s.Budget
 	if budget == nil {
-		budget = DefaultBudget
+		s.budgetOnce.Do(func() { s.ownBudget = NewBudget(DefaultMaxInflightTotal) })
+		budget = s.ownBudget
 	}
 	c.l.acct = newConnAcct(orDefault(s.MaxInflightRequests, DefaultMaxInflightRequests),
 		orDefault(s.MaxInflightBytes, DefaultMaxInflightBytes), budget)
