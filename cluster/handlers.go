@@ -398,6 +398,12 @@ func (b *Broker) prepareSend(conn *remoting.ServerConn, req *remoting.Command) (
 		}
 		msgs = []*message.Message{{Topic: h.Topic, QueueID: qid, Flag: h.Flag, SysFlag: h.SysFlag, BornTimestamp: h.BornTimestamp,
 			BornHost: born, ReconsumeTimes: h.ReconsumeTimes, Body: req.Body, RawProperties: withUniqKey(raw, hasUniq)}}
+		if dlq, ok := b.retryPastMax(&h, msgs[0]); ok {
+			if _, exists := b.rep.Store().Topic(dlq); !exists {
+				tc := dlqTopicConfig(dlq)
+				return nil, &tc, nil
+			}
+		}
 		sys, err := b.divert(msgs[0], time.Now().UnixMilli())
 		if err != nil {
 			return nil, nil, b.refuse(conn, req, remoting.MessageIllegal, err.Error())

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/raftmq/raftmq/commitlog/message"
@@ -106,8 +107,7 @@ func (b *Broker) sendBackMessage(ctx context.Context, h *remoting.ConsumerSendMs
 	if orig.ReconsumeTimes >= maxTimes || h.DelayLevel < 0 {
 		m.Topic = DLQGroupTopic(h.Group)
 		if _, ok := st.Topic(m.Topic); !ok {
-			tc := offsets.NewTopicConfig(m.Topic, 1)
-			tc.Perm = offsets.PermWrite
+			tc := dlqTopicConfig(m.Topic)
 			if err := b.exec(ctx, &store.Command{Op: store.OpCreateTopic, Topic: &tc}); err != nil {
 				return nil, false, fmt.Errorf("create dead-letter topic %s: %w", m.Topic, err)
 			}
@@ -122,4 +122,44 @@ func (b *Broker) sendBackMessage(ctx context.Context, h *remoting.ConsumerSendMs
 	m.Topic = RetryGroupTopic(h.Group)
 	m.QueueID = int32(rand.IntN(int(max(gc.RetryQueueNums, 1))))
 	return m, false, nil
+}
+
+// dlqTopicConfig is a dead-letter topic's config: one queue, written but
+// not routed for reading (permission 2), as RocketMQ creates it.
+func dlqTopicConfig(name string) offsets.TopicConfig {
+	tc := offsets.NewTopicConfig(name, 1)
+	tc.Perm = offsets.PermWrite
+	return tc
+}
+
+// retryPastMax handles a plain send to a %RETRY% topic (a client's
+// fallback when CONSUMER_SEND_MSG_BACK failed): a copy whose reconsume
+// count is past the group's maximum (or the maxReconsumeTimes the client
+// sent) goes to the group's dead-letter topic instead, undelayed, as
+// RocketMQ's broker does. The header's count is the copy's (the consumed
+// message's plus one), so the rule is count > maximum, the send-back
+// path's rule for the consumed message (count >= maximum). It rewrites m
+// and returns the dead-letter topic, or reports false.
+func (b *Broker) retryPastMax(h *remoting.SendMessageRequestHeader, m *message.Message) (string, bool) {
+	group, ok := strings.CutPrefix(h.Topic, "%RETRY%")
+	if !ok || group == "" {
+		return "", false
+	}
+	maxTimes := int32(offsets.NewSubscriptionGroupConfig(group).RetryMaxTimes)
+	if gc, ok := b.rep.Store().SubscriptionGroup(group); ok {
+		maxTimes = gc.RetryMaxTimes
+	}
+	if h.MaxReconsumeTimes > 0 {
+		maxTimes = h.MaxReconsumeTimes
+	}
+	if h.ReconsumeTimes <= maxTimes {
+		return "", false
+	}
+	raw := m.RawProperties
+	for _, k := range scheduleProps {
+		raw = message.DeleteRawProperty(raw, k)
+	}
+	m.Topic, m.QueueID, m.RawProperties = DLQGroupTopic(group), 0, raw
+	b.log.Info("cluster: a retry past its group's maximum goes to the dead-letter queue", "group", group, "reconsumeTimes", h.ReconsumeTimes, "max", maxTimes)
+	return m.Topic, true
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/schedule"
 	"github.com/raftmq/raftmq/txn"
 )
 
@@ -162,4 +163,42 @@ func TestTransactionsEndOnceAcrossLeaderChange(t *testing.T) {
 		require.Equal(t, txn.SysFlagCommit, got["C"][0].SysFlag&txn.SysFlagTypeMask)
 		require.Empty(t, b.Replica().Store().PendingTransactions(), "node %d", id)
 	}
+}
+
+// A client's own send of a retry (its fallback when
+// CONSUMER_SEND_MSG_BACK fails) goes to the dead-letter topic once the
+// copy's reconsume count is past the maximum (the group's 16, or the
+// maxReconsumeTimes the client sends); below it, it waits as a delayed
+// message like any retry.
+func TestRetrySendPastMaxGoesToDLQ(t *testing.T) {
+	tb := startBrokers(t)
+	l := tb.leader()
+	c := dial(t, l.ClientAddr())
+	ch := remoting.CreateTopicRequestHeader{Topic: "%RETRY%g", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}
+	require.Equal(t, remoting.Success, invoke(t, c, remoting.NewRequest(remoting.UpdateAndCreateTopic, ch.Encode(), nil)).Code)
+	send := func(uniq string, reconsume, max int32) {
+		props := message.EncodeProperties(map[string]string{message.PropertyUniqKey: uniq, message.PropertyDelayTimeLevel: "3",
+			message.PropertyRetryTopic: "T"})
+		h := remoting.SendMessageRequestHeader{ProducerGroup: "CLIENT_INNER_PRODUCER", Topic: "%RETRY%g", DefaultTopic: "TBW102",
+			DefaultTopicQueueNums: 4, QueueID: 0, BornTimestamp: time.Now().UnixMilli(), Properties: props,
+			ReconsumeTimes: reconsume, MaxReconsumeTimes: max}
+		resp := invoke(t, c, remoting.NewRequest(remoting.SendMessage, h.Encode(), []byte(uniq)))
+		require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	}
+	send("A", 16, 0) // the 16th retry: still a retry
+	send("B", 17, 0) // past the group's 16
+	send("C", 2, 1)  // past the client's 1
+	st := l.Replica().Store()
+	require.Eventually(t, func() bool { return st.MaxOffset("%DLQ%g", 0) == 2 }, 5*time.Second, 10*time.Millisecond)
+	tc, ok := st.Topic("%DLQ%g")
+	require.True(t, ok)
+	require.EqualValues(t, 2, tc.Perm, "a dead-letter topic is written, not read")
+	dead := queued(t, l, "%DLQ%g")
+	require.Len(t, dead, 2)
+	require.Contains(t, dead, "B")
+	require.Contains(t, dead, "C")
+	require.Empty(t, dead["B"][0].Properties[message.PropertyDelayTimeLevel], "a dead letter is not delayed")
+	require.EqualValues(t, 17, dead["B"][0].ReconsumeTimes)
+	require.Zero(t, st.MaxOffset("%RETRY%g", 0), "the 16th retry waits in the schedule")
+	require.EqualValues(t, 1, st.MaxOffset(schedule.Topic, schedule.LevelQueue(3)), "the 16th retry waits at delay level 3")
 }

@@ -251,6 +251,24 @@ func SetRawProperty(raw, name, value string) string {
 	return string(out)
 }
 
+// DeleteRawProperty returns raw (CheckRawProperties form) without the
+// pair of name, if any.
+func DeleteRawProperty(raw, name string) string {
+	if _, ok := RawPropertyValue(raw, name); !ok {
+		return raw
+	}
+	out := make([]byte, 0, len(raw))
+	for rest := raw; rest != ""; {
+		item, r, _ := strings.Cut(rest, string(PropertySeparator))
+		rest = r
+		if k, _, _ := strings.Cut(item, string(NameValueSeparator)); k != name {
+			out = append(out, item...)
+			out = append(out, PropertySeparator)
+		}
+	}
+	return string(out)
+}
+
 // RawPropertyValue is PropertyBytes for an encoded properties string such
 // as Message.RawProperties: the value is a substring of raw, not a copy. (It
 // is written twice, for string and []byte, because a generic version that
