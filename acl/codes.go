@@ -1,0 +1,74 @@
+package acl
+
+import (
+	"strings"
+
+	"github.com/raftmq/raftmq/internal/remoting"
+)
+
+// RocketMQ 4.x ACL admin request codes (RequestCode in 4.9.x; gone from
+// RocketMQ 5.3), and their failure response codes. internal/remoting does
+// not define them.
+const (
+	// UpdateAndCreateACLConfig (UPDATE_AND_CREATE_ACL_CONFIG): header
+	// accessKey, secretKey, whiteRemoteAddress, admin, defaultTopicPerm,
+	// defaultGroupPerm, topicPerms, groupPerms. See UpdateFromRequest.
+	UpdateAndCreateACLConfig int32 = 50
+	// DeleteACLConfig (DELETE_ACL_CONFIG): header accessKey.
+	DeleteACLConfig int32 = 51
+	// GetBrokerClusterACLInfo (GET_BROKER_CLUSTER_ACL_INFO): no header.
+	GetBrokerClusterACLInfo int32 = 52
+	// UpdateGlobalWhiteAddrsConfig (UPDATE_GLOBAL_WHITE_ADDRS_CONFIG):
+	// header globalWhiteAddrs (comma list), aclFileFullPath.
+	UpdateGlobalWhiteAddrsConfig int32 = 53
+	// GetBrokerClusterACLConfig (GET_BROKER_CLUSTER_ACL_CONFIG, 4.6-4.9.0):
+	// the whole ACL, secrets included, as JSON.
+	GetBrokerClusterACLConfig int32 = 54
+	// UpdateBrokerConfig (UPDATE_BROKER_CONFIG) is one of RocketMQ's
+	// admin codes; raftmq does not implement it.
+	UpdateBrokerConfig int32 = 25
+
+	// Response codes of failed ACL updates.
+	UpdateAndCreateACLConfigFailed     int32 = 209
+	DeleteACLConfigFailed              int32 = 210
+	UpdateGlobalWhiteAddrsConfigFailed int32 = 211
+)
+
+// adminCodes are the request codes only admin accounts may send:
+// RocketMQ's Permission.ADMIN_CODE (17, 25, 200, 207, 215) and, for
+// raftmq, DELETE_TOPIC_IN_NAMESRV (216, which raftmq's nodes serve like
+// 215), the ACL codes 50-54, and raftmq's own admin codes except
+// CLUSTER_STATUS (9001, read-only): TRANSFER_LEADER, ADD_NODE,
+// REMOVE_NODE, FAULT and the rest of the range reserved for them, so that
+// codes added there later are admin-only until someone decides otherwise.
+// An UPDATE_CONSUMER_OFFSET with raftmqReset=true (an offset reset, which
+// may move an offset back) is admin-only too; see NeedsAdmin.
+var adminCodes = func() map[int32]bool {
+	m := map[int32]bool{
+		remoting.UpdateAndCreateTopic:             true,
+		UpdateBrokerConfig:                        true,
+		remoting.UpdateAndCreateSubscriptionGroup: true,
+		remoting.DeleteSubscriptionGroup:          true,
+		remoting.DeleteTopicInBroker:              true,
+		remoting.DeleteTopicInNameServer:          true,
+		UpdateAndCreateACLConfig:                  true,
+		DeleteACLConfig:                           true,
+		GetBrokerClusterACLInfo:                   true,
+		UpdateGlobalWhiteAddrsConfig:              true,
+		GetBrokerClusterACLConfig:                 true,
+	}
+	for c := remoting.AdminCodeMin; c <= remoting.AdminCodeMax; c++ {
+		m[c] = c != remoting.ClusterStatus
+	}
+	return m
+}()
+
+// NeedsAdmin reports whether a request with that code and ext fields needs
+// an admin account.
+func NeedsAdmin(code int32, ext map[string]string) bool {
+	// EqualFold: the broker reads the flag as Java's Boolean.parseBoolean.
+	if code == remoting.UpdateConsumerOffset && strings.EqualFold(ext[remoting.FieldReset], "true") {
+		return true
+	}
+	return adminCodes[code]
+}
