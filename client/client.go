@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/internal/remoting"
 )
 
@@ -44,6 +45,16 @@ type Options struct {
 	// MaxFrame limits frames in both directions; 0 means
 	// remoting.DefaultMaxFrame (16 MiB).
 	MaxFrame int
+
+	// AccessKey and SecretKey, if set (both or neither), are the
+	// credentials of an account of the group's ACL (RocketMQ's plain ACL):
+	// every request the client sends then carries the ext fields
+	// AccessKey, Signature (acl.Sign over its final ext fields and body)
+	// and, if SecurityToken is set, SecurityToken. See "Credentials" in
+	// the package documentation.
+	AccessKey     string
+	SecretKey     string
+	SecurityToken string
 }
 
 // Client talks to one raftmq raft group: a pool with one connection per
@@ -92,6 +103,13 @@ func New(opts Options) (*Client, error) {
 			return nil, fmt.Errorf("client: bad address %q: %w", a, err)
 		}
 	}
+	var cred *acl.Credentials
+	switch {
+	case opts.AccessKey != "" && opts.SecretKey != "":
+		cred = &acl.Credentials{AccessKey: opts.AccessKey, SecretKey: opts.SecretKey, SecurityToken: opts.SecurityToken}
+	case opts.AccessKey != "" || opts.SecretKey != "" || opts.SecurityToken != "":
+		return nil, errors.New("client: Options.AccessKey and Options.SecretKey go together")
+	}
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = DefaultRequestTimeout
 	}
@@ -108,7 +126,7 @@ func New(opts Options) (*Client, error) {
 		log:     log,
 		ids:     ids,
 	}
-	c.pool = newPool(remoting.Options{MaxFrame: opts.MaxFrame, Dial: opts.Dial, Logger: log}, opts.RequestTimeout, c.serveRequest)
+	c.pool = newPool(remoting.Options{MaxFrame: opts.MaxFrame, Dial: opts.Dial, Logger: log}, opts.RequestTimeout, cred, c.serveRequest)
 	c.routes.init()
 	c.mu.nodes = slices.Compact(slices.Sorted(slices.Values(opts.Addrs)))
 	return c, nil
@@ -207,7 +225,9 @@ func (c *Client) NewMsgID() string { return c.ids.next() }
 // RequestTimeout, whichever comes first. Any response is returned as it
 // is, whatever its code. It is the low-level escape hatch: no retries, no
 // leader following. A failure after the request was handed to the
-// connection wraps ErrIndeterminate. It modifies req (opaque, flags).
+// connection wraps ErrIndeterminate. It sets req's opaque and flags, unless
+// the client has credentials: then it sends a signed copy and leaves req
+// as it is.
 func (c *Client) Invoke(ctx context.Context, addr string, req *remoting.Command) (*remoting.Command, error) {
 	resp, written, err := c.invoke(ctx, addr, req, c.timeout)
 	if err != nil && written {

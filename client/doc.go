@@ -6,7 +6,8 @@
 // # Pieces
 //
 //	Client        connection pool (one remoting.Conn per node address,
-//	              redialled when dead), route cache, leader tracking,
+//	              redialled when dead, signing requests when the client
+//	              has credentials), route cache, leader tracking,
 //	              admin commands (topics, status, membership), and the
 //	              dispatch of broker-initiated requests:
 //	              NOTIFY_CONSUMER_IDS_CHANGED to push consumers,
@@ -229,4 +230,27 @@
 // arrived during one round trip, bounded by AutoBatchBytes. A pack is one
 // SEND_BATCH_MESSAGE: stored whole at consecutive offsets of one queue, or
 // not at all, and retried whole with the same UNIQ_KEYs.
+//
+// # Credentials
+//
+// A group whose brokers enforce an ACL (RocketMQ's plain ACL, package acl)
+// needs signed requests: set Options.AccessKey and Options.SecretKey (and
+// SecurityToken if the account uses one). Every request the client then
+// writes, on any path (sends of every kind, pulls, offset commits and
+// queries, heartbeats, locks, send-backs, END_TRANSACTION, route and
+// message queries, admin commands, Client.Invoke), carries the ext fields
+// AccessKey, SecurityToken (if set) and Signature, computed by acl.Sign
+// over the request's final ext fields and body, as RocketMQ's Java client
+// computes it, so Apache brokers accept it too. Signing happens in one
+// place, the pool's connection (poolConn in sign.go), which every request
+// passes through; it signs a copy and leaves the caller's request as it
+// was, so a retried request is signed again. A send's typed header is
+// turned into ext fields first (the map the ROCKETMQ header encoding
+// otherwise avoids). Responses the client sends to broker requests are
+// not signed, as RocketMQ's clients do not sign them. A broker that
+// enforces the ACL refuses an unsigned or badly signed request with
+// RocketMQ's reason in the remark ("Check signature failed for
+// accessKey=..."): Apache 4.x answers SYSTEM_ERROR, 5.3's ACL 2.0
+// NO_PERMISSION, which the client retries a few times like any
+// NO_PERMISSION before it returns the *Error.
 package client

@@ -7,15 +7,19 @@ import (
 
 	"sync"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/internal/remoting"
 )
 
-// pool holds one remoting.Conn per address. A dead connection is replaced
+// pool holds one connection (a remoting.Conn in a poolConn, which signs
+// requests when cred is set) per address. A dead connection is replaced
 // by a new dial on the next use; concurrent users of an address share one
 // dial.
 type pool struct {
 	opts        remoting.Options
 	dialTimeout time.Duration
+	// cred, if set, signs every request written on the pool's connections.
+	cred *acl.Credentials
 	// onRequest, if set, handles the requests a server sends on a
 	// connection, told the connection's address (remoting.Options has no
 	// room for it, so every dial gets its own OnRequest).
@@ -30,14 +34,14 @@ type pool struct {
 
 // poolEntry is an address's connection, or the dial in progress for it.
 type poolEntry struct {
-	conn *remoting.Conn // nil while dialing
+	conn *poolConn // nil while dialing
 	// dialing is closed when the dial ends; err then holds its error.
 	dialing chan struct{}
 	err     error
 }
 
-func newPool(opts remoting.Options, dialTimeout time.Duration, onRequest func(addr string, req *remoting.Command) *remoting.Command) *pool {
-	p := &pool{opts: opts, dialTimeout: dialTimeout, onRequest: onRequest}
+func newPool(opts remoting.Options, dialTimeout time.Duration, cred *acl.Credentials, onRequest func(addr string, req *remoting.Command) *remoting.Command) *pool {
+	p := &pool{opts: opts, dialTimeout: dialTimeout, cred: cred, onRequest: onRequest}
 	p.mu.conns = make(map[string]*poolEntry)
 	return p
 }
@@ -46,7 +50,7 @@ func newPool(opts remoting.Options, dialTimeout time.Duration, onRequest func(ad
 // dial itself is bounded by dialTimeout and not by ctx, so that the
 // connection serves the other waiters even if this caller gives up; ctx
 // bounds only the wait.
-func (p *pool) get(ctx context.Context, addr string) (*remoting.Conn, error) {
+func (p *pool) get(ctx context.Context, addr string) (*poolConn, error) {
 	for {
 		p.mu.Lock()
 		if p.mu.closed {
@@ -81,7 +85,7 @@ func (p *pool) get(ctx context.Context, addr string) (*remoting.Conn, error) {
 }
 
 // dial runs the dial of entry e, registered under addr.
-func (p *pool) dial(ctx context.Context, addr string, e *poolEntry) (*remoting.Conn, error) {
+func (p *pool) dial(ctx context.Context, addr string, e *poolEntry) (*poolConn, error) {
 	opts := p.opts
 	if on := p.onRequest; on != nil {
 		opts.OnRequest = func(req *remoting.Command) *remoting.Command { return on(addr, req) }
@@ -104,14 +108,14 @@ func (p *pool) dial(ctx context.Context, addr string, e *poolEntry) (*remoting.C
 		delete(p.mu.conns, addr)
 		return nil, ErrClosed
 	}
-	e.conn = conn
-	return conn, nil
+	e.conn = &poolConn{rc: conn, cred: p.cred}
+	return e.conn, nil
 }
 
 // evict closes conn if it is still addr's connection, so that the next
 // use dials again. It is called when a request on conn timed out: a
 // partitioned peer leaves a TCP connection that looks alive.
-func (p *pool) evict(addr string, conn *remoting.Conn) {
+func (p *pool) evict(addr string, conn *poolConn) {
 	p.mu.Lock()
 	e := p.mu.conns[addr]
 	if e != nil && e.conn == conn {
@@ -131,7 +135,7 @@ func (p *pool) evict(addr string, conn *remoting.Conn) {
 func (p *pool) close() {
 	p.mu.Lock()
 	p.mu.closed = true
-	var conns []*remoting.Conn
+	var conns []*poolConn
 	for _, e := range p.mu.conns {
 		if e.conn != nil {
 			conns = append(conns, e.conn)

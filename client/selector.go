@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/commitlog/message"
-	"github.com/raftmq/raftmq/internal/remoting"
 )
 
 // QueueSelector chooses the queue of a message among a topic's write
@@ -109,7 +108,7 @@ func (p *Producer) SendOneway(ctx context.Context, m *Message) error {
 		op.attempt++
 		addr, err := op.prepare(ctx)
 		if err == nil {
-			var conn *remoting.Conn
+			var conn *poolConn
 			conn, err = p.c.pool.get(ctx, addr)
 			if err == nil {
 				req := *op.req // Oneway sets the opaque and flag on its argument

@@ -58,7 +58,7 @@ type sendOp struct {
 	ctx  context.Context
 	cb   func(SendResult, error)
 	addr string
-	conn *remoting.Conn
+	conn *poolConn
 	// A pack of auto-batched messages: one callback per message (instead
 	// of cb), and the batcher to tell when done.
 	cbs     []func(SendResult, error)
