@@ -173,6 +173,10 @@ func TestConfigJSONRoundTrip(t *testing.T) {
 	if _, err := json.Marshal(&Config{Accounts: []Account{{DefaultTopicPerm: Any}}}); err == nil {
 		t.Error("encoded perm ANY")
 	}
+	// A perm not given is DENY.
+	if b, err := json.Marshal(&Config{Accounts: []Account{{}}}); err != nil || !strings.Contains(string(b), `"defaultTopicPerm":"DENY"`) {
+		t.Errorf("%s %v", b, err)
+	}
 }
 
 func TestParsePerm(t *testing.T) {

@@ -25,7 +25,8 @@
 //
 // Changes come as Update values (UpdateFromRequest reads them from the
 // UPDATE_AND_CREATE_ACL_CONFIG, DELETE_ACL_CONFIG and
-// UPDATE_GLOBAL_WHITE_ADDRS_CONFIG requests); Config.Apply returns the
+// UPDATE_GLOBAL_WHITE_ADDRS_CONFIG requests; OpReplace installs a whole
+// Config, such as one read from a file); Config.Apply returns the
 // changed Config without touching the old one, deterministically, so
 // that every node that applies the same updates in the same order holds
 // the same ACL.

@@ -70,8 +70,12 @@ func (p Perm) Allows(needed Perm) bool {
 	return needed&owned != 0
 }
 
-// MarshalText writes the perm's name.
+// MarshalText writes the perm's name; the zero Perm (a perm not given)
+// is DENY.
 func (p Perm) MarshalText() ([]byte, error) {
+	if p == 0 {
+		p = Deny
+	}
 	if !p.valid() {
 		return nil, fmt.Errorf("acl: cannot encode %v", p)
 	}

@@ -20,6 +20,10 @@ const (
 	// OpSetGlobalWhite replaces globalWhiteRemoteAddresses
 	// (UPDATE_GLOBAL_WHITE_ADDRS_CONFIG).
 	OpSetGlobalWhite UpdateOp = "setGlobalWhiteRemoteAddresses"
+	// OpReplace replaces the whole ACL with Update.Config: how a group
+	// takes its first ACL from a plain_acl.yml file through the log, so
+	// that every node holds the same one.
+	OpReplace UpdateOp = "replace"
 )
 
 // Update is one change to a Config, a value that encodes to JSON (for a
@@ -43,6 +47,8 @@ type Update struct {
 
 	// GlobalWhiteRemoteAddresses is the new list, for OpSetGlobalWhite.
 	GlobalWhiteRemoteAddresses []string `json:"globalWhiteRemoteAddresses,omitempty"`
+	// Config is the new ACL, for OpReplace.
+	Config *Config `json:"config,omitempty"`
 }
 
 // ErrNoAccount is the error of deleting an access key the ACL does not have.
@@ -92,6 +98,11 @@ func (c *Config) Apply(u Update) (*Config, error) {
 		out.Accounts = slices.Delete(out.Accounts, i, i+1)
 	case OpSetGlobalWhite:
 		out.GlobalWhiteRemoteAddresses = slices.Clone(u.GlobalWhiteRemoteAddresses)
+	case OpReplace:
+		if u.Config == nil {
+			return nil, errors.New("acl: replace without a config")
+		}
+		out = u.Config.Clone()
 	default:
 		return nil, fmt.Errorf("acl: unknown update op %q", u.Op)
 	}

@@ -70,6 +70,15 @@ func TestApply(t *testing.T) {
 			}},
 		{name: "global white bad", u: Update{Op: OpSetGlobalWhite, GlobalWhiteRemoteAddresses: []string{"10.0.0.x"}}, err: "globalWhiteRemoteAddresses[0]"},
 		{name: "unknown op", u: Update{Op: "grant"}, err: "unknown update op"},
+		{name: "replace", u: Update{Op: OpReplace, Config: &Config{Accounts: []Account{{AccessKey: "onlyOne", SecretKey: "onlyOneSecret", DefaultTopicPerm: Deny, DefaultGroupPerm: Deny}}}},
+			check: func(t *testing.T, c *Config) {
+				a, ok := c.Account("onlyOne")
+				if !ok || len(c.Accounts) != 1 || c.GlobalWhiteRemoteAddresses != nil || a.DefaultTopicPerm != Deny {
+					t.Fatalf("%+v", c)
+				}
+			}},
+		{name: "replace invalid", u: Update{Op: OpReplace, Config: &Config{GlobalWhiteRemoteAddresses: []string{"x"}}}, err: "globalWhiteRemoteAddresses[0]"},
+		{name: "replace nothing", u: Update{Op: OpReplace}, err: "without a config"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
