@@ -98,6 +98,8 @@ func TestClusterSupervisesNodes(t *testing.T) {
 	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 	require.Eventually(t, func() bool { return strings.Contains(out.String(), "group 1 node 2 restarted") }, 15*time.Second, 50*time.Millisecond, out.String())
 	require.Eventually(t, func() bool { p := brokerPID(t, n2); return p != 0 && p != pid }, 10*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(lastStatusLine(out.String()), "n2 follower") }, 15*time.Second, 100*time.Millisecond,
+		"the restarted node rejoins: %s", out.String())
 	stopClusterCmd(t, cmd, out)
 
 	// Corrupt node 3's log: a synced entry fails its CRC, so it refuses
@@ -120,4 +122,15 @@ func TestClusterSupervisesNodes(t *testing.T) {
 	require.NotZero(t, brokerPID(t, filepath.Join(dir, "n2")))
 	require.NotContains(t, out.String(), "node 3 restarted")
 	stopClusterCmd(t, cmd, out)
+}
+
+// lastStatusLine returns the last status line the cluster command printed.
+func lastStatusLine(out string) string {
+	lines := strings.Split(strings.ReplaceAll(out, "\r", "\n"), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], " leader n") && strings.Contains(lines[i], " | ") {
+			return lines[i]
+		}
+	}
+	return ""
 }

@@ -264,10 +264,22 @@ func (g *Group) Stop(id uint64, timeout time.Duration) error {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.err != nil {
+	if n.err != nil && !diedOf(n.err, syscall.SIGTERM) {
 		return fmt.Errorf("localgroup: node %d: %w", id, n.err)
 	}
 	return nil
+}
+
+// diedOf reports whether a process's wait error says it was ended by sig
+// (a node still starting has no handler yet: SIGTERM's default action
+// ends it, which is the stop that was asked for).
+func diedOf(err error, sig syscall.Signal) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
 }
 
 func (n *Node) wait(timeout time.Duration) error {
