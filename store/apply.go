@@ -466,6 +466,17 @@ func (s *Store) applyCommand(payload []byte) error {
 			st.consumer[k] = oc.Offset
 			st.dirtyConsumer[k] = true
 		}
+	case OpACL:
+		if s.cfg.ApplyACL == nil {
+			return fmt.Errorf("%w: access control is not supported by this store", ErrBadCommand)
+		}
+		next, err := s.cfg.ApplyACL(st.acl, c.ACL)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrBadCommand, err)
+		}
+		st.acl = next
+		st.aclVersion++
+		st.dirtyACL = true
 	default:
 		return fmt.Errorf("%w: unknown op %q", ErrBadCommand, c.Op)
 	}

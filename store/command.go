@@ -74,6 +74,9 @@ const (
 	// stale commit delivered late (a retried request whose first copy sat
 	// in a partitioned TCP stream) cannot move a group back.
 	OpAdvanceOffsets = "advanceOffsets"
+	// OpACL changes the access-control state: ACL is the update, applied
+	// by Config.ApplyACL.
+	OpACL = "acl"
 )
 
 // Command is a replicated change of state other than messages.
@@ -83,6 +86,7 @@ type Command struct {
 	Group   *offsets.SubscriptionGroupConfig `json:"group,omitempty"`
 	Name    string                           `json:"name,omitempty"`
 	Offsets []OffsetCommit                   `json:"offsets,omitempty"`
+	ACL     json.RawMessage                  `json:"acl,omitempty"`
 }
 
 // OffsetCommit sets a consumer group's next offset in one queue.

@@ -307,3 +307,45 @@ func TestRetentionDatesDeliveredMessages(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Found, gr.Status)
 }
+
+// A snapshot carries the schedule's cursors, the pending transactions and
+// the access-control state to the replica that installs it.
+func TestSnapshotCarriesScheduleTransactionsAndACL(t *testing.T) {
+	cfg := testConfig(t, vfs.NewMem())
+	cfg.ApplyACL = func(cur, update []byte) ([]byte, error) { return append(append([]byte{}, cur...), update...), nil }
+	sa := openSA(t, cfg)
+	defer sa.Close()
+	createTopic(t, sa, "real", 1)
+	createTopic(t, sa, schedule.Topic, schedule.QueueCount)
+	createTopic(t, sa, txn.HalfTopic, 1)
+	q := schedule.LevelQueue(1)
+	for i := range 3 {
+		_, err := sa.Put(msg(schedule.Topic, q, i, "", ""))
+		require.NoError(t, err)
+	}
+	r, err := sa.appendApply(scheduleEntry(t, sa, &schedule.Delivery{Queue: q, From: 0, Count: 2, Now: 1}, msg("real", 0, 0, "", ""), msg("real", 0, 1, "", "")))
+	require.NoError(t, err)
+	require.NoError(t, r.Err)
+	h := msg(txn.HalfTopic, 0, 9, "", "H")
+	h.Properties[message.PropertyProducerGroup] = "pg"
+	_, err = sa.Put(h)
+	require.NoError(t, err)
+	require.NoError(t, sa.Exec(&Command{Op: OpACL, ACL: []byte(`"x"`)}))
+	idx, snap, err := sa.Snapshot()
+	require.NoError(t, err)
+
+	cfg2 := testConfig(t, vfs.NewMem())
+	cfg2.ApplyACL = cfg.ApplyACL
+	sb := openSA(t, cfg2)
+	defer sb.Close()
+	_, v0 := sb.ACL()
+	require.NoError(t, sb.Restore(snap, func(info SnapshotInfo) error { return sb.Log().Reset(info.Index+1, info.Pos) }))
+	require.Equal(t, idx, sb.AppliedIndex())
+	require.Equal(t, int64(2), sb.ScheduleOffset(q))
+	p := sb.PendingTransactions()
+	require.Len(t, p, 1)
+	require.Equal(t, "pg", p[0].Group)
+	blob, v1 := sb.ACL()
+	require.Equal(t, `"x"`, string(blob))
+	require.NotEqual(t, v0, v1, "the ACL's version moves when a snapshot replaces it")
+}

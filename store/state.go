@@ -32,6 +32,8 @@ type state struct {
 	queues      map[queueKey]int64 // next queue offset to assign
 	sched       map[int32]int64    // next unit to deliver of each schedule queue
 	txns        map[int64]txn.Record
+	acl         []byte // access-control state (Config.ApplyACL); nil: none
+	aclVersion  uint64 // counts changes of acl since the store opened
 
 	dirtyTopics   map[string]bool
 	dirtyGroups   map[string]bool
@@ -39,6 +41,7 @@ type state struct {
 	dirtyQueues   map[queueKey]bool
 	dirtySched    map[int32]bool
 	dirtyTxns     map[int64]bool
+	dirtyACL      bool
 	persisted     uint64 // applied index at the last persist
 }
 
@@ -83,6 +86,9 @@ func loadState(db *offsets.DB) (*state, error) {
 		}); err != nil {
 			return err
 		}
+		if b, ok := tx.Meta(metaACL); ok {
+			st.acl, st.aclVersion = b, 1
+		}
 		if err := tx.ForEachScheduleOffset(func(q int32, next int64) error {
 			st.sched[q] = next
 			return nil
@@ -112,6 +118,7 @@ func (st *state) clearDirty() {
 	st.dirtyQueues = map[queueKey]bool{}
 	st.dirtySched = map[int32]bool{}
 	st.dirtyTxns = map[int64]bool{}
+	st.dirtyACL = false
 }
 
 // stateDelta is what changed in state since the last checkpoint, copied
@@ -126,6 +133,8 @@ type stateDelta struct {
 	queues               map[queueKey]int64
 	sched                map[int32]int64
 	txns                 map[int64]*txn.Record // nil: ended
+	acl                  []byte                // written when writeACL
+	writeACL             bool
 }
 
 // takeDelta copies the dirty state and the applied index and clears the
@@ -168,6 +177,7 @@ func (st *state) takeDelta() *stateDelta {
 	for q := range st.dirtySched {
 		d.sched[q] = st.sched[q]
 	}
+	d.acl, d.writeACL = st.acl, st.dirtyACL
 	for h := range st.dirtyTxns {
 		var r *txn.Record
 		if rec, ok := st.txns[h]; ok {
@@ -210,6 +220,11 @@ func (d *stateDelta) write(db *offsets.DB, indexCheckpoint []byte) error {
 		}
 		for k, off := range d.queues {
 			if err := tx.SetQueueOffset(k.topic, k.queue, off); err != nil {
+				return err
+			}
+		}
+		if d.writeACL {
+			if err := tx.SetMeta(metaACL, d.acl); err != nil {
 				return err
 			}
 		}
@@ -334,4 +349,12 @@ func (s *Store) PendingTransaction(halfOffset int64) (txn.Record, bool) {
 	defer s.state.mu.RUnlock()
 	r, ok := s.state.txns[halfOffset]
 	return r, ok
+}
+
+// ACL returns the access-control state (nil if none) and a version that
+// changes whenever it does.
+func (s *Store) ACL() ([]byte, uint64) {
+	s.state.mu.RLock()
+	defer s.state.mu.RUnlock()
+	return s.state.acl, s.state.aclVersion
 }

@@ -71,6 +71,12 @@ type Config struct {
 	MaxMessageSize int
 	// StoreHost is written into records and offsetMsgIds.
 	StoreHost netip.AddrPort
+	// ApplyACL applies an OpACL command: it returns the new access-control
+	// state (an opaque blob the store keeps with the rest of the
+	// replicated state) from the current one (nil when none yet) and the
+	// command's update. It must be deterministic; an error leaves the
+	// state as it was, on every replica. Without it, OpACL fails.
+	ApplyACL func(cur, update []byte) ([]byte, error)
 	// Retention configures segment deletion and the disk checks.
 	Retention RetentionConfig
 	// NoSyncMeta skips bbolt fsyncs (tests only).
@@ -165,8 +171,10 @@ type Store struct {
 
 const (
 	metaIndexCheckpoint = "index-checkpoint"
-	abortName           = "abort"
-	lockName            = "lock"
+	// metaACL holds the access-control state (Config.ApplyACL).
+	metaACL   = "acl"
+	abortName = "abort"
+	lockName  = "lock"
 )
 
 // Open opens or creates a store, recovering from an unclean stop.
