@@ -29,6 +29,7 @@ import (
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/commitlog"
 	"github.com/raftmq/raftmq/filter"
 	"github.com/raftmq/raftmq/internal/mutant"
@@ -134,6 +135,9 @@ type Config struct {
 	// for the chaos harness. Off by default; only builds with -tags mutant
 	// (internal/mutant) have it, and Start refuses it in others.
 	FaultEndpoint bool
+	// ACLFile, if set, is a plain_acl.yml: the group's ACL until the log
+	// holds one, then proposed as the group's by the leader (see acl.go).
+	ACLFile string
 	// MaxTimerDelay is the longest delay a timer message may ask for
 	// (default schedule.DefaultMaxDelay, 3 days).
 	MaxTimerDelay time.Duration
@@ -185,7 +189,8 @@ type Broker struct {
 	mut      mutant.Set  // from Config.Store.Mutants
 	memOffs  memOffsets  // the offsets-in-memory mutant's table
 	memSched memSchedule // the schedule-in-memory mutant's cursors
-	clock    *skewClock  // the fault endpoint's clock; nil without it
+	acl      aclState
+	clock    *skewClock // the fault endpoint's clock; nil without it
 
 	stopc chan struct{}
 	wg    sync.WaitGroup
@@ -283,8 +288,18 @@ func Start(cfg Config) (*Broker, error) {
 			bootstrap = append(bootstrap, raft.Peer{ID: id, Context: ctx})
 		}
 	}
+	if cfg.ACLFile != "" {
+		c, err := acl.LoadFile(cfg.ACLFile)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: --acl-file: %w", err)
+		}
+		if b.acl.file, err = acl.NewPolicy(c); err != nil {
+			return nil, fmt.Errorf("cluster: --acl-file: %w", err)
+		}
+	}
 	scfg := cfg.Store
 	scfg.Dir, scfg.FS, scfg.Flush, scfg.SegmentSize = cfg.Dir, cfg.FS, cfg.Flush, cfg.SegmentSize
+	scfg.ApplyACL = applyACL
 	if mutant.Enabled && cfg.FaultEndpoint && scfg.Clock == nil {
 		b.clock = &skewClock{}
 		scfg.Clock = b.clock
@@ -341,6 +356,10 @@ func Start(cfg Config) (*Broker, error) {
 	go func() { defer b.wg.Done(); _ = b.srv.Serve(b.clientLn) }()
 	go func() { defer b.wg.Done(); b.offs.run(b.stopc) }()
 	go func() { defer b.wg.Done(); b.expireClients() }()
+	if b.acl.file != nil {
+		b.wg.Add(1)
+		go func() { defer b.wg.Done(); b.seedACL() }()
+	}
 	b.wg.Add(2)
 	go func() { defer b.wg.Done(); b.scheduleLoop() }()
 	go func() { defer b.wg.Done(); b.txnCheckLoop() }()

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/internal/mutant"
 	"github.com/raftmq/raftmq/internal/remoting"
@@ -30,7 +31,12 @@ const extForwarded = "raftmqForwarded"
 const maxSuspend = 30 * time.Second
 
 func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+	if resp := b.checkACL(conn, req); resp != nil {
+		return resp
+	}
 	switch req.Code {
+	case acl.UpdateAndCreateACLConfig, acl.DeleteACLConfig, acl.UpdateGlobalWhiteAddrsConfig:
+		return b.handleACLUpdate(ctx, conn, req)
 	case remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage:
 		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleSend(ctx, conn, req) })
 	case remoting.PullMessage, remoting.LitePullMessage:
@@ -289,6 +295,10 @@ func (b *Broker) inline(conn *remoting.ServerConn, req *remoting.Command) bool {
 	}
 	if !b.rep.Node().IsLeader() {
 		return false
+	}
+	if resp := b.checkACL(conn, req); resp != nil {
+		conn.Reply(req, resp)
+		return true
 	}
 	start := time.Now()
 	msgs, create, resp := b.prepareSend(conn, req)

@@ -39,6 +39,7 @@ type brokerFlags struct {
 	directIO    int
 	cqOpenFiles int
 	maxTimer    time.Duration
+	aclFile     string
 	clientRead  time.Duration
 	clientIdle  time.Duration
 	maxConns    int
@@ -84,6 +85,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.Int64Var(&f.warmAhead, "warm-ahead", 0, "bytes of the commitlog segment zero-filled and synced ahead of the writer in sync mode (0: 64 MiB, -1: off)")
 	fl.Int64Var(&f.cacheWindow, "cache-window", 0, "bytes of the commitlog kept in the page cache behind its durable end; older pages are released (0: 1 GiB, -1: keep all)")
 	fl.IntVar(&f.cqOpenFiles, "cq-max-open-files", 0, "consume-queue files kept open at once; the least recently used close beyond it (0: 1,024, -1: no bound). Raise it above the number of queues written to within a second, within the process's file-descriptor limit")
+	fl.StringVar(&f.aclFile, "acl-file", "", "enable access control with this plain_acl.yml (RocketMQ's format): the group's ACL until it holds one, then proposed as the group's; requests must then be signed (AccessKey, Signature)")
 	fl.DurationVar(&f.clientRead, "client-read-timeout", 0, "a client frame must arrive within this once started, else the connection closes (0: 30 s, negative: none)")
 	fl.DurationVar(&f.clientIdle, "client-idle-timeout", 0, "close a client connection with no request in flight after this long without a frame (0: 120 s, negative: never)")
 	fl.IntVar(&f.maxConns, "max-client-conns", 0, "most client connections at once; more are closed at once and logged (0: 10,000, negative: no limit)")
@@ -158,7 +160,7 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 		TickInterval: f.tick, CommitNotifyDelay: f.notifyDelay, LeaderWait: f.leaderWait, FailoverRoutes: f.failover, NameServers: namesrv.AddrsFromEnv(f.namesrv), ClusterName: f.cluster, BrokerName: f.broker, PreferredLeader: f.preferred, Logger: log,
 		FaultEndpoint: f.faultEndpoint,
 		MaxTimerDelay: f.maxTimer, TxnTimeout: f.txnTimeout, TxnCheckInterval: f.txnInterval, TxnCheckMax: f.txnMax,
-		ClientReadTimeout: f.clientRead, ClientIdleTimeout: f.clientIdle, MaxClientConns: f.maxConns,
+		ACLFile: f.aclFile, ClientReadTimeout: f.clientRead, ClientIdleTimeout: f.clientIdle, MaxClientConns: f.maxConns,
 		MaxInflightRequests: f.maxInflight, MaxInflightBytes: f.inflightB, MaxInflightTotal: f.inflightAll,
 	}
 	cfg.Store.Mutants = muts

@@ -29,8 +29,12 @@ func addrFlag(cmd *cobra.Command, addrs *string) {
 	cmd.Flags().StringVar(addrs, "addr", defaultAddrs, "client addresses of any nodes of the group, comma-separated")
 }
 
+// newClient connects to a group. With RAFTMQ_ACCESS_KEY and
+// RAFTMQ_SECRET_KEY (and RAFTMQ_SECURITY_TOKEN) set, every request is
+// signed for the group's ACL.
 func newClient(addrs string, log *slog.Logger) (*client.Client, error) {
-	return client.New(client.Options{Addrs: strings.Split(addrs, ","), Logger: log})
+	return client.New(client.Options{Addrs: strings.Split(addrs, ","), Logger: log,
+		AccessKey: os.Getenv("RAFTMQ_ACCESS_KEY"), SecretKey: os.Getenv("RAFTMQ_SECRET_KEY"), SecurityToken: os.Getenv("RAFTMQ_SECURITY_TOKEN")})
 }
 
 func newProduceCmd(logger func() *slog.Logger) *cobra.Command {

@@ -1,0 +1,165 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/raftmq/raftmq/acl"
+	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/store"
+)
+
+// Access control (package acl, RocketMQ's plain ACL). The ACL is
+// replicated state: the store keeps it as an opaque blob (the acl.Config
+// as JSON) changed only by OpACL commands, each an acl.Update applied the
+// same way on every node (applyACL). A group takes its first ACL from the
+// leader's --acl-file, proposed as one OpReplace; until the log has one,
+// a node started with --acl-file enforces its file. Without either, the
+// ACL is off (the local demo's default).
+
+// applyACL is the store's Config.ApplyACL: the new ACL from the current
+// one and an update, deterministic.
+func applyACL(cur, update []byte) ([]byte, error) {
+	c := &acl.Config{}
+	if len(cur) > 0 {
+		var err error
+		if c, err = acl.ParseJSON(cur); err != nil {
+			return nil, fmt.Errorf("stored ACL: %w", err)
+		}
+	}
+	var u acl.Update
+	if err := json.Unmarshal(update, &u); err != nil {
+		return nil, fmt.Errorf("ACL update: %w", err)
+	}
+	next, err := c.Apply(u)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(next)
+}
+
+// aclState caches the policy built from the store's ACL.
+type aclState struct {
+	file *acl.Policy // from --acl-file, until the log holds an ACL
+
+	mu      sync.Mutex
+	version uint64
+	policy  *acl.Policy
+}
+
+// policy returns the ACL to enforce, or nil when access control is off.
+func (b *Broker) policy() *acl.Policy {
+	blob, v := b.rep.Store().ACL()
+	a := &b.acl
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if v != a.version {
+		a.version, a.policy = v, nil
+		if len(blob) > 0 {
+			c, err := acl.ParseJSON(blob)
+			if err == nil {
+				a.policy, err = acl.NewPolicy(c)
+			}
+			if err != nil {
+				// Deterministic state that does not parse is a bug; refuse
+				// everything rather than serve without the ACL.
+				b.log.Error("cluster: the replicated ACL does not load; refusing every request", "err", err)
+				a.policy, _ = acl.NewPolicy(&acl.Config{})
+			}
+		}
+	}
+	if a.policy != nil {
+		return a.policy
+	}
+	return a.file
+}
+
+// checkACL answers a request the ACL refuses (NO_PERMISSION, logged once
+// per client host and code), or returns nil.
+func (b *Broker) checkACL(conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+	p := b.policy()
+	if p == nil {
+		return nil
+	}
+	r := acl.Request{Code: req.Code, ExtFields: req.ExtFields, Body: req.Body}
+	if conn != nil {
+		r.RemoteAddr = conn.RemoteAddr().String()
+	}
+	if _, ok := req.ExtFields[extForwarded]; ok {
+		r.Unsigned = []string{extForwarded}
+	}
+	if _, err := p.Check(r); err != nil {
+		var de *acl.DeniedError
+		if errors.As(err, &de) {
+			return b.refuse(conn, req, remoting.NoPermission, de.Remark())
+		}
+		return b.refuse(conn, req, remoting.NoPermission, err.Error())
+	}
+	return nil
+}
+
+// handleACLUpdate serves UPDATE_AND_CREATE_ACL_CONFIG (50),
+// DELETE_ACL_CONFIG (51) and UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53): the
+// update goes through the log.
+func (b *Broker) handleACLUpdate(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+	failed := map[int32]int32{acl.UpdateAndCreateACLConfig: acl.UpdateAndCreateACLConfigFailed,
+		acl.DeleteACLConfig: acl.DeleteACLConfigFailed, acl.UpdateGlobalWhiteAddrsConfig: acl.UpdateGlobalWhiteAddrsConfigFailed}[req.Code]
+	u, err := acl.UpdateFromRequest(req.Code, req.ExtFields)
+	if err != nil {
+		return b.refuse(conn, req, failed, err.Error())
+	}
+	return b.leaderOnly(ctx, req, func() *remoting.Command {
+		if err := b.proposeACL(ctx, u); err != nil {
+			if errors.Is(err, store.ErrBadCommand) {
+				return remoting.NewResponse(req, failed, err.Error())
+			}
+			return b.errorResponse(req, err)
+		}
+		return remoting.NewResponse(req, remoting.Success, "")
+	})
+}
+
+// proposeACL replicates an ACL update. Leader only.
+func (b *Broker) proposeACL(ctx context.Context, u acl.Update) error {
+	js, err := json.Marshal(u)
+	if err != nil {
+		return err
+	}
+	return b.exec(ctx, &store.Command{Op: store.OpACL, ACL: js})
+}
+
+// seedACL runs while the node has an --acl-file: once it leads and the log
+// holds no ACL, it proposes the file's as the group's (OpReplace).
+func (b *Broker) seedACL() {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-b.stopc; cancel() }()
+	for {
+		select {
+		case <-t.C:
+		case <-b.stopc:
+			return
+		}
+		if blob, _ := b.rep.Store().ACL(); len(blob) > 0 {
+			return
+		}
+		if !b.rep.Node().IsLeader() || b.readBarrier(ctx) != nil {
+			continue
+		}
+		if blob, _ := b.rep.Store().ACL(); len(blob) > 0 {
+			return
+		}
+		if err := b.proposeACL(ctx, acl.Update{Op: acl.OpReplace, Config: b.acl.file.Config()}); err != nil {
+			b.log.Warn("cluster: proposing the ACL file as the group's ACL failed; retrying", "err", err)
+			continue
+		}
+		b.log.Info("cluster: the group's ACL is now the one from --acl-file", "file", b.cfg.ACLFile)
+		return
+	}
+}
