@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/raftmq/raftmq/acl"
@@ -44,38 +45,54 @@ func applyACL(cur, update []byte) ([]byte, error) {
 
 // aclState caches the policy built from the store's ACL.
 type aclState struct {
-	file *acl.Policy // from --acl-file, until the log holds an ACL
+	file   *acl.Policy // from --acl-file, until the log holds an ACL
+	cached atomic.Pointer[aclCache]
+	mu     sync.Mutex // serialises rebuilding cached
+}
 
-	mu      sync.Mutex
+type aclCache struct {
 	version uint64
-	policy  *acl.Policy
+	policy  *acl.Policy // nil: the log holds no ACL
 }
 
 // policy returns the ACL to enforce, or nil when access control is off.
+// Per request it costs two atomic loads while the ACL does not change.
 func (b *Broker) policy() *acl.Policy {
-	blob, v := b.rep.Store().ACL()
+	st := b.rep.Store()
 	a := &b.acl
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if v != a.version {
-		a.version, a.policy = v, nil
-		if len(blob) > 0 {
-			c, err := acl.ParseJSON(blob)
-			if err == nil {
-				a.policy, err = acl.NewPolicy(c)
-			}
-			if err != nil {
-				// Deterministic state that does not parse is a bug; refuse
-				// everything rather than serve without the ACL.
-				b.log.Error("cluster: the replicated ACL does not load; refusing every request", "err", err)
-				a.policy, _ = acl.NewPolicy(&acl.Config{})
-			}
+	c := a.cached.Load()
+	if c == nil || c.version != st.ACLVersion() {
+		a.mu.Lock()
+		if c = a.cached.Load(); c == nil || c.version != st.ACLVersion() {
+			c = b.loadPolicy()
+			a.cached.Store(c)
 		}
+		a.mu.Unlock()
 	}
-	if a.policy != nil {
-		return a.policy
+	if c.policy != nil {
+		return c.policy
 	}
 	return a.file
+}
+
+// loadPolicy builds the policy of the store's ACL.
+func (b *Broker) loadPolicy() *aclCache {
+	blob, v := b.rep.Store().ACL()
+	c := &aclCache{version: v}
+	if len(blob) == 0 {
+		return c
+	}
+	cfg, err := acl.ParseJSON(blob)
+	if err == nil {
+		c.policy, err = acl.NewPolicy(cfg)
+	}
+	if err != nil {
+		// Replicated state that does not load is a bug; refuse everything
+		// rather than serve without the ACL.
+		b.log.Error("cluster: the replicated ACL does not load; refusing every request", "err", err)
+		c.policy, _ = acl.NewPolicy(&acl.Config{})
+	}
+	return c
 }
 
 // checkACL answers a request the ACL refuses (NO_PERMISSION, logged once

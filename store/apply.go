@@ -475,8 +475,8 @@ func (s *Store) applyCommand(payload []byte) error {
 			return fmt.Errorf("%w: %w", ErrBadCommand, err)
 		}
 		st.acl = next
-		st.aclVersion++
 		st.dirtyACL = true
+		s.aclVersion.Add(1)
 	default:
 		return fmt.Errorf("%w: unknown op %q", ErrBadCommand, c.Op)
 	}

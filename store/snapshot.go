@@ -165,7 +165,8 @@ func (s *Store) Restore(snap []byte, resetLog func(info SnapshotInfo) error) err
 	cur.applied, cur.appliedTerm, cur.persisted = st.applied, st.appliedTerm, st.persisted
 	cur.topics, cur.groups, cur.consumer, cur.queues = st.topics, st.groups, st.consumer, st.queues
 	cur.sched, cur.txns = st.sched, st.txns
-	cur.acl, cur.aclVersion = st.acl, cur.aclVersion+1
+	cur.acl = st.acl
+	s.aclVersion.Add(1)
 	cur.clearDirty()
 	cur.mu.Unlock()
 	s.log.Info("store: installed snapshot", "index", info.Index, "next_position", info.Pos)

@@ -33,7 +33,6 @@ type state struct {
 	sched       map[int32]int64    // next unit to deliver of each schedule queue
 	txns        map[int64]txn.Record
 	acl         []byte // access-control state (Config.ApplyACL); nil: none
-	aclVersion  uint64 // counts changes of acl since the store opened
 
 	dirtyTopics   map[string]bool
 	dirtyGroups   map[string]bool
@@ -87,7 +86,7 @@ func loadState(db *offsets.DB) (*state, error) {
 			return err
 		}
 		if b, ok := tx.Meta(metaACL); ok {
-			st.acl, st.aclVersion = b, 1
+			st.acl = b
 		}
 		if err := tx.ForEachScheduleOffset(func(q int32, next int64) error {
 			st.sched[q] = next
@@ -351,10 +350,14 @@ func (s *Store) PendingTransaction(halfOffset int64) (txn.Record, bool) {
 	return r, ok
 }
 
-// ACL returns the access-control state (nil if none) and a version that
-// changes whenever it does.
+// ACL returns the access-control state (nil if none) and its version
+// (ACLVersion).
 func (s *Store) ACL() ([]byte, uint64) {
 	s.state.mu.RLock()
 	defer s.state.mu.RUnlock()
-	return s.state.acl, s.state.aclVersion
+	return s.state.acl, s.aclVersion.Load()
 }
+
+// ACLVersion changes whenever the access-control state does (an applied
+// OpACL, a snapshot installed); without a lock, for a per-request check.
+func (s *Store) ACLVersion() uint64 { return s.aclVersion.Load() }

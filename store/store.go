@@ -161,6 +161,8 @@ type Store struct {
 	// topicsVersion counts changes of the topic table (applied creations,
 	// updates and deletions, snapshot restores), for those who publish it.
 	topicsVersion atomic.Uint64
+	// aclVersion counts changes of the access-control state (ACLVersion).
+	aclVersion atomic.Uint64
 
 	changed  chan struct{} // closed and replaced after each Apply
 	changeMu sync.Mutex
