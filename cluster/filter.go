@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/filter"
@@ -14,8 +15,12 @@ import (
 // from the pull itself when it carries one (PullSysFlagSubscription),
 // else from the group's heartbeats, as RocketMQ's broker takes it. A pull
 // of a group and topic no heartbeat subscribed is served unfiltered
-// (RocketMQ answers SUBSCRIPTION_NOT_EXIST; raftmq's own pull consumer
-// heartbeats nothing and filters nothing).
+// (raftmq's own pull consumer heartbeats nothing and filters nothing),
+// unless it says its subscription is SQL92: then it is answered
+// SUBSCRIPTION_NOT_EXIST, as RocketMQ does, and the client pulls again
+// later, once its heartbeat reached this node (a push consumer's first
+// pull can overtake it; served unfiltered, it would be given messages its
+// expression rejects, which the client does not filter again).
 
 // pullFilter returns the filter of a pull (nil: everything), or an error
 // response for an expression that does not compile.
@@ -23,6 +28,11 @@ func (b *Broker) pullFilter(req *remoting.Command, h *remoting.PullMessageReques
 	typ, expr := h.ExpressionType, h.Subscription
 	if h.SysFlag&remoting.PullSysFlagSubscription == 0 {
 		sub, ok := b.members.Subscription(h.ConsumerGroup, h.Topic)
+		if !ok && strings.EqualFold(h.ExpressionType, filter.TypeSQL92) {
+			b.log.Debug("cluster: SQL92 pull before the consumer's heartbeat", "group", h.ConsumerGroup, "topic", h.Topic)
+			return nil, remoting.NewResponse(req, remoting.SubscriptionNotExist,
+				fmt.Sprintf("the consumer's subscription not exist, group: %s topic: %s (no heartbeat yet)", h.ConsumerGroup, h.Topic))
+		}
 		if !ok {
 			return nil, nil
 		}

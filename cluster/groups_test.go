@@ -278,6 +278,11 @@ func TestPullFilters(t *testing.T) {
 	require.Equal(t, []string{"1", "2", "3"}, got)
 	_, got = pull("unknown-group", 0, "TAG", "")
 	require.Len(t, got, 6, "a group no heartbeat subscribed is not filtered")
+	// ... unless its pull says the subscription is SQL92: the client
+	// filters nothing itself, so it must wait for its heartbeat.
+	resp, got = pull("unknown-group", 0, "SQL92", "")
+	require.Equal(t, remoting.SubscriptionNotExist, resp.Code)
+	require.Empty(t, got)
 
 	// CHECK_CLIENT_CONFIG compiles the expression.
 	check := func(expr string) int32 {
