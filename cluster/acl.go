@@ -152,31 +152,15 @@ func (b *Broker) proposeACL(ctx context.Context, u acl.Update) error {
 // seedACL runs while the node has an --acl-file: once it leads and the log
 // holds no ACL, it proposes the file's as the group's (OpReplace).
 func (b *Broker) seedACL() {
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { <-b.stopc; cancel() }()
-	for {
-		select {
-		case <-t.C:
-		case <-b.stopc:
-			return
-		}
+	b.whileLeader(200*time.Millisecond, func(ctx context.Context) bool {
 		if blob, _ := b.rep.Store().ACL(); len(blob) > 0 {
-			return
-		}
-		if !b.rep.Node().IsLeader() || b.readBarrier(ctx) != nil {
-			continue
-		}
-		if blob, _ := b.rep.Store().ACL(); len(blob) > 0 {
-			return
+			return false
 		}
 		if err := b.proposeACL(ctx, acl.Update{Op: acl.OpReplace, Config: b.acl.file.Config()}); err != nil {
 			b.log.Warn("cluster: proposing the ACL file as the group's ACL failed; retrying", "err", err)
-			continue
+			return true
 		}
 		b.log.Info("cluster: the group's ACL is now the one from --acl-file", "file", b.cfg.ACLFile)
-		return
-	}
+		return false
+	})
 }

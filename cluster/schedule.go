@@ -117,12 +117,12 @@ func (b *Broker) ensureTopic(ctx context.Context, name string) error {
 	return nil
 }
 
-// scheduleLoop runs on every node and works while it leads: every
-// scheduleTick it proposes the deliveries of due units, each schedule queue
-// in an entry of its own. It starts a term only after a read barrier, so
-// that it reads the cursors every earlier leader moved.
-func (b *Broker) scheduleLoop() {
-	t := time.NewTicker(scheduleTick)
+// whileLeader runs on every node: every tick, while the node leads, it
+// calls work with a context that ends when the broker stops. A term's
+// first call comes only after a read barrier, so that work sees what
+// every earlier leader committed. work returns false to end the loop.
+func (b *Broker) whileLeader(tick time.Duration, work func(ctx context.Context) bool) {
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -144,12 +144,23 @@ func (b *Broker) scheduleLoop() {
 			}
 			readyTerm = term
 		}
+		if !work(ctx) {
+			return
+		}
+	}
+}
+
+// scheduleLoop proposes, while the node leads, the deliveries of due
+// units every scheduleTick, each schedule queue in an entry of its own.
+func (b *Broker) scheduleLoop() {
+	b.whileLeader(scheduleTick, func(ctx context.Context) bool {
 		// A backlog is drained at the pace of commits, not of ticks: go
 		// again at once while some queue had more due than one entry
 		// takes.
-		for b.deliverDue(ctx, time.Now().UnixMilli()) && node.IsLeader() && ctx.Err() == nil {
+		for b.deliverDue(ctx, time.Now().UnixMilli()) && b.rep.Node().IsLeader() && ctx.Err() == nil {
 		}
-	}
+		return true
+	})
 }
 
 // deliverDue proposes, for each schedule queue with due units in turn,

@@ -116,35 +116,15 @@ func committedCopy(m *message.Message, halfPhy int64) (*message.Message, error) 
 		Body: m.Body, Properties: props}, nil
 }
 
-// txnCheckLoop runs on every node and works while it leads: it checks
-// back transactions open longer than TxnTimeout, every TxnCheckInterval,
-// and discards those checked TxnCheckMax times. Each check is counted
-// through raft before it is sent, so a new leader goes on from the count.
+// txnCheckLoop, while the node leads, checks back transactions open
+// longer than TxnTimeout, every TxnCheckInterval, and discards those
+// checked TxnCheckMax times. Each check is counted through raft before it
+// is sent, so a new leader goes on from the count.
 func (b *Broker) txnCheckLoop() {
-	t := time.NewTicker(txnTick)
-	defer t.Stop()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { <-b.stopc; cancel() }()
-	var readyTerm uint64
-	for {
-		select {
-		case <-t.C:
-		case <-b.stopc:
-			return
-		}
-		node := b.rep.Node()
-		if !node.IsLeader() {
-			continue
-		}
-		if term := node.Status().Term; term != readyTerm {
-			if err := b.readBarrier(ctx); err != nil {
-				continue
-			}
-			readyTerm = term
-		}
+	b.whileLeader(txnTick, func(ctx context.Context) bool {
 		b.checkTransactions(ctx, time.Now())
-	}
+		return true
+	})
 }
 
 func (b *Broker) checkTransactions(ctx context.Context, now time.Time) {

@@ -13,11 +13,11 @@ import (
 	"github.com/raftmq/raftmq/txn"
 )
 
-// scheduleEntry builds a schedule entry body delivering msgs (already
-// rewritten to their real topic, stamped) for d.
-func scheduleEntry(t *testing.T, sa *Standalone, d *schedule.Delivery, msgs ...*message.Message) []byte {
+// internalEntry builds an entry body of kind: head, then msgs stamped and
+// encoded.
+func internalEntry(t *testing.T, sa *Standalone, kind byte, head []byte, msgs ...*message.Message) []byte {
 	t.Helper()
-	b := schedule.AppendDelivery(AppendBodyHeader(nil, KindSchedule, 0), d)
+	b := append(AppendBodyHeader(nil, kind, 0), head...)
 	for _, m := range msgs {
 		sa.StoreStamp(m)
 		var err error
@@ -27,16 +27,16 @@ func scheduleEntry(t *testing.T, sa *Standalone, d *schedule.Delivery, msgs ...*
 	return b
 }
 
+// scheduleEntry builds a schedule entry delivering msgs (already rewritten
+// to their real topic, or hops) for d.
+func scheduleEntry(t *testing.T, sa *Standalone, d *schedule.Delivery, msgs ...*message.Message) []byte {
+	t.Helper()
+	return internalEntry(t, sa, KindSchedule, schedule.AppendDelivery(nil, d), msgs...)
+}
+
 func txnEntry(t *testing.T, sa *Standalone, op *txn.Op, msgs ...*message.Message) []byte {
 	t.Helper()
-	b := txn.AppendOp(AppendBodyHeader(nil, KindTxn, 0), op)
-	for _, m := range msgs {
-		sa.StoreStamp(m)
-		var err error
-		b, err = message.Append(b, m)
-		require.NoError(t, err)
-	}
-	return b
+	return internalEntry(t, sa, KindTxn, txn.AppendOp(nil, op), msgs...)
 }
 
 // A delivery applies once: from its queue's cursor, moving it; the same
