@@ -19,12 +19,12 @@ const DelayTolerance = 100 * time.Millisecond
 
 // delaySum is what the history says about one delayed value.
 type delaySum struct {
-	value          string
-	queue          int
-	delay          time.Duration
-	firstInvoke    int64
-	attempts       int
-	ok, info, fail int
+	value       string
+	queue       int
+	delay       time.Duration
+	firstInvoke int64
+	attempts    int
+	outcomes
 }
 
 // checkDelay is the delay checker. With the history's DelaySend ops and the
@@ -59,14 +59,7 @@ func checkDelay(run *history.Run, opts Options) history.CheckerResult {
 		}
 		s.firstInvoke = min(s.firstInvoke, op.Invoke)
 		s.attempts++
-		switch op.Outcome {
-		case history.OK:
-			s.ok++
-		case history.Info:
-			s.info++
-		default:
-			s.fail++
-		}
+		s.add(op.Outcome)
 	}
 	if len(sends) == 0 {
 		r.notef("no delayed sends in this run")

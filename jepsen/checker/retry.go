@@ -16,8 +16,8 @@ const RetryChecker = "retry"
 type retrySum struct {
 	queue, failures, max int
 	group                string
-	ok, info, fail       int
-	delivers             []*history.Op
+	outcomes
+	delivers []*history.Op
 }
 
 // checkRetry is the retry checker. With the history's RetrySend and
@@ -53,14 +53,7 @@ func checkRetry(run *history.Run, opts Options) history.CheckerResult {
 				s = &retrySum{queue: op.Queue, failures: op.Failures, max: op.MaxReconsume, group: op.Group}
 				vals[op.Value] = s
 			}
-			switch op.Outcome {
-			case history.OK:
-				s.ok++
-			case history.Info:
-				s.info++
-			default:
-				s.fail++
-			}
+			s.add(op.Outcome)
 		}
 	}
 	if len(vals) == 0 {

@@ -10,12 +10,26 @@ import (
 
 // sendSummary is what the history says about one logical send (value).
 type sendSummary struct {
-	value          string
-	queue          int
-	ok, info, fail int
-	okOffset       int64 // offset of the first acknowledged attempt
-	okAt           int64 // completion of the first acknowledged attempt
-	firstInvoke    int64
+	value string
+	queue int
+	outcomes
+	okOffset    int64 // offset of the first acknowledged attempt
+	okAt        int64 // completion of the first acknowledged attempt
+	firstInvoke int64
+}
+
+// outcomes counts the attempts of one operation by outcome.
+type outcomes struct{ ok, info, fail int }
+
+func (o *outcomes) add(out history.Outcome) {
+	switch out {
+	case history.OK:
+		o.ok++
+	case history.Info:
+		o.info++
+	default:
+		o.fail++
+	}
 }
 
 // summarizeSends groups send attempts by value, in order of first
@@ -35,17 +49,10 @@ func summarizeSends(ops []history.Op) ([]*sendSummary, map[string]*sendSummary) 
 			list = append(list, s)
 		}
 		s.firstInvoke = min(s.firstInvoke, op.Invoke)
-		switch op.Outcome {
-		case history.OK:
-			if s.ok == 0 || op.Complete < s.okAt {
-				s.okOffset, s.okAt = op.Offset, op.Complete
-			}
-			s.ok++
-		case history.Info:
-			s.info++
-		default:
-			s.fail++
+		if op.Outcome == history.OK && (s.ok == 0 || op.Complete < s.okAt) {
+			s.okOffset, s.okAt = op.Offset, op.Complete
 		}
+		s.add(op.Outcome)
 	}
 	sort.SliceStable(list, func(a, b int) bool { return list[a].firstInvoke < list[b].firstInvoke })
 	return list, byValue
