@@ -26,7 +26,7 @@ func newBenchDelayCmd(logger func() *slog.Logger) *cobra.Command {
 			"with --same-due, every message is due at the same time: the backlog test (`--messages 1000000 --delay 120s --same-due`).",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			cl, err := newClient(addrs, logger())
+			cl, err := newClient(c.Context(), addrs, logger())
 			if err != nil {
 				return err
 			}

@@ -29,12 +29,21 @@ func addrFlag(cmd *cobra.Command, addrs *string) {
 	cmd.Flags().StringVar(addrs, "addr", defaultAddrs, "client addresses of any nodes of the group, comma-separated")
 }
 
-// newClient connects to a group. With RAFTMQ_ACCESS_KEY and
-// RAFTMQ_SECRET_KEY (and RAFTMQ_SECURITY_TOKEN) set, every request is
-// signed for the group's ACL.
-func newClient(addrs string, log *slog.Logger) (*client.Client, error) {
+// credentials are the keys the client signs its requests with, for a
+// group with an ACL: the root command's --access-key, --secret-key and
+// --security-token, which default to RAFTMQ_ACCESS_KEY,
+// RAFTMQ_SECRET_KEY and RAFTMQ_SECURITY_TOKEN. The root command puts them
+// in the command's context.
+type credentials struct{ accessKey, secretKey, securityToken string }
+
+type credentialsKey struct{}
+
+// newClient connects to a group, signing every request with the
+// credentials in ctx, if any.
+func newClient(ctx context.Context, addrs string, log *slog.Logger) (*client.Client, error) {
+	cr, _ := ctx.Value(credentialsKey{}).(credentials)
 	return client.New(client.Options{Addrs: strings.Split(addrs, ","), Logger: log,
-		AccessKey: os.Getenv("RAFTMQ_ACCESS_KEY"), SecretKey: os.Getenv("RAFTMQ_SECRET_KEY"), SecurityToken: os.Getenv("RAFTMQ_SECURITY_TOKEN")})
+		AccessKey: cr.accessKey, SecretKey: cr.secretKey, SecurityToken: cr.securityToken})
 }
 
 func newProduceCmd(logger func() *slog.Logger) *cobra.Command {
@@ -45,7 +54,7 @@ func newProduceCmd(logger func() *slog.Logger) *cobra.Command {
 		Use:   "produce [BODY...]",
 		Short: "Send messages (the arguments, or one per line of stdin) and print where they landed",
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := newClient(addrs, logger())
+			cl, err := newClient(c.Context(), addrs, logger())
 			if err != nil {
 				return err
 			}
@@ -96,7 +105,7 @@ func newConsumeCmd(logger func() *slog.Logger) *cobra.Command {
 		Use:   "consume",
 		Short: "Print the messages of a topic, from the group's committed offsets (or 0)",
 		RunE: func(c *cobra.Command, _ []string) error {
-			cl, err := newClient(addrs, logger())
+			cl, err := newClient(c.Context(), addrs, logger())
 			if err != nil {
 				return err
 			}
@@ -175,7 +184,7 @@ func adminGroupCmds(logger func() *slog.Logger) []*cobra.Command {
 	var addrs string
 	withClient := func(f func(ctx context.Context, cl *client.Client, args []string) error) func(*cobra.Command, []string) error {
 		return func(c *cobra.Command, args []string) error {
-			cl, err := newClient(addrs, logger())
+			cl, err := newClient(c.Context(), addrs, logger())
 			if err != nil {
 				return err
 			}
@@ -422,7 +431,8 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 			log := logger()
 			latencyOf := "pull"
 			if cc.Push {
-				cc.NewClient = func() (*client.Client, error) { return newClient(addrs, log) }
+				ctx := c.Context()
+				cc.NewClient = func() (*client.Client, error) { return newClient(ctx, addrs, log) }
 				latencyOf = "push consumer pull" // none recorded: the report shows throughput only
 			}
 			return runBench(c.Context(), addrs, asJSON, cpuProfile, htmlOut, latencyOf, log, func(ctx context.Context, cl *client.Client, progress io.Writer) (bench.Result, error) {
@@ -530,7 +540,7 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 // runBench connects, runs f with progress on stderr (unless --json) and
 // prints its result.
 func runBench(ctx context.Context, addrs string, asJSON bool, cpuProfile, htmlOut, latencyOf string, log *slog.Logger, f func(context.Context, *client.Client, io.Writer) (bench.Result, error)) error {
-	cl, err := newClient(addrs, log)
+	cl, err := newClient(ctx, addrs, log)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,6 +43,13 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log debug details")
+	var cr credentials
+	root.PersistentFlags().StringVar(&cr.accessKey, "access-key", os.Getenv("RAFTMQ_ACCESS_KEY"), "sign requests with this access key, for a group with an ACL (default $RAFTMQ_ACCESS_KEY)")
+	root.PersistentFlags().StringVar(&cr.secretKey, "secret-key", os.Getenv("RAFTMQ_SECRET_KEY"), "the access key's secret (default $RAFTMQ_SECRET_KEY)")
+	root.PersistentFlags().StringVar(&cr.securityToken, "security-token", os.Getenv("RAFTMQ_SECURITY_TOKEN"), "a security token sent with signed requests (default $RAFTMQ_SECURITY_TOKEN)")
+	root.PersistentPreRun = func(c *cobra.Command, _ []string) {
+		c.SetContext(context.WithValue(c.Context(), credentialsKey{}, cr))
+	}
 	logger := func() *slog.Logger {
 		lvl := slog.LevelInfo
 		if verbose {
