@@ -168,15 +168,7 @@ func testTransactionCheckBack(t *testing.T, g *group) {
 		}
 		return primitive.RollbackMessageState
 	}}
-	tp, err := rocketmq.NewTransactionProducer(l, producer.WithNsResolver(g.resolver()),
-		producer.WithGroupName(uniq("txpg")), producer.WithInstanceName(uniq("tp")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tp.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tp.Shutdown() })
+	tp := startTxProducer(t, g, l)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	sent := time.Now()
@@ -337,15 +329,7 @@ func testTransaction(t *testing.T, g *group) {
 			visibleEarly = fmt.Sprintf("the half message was delivered %d times before its producer committed it", n)
 		}
 	}}
-	tp, err := rocketmq.NewTransactionProducer(l, producer.WithNsResolver(g.resolver()),
-		producer.WithGroupName(uniq("txpg")), producer.WithInstanceName(uniq("tp")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tp.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tp.Shutdown() })
+	tp := startTxProducer(t, g, l)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, body := range []string{"tx-commit", "tx-rollback"} {
@@ -368,4 +352,20 @@ func testTransaction(t *testing.T, g *group) {
 	if m := box.deliveries("tx-commit")[0].msg; m.GetProperty(primitive.PropertyTransactionPrepared) == "true" {
 		t.Errorf("the committed message is delivered still marked prepared (%s=true)", primitive.PropertyTransactionPrepared)
 	}
+}
+
+// startTxProducer starts a transaction producer of a new group with l as
+// its listener, shut down when the test ends.
+func startTxProducer(t *testing.T, g *group, l primitive.TransactionListener) rocketmq.TransactionProducer {
+	t.Helper()
+	tp, err := rocketmq.NewTransactionProducer(l, producer.WithNsResolver(g.resolver()),
+		producer.WithGroupName(uniq("txpg")), producer.WithInstanceName(uniq("tp")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tp.Shutdown() })
+	return tp
 }

@@ -205,11 +205,7 @@ func TestDedupeTellsRetriesApart(t *testing.T) {
 // Retention keeps the segments of delayed and half messages still
 // waiting, however old, and lets them go once delivered or ended.
 func TestRetentionKeepsWaitingMessages(t *testing.T) {
-	cfg := testConfig(t, vfs.NewMem())
-	cfg.SegmentSize = 16 << 10
-	cfg.Retention.DeleteWhen = []int{4}
-	clock := cfg.Clock.(*fakeClock)
-	sa := openSA(t, cfg)
+	sa, clock := retentionStore(t, testConfig(t, vfs.NewMem()))
 	defer sa.Close()
 	createTopic(t, sa, "t", 1)
 	createTopic(t, sa, schedule.Topic, schedule.QueueCount)
@@ -234,13 +230,7 @@ func TestRetentionKeepsWaitingMessages(t *testing.T) {
 		put(msg("t", 0, i, "", ""), i)
 	}
 	clock.Set(time.Date(2026, 11, 23, 4, 0, 0, 0, time.Local))
-	for {
-		n, err := sa.CheckDisk()
-		require.NoError(t, err)
-		if n == 0 {
-			break
-		}
-	}
+	retainAll(t, sa)
 	require.LessOrEqual(t, sa.Log().MinPosition(), delayed.PhyOffset, "retention deleted a delayed message not delivered yet")
 	_, err := sa.RecordAt(delayed.PhyOffset)
 	require.NoError(t, err)
@@ -249,13 +239,7 @@ func TestRetentionKeepsWaitingMessages(t *testing.T) {
 	r, err := sa.appendApply(scheduleEntry(t, sa, &schedule.Delivery{Queue: timerQ, From: 0, Count: 1, Now: 1}, msg("t", 0, 1, "", "D")))
 	require.NoError(t, err)
 	require.NoError(t, r.Err)
-	for {
-		n, err := sa.CheckDisk()
-		require.NoError(t, err)
-		if n == 0 {
-			break
-		}
-	}
+	retainAll(t, sa)
 	require.Greater(t, sa.Log().MinPosition(), delayed.PhyOffset)
 	require.LessOrEqual(t, sa.Log().MinPosition(), half.PhyOffset, "retention deleted a pending transaction's half message")
 }
@@ -264,11 +248,7 @@ func TestRetentionKeepsWaitingMessages(t *testing.T) {
 // delivered, not expired: retention keeps the delivered messages for their
 // own retention time.
 func TestRetentionDatesDeliveredMessages(t *testing.T) {
-	cfg := testConfig(t, vfs.NewMem())
-	cfg.SegmentSize = 16 << 10
-	cfg.Retention.DeleteWhen = []int{4}
-	clock := cfg.Clock.(*fakeClock)
-	sa := openSA(t, cfg)
+	sa, clock := retentionStore(t, testConfig(t, vfs.NewMem()))
 	defer sa.Close()
 	createTopic(t, sa, "real", 1)
 	createTopic(t, sa, schedule.Topic, schedule.QueueCount)
@@ -292,16 +272,7 @@ func TestRetentionDatesDeliveredMessages(t *testing.T) {
 	}
 	require.Greater(t, len(sa.Log().Segments()), 6)
 	clock.Set(time.Date(2026, 11, 23, 4, 0, 0, 0, time.Local))
-	deleted := 0
-	for {
-		k, err := sa.CheckDisk()
-		require.NoError(t, err)
-		if k == 0 {
-			break
-		}
-		deleted += k
-	}
-	require.Positive(t, deleted, "the segments of the expired originals go")
+	require.Positive(t, retainAll(t, sa), "the segments of the expired originals go")
 	require.Zero(t, sa.MinOffset("real", 0), "retention deleted delivered messages stored 16 hours ago")
 	gr, err := sa.GetMessages("real", 0, 0, 1, 1<<20, nil)
 	require.NoError(t, err)
@@ -348,4 +319,19 @@ func TestSnapshotCarriesScheduleTransactionsAndACL(t *testing.T) {
 	blob, v1 := sb.ACL()
 	require.Equal(t, `"x"`, string(blob))
 	require.NotEqual(t, v0, v1, "the ACL's version moves when a snapshot replaces it")
+}
+
+// retainAll runs retention until it deletes nothing more and returns how
+// many segments it deleted.
+func retainAll(t *testing.T, sa *Standalone) int {
+	t.Helper()
+	deleted := 0
+	for {
+		n, err := sa.CheckDisk()
+		require.NoError(t, err)
+		if n == 0 {
+			return deleted
+		}
+		deleted += n
+	}
 }

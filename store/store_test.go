@@ -360,14 +360,20 @@ func TestCorruptLogRefusesToOpen(t *testing.T) {
 	require.Contains(t, err.Error(), seg)
 }
 
-// expiredSegments opens a store with cfg (16 KiB segments, deletion at
-// 04:00) and puts 600 messages stored 100 hours ago into topic "t".
-func expiredSegments(t *testing.T, cfg Config) (*Standalone, *fakeClock) {
+// retentionStore opens a store with cfg, 16 KiB segments and deletion at
+// 04:00.
+func retentionStore(t *testing.T, cfg Config) (*Standalone, *fakeClock) {
 	t.Helper()
 	cfg.SegmentSize = 16 << 10
 	cfg.Retention.DeleteWhen = []int{4}
-	clock := cfg.Clock.(*fakeClock)
-	sa := openSA(t, cfg)
+	return openSA(t, cfg), cfg.Clock.(*fakeClock)
+}
+
+// expiredSegments opens a retentionStore with cfg and puts 600 messages
+// stored 100 hours ago into topic "t".
+func expiredSegments(t *testing.T, cfg Config) (*Standalone, *fakeClock) {
+	t.Helper()
+	sa, clock := retentionStore(t, cfg)
 	createTopic(t, sa, "t", 1)
 	old := clock.Now().Add(-100 * time.Hour).UnixMilli()
 	for i := 0; i < 600; i++ {
