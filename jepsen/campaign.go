@@ -38,7 +38,7 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadOffsets, NemKillLeader, NemDelay, NemLoss),
 			// The delay workload runs the queue workload's clients too.
 			sc(WorkloadDelay, NemMembership, NemPartition),
-			sc(WorkloadBatched, NemKill, NemPartitionLeader),
+			sc(WorkloadBatched, NemKill, NemPartitionLeader, NemHostile),
 			sc(WorkloadGroup, NemKillLeader, NemPartition),
 			sc(WorkloadTransaction, NemKillLeader, NemPause),
 			sc(WorkloadRetry, NemKill, NemPartitionLeader),
@@ -53,6 +53,8 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadLog, NemClock),
 			sc(WorkloadLog, NemDelay, NemLoss),
 			sc(WorkloadQueue, NemMembership),
+			sc(WorkloadQueue, NemHostile),
+			sc(WorkloadBatched, NemHostile, NemKillLeader),
 			sc(WorkloadRetries, NemKillLeader, NemPartitionLeader),
 			sc(WorkloadBatched, NemKillLeader, NemPartitionLeader),
 			sc(WorkloadOffsets, NemKill, NemPause),
@@ -62,12 +64,12 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadTransaction, NemKillLeader, NemPause),
 			sc(WorkloadRetry, NemKill, NemPartition),
 			sc(WorkloadLog, NemPartition, NemKill, NemPause, NemClock),
-			sc(WorkloadQueue, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership),
+			sc(WorkloadQueue, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemHostile),
 			// Every nemesis at once for the workloads of delayed, timer,
 			// retried and transactional messages.
-			sc(WorkloadDelay, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemPartitionLeader, NemKillLeader),
-			sc(WorkloadTransaction, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemPartitionLeader, NemKillLeader),
-			sc(WorkloadRetry, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemPartitionLeader, NemKillLeader),
+			sc(WorkloadDelay, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemHostile, NemPartitionLeader, NemKillLeader),
+			sc(WorkloadTransaction, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemHostile, NemPartitionLeader, NemKillLeader),
+			sc(WorkloadRetry, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemHostile, NemPartitionLeader, NemKillLeader),
 		}
 		if set == "soak" {
 			for i := range out {

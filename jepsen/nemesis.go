@@ -35,6 +35,7 @@ const (
 	NemDelay      = "delay"      // latency on a node's links (proxies)
 	NemLoss       = "loss"       // connection resets on a node's links (proxies)
 	NemMembership = "membership" // remove a follower, wipe it, add it back
+	NemHostile    = "hostile"    // hundreds of misbehaving client connections against one node
 
 	// Targeted variants, for campaigns that must hit the leader.
 	NemPartitionLeader = "partition-leader" // isolate the leader
@@ -45,7 +46,7 @@ const (
 
 // generalNemeses are the kinds "all" stands for.
 func generalNemeses() []string {
-	return []string{NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership}
+	return []string{NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemHostile}
 }
 
 // Nemeses lists every nemesis kind: the general ones, then the targeted
@@ -182,6 +183,8 @@ func (e *env) inject(ctx context.Context, kind string) (*fault, error) {
 		return e.corrupt(ctx, ev, false)
 	case NemMembership:
 		return e.membership(ctx, ev)
+	case NemHostile:
+		return e.hostile(ev)
 	}
 	return nil, fmt.Errorf("jepsen: no nemesis %q", kind)
 }

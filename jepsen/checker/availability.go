@@ -2,6 +2,7 @@ package checker
 
 import (
 	"math"
+	"time"
 
 	"github.com/raftmq/raftmq/jepsen/history"
 )
@@ -52,5 +53,42 @@ func checkAvailability(run *history.Run, opts Options) history.CheckerResult {
 		r.errorf("the first send acknowledged after the faults healed at %s completed at %s, %s later (limit %s)",
 			secs(healed), secs(first), secs(first-healed), opts.AvailabilityWindow)
 	}
+	checkHeldUnderHostileClients(run, r)
 	return r.done()
+}
+
+// hostileSettle is how long after hostile clients connect the group must
+// be acknowledging sends again; a hostile fault shorter than twice this is
+// not judged.
+const hostileSettle = int64(2 * time.Second)
+
+// checkHeldUnderHostileClients: hostile clients (the "hostile" nemesis) do
+// not stop the group. During every such fault, from hostileSettle after it
+// began to its end, at least one send is acknowledged if any was attempted.
+// The nemesis injects one fault at a time, so nothing else explains a
+// stall in that window.
+func checkHeldUnderHostileClients(run *history.Run, r *report) {
+	for _, ev := range run.Events {
+		if ev.Kind != "hostile" || ev.Error != "" || ev.End-ev.Start < 2*hostileSettle {
+			continue
+		}
+		from := ev.Start + hostileSettle
+		var attempted, acked int64
+		for i := range run.Ops {
+			op := &run.Ops[i]
+			if op.Kind != history.Send || op.Drain || op.Invoke > ev.End || (op.Complete != 0 && op.Complete < from) {
+				continue
+			}
+			attempted++
+			if op.Outcome == history.OK && op.Complete >= from && op.Complete <= ev.End {
+				acked++
+			}
+		}
+		r.add("hostile-windows", 1)
+		r.add("ok-sends-under-hostile-clients", acked)
+		if attempted > 0 && acked == 0 {
+			r.errorf("no send was acknowledged from %s to %s while hostile clients held %s (%d attempted)",
+				secs(from), secs(ev.End), ev.Description, attempted)
+		}
+	}
 }

@@ -541,3 +541,34 @@ func TestFinalLogAccessors(t *testing.T) {
 	_, ok = nilLog.At(0, 0)
 	assert.False(t, ok)
 }
+
+func TestSendsHeldUnderHostileClients(t *testing.T) {
+	hostile := history.Event{Kind: "hostile", Start: 3000 * ms, End: 8000 * ms, Nodes: []int{1}, Description: "hostile clients against leader n1"}
+
+	// Sends attempted while hostile clients held the leader, none acked:
+	// the group stalled under them.
+	b := validBuilder()
+	b.run.Events = append(b.run.Events, hostile)
+	b.send(30, 1, "p30-1", 3500, 8000, history.Info, 0)
+	b.send(31, 0, "p31-1", 4000, 7000, history.Fail, 0)
+	c := requireInvalid(t, check(t, &b.run), AvailabilityChecker)
+	assert.Contains(t, c.Errors[0], "no send was acknowledged from 5.000s to 8.000s while hostile clients held hostile clients against leader n1 (2 attempted)")
+
+	// One ack in the window is enough; an ack before the settle time is not.
+	b = validBuilder()
+	b.run.Events = append(b.run.Events, hostile)
+	b.send(30, 1, "p30-1", 3500, 4000, history.OK, 1)
+	b.send(31, 0, "p31-1", 4000, 7000, history.Fail, 0)
+	requireInvalid(t, check(t, &b.run), AvailabilityChecker)
+	b.send(32, 0, "p32-1", 5500, 6000, history.OK, 1)
+	c = requireValid(t, check(t, &b.run), AvailabilityChecker)
+	assert.Equal(t, int64(1), c.Counts["ok-sends-under-hostile-clients"])
+
+	// A window too short to judge, or with nothing attempted, is not judged.
+	b = validBuilder()
+	short := hostile
+	short.End = short.Start + 3000*ms
+	b.run.Events = append(b.run.Events, short)
+	b.send(30, 1, "p30-1", 3500, 5900, history.Info, 0)
+	requireValid(t, check(t, &b.run), AvailabilityChecker)
+}

@@ -1,0 +1,183 @@
+package jepsen
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/jepsen/history"
+)
+
+// hostileTopic is the topic the flooders of the hostile nemesis send to;
+// the workloads never read it.
+const hostileTopic = "jepsen-hostile"
+
+// hostileMix is how many connections of each kind one hostile fault
+// opens against a node's client port.
+var hostileMix = []struct {
+	kind string
+	n    int
+}{
+	{"huge prefix", 40},      // a 16 MiB frame announced, nothing sent
+	{"oversized prefix", 20}, // a frame above the limit announced
+	{"slow writer", 40},      // a valid frame, one byte a second
+	{"truncated", 40},        // half a frame, then silence
+	{"garbage", 40},          // random bytes
+	{"silent", 20},           // connected, never a byte
+}
+
+// hostileFlooders is how many connections send valid requests as fast as
+// they go without reading the answers.
+const hostileFlooders = 2
+
+// hostile opens hundreds of misbehaving connections to one node's client
+// port (the leader half the time) and keeps them open, redialling those the
+// node closes, until healed. The node must close each under its read and
+// idle deadlines, keep its heap bounded and go on acknowledging the
+// workload's sends meanwhile (the availability checker looks at the
+// window). The flooders send real messages to hostileTopic and never read
+// an answer.
+func (e *env) hostile(ev history.Event) (*fault, error) {
+	n, what := e.pick(e.rng.IntN(2) == 0)
+	addr := e.g.Nodes[n-1].Client
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &attacker{addr: addr, rng: rand.New(rand.NewPCG(e.rng.Uint64(), e.rng.Uint64()))}
+	total := 0
+	for _, m := range hostileMix {
+		for range m.n {
+			a.run(ctx, m.kind)
+		}
+		total += m.n
+	}
+	for range hostileFlooders {
+		a.run(ctx, "flood")
+	}
+	ev.Nodes = []int{n}
+	ev.Description = fmt.Sprintf("hostile clients against %s n%d: %d misbehaving connections and %d flooders", what, n, total, hostileFlooders)
+	return &fault{ev: ev, heal: func() error {
+		cancel()
+		a.wg.Wait()
+		e.log("hostile clients healed", "node", n, "dials", a.dials.Load(), "closedByNode", a.closed.Load())
+		return nil
+	}}, nil
+}
+
+// attacker runs the hostile connections of one fault.
+type attacker struct {
+	addr   string
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	rng    *rand.Rand
+	dials  atomic.Int64
+	closed atomic.Int64 // connections the node closed
+}
+
+// payload returns what a connection of kind writes at once (nil: nothing).
+func (a *attacker) payload(kind string) []byte {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch kind {
+	case "huge prefix":
+		return binary.BigEndian.AppendUint32(nil, remoting.DefaultMaxFrame)
+	case "oversized prefix":
+		return binary.BigEndian.AppendUint32(nil, 1<<30)
+	case "truncated":
+		f := validSend(1000)
+		return f[:len(f)/2]
+	case "garbage":
+		g := make([]byte, 256)
+		for i := range g {
+			g[i] = byte(a.rng.Uint32())
+		}
+		return g
+	}
+	return nil
+}
+
+// validSend is a well-formed SEND_MESSAGE frame to hostileTopic.
+func validSend(body int) []byte {
+	req := remoting.NewRequest(remoting.SendMessage, map[string]string{
+		"producerGroup": "jepsen-hostile", "topic": hostileTopic, "defaultTopic": "TBW102",
+		"defaultTopicQueueNums": "4", "queueId": "0", "sysFlag": "0", "bornTimestamp": "0", "flag": "0",
+	}, make([]byte, body))
+	req.Opaque = 1
+	f, err := remoting.AppendFrame(nil, req)
+	if err != nil {
+		panic(fmt.Sprintf("jepsen: encode a constant frame: %v", err))
+	}
+	return f
+}
+
+// run keeps one connection of kind open until ctx ends: it dials, behaves
+// badly, waits for the node to close it, and dials again after a pause.
+func (a *attacker) run(ctx context.Context, kind string) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		for ctx.Err() == nil {
+			d := net.Dialer{Timeout: time.Second}
+			nc, err := d.DialContext(ctx, "tcp", a.addr)
+			if err != nil {
+				sleepCtx(ctx, 500*time.Millisecond) // the node is down or refusing
+				continue
+			}
+			a.dials.Add(1)
+			stop := context.AfterFunc(ctx, func() { _ = nc.Close() })
+			a.behave(ctx, kind, nc)
+			if _, err := io.Copy(io.Discard, nc); err == nil && ctx.Err() == nil {
+				a.closed.Add(1) // EOF: the node closed it
+			}
+			stop()
+			_ = nc.Close()
+			sleepCtx(ctx, 200*time.Millisecond)
+		}
+	}()
+}
+
+// behave writes what kind writes; slow writers and flooders keep writing
+// in the background until the connection fails.
+func (a *attacker) behave(ctx context.Context, kind string, nc net.Conn) {
+	switch kind {
+	case "slow writer":
+		f := validSend(100)
+		go func() {
+			for _, b := range f {
+				if _, err := nc.Write([]byte{b}); err != nil || !sleepCtx(ctx, time.Second) {
+					return
+				}
+			}
+		}()
+	case "flood":
+		f := validSend(1024)
+		go func() {
+			for ctx.Err() == nil {
+				if _, err := nc.Write(f); err != nil {
+					return
+				}
+			}
+		}()
+	default:
+		if p := a.payload(kind); p != nil {
+			_, _ = nc.Write(p)
+		}
+	}
+}
+
+// sleepCtx sleeps d or until ctx ends; it reports whether it slept fully.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
