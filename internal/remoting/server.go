@@ -2,6 +2,7 @@ package remoting
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -74,6 +75,15 @@ type Server struct {
 	ownBudget  *Budget
 	budgetOnce sync.Once
 
+	// TLS, if set, is the certificate configuration of TLS connections,
+	// and TLSMode says which connections are served (see TLSMode; the
+	// first byte decides). Without TLS only plaintext is served. A TLS
+	// handshake must complete within ReadTimeout of its first byte.
+	TLS      *tls.Config
+	TLSMode  TLSMode
+	tlsOnce  sync.Once
+	tlsSniff *tlsSniffer
+
 	// offenders rate-limits the log lines about connections closed for
 	// misbehaving.
 	offenders offenderLog
@@ -126,6 +136,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			return fmt.Errorf("remoting: accept on %s: %w", ln.Addr(), err)
 		}
 		delay = 0
+		nc = s.sniffTLS(nc)
 		c, full := s.newConn(ctx, nc)
 		if full {
 			s.offense(nc.RemoteAddr().String(), "too many connections",
