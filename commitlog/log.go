@@ -421,7 +421,7 @@ func (l *Log) appendLocked(ents []Entry) error {
 	for len(ents) > 0 {
 		s, err := l.activeSegmentLocked(ents[0])
 		if err != nil {
-			return l.fail(err)
+			return l.failUnlessNoSpace(err)
 		}
 		// Take as many entries as fit in this segment.
 		room := s.size - s.end
@@ -448,7 +448,7 @@ func (l *Log) appendLocked(ents []Entry) error {
 			off += EncodedSize(len(ents[i].Data))
 		}
 		if err := l.writeLocked(s, buf); err != nil {
-			return l.fail(err)
+			return l.failUnlessNoSpace(err)
 		}
 		var offs []uint32
 		if l.opts.TailCache > 0 {
@@ -481,6 +481,18 @@ func (l *Log) fail(err error) error {
 		l.log.Error("commitlog: write failure; refusing further writes", "err", err)
 	}
 	return err
+}
+
+// failUnlessNoSpace is fail, except for a full device: a write that found
+// no space changed nothing the log keeps in memory (the segment's end, its
+// positions, the last index move only after the write), so the same
+// entries can be appended again once space frees. The caller (raft's
+// Ready loop) retries; the error is not sticky. Caller holds mu.
+func (l *Log) failUnlessNoSpace(err error) error {
+	if vfs.IsNoSpace(err) {
+		return err
+	}
+	return l.fail(err)
 }
 
 // activeSegmentLocked returns the segment the entry e goes into, sealing
