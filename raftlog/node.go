@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raftmq/raftmq/internal/mutant"
+	"github.com/raftmq/raftmq/internal/vfs"
 )
 
 // Transport carries raft messages to peers. Send must not block.
@@ -147,7 +148,9 @@ type Node struct {
 	// firstOwnIndex is the index of the first entry of leaderTerm.
 	firstOwnIndex atomic.Uint64
 	// tick is the current tick interval in nanoseconds.
-	tick     atomic.Int64
+	tick atomic.Int64
+	// stalled is set while a Ready waits for disk space (untilSpace).
+	stalled  atomic.Bool
 	stopOnce sync.Once
 
 	// reads are the pending ReadIndex requests by request context; owned
@@ -752,13 +755,13 @@ func (n *Node) handleReady() error {
 	// so that on disk the term is never behind the log (OpenStorage
 	// checks it).
 	if rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState) {
-		if err := n.cfg.Storage.SetHardState(rd.HardState); err != nil {
+		if err := n.untilSpace("term and vote", func() error { return n.cfg.Storage.SetHardState(rd.HardState) }); err != nil {
 			return err
 		}
 	}
 	if len(rd.Entries) > 0 {
 		start := time.Now()
-		if err := n.cfg.Storage.Append(rd.Entries); err != nil {
+		if err := n.untilSpace("entries", func() error { return n.cfg.Storage.Append(rd.Entries) }); err != nil {
 			return err
 		}
 		if n.cfg.PersistDuration != nil {
@@ -809,6 +812,47 @@ func (n *Node) handleReady() error {
 	return nil
 }
 
+// untilSpace runs write, a persistence step of a Ready, again and again
+// while it fails for lack of space (vfs.IsNoSpace), with a backoff from
+// 10 ms to 1 s, until it succeeds or the node stops. The Ready is neither
+// advanced nor acknowledged meanwhile: a follower stops answering appends
+// (raft tolerates a silent member), a leader stops heartbeating and loses
+// its leadership to a member that can write. Other errors return at once.
+// The stall is logged once when it starts and once when it ends, and
+// DiskStalled reports it.
+func (n *Node) untilSpace(what string, write func() error) error {
+	err := write()
+	if !vfs.IsNoSpace(err) {
+		return err
+	}
+	start := time.Now()
+	n.stalled.Store(true)
+	n.log.Error("raftlog: disk full: cannot persist; not acknowledging until space frees", "what", what, "err", err)
+	defer n.stalled.Store(false)
+	wait := 10 * time.Millisecond
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for tries := 1; ; tries++ {
+		select {
+		case <-n.stopc:
+			return ErrStopped
+		case <-t.C:
+		}
+		if err = write(); !vfs.IsNoSpace(err) {
+			if err == nil {
+				n.log.Info("raftlog: disk space available again: persisted", "what", what, "stalled", time.Since(start).Round(time.Millisecond), "tries", tries+1)
+			}
+			return err
+		}
+		wait = min(2*wait, time.Second)
+		t.Reset(wait)
+	}
+}
+
+// DiskStalled reports whether the raft goroutine is waiting for space to
+// persist a Ready (see untilSpace).
+func (n *Node) DiskStalled() bool { return n.stalled.Load() }
+
 func (n *Node) roleChanged(ss *raft.SoftState) {
 	if ss.RaftState != raft.StateLeader {
 		clear(n.held) // another term's appends: nothing to tell anyone
@@ -845,7 +889,7 @@ func (n *Node) applyConfChange(e *pb.Entry) error {
 		return nil
 	}
 	cs := n.rn.ApplyConfChange(cc)
-	if err := n.cfg.Storage.SetConfState(cs); err != nil {
+	if err := n.untilSpace("membership", func() error { return n.cfg.Storage.SetConfState(cs) }); err != nil {
 		return err
 	}
 	if n.cfg.OnConfChange != nil {

@@ -228,6 +228,10 @@ func (s *Storage) persistLocked() error {
 	end := stHeader - 4 + n
 	binary.BigEndian.PutUint32(b[end:], crc32.Checksum(b[:end], castagnoli))
 	if _, err := s.f.WriteAt(b, int64(s.mu.seq%2)*stSlot); err != nil {
+		// The slot written is the older one; the newer still holds the
+		// current state. Write this slot again next time (a retry after
+		// a full disk), never the one holding the only good copy.
+		s.mu.seq--
 		return fmt.Errorf("raftlog: write raft state: %w", err)
 	}
 	if mutant.Enabled && s.UnsafeNoSync {
@@ -264,13 +268,19 @@ func (s *Storage) SetHardState(hs *pb.HardState) error {
 		}
 		return nil
 	}
+	old := s.mu.hs
 	s.mu.hs = proto.CloneOf(hs)
 	// The state may be persisted before this Ready's entries (a new term
 	// goes first): never record a commit index beyond the durable log.
 	if last := max(s.log.LastIndex(), s.mu.compact); s.mu.hs.GetCommit() > last {
 		s.mu.hs.Commit = proto.Uint64(last)
 	}
-	return s.persistLocked()
+	if err := s.persistLocked(); err != nil {
+		// Not persisted: a retry (after a full disk) must write it again.
+		s.mu.hs = old
+		return err
+	}
+	return nil
 }
 
 // raiseCommit raises the in-memory commit index (not persisted).

@@ -1,0 +1,90 @@
+package raftlog
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/raftmq/raftmq/internal/vfs"
+)
+
+type nopTransport struct{}
+
+func (nopTransport) Send([]*pb.Message) {}
+
+type countingSM struct{ applied atomic.Uint64 }
+
+func (c *countingSM) Apply(index uint64) error     { c.applied.Store(index); return nil }
+func (c *countingSM) Restore(s *pb.Snapshot) error { return nil }
+
+// A raft state write that fails for lack of space leaves the state as it
+// was, so that the retry writes it (not "unchanged, nothing to do").
+func TestSetHardStateNoSpaceRetries(t *testing.T) {
+	mem := vfs.NewMem()
+	tg := &vfs.Toggle{Err: vfs.ErrNoSpace}
+	fs := vfs.WithErrors(mem, vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if strings.HasSuffix(path, "raftstate") {
+			return tg.MaybeError(op, path)
+		}
+		return nil
+	}))
+	s, _ := openStorage(t, fs)
+	require.NoError(t, s.SetHardState(hardState(2, 1, 0)))
+	tg.Arm(vfs.OpWrite)
+	require.True(t, vfs.IsNoSpace(s.SetHardState(hardState(3, 2, 0))))
+	tg.Disarm()
+	require.NoError(t, s.SetHardState(hardState(3, 2, 0)))
+	s2, err := OpenStorage(mem, "/n", s.log)
+	require.NoError(t, err)
+	hs, _, err := s2.InitialState()
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), hs.GetTerm())
+	require.Equal(t, uint64(2), hs.GetVote())
+}
+
+// A node whose log append finds the disk full neither stops nor applies:
+// it waits, reports DiskStalled, and goes on by itself once space frees.
+func TestNodeWaitsForSpace(t *testing.T) {
+	mem := vfs.NewMem()
+	tg := &vfs.Toggle{Err: vfs.ErrNoSpace}
+	fs := vfs.WithErrors(mem, vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if strings.Contains(path, "/log/") {
+			return tg.MaybeError(op, path)
+		}
+		return nil
+	}))
+	st, _ := openStorage(t, fs)
+	sm := &countingSM{}
+	n, err := NewNode(Config{ID: 1, Storage: st, Transport: nopTransport{}, SM: sm,
+		Bootstrap: []raft.Peer{{ID: 1}}, TickInterval: 5 * time.Millisecond})
+	require.NoError(t, err)
+	n.Start()
+	defer n.Stop()
+	require.Eventually(t, n.IsLeader, 5*time.Second, 5*time.Millisecond)
+	ctx := context.Background()
+	require.NoError(t, n.Propose(ctx, Proposal{Data: []byte("a")}))
+	require.Eventually(t, func() bool { return sm.applied.Load() >= 3 }, 5*time.Second, 5*time.Millisecond)
+	before := sm.applied.Load()
+
+	tg.Arm(vfs.OpWrite, vfs.OpCreate)
+	require.NoError(t, n.Propose(ctx, Proposal{Data: []byte("b")}))
+	require.Eventually(t, n.DiskStalled, 5*time.Second, 5*time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(t, before, sm.applied.Load(), "an entry that is not durable was applied")
+	select {
+	case <-n.Done():
+		t.Fatalf("node stopped on a full disk: %v", n.Err())
+	default:
+	}
+
+	tg.Disarm()
+	require.Eventually(t, func() bool { return sm.applied.Load() > before }, 5*time.Second, 5*time.Millisecond)
+	require.False(t, n.DiskStalled())
+	require.NoError(t, n.Err())
+}
