@@ -1,11 +1,8 @@
 package offsets
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"slices"
 	"strconv"
@@ -180,37 +177,12 @@ type importSet struct {
 //
 // ImportConfig writes this node's database directly, not through raft.
 func ImportConfig(db *DB, dir string) (ImportSummary, error) {
-	var sum ImportSummary
-	var set importSet
-	parsers := []struct {
-		name  string
-		parse func(*DB, []byte, *importSet) error
-	}{
-		{TopicsFile, parseTopicsFile},
-		{SubscriptionGroupFile, parseGroupsFile},
-		{ConsumerOffsetFile, parseOffsetsFile},
+	set, files, err := readConfigDir(db, dir)
+	if err != nil {
+		return ImportSummary{}, err
 	}
-	for _, p := range parsers {
-		data, err := vfs.ReadFile(db.fs, vfs.Join(dir, p.name))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return ImportSummary{}, fmt.Errorf("offsets: import config: read %s: %w", vfs.Join(dir, p.name), err)
-		}
-		if len(bytes.TrimSpace(data)) == 0 {
-			return ImportSummary{}, fmt.Errorf("offsets: import config: %s: file is empty: %w", p.name, ErrInvalidConfig)
-		}
-		if err := p.parse(db, data, &set); err != nil {
-			return ImportSummary{}, fmt.Errorf("offsets: import config: %s: %w", p.name, err)
-		}
-		sum.Files = append(sum.Files, p.name)
-	}
-	if len(sum.Files) == 0 {
-		return ImportSummary{}, fmt.Errorf("offsets: import config: none of %s, %s, %s in %s: %w",
-			TopicsFile, SubscriptionGroupFile, ConsumerOffsetFile, dir, fs.ErrNotExist)
-	}
-	err := db.Update(func(tx *Tx) error {
+	sum := ImportSummary{Files: files}
+	err = db.Update(func(tx *Tx) error {
 		for _, c := range set.topics {
 			if err := tx.PutTopic(c); err != nil {
 				return err

@@ -466,6 +466,8 @@ func (s *Store) applyCommand(payload []byte) error {
 			st.consumer[k] = oc.Offset
 			st.dirtyConsumer[k] = true
 		}
+	case OpImportConfig:
+		return s.applyImportLocked(&c)
 	case OpACL:
 		if s.cfg.ApplyACL == nil {
 			return fmt.Errorf("%w: access control is not supported by this store", ErrBadCommand)

@@ -77,6 +77,10 @@ const (
 	// OpACL changes the access-control state: ACL is the update, applied
 	// by Config.ApplyACL.
 	OpACL = "acl"
+	// OpImportConfig creates or updates Topics and Groups and sets
+	// Offsets (backwards too), all or nothing: a RocketMQ config import
+	// (applyImportLocked).
+	OpImportConfig = "importConfig"
 )
 
 // Command is a replicated change of state other than messages.
@@ -87,6 +91,9 @@ type Command struct {
 	Name    string                           `json:"name,omitempty"`
 	Offsets []OffsetCommit                   `json:"offsets,omitempty"`
 	ACL     json.RawMessage                  `json:"acl,omitempty"`
+	// Topics and Groups are OpImportConfig's.
+	Topics []offsets.TopicConfig             `json:"topics,omitempty"`
+	Groups []offsets.SubscriptionGroupConfig `json:"groups,omitempty"`
 }
 
 // OffsetCommit sets a consumer group's next offset in one queue.
