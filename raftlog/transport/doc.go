@@ -1,5 +1,5 @@
 // Package transport carries raft messages between the nodes of a raft group
-// over plain TCP.
+// over TCP, or over mutual TLS when Config.TLS is set.
 //
 // # Streams
 //
@@ -43,6 +43,19 @@
 // one, which is closed and its reader awaited, so at most one reader per
 // sender calls Handler at a time and a half-dead stream (peer crashed
 // without a FIN) lasts only until the peer redials.
+//
+// # TLS
+//
+// With Config.TLS every stream is TLS before anything else is sent: the
+// dialer is the TLS client, the acceptor the server, and both present a
+// certificate and verify the other's against the group's CA
+// (tls.RequireAndVerifyClientCert on the acceptor). The acceptor runs its
+// handshake within the handshake timeout, before reading the 32-byte
+// header; a peer whose certificate the CA did not sign, or that speaks
+// plaintext, is closed there and logged (at Warn once a minute per host,
+// then at Debug), so it can neither join nor inject messages. The header
+// and frames below then travel inside TLS unchanged. Any certificate of
+// the CA is accepted for any sender ID: the CA is the trust boundary.
 //
 // # Frames
 //

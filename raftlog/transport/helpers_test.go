@@ -235,3 +235,19 @@ func hookDial(hook func(conn, write int, b []byte, closed <-chan struct{}) ([]by
 		return &hookConn{Conn: c, conn: n, hook: hook, closed: make(chan struct{})}, nil
 	}
 }
+
+func (s *logSink) count(subs ...string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, line := range strings.Split(s.buf.String(), "\n") {
+		all := true
+		for _, sub := range subs {
+			all = all && strings.Contains(line, sub)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
+}

@@ -192,9 +192,16 @@ func (p *peer) connect() (net.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport: dial peer %d at %s: %w", p.id, addr, err)
 	}
+	if p.t.tlsClient != nil {
+		conn = p.t.clientTLS(conn, addr)
+	}
 	if !p.setConn(conn, addr) {
 		conn.Close()
 		return nil, fmt.Errorf("transport: dial peer %d at %s: %w", p.id, addr, errDialAborted)
+	}
+	if err := handshakeClient(ctx, conn); err != nil {
+		p.clearConn(conn)
+		return nil, fmt.Errorf("transport: TLS handshake with peer %d at %s: %w", p.id, addr, err)
 	}
 	hs := handshake{cluster: p.t.cfg.ClusterID, from: p.t.cfg.ID, to: p.id}.marshal()
 	conn.SetWriteDeadline(time.Now().Add(p.t.cfg.WriteTimeout))

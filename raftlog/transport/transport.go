@@ -3,6 +3,7 @@ package transport
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -71,6 +72,13 @@ type Config struct {
 	// port zero.
 	LocalAddr net.Addr
 	Logger    *slog.Logger // nil discards
+	// TLS, if set, makes every stream mutual TLS: both ends present
+	// Certificates and verify the other's against the group's CA
+	// (RootCAs; ClientCAs defaults to it). An acceptor refuses, and logs,
+	// a peer whose certificate the CA did not sign before reading a byte
+	// of its handshake; a dialer verifies the acceptor's certificate
+	// against the host of the peer's address unless ServerName is set.
+	TLS *tls.Config
 }
 
 // PeerStats are a peer's counters since it was added.
@@ -85,11 +93,14 @@ type PeerStats struct {
 // Transport sends raft messages to peers and delivers theirs to
 // Config.Handler. Its methods are safe for concurrent use.
 type Transport struct {
-	cfg    Config
-	log    *slog.Logger
-	ctx    context.Context // canceled by Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // every goroutine started by the transport
+	cfg Config
+	log *slog.Logger
+	// tlsServer and tlsClient are made from Config.TLS; nil without it.
+	tlsServer, tlsClient *tls.Config
+	refused              refusals
+	ctx                  context.Context // canceled by Close
+	cancel               context.CancelFunc
+	wg                   sync.WaitGroup // every goroutine started by the transport
 
 	mu struct {
 		sync.RWMutex
@@ -126,6 +137,12 @@ func New(cfg Config) (*Transport, error) {
 		return nil, fmt.Errorf("%w: MaxFrame %d exceeds 2 GiB", ErrInvalidConfig, cfg.MaxFrame)
 	}
 	t := &Transport{cfg: cfg, log: cfg.Logger.With("raft_id", cfg.ID)}
+	if cfg.TLS != nil {
+		var err error
+		if t.tlsServer, t.tlsClient, err = tlsConfigs(cfg.TLS); err != nil {
+			return nil, err
+		}
+	}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	t.mu.peers = make(map[uint64]*peer)
 	t.mu.inbound = make(map[net.Conn]struct{})
@@ -389,8 +406,22 @@ func (t *Transport) serveInbound(conn net.Conn) {
 	}()
 	remote := conn.RemoteAddr().String()
 
+	rc := conn // what the stream is read from: conn, or TLS over it
+	if t.tlsServer != nil {
+		var err error
+		if rc, err = t.serverTLS(conn); err != nil {
+			switch {
+			case t.ctx.Err() != nil:
+			case t.refused.warn(remote):
+				t.log.Warn("refusing peer stream: TLS handshake failed (logged once a minute per host)", "remote", remote, "err", err)
+			default:
+				t.log.Debug("refusing peer stream: TLS handshake failed", "remote", remote, "err", err)
+			}
+			return
+		}
+	}
 	conn.SetReadDeadline(time.Now().Add(handshakeTimeout))
-	br := bufio.NewReaderSize(conn, bufferSize)
+	br := bufio.NewReaderSize(rc, bufferSize)
 	h, err := readHandshake(br, t.cfg.ClusterID, t.cfg.ID)
 	if err != nil {
 		switch {
