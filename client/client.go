@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,6 +56,12 @@ type Options struct {
 	AccessKey     string
 	SecretKey     string
 	SecurityToken string
+
+	// TLS, if set, makes every connection TLS (after Dial): the nodes'
+	// client ports must serve TLS (--tls-mode permissive or enforcing).
+	// Without ServerName, a node's certificate must hold the host of its
+	// address. LoadTLS builds one from files.
+	TLS *tls.Config
 }
 
 // Client talks to one raftmq raft group: a pool with one connection per
@@ -126,7 +133,11 @@ func New(opts Options) (*Client, error) {
 		log:     log,
 		ids:     ids,
 	}
-	c.pool = newPool(remoting.Options{MaxFrame: opts.MaxFrame, Dial: opts.Dial, Logger: log}, opts.RequestTimeout, cred, c.serveRequest)
+	dial := opts.Dial
+	if opts.TLS != nil {
+		dial = remoting.TLSDialer(dial, opts.TLS)
+	}
+	c.pool = newPool(remoting.Options{MaxFrame: opts.MaxFrame, Dial: dial, Logger: log}, opts.RequestTimeout, cred, c.serveRequest)
 	c.routes.init()
 	c.mu.nodes = slices.Compact(slices.Sorted(slices.Values(opts.Addrs)))
 	return c, nil
