@@ -111,6 +111,9 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 	case remoting.TransferLeader, remoting.AddNode, remoting.RemoveNode:
 		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleAdmin(ctx, req) })
 	}
+	if resp, ok := b.handleAdminCode(ctx, conn, req); ok {
+		return resp
+	}
 	return b.refuse(conn, req, remoting.RequestCodeNotSupported, fmt.Sprintf("request code %d not supported", req.Code))
 }
 

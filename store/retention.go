@@ -127,19 +127,24 @@ func (s *Store) measureDisk() (float64, error) {
 	}
 	ratio := u.UsedRatio()
 	s.usage.Store(math.Float64bits(ratio))
+	s.recordSpace(u)
 	return ratio, nil
 }
 
 // setDiskFull turns the disk-full flag on or off by the device's used
-// fraction, logging each change.
+// fraction, its free space against the reserve, and stalled writers
+// (disk.go), logging each change with its reason.
 func (s *Store) setDiskFull(ratio float64) {
-	limit := s.cfg.Retention.FullRatio
-	full := ratio > limit
+	reason := s.fullReason(ratio)
+	full := reason != ""
+	if full {
+		s.space.reason.Store(&reason)
+	}
 	if was := s.diskFull.Swap(full); was != full {
 		if full {
-			s.log.Error("store: disk full: refusing writes", "used", fmt.Sprintf("%.1f%%", 100*ratio), "limit", fmt.Sprintf("%.0f%%", 100*limit))
+			s.log.Error("store: disk full: refusing writes", "reason", reason, "used", fmt.Sprintf("%.1f%%", 100*ratio))
 		} else {
-			s.log.Info("store: disk space available again: accepting writes", "used", fmt.Sprintf("%.1f%%", 100*ratio))
+			s.log.Info("store: disk space available again: accepting writes", "used", fmt.Sprintf("%.1f%%", 100*ratio), "free_bytes", s.space.avail.Load())
 		}
 	}
 }

@@ -158,6 +158,7 @@ type Store struct {
 
 	diskFull atomic.Bool
 	usage    atomic.Uint64 // float64 bits of the last used ratio
+	space    diskSpace     // free space, reserve, stalled writers (disk.go)
 	// topicsVersion counts changes of the topic table (applied creations,
 	// updates and deletions, snapshot restores), for those who publish it.
 	topicsVersion atomic.Uint64
@@ -185,6 +186,7 @@ func Open(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{cfg: cfg, fs: cfg.FS, log: cfg.Logger, changed: make(chan struct{}), stop: make(chan struct{}), persistKick: make(chan struct{}, 1)}
+	s.space.t0 = time.Now()
 	if err := s.open(); err != nil {
 		s.closeAll()
 		if s.lock != nil {
@@ -195,14 +197,13 @@ func Open(cfg Config) (*Store, error) {
 	// Measure the device now rather than at the first check: a node
 	// started on a full disk refuses writes from its first one, and its
 	// status shows the real usage at once. Retention waits for the loop.
-	if ratio, err := s.measureDisk(); err == nil {
-		s.setDiskFull(ratio)
-	} else {
+	if err := s.refreshSpace(); err != nil {
 		s.log.Warn("store: disk usage unknown until the first check", "err", err)
 	}
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.diskLoop()
 	go s.persistLoop()
+	go s.spaceLoop()
 	return s, nil
 }
 
@@ -258,12 +259,13 @@ func (s *Store) open() error {
 	// OwnerSyncsFS: checkpoints (captureLocked, commit) make the queues
 	// durable with one SyncFS, and recoverDerived cuts them back to the
 	// last checkpoint, so the queues' write path needs no sync of its own.
-	s.cqs, err = consumequeue.OpenSet(s.fs, s.path("consumequeue"), consumequeue.Options{
+	derived := s.derivedFS()
+	s.cqs, err = consumequeue.OpenSet(derived, s.path("consumequeue"), consumequeue.Options{
 		UnitsPerFile: s.cfg.CQUnitsPerFile, MaxOpenFiles: s.cfg.CQMaxOpenFiles, OwnerSyncsFS: true, Logger: s.log})
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
-	s.idx, err = index.Open(s.fs, s.path("index"), index.Options{SlotCount: s.cfg.IndexSlots, MaxEntries: s.cfg.IndexMaxEntries, Logger: s.log})
+	s.idx, err = index.Open(derived, s.path("index"), index.Options{SlotCount: s.cfg.IndexSlots, MaxEntries: s.cfg.IndexMaxEntries, Logger: s.log})
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
@@ -444,8 +446,12 @@ func (s *Store) commit(cp *checkpoint) error {
 	}
 	s.cqs.SyncedByFS(cp.queues)
 	if err := cp.delta.write(s.db, cp.index); err != nil {
+		if vfs.IsNoSpace(err) {
+			return s.checkpointNoSpace(cp, err)
+		}
 		return fail(err)
 	}
+	s.checkpointResumed()
 	return nil
 }
 
