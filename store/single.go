@@ -70,8 +70,8 @@ func (s *Store) CheckMessage(m *message.Message) error {
 func (sa *Standalone) appendApply(body []byte) (Result, error) {
 	sa.mu.Lock()
 	defer sa.mu.Unlock()
-	if sa.DiskFull() {
-		return Result{}, fmt.Errorf("%w: used %.1f%%, writes resume below %.0f%%", ErrDiskFull, 100*sa.DiskUsedRatio(), 100*sa.cfg.Retention.FullRatio)
+	if err := sa.CheckWrite(len(body)); err != nil {
+		return Result{}, err
 	}
 	idx := sa.clog.LastIndex() + 1
 	if err := sa.clog.AppendSync(commitlog.Entry{Index: idx, Term: 1, Data: body}); err != nil {

@@ -134,6 +134,9 @@ type stateDelta struct {
 	txns                 map[int64]*txn.Record // nil: ended
 	acl                  []byte                // written when writeACL
 	writeACL             bool
+	// prevPersisted is the persisted index before this delta was taken
+	// (restoreDelta puts it back).
+	prevPersisted uint64
 }
 
 // takeDelta copies the dirty state and the applied index and clears the
@@ -184,6 +187,7 @@ func (st *state) takeDelta() *stateDelta {
 		}
 		d.txns[h] = r
 	}
+	d.prevPersisted = st.persisted
 	st.clearDirty()
 	st.persisted = st.applied
 	return d

@@ -1,0 +1,147 @@
+package store
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftmq/raftmq/internal/vfs"
+)
+
+// The send path sees a disk filling within spaceRefresh, without waiting
+// for the retention check, refuses with ErrDiskFull and a reason, and
+// resumes by itself when space frees.
+func TestCheckWriteSeesSpaceOnTheWritePath(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(t, fs)
+	cfg.Retention.CheckInterval = time.Hour
+	sa := filled(t, cfg, 50)
+	defer sa.Close()
+	require.NoError(t, sa.CheckWrite(1000))
+
+	u, _ := fs.DiskUsage("/")
+	used := u.Total - u.Free
+	// 512 KiB free: below the 1 MiB minimum reserve.
+	fs.SetCapacity(used + 512<<10)
+	deadline := time.Now().Add(2 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = sa.CheckWrite(1000); err != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.ErrorIs(t, err, ErrDiskFull)
+	require.Contains(t, err.Error(), "below the reserve")
+	_, err = sa.Put(msg("t", 0, 1, "", ""))
+	require.ErrorIs(t, err, ErrDiskFull)
+	require.True(t, sa.DiskFull())
+
+	fs.SetCapacity(used * 100)
+	require.Eventually(t, func() bool { return sa.CheckWrite(1000) == nil }, 2*time.Second, 10*time.Millisecond)
+	require.False(t, sa.DiskFull(), "the flag turns off without a write (spaceLoop)")
+	_, err = sa.Put(msg("t", 0, 2, "", ""))
+	require.NoError(t, err)
+}
+
+// Writes accepted since the last measurement count against the free space:
+// a burst cannot write past the reserve between two measurements.
+func TestCheckWriteCountsAcceptedBytes(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(t, fs)
+	sa := filled(t, cfg, 10)
+	defer sa.Close()
+	u, _ := fs.DiskUsage("/")
+	fs.SetCapacity(u.Total - u.Free + 20<<20)
+	require.NoError(t, sa.Store.refreshSpace())
+	free, reserve := sa.DiskFreeBytes(), sa.DiskReserveBytes()
+	require.Greater(t, free, reserve)
+	accepted := int64(0)
+	for i := 0; i < 100; i++ {
+		if sa.CheckWrite(1<<20) != nil {
+			break
+		}
+		accepted += 1 << 20
+	}
+	require.LessOrEqual(t, accepted, free-reserve, "accepted %d bytes with %d free and a reserve of %d", accepted, free, reserve)
+	require.Greater(t, accepted, int64(0))
+}
+
+// A consume-queue or index write that finds the disk full waits (the store
+// counts as full meanwhile) and completes when space frees: no applied
+// entry's unit or key is lost, and reads are served meanwhile.
+func TestDerivedWritesWaitForSpace(t *testing.T) {
+	mem := vfs.NewMem()
+	tg := &vfs.Toggle{Err: vfs.ErrNoSpace}
+	fs := vfs.WithErrors(mem, vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if strings.Contains(path, "/consumequeue/") || strings.Contains(path, "/index/") {
+			return tg.MaybeError(op, path)
+		}
+		return nil
+	}))
+	cfg := testConfig(t, fs)
+	cfg.PersistInterval = time.Hour
+	sa := filled(t, cfg, 20)
+	tg.Arm(vfs.OpWrite, vfs.OpCreate, vfs.OpTruncate)
+	for i := 20; i < 40; i++ {
+		_, err := sa.Put(msg("t", 0, i, "", ""))
+		require.NoError(t, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sa.Persist() }()
+	require.Eventually(t, sa.DiskFull, 5*time.Second, 5*time.Millisecond)
+	_, err := sa.Put(msg("t", 0, 99, "", ""))
+	require.ErrorIs(t, err, ErrDiskFull)
+	require.Contains(t, err.Error(), "waiting for space")
+	select {
+	case err := <-done:
+		t.Fatalf("checkpoint returned %v on a full disk, want it to wait", err)
+	default:
+	}
+	// Reads are served meanwhile (units from the queue's memory).
+	got, err := sa.GetMessages("t", 0, 0, 64, 1<<20, nil)
+	require.NoError(t, err)
+	require.Len(t, got.Records, 40)
+
+	tg.Disarm()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("checkpoint still waiting after space was freed")
+	}
+	require.Eventually(t, func() bool { return !sa.DiskFull() }, 2*time.Second, 10*time.Millisecond)
+	_, err = sa.Put(msg("t", 0, 40, "", ""))
+	require.NoError(t, err)
+	require.NoError(t, sa.Close())
+
+	sa = openSA(t, cfg)
+	defer sa.Close()
+	got, err = sa.GetMessages("t", 0, 0, 64, 1<<20, nil)
+	require.NoError(t, err)
+	require.Len(t, got.Records, 41)
+}
+
+// A checkpoint delta that was not written goes back: the next delta holds
+// its keys and the applied index again.
+func TestRestoreDeltaRewritesNextTime(t *testing.T) {
+	sa := filled(t, testConfig(t, vfs.NewMem()), 5)
+	defer sa.Close()
+	st := sa.Store.state
+	sa.Store.applyMu.Lock()
+	defer sa.Store.applyMu.Unlock()
+	// Everything so far is persisted by filled's checkpoints or not; take
+	// what is dirty, then put it back as a failed write would.
+	d := st.takeDelta()
+	st.restoreDelta(d)
+	d2 := st.takeDelta()
+	require.Equal(t, d.writeApplied, d2.writeApplied)
+	require.Equal(t, d.applied, d2.applied)
+	require.Equal(t, len(d.topics), len(d2.topics))
+	require.Equal(t, d.queues, d2.queues)
+	require.Equal(t, d.consumer, d2.consumer)
+	require.Equal(t, d.prevPersisted, d2.prevPersisted)
+	require.True(t, len(d.queues) > 0 || d.writeApplied, "nothing was dirty: the test proves nothing")
+}
