@@ -138,6 +138,9 @@ type Config struct {
 	// ACLFile, if set, is a plain_acl.yml: the group's ACL until the log
 	// holds one, then proposed as the group's by the leader (see acl.go).
 	ACLFile string
+	// TLS, if set, is the node's TLS on its client, raft and HTTP ports
+	// and on its own client connections (see TLSConfig).
+	TLS *TLSConfig
 	// MaxTimerDelay is the longest delay a timer message may ask for
 	// (default schedule.DefaultMaxDelay, 3 days).
 	MaxTimerDelay time.Duration
@@ -167,6 +170,7 @@ type Broker struct {
 	met  *Metrics
 
 	clientLn, raftLn, httpLn net.Listener
+	tls                      *tlsSet // nil without TLS
 
 	mu    sync.Mutex
 	peers map[uint64]Peer
@@ -259,6 +263,9 @@ func Start(cfg Config) (*Broker, error) {
 		}
 	}
 	var err error
+	if b.tls, err = cfg.TLS.load(); err != nil {
+		return nil, err
+	}
 	fail := func(err error) (*Broker, error) {
 		b.closeListeners()
 		return nil, err
@@ -274,7 +281,7 @@ func Start(cfg Config) (*Broker, error) {
 			return fail(fmt.Errorf("cluster: listen for http: %w", err))
 		}
 	}
-	b.met = NewMetrics(b.gauges)
+	b.met = NewMetrics(b.scrapeFuncs())
 
 	var bootstrap []raft.Peer
 	if !cfg.Join {
@@ -336,6 +343,7 @@ func Start(cfg Config) (*Broker, error) {
 		SnapshotStatus: b.rep.Node().ReportSnapshot,
 		LocalAddr:      local,
 		Logger:         b.log,
+		TLS:            b.tls.raftTLS(),
 	})
 	if err != nil {
 		b.rep.Close()
@@ -349,6 +357,7 @@ func Start(cfg Config) (*Broker, error) {
 	if cfg.MaxInflightTotal != 0 {
 		b.srv.Budget = remoting.NewBudget(cfg.MaxInflightTotal)
 	}
+	b.tls.serveTLS(b.srv)
 
 	b.tr.Start()
 	b.rep.Start()
@@ -364,7 +373,7 @@ func Start(cfg Config) (*Broker, error) {
 	go func() { defer b.wg.Done(); b.scheduleLoop() }()
 	go func() { defer b.wg.Done(); b.txnCheckLoop() }()
 	if len(cfg.NameServers) > 0 {
-		b.reg = namesrv.NewRegistrar(namesrv.RegistrarConfig{Addrs: cfg.NameServers, State: b.registrations, Logger: b.log})
+		b.reg = namesrv.NewRegistrar(namesrv.RegistrarConfig{Addrs: cfg.NameServers, State: b.registrations, Logger: b.log, Dial: b.tls.dialer(nil)})
 		b.wg.Add(1)
 		go func() { defer b.wg.Done(); b.watchRegistration(b.reg) }()
 	}
@@ -383,7 +392,8 @@ func Start(cfg Config) (*Broker, error) {
 		})
 		b.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		b.wg.Add(1)
-		go func() { defer b.wg.Done(); _ = b.http.Serve(b.httpLn) }()
+		httpLn := b.tls.httpListener(b.httpLn, remoting.NewTLSRefusalLogger(b.log))
+		go func() { defer b.wg.Done(); _ = b.http.Serve(httpLn) }()
 	}
 	b.log.Info("cluster: broker started", "client", b.clientLn.Addr().String(), "raft", b.raftLn.Addr().String(), "http", cfg.HTTPAddr, "dir", cfg.Dir)
 	return b, nil
@@ -469,6 +479,7 @@ type NodeStatus struct {
 	LogFirst     uint64          `json:"logFirstIndex"`
 	LogBytes     int64           `json:"logBytes"`
 	SegmentCount int             `json:"segments"`
+	Retention    RetentionStatus `json:"retention"`
 }
 
 // Status returns this node's status.
@@ -485,6 +496,7 @@ func (b *Broker) Status() NodeStatus {
 	ns.LogFirst = l.FirstIndex()
 	ns.LogBytes = l.EndPosition() - l.MinPosition()
 	ns.SegmentCount = len(l.Segments())
+	ns.Retention = retentionStatus(b.rep.Store().Retention())
 	return ns
 }
 
@@ -494,16 +506,52 @@ func (b *Broker) gauges() map[string]float64 {
 	if st.Leader == b.cfg.ID {
 		isLeader = 1
 	}
-	l := b.rep.Store().Log()
+	s := b.rep.Store()
+	l, ret := s.Log(), s.Retention()
+	full, ready := 0.0, 0.0
+	if s.DiskFull() {
+		full = 1
+	}
+	if b.rep.Node().LeaderReady() {
+		ready = 1
+	}
 	return map[string]float64{
-		"raftmq_raft_term":         float64(st.Term),
-		"raftmq_raft_leader":       float64(st.Leader),
-		"raftmq_raft_is_leader":    isLeader,
-		"raftmq_raft_commit_index": float64(st.Commit),
-		"raftmq_applied_index":     float64(st.Applied),
-		"raftmq_log_last_index":    float64(st.LastIndex),
-		"raftmq_disk_bytes":        float64(l.EndPosition() - l.MinPosition()),
-		"raftmq_disk_used_ratio":   b.rep.Store().DiskUsedRatio(),
+		"raftmq_raft_term":                       float64(st.Term),
+		"raftmq_raft_leader":                     float64(st.Leader),
+		"raftmq_raft_is_leader":                  isLeader,
+		"raftmq_raft_leader_ready":               ready,
+		"raftmq_raft_commit_index":               float64(st.Commit),
+		"raftmq_raft_voters":                     float64(len(st.Voters)),
+		"raftmq_raft_followers_active":           float64(max(len(st.Active)-1, 0)),
+		"raftmq_applied_index":                   float64(st.Applied),
+		"raftmq_log_first_index":                 float64(l.FirstIndex()),
+		"raftmq_log_last_index":                  float64(st.LastIndex),
+		"raftmq_commitlog_bytes":                 float64(l.EndPosition() - l.MinPosition()),
+		"raftmq_disk_used_ratio":                 s.DiskUsedRatio(),
+		"raftmq_disk_full":                       full,
+		"raftmq_disk_clean_ratio":                ret.CleanRatio,
+		"raftmq_disk_force_clean_ratio":          ret.ForceRatio,
+		"raftmq_disk_full_ratio":                 ret.FullRatio,
+		"raftmq_retention_file_reserved_seconds": ret.FileReservedTime.Seconds(),
+	}
+}
+
+// scrapeFuncs are the values /metrics reads at scrape time (metrics.go).
+func (b *Broker) scrapeFuncs() scrapeFuncs {
+	return scrapeFuncs{
+		gauges:        b.gauges,
+		leaderChanges: func() uint64 { return b.rep.Node().LeaderChanges() },
+		groupLags:     func() []store.GroupLag { return b.rep.Store().ConsumerLags() },
+		followerLag: func() map[uint64]uint64 {
+			st := b.rep.Node().Status()
+			out := map[uint64]uint64{}
+			for id, match := range st.Progress { // leader only
+				if id != b.cfg.ID {
+					out[id] = st.LastIndex - min(match, st.LastIndex)
+				}
+			}
+			return out
+		},
 	}
 }
 

@@ -40,7 +40,7 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 	case remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage:
 		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleSend(ctx, conn, req) })
 	case remoting.PullMessage, remoting.LitePullMessage:
-		return b.handlePull(ctx, req)
+		return b.met.pulled(b.handlePull(ctx, req))
 	case remoting.QueryConsumerOffset:
 		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleQueryOffset(ctx, req) })
 	case remoting.UpdateConsumerOffset:
@@ -229,7 +229,7 @@ func (b *Broker) forwardConn(ctx context.Context, addr string) (*remoting.Conn, 
 	if b.cfg.BindIP != "" {
 		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(b.cfg.BindIP)}
 	}
-	c, err := remoting.Dial(dctx, addr, remoting.Options{MaxFrame: b.cfg.MaxFrame, Logger: b.log, Dial: d.DialContext})
+	c, err := remoting.Dial(dctx, addr, remoting.Options{MaxFrame: b.cfg.MaxFrame, Logger: b.log, Dial: b.tls.dialer(d.DialContext)})
 	if err != nil {
 		return nil, err
 	}
@@ -467,6 +467,7 @@ func (b *Broker) sendResponse(req *remoting.Command, res []store.MessageResult, 
 	resp := remoting.NewResponse(req, remoting.Success, "")
 	resp.Header = &rh
 	b.met.sendsOK.Inc()
+	b.met.sent(res)
 	b.met.SendLatency.Observe(time.Since(start).Seconds())
 	return resp
 }
@@ -476,10 +477,19 @@ func (b *Broker) handlePull(ctx context.Context, req *remoting.Command) *remotin
 	if err != nil {
 		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
 	}
-	b.met.Pulls.Inc()
 	st := b.rep.Store()
-	if _, ok := st.Topic(h.Topic); !ok {
+	tc, ok := st.Topic(h.Topic)
+	if !ok {
 		return remoting.NewResponse(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", h.Topic))
+	}
+	// As RocketMQ's pull processor: a topic without the read permission
+	// is not consumed, and only its read queues are.
+	if tc.Perm&offsets.PermRead == 0 {
+		return remoting.NewResponse(req, remoting.NoPermission, fmt.Sprintf("the topic[%s] pulling message is forbidden", h.Topic))
+	}
+	if h.QueueID < 0 || h.QueueID >= tc.ReadQueueNums {
+		return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d] consumer:[%s]",
+			h.QueueID, h.Topic, tc.ReadQueueNums, h.ConsumerGroup))
 	}
 	if h.SysFlag&remoting.PullSysFlagCommitOffset != 0 && h.CommitOffset >= 0 && b.rep.Node().IsLeader() {
 		if mutant.Enabled && b.mut.OffsetsInMemory {

@@ -57,6 +57,9 @@ type RegistrarConfig struct {
 	// if 0).
 	Timeout time.Duration
 	Logger  *slog.Logger
+	// Dial opens connections to the name servers; nil uses a net.Dialer.
+	// A node whose client port enforces TLS dials them over TLS.
+	Dial remoting.DialFunc
 }
 
 // Registrar keeps a broker registered with its name servers: it registers
@@ -322,7 +325,7 @@ func (r *Registrar) invoke(l *nsLink, req *remoting.Command) (*remoting.Command,
 		l.conn = nil // broken; its watcher started a round
 	}
 	if l.conn == nil {
-		c, err := remoting.Dial(ctx, l.addr, remoting.Options{Logger: r.cfg.Logger})
+		c, err := remoting.Dial(ctx, l.addr, remoting.Options{Logger: r.cfg.Logger, Dial: r.cfg.Dial})
 		if err != nil {
 			return nil, err // Dial's error names the address
 		}
