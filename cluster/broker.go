@@ -164,6 +164,7 @@ type Broker struct {
 	cfg  Config
 	log  *slog.Logger
 	rep  *Replica
+	disk diskState // members' disks, for the disk-full hand-off (disk.go)
 	tr   *transport.Transport
 	srv  *remoting.Server
 	http *http.Server
@@ -381,6 +382,8 @@ func Start(cfg Config) (*Broker, error) {
 		b.wg.Add(1)
 		go func() { defer b.wg.Done(); b.preferLeader() }()
 	}
+	b.wg.Add(1)
+	go func() { defer b.wg.Done(); b.diskHandoff() }()
 	if b.httpLn != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(b.met.Reg, promhttp.HandlerOpts{}))
@@ -476,6 +479,8 @@ type NodeStatus struct {
 	LeaderReady  bool            `json:"leaderReady"`
 	DiskFull     bool            `json:"diskFull"`
 	DiskUsed     float64         `json:"diskUsedRatio"`
+	DiskFree     int64           `json:"diskFreeBytes"`
+	DiskStalled  bool            `json:"diskStalled,omitempty"` // the raft goroutine waits for space
 	LogFirst     uint64          `json:"logFirstIndex"`
 	LogBytes     int64           `json:"logBytes"`
 	SegmentCount int             `json:"segments"`
@@ -486,7 +491,8 @@ type NodeStatus struct {
 func (b *Broker) Status() NodeStatus {
 	st := b.rep.Node().Status()
 	ns := NodeStatus{Status: rlStatus(st), Peers: map[string]Peer{}, Broker: b.cfg.BrokerName,
-		LeaderReady: b.rep.Node().LeaderReady(), DiskFull: b.rep.Store().DiskFull(), DiskUsed: b.rep.Store().DiskUsedRatio()}
+		LeaderReady: b.rep.Node().LeaderReady(), DiskFull: b.rep.DiskFull(), DiskUsed: b.rep.Store().DiskUsedRatio(),
+		DiskFree: b.rep.Store().DiskFreeBytes(), DiskStalled: b.rep.Node().DiskStalled()}
 	b.mu.Lock()
 	for id, p := range b.peers {
 		ns.Peers[strconv.FormatUint(id, 10)] = p
@@ -509,7 +515,7 @@ func (b *Broker) gauges() map[string]float64 {
 	s := b.rep.Store()
 	l, ret := s.Log(), s.Retention()
 	full, ready := 0.0, 0.0
-	if s.DiskFull() {
+	if b.rep.DiskFull() {
 		full = 1
 	}
 	if b.rep.Node().LeaderReady() {
@@ -690,7 +696,7 @@ func (b *Broker) preferLeader() {
 		to := b.cfg.PreferredLeader
 		n := b.rep.Node()
 		st := n.Status()
-		if to == b.cfg.ID || !n.LeaderReady() || st.Transferee != 0 {
+		if to == b.cfg.ID || !n.LeaderReady() || st.Transferee != 0 || b.peerDiskFull(to) {
 			continue
 		}
 		if match, ok := st.Progress[to]; !ok || match < st.Commit {

@@ -224,7 +224,11 @@ func (r *Replica) Step(m *pb.Message) { r.node.Step(m) }
 
 // Apply implements raftlog.StateMachine.
 func (r *Replica) Apply(index uint64) error {
+	start := time.Now()
 	rs, err := r.st.Apply(index)
+	if r.met != nil {
+		r.met.applied(start)
+	}
 	r.pend.applied(rs)
 	return err
 }
@@ -302,12 +306,12 @@ func (r *Replica) encodeSend(msgs []*message.Message) ([]byte, error) {
 	if !r.node.IsLeader() {
 		return nil, ErrNotLeader
 	}
-	if r.st.DiskFull() {
-		return nil, fmt.Errorf("%w: used %.0f%%", store.ErrDiskFull, 100*r.st.DiskUsedRatio())
-	}
 	est := 0
 	for _, m := range msgs {
 		est += len(m.Body) + len(m.Topic) + 256 // record header and typical properties
+	}
+	if err := r.checkSpace(est); err != nil {
+		return nil, err
 	}
 	recs := make([]byte, 0, est)
 	for i, m := range msgs {

@@ -1,0 +1,107 @@
+package cluster
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/internal/vfs"
+)
+
+// A leader whose disk fills refuses sends with SERVICE_NOT_AVAILABLE and a
+// disk-full remark, and hands leadership to a member with space, which
+// takes the sends; the full node stays up, serves reads, and counts as
+// not full again once space frees.
+func TestDiskFullLeaderHandsOff(t *testing.T) {
+	var mu sync.Mutex
+	fss := map[uint64]*vfs.MemFS{}
+	tb := startBrokersWith(t, func(c *Config) {
+		mu.Lock()
+		defer mu.Unlock()
+		if fss[c.ID] == nil {
+			fss[c.ID] = vfs.NewMem()
+		}
+		c.FS = fss[c.ID]
+	})
+	l := tb.leader()
+	c := dial(t, l.ClientAddr())
+	createTopicT(t, c)
+	require.Equal(t, remoting.Success, invoke(t, c, sendCmd("T", 0, "before", "u-before")).Code)
+
+	fs := fss[l.cfg.ID]
+	u, _ := fs.DiskUsage("/")
+	fs.SetCapacity(u.Used + 256<<10) // below the 1 MiB minimum reserve
+	require.Eventually(t, l.Replica().DiskFull, 2*time.Second, 10*time.Millisecond)
+
+	// Refused with a clear answer until the hand-off, then forwarded.
+	start := time.Now()
+	var newLeader *Broker
+	require.Eventually(t, func() bool {
+		for _, b := range tb.bs {
+			if b != l && b.Replica().Node().LeaderReady() {
+				newLeader = b
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond, "leadership stayed on the full node")
+	t.Logf("hand-off after the disk filled: %v", time.Since(start))
+	require.False(t, newLeader.Replica().DiskFull())
+
+	nc := dial(t, newLeader.ClientAddr())
+	require.Equal(t, remoting.Success, invoke(t, nc, sendCmd("T", 0, "after", "u-after")).Code)
+	// The full node is alive and forwards a send to the new leader.
+	require.Eventually(t, func() bool {
+		return l.Replica().Node().Status().Leader == newLeader.cfg.ID
+	}, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, remoting.Success, invoke(t, c, sendCmd("T", 0, "via-full", "u-via")).Code)
+	st := l.Status()
+	require.True(t, st.DiskFull)
+
+	// Space frees: the node is not full any more, by itself.
+	fs.SetCapacity(0)
+	require.Eventually(t, func() bool { return !l.Replica().DiskFull() }, 2*time.Second, 10*time.Millisecond)
+}
+
+// While its disk is full, the leader's own refusal is SERVICE_NOT_AVAILABLE
+// with a remark saying why (the send goes right after the flag turns on,
+// normally before the hand-off; if the hand-off won, it is forwarded).
+func TestDiskFullRefusalRemark(t *testing.T) {
+	var mu sync.Mutex
+	fss := map[uint64]*vfs.MemFS{}
+	tb := startBrokersWith(t, func(c *Config) {
+		mu.Lock()
+		defer mu.Unlock()
+		if fss[c.ID] == nil {
+			fss[c.ID] = vfs.NewMem()
+		}
+		c.FS = fss[c.ID]
+	})
+	l := tb.leader()
+	c := dial(t, l.ClientAddr())
+	createTopicT(t, c)
+	require.Equal(t, remoting.Success, invoke(t, c, sendCmd("T", 0, "before", "u-before")).Code)
+	fs := fss[l.cfg.ID]
+	u, _ := fs.DiskUsage("/")
+	fs.SetCapacity(u.Used + 256<<10)
+	require.Eventually(t, l.Replica().DiskFull, 2*time.Second, 10*time.Millisecond)
+	resp := invoke(t, c, sendCmd("T", 0, "refused", "u-refused"))
+	if resp.Code == remoting.Success {
+		// The hand-off already happened and the send was forwarded.
+		require.False(t, l.Replica().Node().IsLeader())
+		return
+	}
+	t.Logf("refused: %d %s", resp.Code, resp.Remark)
+	require.Equal(t, remoting.ServiceNotAvailable, resp.Code, resp.Remark)
+	require.Contains(t, resp.Remark, "disk")
+}
+
+func createTopicT(t *testing.T, c *remoting.Conn) {
+	t.Helper()
+	ch := remoting.CreateTopicRequestHeader{Topic: "T", DefaultTopic: "TBW102", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}
+	resp := invoke(t, c, remoting.NewRequest(remoting.UpdateAndCreateTopic, ch.Encode(), nil))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+}
