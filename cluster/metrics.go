@@ -1,19 +1,36 @@
 package cluster
 
 import (
+	"strconv"
+	"sync"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/store"
 )
 
-// Metrics are one node's Prometheus metrics. Gauges that mirror raft and
-// store state are read at scrape time (see Broker.collect).
+// MaxLabelValues bounds the topics (per-topic counters) and the
+// group/topic pairs (lag gauges) a node exports with labels of their own;
+// the rest are summed under the label value OtherLabel, so a node with
+// 10,000 topics does not export 10,000 series per metric.
+const MaxLabelValues = 1000
+
+// OtherLabel is the label value of everything past MaxLabelValues.
+const OtherLabel = "_other"
+
+// Metrics are one node's Prometheus metrics. Values that mirror raft and
+// store state are read at scrape time (see scrapeFuncs, scrapeCollector).
 type Metrics struct {
 	Reg *prometheus.Registry
 
 	Sends       *prometheus.CounterVec // by result
 	SendLatency prometheus.Histogram   // request in to answer out, seconds
 	Fsync       prometheus.Histogram   // one Ready's append + fsync, seconds
+	Apply       prometheus.Histogram   // one Store.Apply call, seconds
 	BatchSize   prometheus.Histogram   // requests per proposed entry
-	Pulls       prometheus.Counter
+	Pulls       *prometheus.CounterVec // by result
 	Forwarded   prometheus.Counter
 	// Delayed, timer, retried and transactional messages (leader).
 	ScheduleDelivered prometheus.Counter
@@ -21,13 +38,28 @@ type Metrics struct {
 	TxnEnded          *prometheus.CounterVec // by action
 	SendBack          *prometheus.CounterVec // by target: retry, dlq
 
-	// The two Sends children, looked up once.
-	sendsOK, sendsError prometheus.Counter
+	// The children of Sends and Pulls, looked up once.
+	sendsOK, sendsError                       prometheus.Counter
+	pullFound, pullNone, pullRetry, pullMoved prometheus.Counter
+	pullError                                 prometheus.Counter
+	// Per-topic counters (cached children) and the scrape-time values.
+	topics                    *topicCounters
+	topicMessages, topicBytes *prometheus.CounterVec
+	scrape                    *scrapeCollector
+}
+
+// scrapeFuncs are the values a node computes at scrape time; each may be
+// nil.
+type scrapeFuncs struct {
+	gauges        func() map[string]float64
+	followerLag   func() map[uint64]uint64 // leader only: entries each follower lacks
+	groupLags     func() []store.GroupLag
+	leaderChanges func() uint64
 }
 
 // NewMetrics registers the metrics in a fresh registry, with the Go and
 // process collectors.
-func NewMetrics(gauges func() map[string]float64) *Metrics {
+func NewMetrics(src scrapeFuncs) *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
 		Reg:   reg,
@@ -36,9 +68,12 @@ func NewMetrics(gauges func() map[string]float64) *Metrics {
 			Help: "Time from a send request to its answer after quorum commit and apply.", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16)}),
 		Fsync: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "raftmq_log_fsync_seconds",
 			Help: "Time to append and fsync one raft Ready's entries.", Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16)}),
+		Apply: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "raftmq_apply_seconds",
+			Help: "Time to apply one run of committed entries to consume queues, index and state.", Buckets: prometheus.ExponentialBuckets(10e-6, 2, 18)}),
 		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "raftmq_entry_requests",
 			Help: "Send requests packed into one raft entry.", Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
-		Pulls:     prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_pulls_total", Help: "Pull requests answered."}),
+		Pulls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_pulls_total",
+			Help: "Pull requests answered, by result: found, none (nothing new), retry, offset_moved, error."}, []string{"result"}),
 		Forwarded: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_forwarded_total", Help: "Requests forwarded to the leader."}),
 		ScheduleDelivered: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_schedule_delivered_total",
 			Help: "Delayed and timer messages delivered to their topic (as proposed by this node while leader)."}),
@@ -48,43 +83,193 @@ func NewMetrics(gauges func() map[string]float64) *Metrics {
 			Help: "Transactions ended through this node while leader, by action (commit, rollback, discard)."}, []string{"action"}),
 		SendBack: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_send_back_total",
 			Help: "Messages consumers sent back, by target (retry, dlq)."}, []string{"target"}),
+		topicMessages: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_topic_messages_total",
+			Help: "Messages stored by sends this node answered as leader, by topic (duplicates of stored sends not counted; topics past the first 1,000 as _other)."}, []string{"topic"}),
+		topicBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_topic_message_bytes_total",
+			Help: "Bytes of the messages counted by raftmq_topic_messages_total (stored record sizes), by topic."}, []string{"topic"}),
 	}
 	m.sendsOK, m.sendsError = m.Sends.WithLabelValues("ok"), m.Sends.WithLabelValues("error")
-	reg.MustRegister(m.Sends, m.SendLatency, m.Fsync, m.BatchSize, m.Pulls, m.Forwarded,
-		m.ScheduleDelivered, m.ScheduleLateness, m.TxnEnded, m.SendBack,
+	m.pullFound, m.pullNone, m.pullRetry = m.Pulls.WithLabelValues("found"), m.Pulls.WithLabelValues("none"), m.Pulls.WithLabelValues("retry")
+	m.pullMoved, m.pullError = m.Pulls.WithLabelValues("offset_moved"), m.Pulls.WithLabelValues("error")
+	m.topics = newTopicCounters(m.topicMessages, m.topicBytes, MaxLabelValues)
+	m.scrape = &scrapeCollector{src: src}
+	reg.MustRegister(m.Sends, m.SendLatency, m.Fsync, m.Apply, m.BatchSize, m.Pulls, m.Forwarded,
+		m.ScheduleDelivered, m.ScheduleLateness, m.TxnEnded, m.SendBack, m.topicMessages, m.topicBytes, m.scrape,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	if gauges != nil {
-		reg.MustRegister(&gaugeCollector{f: gauges})
-	}
 	return m
 }
 
-// gaugeCollector exports values computed at scrape time.
-type gaugeCollector struct{ f func() map[string]float64 }
+// sent counts the messages of a successful send under their topic.
+func (m *Metrics) sent(res []store.MessageResult) {
+	if len(res) == 0 || res[0].Duplicate {
+		return
+	}
+	var n, size int
+	for i := range res {
+		if !res[i].Duplicate && res[i].Err == nil {
+			n++
+			size += int(res[i].Size)
+		}
+	}
+	c := m.topics.get(res[0].Topic)
+	c.msgs.Add(float64(n))
+	c.bytes.Add(float64(size))
+}
+
+// pulled counts a pull's answer by result and returns it.
+func (m *Metrics) pulled(resp *remoting.Command) *remoting.Command {
+	if resp == nil {
+		return nil // the client went away during a long poll
+	}
+	switch resp.Code {
+	case remoting.Success:
+		m.pullFound.Inc()
+	case remoting.PullNotFound:
+		m.pullNone.Inc()
+	case remoting.PullRetryImmediately:
+		m.pullRetry.Inc()
+	case remoting.PullOffsetMoved:
+		m.pullMoved.Inc()
+	default:
+		m.pullError.Inc()
+	}
+	return resp
+}
+
+// applied observes one Store.Apply call that started at start.
+func (m *Metrics) applied(start time.Time) { m.Apply.Observe(time.Since(start).Seconds()) }
+
+// topicCounters hands out the per-topic children of two counter vectors,
+// cached so that a send costs a map read and two atomic adds, not a label
+// hash and lookup in the vector. Past max topics every new topic shares
+// the OtherLabel child. Children of deleted topics stay until restart.
+type topicCounters struct {
+	msgs, bytes *prometheus.CounterVec
+	max         int
+	byTopic     sync.Map // topic -> *topicCounter
+	mu          sync.Mutex
+	n           int // distinct topic labels handed out; guarded by mu
+}
+
+type topicCounter struct{ msgs, bytes prometheus.Counter }
+
+func newTopicCounters(msgs, bytes *prometheus.CounterVec, max int) *topicCounters {
+	return &topicCounters{msgs: msgs, bytes: bytes, max: max}
+}
+
+func (t *topicCounters) get(topic string) *topicCounter {
+	if c, ok := t.byTopic.Load(topic); ok {
+		return c.(*topicCounter)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c, ok := t.byTopic.Load(topic); ok {
+		return c.(*topicCounter)
+	}
+	label := topic
+	if t.n >= t.max {
+		label = OtherLabel
+	} else {
+		t.n++
+	}
+	c := &topicCounter{msgs: t.msgs.WithLabelValues(label), bytes: t.bytes.WithLabelValues(label)}
+	t.byTopic.Store(topic, c)
+	return c
+}
+
+// scrapeCollector exports the values computed at scrape time: raft and
+// store gauges, the leader changes counter, follower lag and group lag.
+type scrapeCollector struct{ src scrapeFuncs }
 
 var gaugeHelp = map[string]string{
-	"raftmq_raft_term":         "Current raft term.",
-	"raftmq_raft_leader":       "ID of the node this node believes leads (0: none).",
-	"raftmq_raft_is_leader":    "1 if this node leads.",
-	"raftmq_raft_commit_index": "Raft commit index.",
-	"raftmq_applied_index":     "Index applied to consume queues, index and bbolt.",
-	"raftmq_log_last_index":    "Last index in the local log.",
-	"raftmq_disk_bytes":        "Bytes of commitlog segments on disk.",
-	"raftmq_disk_used_ratio":   "Used fraction of the data file system.",
+	"raftmq_raft_term":                       "Current raft term.",
+	"raftmq_raft_leader":                     "ID of the node this node believes leads (0: none).",
+	"raftmq_raft_is_leader":                  "1 if this node leads.",
+	"raftmq_raft_commit_index":               "Raft commit index.",
+	"raftmq_applied_index":                   "Index applied to consume queues, index and bbolt.",
+	"raftmq_log_first_index":                 "First index in the local log (retention moves it).",
+	"raftmq_log_last_index":                  "Last index in the local log.",
+	"raftmq_commitlog_bytes":                 "Bytes of commitlog segments on disk.",
+	"raftmq_disk_used_ratio":                 "Used fraction of the data file system at the last disk check.",
+	"raftmq_disk_full":                       "1 while sends are refused because the disk is above its full ratio.",
+	"raftmq_disk_clean_ratio":                "Used fraction above which expired segments are deleted at any hour (--disk-clean-ratio).",
+	"raftmq_disk_force_clean_ratio":          "Used fraction above which the oldest segments are deleted even if not expired (--disk-force-clean-ratio).",
+	"raftmq_disk_full_ratio":                 "Used fraction above which sends are refused (--disk-full-ratio).",
+	"raftmq_retention_file_reserved_seconds": "Age after which a segment is expired (--file-reserved-time).",
+	"raftmq_raft_voters":                     "Voting members in the configuration this node knows.",
+	"raftmq_raft_followers_active":           "Leader only: followers heard from within an election timeout.",
+	"raftmq_raft_leader_ready":               "1 if this node leads and has applied everything of earlier terms.",
 }
 
-func (g *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for name, help := range gaugeHelp {
-		ch <- prometheus.NewDesc(name, help, nil, nil)
-	}
-}
-
-func (g *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
-	for name, v := range g.f() {
-		help, ok := gaugeHelp[name]
-		if !ok {
-			continue
+var (
+	leaderChangesDesc = prometheus.NewDesc("raftmq_raft_leader_changes_total",
+		"Leaders this node learnt of since it started (one per term with a known leader).", nil, nil)
+	followerLagDesc = prometheus.NewDesc("raftmq_raft_follower_lag_entries",
+		"Leader only: log entries a follower does not have yet (leader's last index minus the follower's match index).", []string{"follower"}, nil)
+	groupLagDesc = prometheus.NewDesc("raftmq_group_lag_messages",
+		"Messages stored after a consumer group's committed offsets, per group and topic, over the queues the group committed in "+
+			"(pairs past the first 1,000 summed as _other/_other).", []string{"group", "topic"}, nil)
+	gaugeDescs = func() map[string]*prometheus.Desc {
+		out := map[string]*prometheus.Desc{}
+		for name, help := range gaugeHelp {
+			out[name] = prometheus.NewDesc(name, help, nil, nil)
 		}
-		ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, help, nil, nil), prometheus.GaugeValue, v)
+		return out
+	}()
+)
+
+func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range gaugeDescs {
+		ch <- d
 	}
+	ch <- leaderChangesDesc
+	ch <- followerLagDesc
+	ch <- groupLagDesc
+}
+
+func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.src.gauges != nil {
+		for name, v := range c.src.gauges() {
+			if d, ok := gaugeDescs[name]; ok {
+				ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+			}
+		}
+	}
+	if c.src.leaderChanges != nil {
+		ch <- prometheus.MustNewConstMetric(leaderChangesDesc, prometheus.CounterValue, float64(c.src.leaderChanges()))
+	}
+	if c.src.followerLag != nil {
+		for id, lag := range c.src.followerLag() {
+			ch <- prometheus.MustNewConstMetric(followerLagDesc, prometheus.GaugeValue, float64(lag), strconv.FormatUint(id, 10))
+		}
+	}
+	if c.src.groupLags != nil {
+		lags := c.src.groupLags()
+		var other int64
+		for i, g := range lags {
+			if i >= MaxLabelValues {
+				other += g.Lag
+				continue
+			}
+			ch <- prometheus.MustNewConstMetric(groupLagDesc, prometheus.GaugeValue, float64(g.Lag), g.Group, g.Topic)
+		}
+		if len(lags) > MaxLabelValues {
+			ch <- prometheus.MustNewConstMetric(groupLagDesc, prometheus.GaugeValue, float64(other), OtherLabel, OtherLabel)
+		}
+	}
+}
+
+// RetentionStatus is the retention part of /status: the settings the
+// node's store runs with.
+type RetentionStatus struct {
+	FileReservedTime string  `json:"fileReservedTime"`
+	DeleteWhen       []int   `json:"deleteWhen"`
+	CleanRatio       float64 `json:"diskCleanRatio"`
+	ForceRatio       float64 `json:"diskForceCleanRatio"`
+	FullRatio        float64 `json:"diskFullRatio"`
+}
+
+func retentionStatus(r store.RetentionConfig) RetentionStatus {
+	return RetentionStatus{FileReservedTime: r.FileReservedTime.String(), DeleteWhen: r.DeleteWhen,
+		CleanRatio: r.CleanRatio, ForceRatio: r.ForceRatio, FullRatio: r.FullRatio}
 }

@@ -149,6 +149,11 @@ type Node struct {
 	firstOwnIndex atomic.Uint64
 	// tick is the current tick interval in nanoseconds.
 	tick atomic.Int64
+	// leaderChanges counts the leaders this node learnt of, one per term
+	// with a known leader; lastLead and lastLeadTerm (raft goroutine) are
+	// the last one.
+	leaderChanges          atomic.Uint64
+	lastLead, lastLeadTerm uint64
 	// stalled is set while a Ready waits for disk space (untilSpace).
 	stalled  atomic.Bool
 	stopOnce sync.Once
@@ -867,8 +872,16 @@ func (n *Node) roleChanged(ss *raft.SoftState) {
 		n.leaderTerm.Store(0)
 		n.firstOwnIndex.Store(0)
 	}
+	if ss.Lead != 0 && (ss.Lead != n.lastLead || bs.GetTerm() != n.lastLeadTerm) {
+		n.lastLead, n.lastLeadTerm = ss.Lead, bs.GetTerm()
+		n.leaderChanges.Add(1)
+	}
 	n.log.Info("raftlog: role", "role", ss.RaftState.String(), "leader", ss.Lead, "term", bs.GetTerm())
 }
+
+// LeaderChanges returns how many leaders this node has learnt of since it
+// started: one per term in which it knew a leader.
+func (n *Node) LeaderChanges() uint64 { return n.leaderChanges.Load() }
 
 func (n *Node) applyConfChange(e *pb.Entry) error {
 	var cc pb.ConfChangeI

@@ -3,6 +3,8 @@ package store
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/raftmq/raftmq/commitlog/message"
@@ -42,7 +44,7 @@ type RetentionConfig struct {
 	Drop func(keepFrom uint64) error
 }
 
-func (r *RetentionConfig) fill() {
+func (r *RetentionConfig) fill() error {
 	if r.FileReservedTime <= 0 {
 		r.FileReservedTime = 72 * time.Hour
 	}
@@ -61,7 +63,51 @@ func (r *RetentionConfig) fill() {
 	if r.CheckInterval <= 0 {
 		r.CheckInterval = 10 * time.Second
 	}
+	return r.check()
 }
+
+// Validate reports whether the settings, with defaults for the zero ones,
+// make sense: each ratio in (0, 1), CleanRatio ≤ ForceRatio ≤ FullRatio,
+// DeleteWhen hours within 0-23.
+func (r RetentionConfig) Validate() error { return r.fill() }
+
+func (r *RetentionConfig) check() error {
+	for _, v := range []struct {
+		name string
+		r    float64
+	}{{"clean", r.CleanRatio}, {"force-clean", r.ForceRatio}, {"full", r.FullRatio}} {
+		if !(v.r > 0 && v.r < 1) {
+			return fmt.Errorf("store: retention: the disk %s ratio must be between 0 and 1 (exclusive), not %g", v.name, v.r)
+		}
+	}
+	if r.CleanRatio > r.ForceRatio || r.ForceRatio > r.FullRatio {
+		return fmt.Errorf("store: retention: want clean ratio ≤ force-clean ratio ≤ full ratio, not %g, %g, %g", r.CleanRatio, r.ForceRatio, r.FullRatio)
+	}
+	for _, h := range r.DeleteWhen {
+		if h < 0 || h > 23 {
+			return fmt.Errorf("store: retention: delete hour %d is not within 0-23", h)
+		}
+	}
+	return nil
+}
+
+// ParseDeleteWhen parses RocketMQ's deleteWhen: hours of the day separated
+// by semicolons, "04" or "04;16".
+func ParseDeleteWhen(s string) ([]int, error) {
+	var hours []int
+	for _, f := range strings.Split(s, ";") {
+		f = strings.TrimSpace(f)
+		h, err := strconv.Atoi(f)
+		if err != nil || h < 0 || h > 23 {
+			return nil, fmt.Errorf("store: deleteWhen %q: want hours 00-23 separated by ';', as \"04;16\"", s)
+		}
+		hours = append(hours, h)
+	}
+	return hours, nil
+}
+
+// Retention returns the store's retention settings, defaults filled in.
+func (s *Store) Retention() RetentionConfig { return s.cfg.Retention }
 
 // DiskFull reports whether writes are being refused for lack of space.
 func (s *Store) DiskFull() bool { return s.diskFull.Load() }

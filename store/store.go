@@ -117,8 +117,7 @@ func (c *Config) fill() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	c.Retention.fill()
-	return nil
+	return c.Retention.fill()
 }
 
 // Store is one node's message store.

@@ -59,6 +59,7 @@ type brokerFlags struct {
 	cluster     string
 	broker      string
 	preferred   uint64
+	ret         retentionFlags // --file-reserved-time, --delete-when, --disk-*-ratio (config_broker.go)
 	// Chaos-testing settings, hidden from --help. --fault-endpoint and
 	// --mutant work only in a binary built with -tags mutant.
 	faultEndpoint bool
@@ -111,6 +112,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.powerLoss, "power-loss", false, "keep unsynced writes in process memory, so kill -9 loses them as a power cut would (chaos testing)")
 	fl.StringVar(&f.mutants, "mutant", "", mutantFlagHelp("known-bad behaviours for harness self-tests"))
 	fl.StringArrayVar(&f.routes, "route", nil, "dial a peer at other addresses than its membership ones, as ID=CLIENTADDR/RAFTADDR (proxies)")
+	f.ret.register(fl)
 	for _, h := range []string{"fault-endpoint", "power-loss", "mutant", "route"} {
 		_ = fl.MarkHidden(h)
 	}
@@ -168,6 +170,9 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 	cfg.Store.CacheWindow = f.cacheWindow
 	cfg.Store.DirectIO = f.directIO
 	cfg.Store.CQMaxOpenFiles = f.cqOpenFiles
+	if cfg.Store.Retention, err = f.ret.config(); err != nil {
+		return cluster.Config{}, err
+	}
 	for _, s := range f.routes {
 		id, p, err := cluster.ParsePeer(s)
 		if err != nil {
@@ -233,6 +238,7 @@ func newBrokerCmd(logger func() *slog.Logger) *cobra.Command {
 		},
 	}
 	f.register(cmd)
+	addConfigFlags(cmd, brokerConfigOptions())
 	return cmd
 }
 

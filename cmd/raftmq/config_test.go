@@ -1,0 +1,266 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftmq/raftmq/cluster"
+	"github.com/raftmq/raftmq/commitlog"
+)
+
+// brokerCmd returns a fresh `raftmq broker` command inside its root (so
+// inherited flags exist), its flags parsed from args.
+func brokerCmd(t *testing.T, args ...string) *cobra.Command {
+	t.Helper()
+	root := newRoot()
+	cmd, _, err := root.Find([]string{"broker"})
+	require.NoError(t, err)
+	require.NoError(t, cmd.ParseFlags(args))
+	return cmd
+}
+
+// brokerFromFile builds a broker's configuration from a config file and
+// command-line arguments, as `raftmq broker --config FILE ARGS` would.
+func brokerFromFile(t *testing.T, yamlText string, args ...string) (cluster.Config, error) {
+	t.Helper()
+	var f brokerFlags
+	root := newRoot()
+	cmd := &cobra.Command{Use: "broker", RunE: func(*cobra.Command, []string) error { return nil }}
+	root.AddCommand(cmd)
+	f.register(cmd)
+	require.NoError(t, cmd.ParseFlags(args))
+	if err := applyConfig(cmd, []byte(yamlText), brokerAliases()); err != nil {
+		return cluster.Config{}, err
+	}
+	return f.config(slog.New(slog.DiscardHandler))
+}
+
+const twoPeers = "peers: [1=127.0.0.1:10911/127.0.0.1:10921, 2=127.0.0.1:10912/127.0.0.1:10922]\n"
+
+func TestConfigFileSetsFlagsAndCommandLineWins(t *testing.T) {
+	file := "id: 1\n" + twoPeers + "flush: async\nsegment-size: 8388608\nfile-reserved-time: 48h\ndelete-when: \"02;14\"\n" +
+		"disk-clean-ratio: 0.6\ndisk-force-clean-ratio: 0.7\ndisk-full-ratio: 0.95\nauto-create-topics: false\n"
+	cfg, err := brokerFromFile(t, file)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), cfg.ID)
+	require.Len(t, cfg.Peers, 2)
+	require.Equal(t, commitlog.FlushAsync, cfg.Flush)
+	require.Equal(t, int64(8<<20), cfg.SegmentSize)
+	require.False(t, cfg.AutoCreateTopics)
+	r := cfg.Store.Retention
+	require.Equal(t, 48*time.Hour, r.FileReservedTime)
+	require.Equal(t, []int{2, 14}, r.DeleteWhen)
+	require.Equal(t, []float64{0.6, 0.7, 0.95}, []float64{r.CleanRatio, r.ForceRatio, r.FullRatio})
+
+	// The command line wins, key by key, lists included.
+	cfg, err = brokerFromFile(t, file, "--flush", "sync", "--id", "2", "--peer", "2=127.0.0.1:10912/127.0.0.1:10922", "--disk-full-ratio", "0.9")
+	require.NoError(t, err)
+	require.Equal(t, commitlog.FlushSync, cfg.Flush)
+	require.Equal(t, uint64(2), cfg.ID)
+	require.Equal(t, 0.9, cfg.Store.Retention.FullRatio)
+	require.Equal(t, int64(8<<20), cfg.SegmentSize, "keys the command line does not give still come from the file")
+	require.Len(t, cfg.Peers, 2, "--peers from the file, --peer from the command line: both")
+
+	// Without a file, RocketMQ's defaults.
+	cfg, err = brokerFromFile(t, "", "--id", "1", "--peer", "1=127.0.0.1:10911/127.0.0.1:10921")
+	require.NoError(t, err)
+	r = cfg.Store.Retention
+	require.Equal(t, 72*time.Hour, r.FileReservedTime)
+	require.Equal(t, []int{4}, r.DeleteWhen)
+	require.Equal(t, []float64{0.75, 0.85, 0.90}, []float64{r.CleanRatio, r.ForceRatio, r.FullRatio})
+}
+
+func TestConfigFileErrors(t *testing.T) {
+	for _, c := range []struct{ file, want string }{
+		{"id: 1\nsegment-sise: 1024\n", `line 2: unknown key "segment-sise" (did you mean "segment-size"?)`},
+		{"filereservedtime: 48\n", `unknown key "filereservedtime" (did you mean "fileReservedTime"?)`},
+		{"id: 1\nid: 2\n", `line 2: key "id" given twice`},
+		{"disk-clean-ratio: 0.5\ndiskMaxUsedSpaceRatio: 60\n", `key "diskMaxUsedSpaceRatio" sets disk-clean-ratio, which "disk-clean-ratio" already set`},
+		{"id: [1, 2]\n", "id: takes one value, not a list"},
+		{"id: {a: 1}\n", "id: want a value or a list"},
+		{"id:\n", "id: no value"},
+		{"id: one\n", `id: "one": strconv.ParseUint`},
+		{"- id\n", "want a mapping"},
+		{"diskMaxUsedSpaceRatio: 0.75\n", "percentage above 1 and below 100"},
+		{"flushDiskType: SYNC\n", "want SYNC_FLUSH or ASYNC_FLUSH"},
+	} {
+		_, err := brokerFromFile(t, c.file)
+		require.ErrorContains(t, err, c.want, c.file)
+	}
+	// Values that parse but do not make sense are refused by the broker's
+	// validation, as on the command line.
+	base := "id: 1\n" + twoPeers
+	for _, c := range []struct{ file, want string }{
+		{"disk-clean-ratio: 0.9\n", "clean ratio ≤ force-clean ratio ≤ full ratio"},
+		{"disk-full-ratio: 1.2\n", "between 0 and 1"},
+		{"delete-when: \"25\"\n", "want hours 00-23"},
+		{"delete-when: \"04;x\"\n", "want hours 00-23"},
+		{"file-reserved-time: -1h\n", "must be positive"},
+	} {
+		_, err := brokerFromFile(t, base+c.file)
+		require.ErrorContains(t, err, c.want, c.file)
+	}
+}
+
+func TestConfigRocketMQNames(t *testing.T) {
+	cfg, err := brokerFromFile(t, "id: 1\n"+twoPeers+"fileReservedTime: 48\ndeleteWhen: \"03;15\"\ndiskMaxUsedSpaceRatio: 70\n"+
+		"diskSpaceCleanForciblyRatio: 80\ndiskSpaceWarningLevelRatio: 95\nflushDiskType: ASYNC_FLUSH\nbrokerName: b1\n"+
+		"brokerClusterName: c1\ntransactionTimeOut: 3000\ntimerMaxDelaySec: 60\nmappedFileSizeCommitLog: 4194304\n")
+	require.NoError(t, err)
+	r := cfg.Store.Retention
+	require.Equal(t, 48*time.Hour, r.FileReservedTime)
+	require.Equal(t, []int{3, 15}, r.DeleteWhen)
+	require.Equal(t, []float64{0.7, 0.8, 0.95}, []float64{r.CleanRatio, r.ForceRatio, r.FullRatio})
+	require.Equal(t, commitlog.FlushAsync, cfg.Flush)
+	require.Equal(t, "b1", cfg.BrokerName)
+	require.Equal(t, "c1", cfg.ClusterName)
+	require.Equal(t, 3*time.Second, cfg.TxnTimeout)
+	require.Equal(t, time.Minute, cfg.MaxTimerDelay)
+	require.Equal(t, int64(4<<20), cfg.SegmentSize)
+	flags := configFlags(brokerCmd(t))
+	for name, a := range brokerAliases() {
+		require.Contains(t, flags, a.flag, "alias %s names a flag", name)
+	}
+}
+
+// testValue returns a value unlike f's default, in the file's syntax and
+// as command-line arguments.
+func testValue(t *testing.T, f *pflag.Flag) (yamlValue string, args []string) {
+	a, b := "1=127.0.0.1:1001/127.0.0.1:1002", "2=127.0.0.1:1003/127.0.0.1:1004"
+	switch f.Value.Type() {
+	case "bool":
+		v := fmt.Sprint(f.DefValue != "true")
+		return v, []string{"--" + f.Name + "=" + v}
+	case "int", "int64", "uint64":
+		return "7", []string{"--" + f.Name, "7"}
+	case "float64":
+		return "0.5", []string{"--" + f.Name, "0.5"}
+	case "duration":
+		return "3s", []string{"--" + f.Name, "3s"}
+	case "string":
+		return "x-" + f.Name, []string{"--" + f.Name, "x-" + f.Name}
+	case "stringArray", "stringSlice":
+		return "[" + a + ", " + b + "]", []string{"--" + f.Name, a, "--" + f.Name, b}
+	}
+	t.Fatalf("flag --%s: type %s has no test value", f.Name, f.Value.Type())
+	return "", nil
+}
+
+// Every flag of `raftmq broker`, hidden ones included, is settable from the
+// file, with the same outcome as on the command line.
+func TestConfigSetsEveryBrokerFlag(t *testing.T) {
+	flags := configFlags(brokerCmd(t))
+	require.Greater(t, len(flags), 40)
+	for name, f := range flags {
+		yv, args := testValue(t, f)
+		fromFile := brokerCmd(t)
+		require.NoError(t, applyConfig(fromFile, []byte(name+": "+yv+"\n"), nil), name)
+		fromCLI := brokerCmd(t, args...)
+		got, want := configFlags(fromFile)[name].Value.String(), configFlags(fromCLI)[name].Value.String()
+		require.Equal(t, want, got, name)
+		require.NotEqual(t, f.DefValue, got, "--%s: the test value is its default", name)
+	}
+}
+
+var exampleKey = regexp.MustCompile(`(?m)^# ([a-z][a-z0-9-]*): (.*)$`)
+
+// The example lists every flag but the hidden ones at its default: with
+// every setting uncommented it loads and changes nothing. The copy in docs/
+// is the command's output.
+func TestConfigExampleIsCompleteAndCurrent(t *testing.T) {
+	var out bytes.Buffer
+	root := newRoot()
+	root.SetOut(&out)
+	root.SetArgs([]string{"broker", "--print-config"})
+	require.NoError(t, root.Execute())
+	example := out.String()
+
+	cmd := brokerCmd(t)
+	listed := map[string]bool{}
+	for _, m := range exampleKey.FindAllStringSubmatch(example, -1) {
+		require.False(t, listed[m[1]], "%s listed twice", m[1])
+		listed[m[1]] = true
+	}
+	for name, f := range configFlags(cmd) {
+		require.Equal(t, !f.Hidden, listed[name], "--%s (hidden: %v) in the example", name, f.Hidden)
+	}
+	require.True(t, listed["file-reserved-time"] && listed["disk-full-ratio"] && listed["peers"] && listed["verbose"])
+	for _, a := range []string{"fileReservedTime: 72", "deleteWhen: \"04\"", "diskMaxUsedSpaceRatio: 75", "diskSpaceWarningLevelRatio: 90"} {
+		require.Contains(t, example, a)
+	}
+
+	uncommented := exampleKey.ReplaceAllString(example, "$1: $2")
+	loaded := brokerCmd(t)
+	require.NoError(t, applyConfig(loaded, []byte(uncommented), brokerAliases()))
+	for name, f := range configFlags(loaded) {
+		require.Equal(t, f.DefValue, f.Value.String(), "--%s after loading the uncommented example", name)
+	}
+
+	docs, err := os.ReadFile(filepath.Join("..", "..", "docs", "broker.example.yaml"))
+	require.NoError(t, err)
+	require.Equal(t, example, string(docs), "docs/broker.example.yaml is stale: go run ./cmd/raftmq broker --print-config > docs/broker.example.yaml")
+}
+
+// A real broker process started from a config file runs with its
+// retention settings: /status shows what the store holds.
+func TestBrokerStartsFromConfigFile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a process")
+	}
+	addrs := make([]string, 3)
+	for i := range addrs {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addrs[i] = l.Addr().String()
+		require.NoError(t, l.Close())
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "broker.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(fmt.Sprintf("# one-node group\nid: 1\ndata: %s\npeers: [\"1=%s/%s\"]\nhttp: %s\n"+
+		"segment-size: 4194304\nfileReservedTime: 24\ndelete-when: \"03;15\"\ndisk-clean-ratio: 0.5\n"+
+		"diskSpaceCleanForciblyRatio: 60\ndisk-full-ratio: 0.97\n", filepath.Join(dir, "n1"), addrs[0], addrs[1], addrs[2])), 0o644))
+
+	cmd := exec.Command(os.Args[0], "broker", "--config", file, "--disk-full-ratio", "0.96")
+	cmd.Env = append(os.Environ(), "RAFTMQ_TEST_MAIN=1")
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	require.NoError(t, cmd.Start())
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	var st cluster.NodeStatus
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addrs[2] + "/status")
+		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&st)
+			resp.Body.Close()
+			if err == nil && st.Status.Leader == 1 {
+				break
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "no status from the broker: %v\n%s", err, logs.String())
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Equal(t, cluster.RetentionStatus{FileReservedTime: "24h0m0s", DeleteWhen: []int{3, 15}, CleanRatio: 0.5, ForceRatio: 0.6, FullRatio: 0.96}, st.Retention)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait(), logs.String())
+	require.True(t, strings.Contains(logs.String(), "stopped cleanly"), logs.String())
+}
