@@ -141,7 +141,8 @@ func (g *Group) StartNode(id uint64) error {
 	}
 	cmd := exec.Command(g.cfg.Binary, args...)
 	cmd.Env = shareCPUs(append(os.Environ(), g.cfg.Env...), len(g.Nodes), runtime.NumCPU())
-	cmd.Stdout, cmd.Stderr = lf, lf
+	lw := newLogWriter(lf, os.Stderr, id) // broker.log, or stderr when its disk is full
+	cmd.Stdout, cmd.Stderr = lw, lw
 	// Own process group: a terminal's Ctrl-C reaches the supervisor, which
 	// stops the nodes itself.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
