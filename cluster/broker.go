@@ -395,7 +395,7 @@ func Start(cfg Config) (*Broker, error) {
 		})
 		b.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		b.wg.Add(1)
-		httpLn := b.tls.httpListener(b.httpLn, remoting.NewTLSRefusalLogger(b.log))
+		httpLn := b.tls.httpListener(b.httpLn, remoting.NewTLSRefusalLogger(b.log.With("port", "http")))
 		go func() { defer b.wg.Done(); _ = b.http.Serve(httpLn) }()
 	}
 	b.log.Info("cluster: broker started", "client", b.clientLn.Addr().String(), "raft", b.raftLn.Addr().String(), "http", cfg.HTTPAddr, "dir", cfg.Dir)

@@ -40,6 +40,7 @@ type brokerFlags struct {
 	cqOpenFiles int
 	maxTimer    time.Duration
 	aclFile     string
+	tls         brokerTLSFlags // --tls-* (cert.go)
 	clientRead  time.Duration
 	clientIdle  time.Duration
 	maxConns    int
@@ -111,6 +112,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.faultEndpoint, "fault-endpoint", false, "accept FAULT (9005) requests: tick-rate and clock skew (chaos testing; binaries built with -tags mutant only)")
 	fl.BoolVar(&f.powerLoss, "power-loss", false, "keep unsynced writes in process memory, so kill -9 loses them as a power cut would (chaos testing)")
 	fl.StringVar(&f.mutants, "mutant", "", mutantFlagHelp("known-bad behaviours for harness self-tests"))
+	f.tls.register(cmd)
 	fl.StringArrayVar(&f.routes, "route", nil, "dial a peer at other addresses than its membership ones, as ID=CLIENTADDR/RAFTADDR (proxies)")
 	f.ret.register(fl)
 	for _, h := range []string{"fault-endpoint", "power-loss", "mutant", "route"} {
@@ -164,6 +166,9 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 		MaxTimerDelay: f.maxTimer, TxnTimeout: f.txnTimeout, TxnCheckInterval: f.txnInterval, TxnCheckMax: f.txnMax,
 		ACLFile: f.aclFile, ClientReadTimeout: f.clientRead, ClientIdleTimeout: f.clientIdle, MaxClientConns: f.maxConns,
 		MaxInflightRequests: f.maxInflight, MaxInflightBytes: f.inflightB, MaxInflightTotal: f.inflightAll,
+	}
+	if cfg.TLS, err = f.tls.config(); err != nil {
+		return cluster.Config{}, err
 	}
 	cfg.Store.Mutants = muts
 	cfg.Store.WarmAhead = f.warmAhead

@@ -42,8 +42,12 @@ type credentialsKey struct{}
 // credentials in ctx, if any.
 func newClient(ctx context.Context, addrs string, log *slog.Logger) (*client.Client, error) {
 	cr, _ := ctx.Value(credentialsKey{}).(credentials)
+	tc, err := clientTLS(ctx)
+	if err != nil {
+		return nil, err
+	}
 	return client.New(client.Options{Addrs: strings.Split(addrs, ","), Logger: log,
-		AccessKey: cr.accessKey, SecretKey: cr.secretKey, SecurityToken: cr.securityToken})
+		AccessKey: cr.accessKey, SecretKey: cr.secretKey, SecurityToken: cr.securityToken, TLS: tc})
 }
 
 func newProduceCmd(logger func() *slog.Logger) *cobra.Command {

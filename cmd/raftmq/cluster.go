@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -37,6 +38,8 @@ type clusterFlags struct {
 	namesrvPort int
 	// restart: the watch loop restarts a node that exited, with backoff.
 	restart bool
+	// tls: certificates in <data>/tls, TLS enforcing, mTLS between nodes.
+	tls bool
 }
 
 func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
@@ -60,6 +63,7 @@ func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().IntVar(&f.namesrvPort, "namesrv-port", 9876, "the name server's port (with --groups > 1)")
 	cmd.Flags().StringVar(&f.flush, "flush", "sync", "sync (fsync on a quorum before ack) or async")
 	cmd.Flags().IntVar(&f.demo, "demo", 1000, "messages to send and read back once the group is up (0: none)")
+	cmd.Flags().BoolVar(&f.tls, "tls", false, "run the group with TLS: a CA and node certificates in <data>/tls (made once), client and HTTP ports enforcing TLS, mutual TLS between nodes")
 	cmd.Flags().BoolVar(&f.restart, "restart", true, "restart a node that exits (killed, crashed, or refusing to start), after 1 s, doubling to 30 s while it keeps failing")
 	cmd.Flags().Int64Var(&f.segment, "segment-size", 1<<30, "commitlog segment size")
 	cmd.Flags().DurationVar(&f.tick, "tick", 50*time.Millisecond, "raft tick")
@@ -87,6 +91,19 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 	args := []string{"--flush", f.flush, "--segment-size", fmt.Sprint(f.segment), "--tick", f.tick.String(),
 		"--warm-ahead", fmt.Sprint(f.warmAhead), "--cache-window", fmt.Sprint(f.cacheWin), "--direct-io", fmt.Sprint(f.directIO),
 		"--commit-notify-delay", f.notify.String(), "--cq-max-open-files", fmt.Sprint(f.cqOpenFiles)}
+	var nodeArgs func(uint64) []string
+	var groupTLS *tls.Config
+	if f.tls {
+		if f.groups > 1 {
+			return fmt.Errorf("cluster: --tls runs one group (the name server does not serve TLS)")
+		}
+		dir, targs, nargs, ctls, err := clusterTLS(f.data, f.nodes)
+		if err != nil {
+			return err
+		}
+		args, nodeArgs, groupTLS = append(args, targs...), nargs, ctls
+		fmt.Printf("raftmq: TLS enforcing, certificates in %s; clients: raftmq produce --tls-ca %s ...\n", dir, filepath.Join(dir, "ca.pem"))
+	}
 	var nsAddr string
 	if f.groups > 1 {
 		// Several groups share a name server, as RocketMQ's brokers do.
@@ -111,7 +128,8 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 			dir = filepath.Join(f.data, fmt.Sprintf("g%d", i))
 			gargs = append(append([]string{}, args...), "--broker-name", name, "--namesrv", nsAddr)
 		}
-		g := localgroup.New(localgroup.Config{Binary: self, Dir: dir, BasePort: f.basePort + 100*(i-1), Nodes: f.nodes, Args: gargs})
+		g := localgroup.New(localgroup.Config{Binary: self, Dir: dir, BasePort: f.basePort + 100*(i-1), Nodes: f.nodes, Args: gargs,
+			NodeArgs: nodeArgs, TLS: groupTLS})
 		fmt.Printf("raftmq: starting %s, a %d-node group (flush %s), data in %s\n", name, f.nodes, f.flush, dir)
 		fmt.Printf("  %-4s %-17s %-17s %-17s %s\n", "node", "client", "raft", "http", "log")
 		for _, n := range g.Nodes {

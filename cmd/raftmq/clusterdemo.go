@@ -13,7 +13,7 @@ import (
 // clusterDemo sends n 1 KiB messages through the group (pipelined, fsynced
 // on a quorum before each ack) and reads them all back from a follower.
 func clusterDemo(ctx context.Context, log *slog.Logger, g *localgroup.Group, n int) error {
-	cl, err := client.New(client.Options{Addrs: g.Addrs(), Logger: log})
+	cl, err := client.New(client.Options{Addrs: g.Addrs(), Logger: log, TLS: g.TLS()})
 	if err != nil {
 		return err
 	}

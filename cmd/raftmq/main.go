@@ -47,8 +47,11 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().StringVar(&cr.accessKey, "access-key", os.Getenv("RAFTMQ_ACCESS_KEY"), "sign requests with this access key, for a group with an ACL (default $RAFTMQ_ACCESS_KEY)")
 	root.PersistentFlags().StringVar(&cr.secretKey, "secret-key", os.Getenv("RAFTMQ_SECRET_KEY"), "the access key's secret (default $RAFTMQ_SECRET_KEY)")
 	root.PersistentFlags().StringVar(&cr.securityToken, "security-token", os.Getenv("RAFTMQ_SECURITY_TOKEN"), "a security token sent with signed requests (default $RAFTMQ_SECURITY_TOKEN)")
+	var tf tlsFlags
+	registerTLSFlags(root, &tf)
 	root.PersistentPreRun = func(c *cobra.Command, _ []string) {
 		c.SetContext(context.WithValue(c.Context(), credentialsKey{}, cr))
+		c.SetContext(context.WithValue(c.Context(), tlsKey{}, tf))
 	}
 	logger := func() *slog.Logger {
 		lvl := slog.LevelInfo
@@ -58,6 +61,6 @@ func newRoot() *cobra.Command {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	}
 	root.AddCommand(newClusterCmd(logger), newBrokerCmd(logger), newProduceCmd(logger), newConsumeCmd(logger),
-		newBenchCmd(logger), newStoreCmd(logger), newAdminCmd(logger), newJepsenCmd(logger), newNamesrvCmd(logger))
+		newBenchCmd(logger), newStoreCmd(logger), newAdminCmd(logger), newJepsenCmd(logger), newNamesrvCmd(logger), newCertCmd(logger))
 	return root
 }

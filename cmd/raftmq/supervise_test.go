@@ -29,10 +29,11 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // startClusterCmd runs `raftmq cluster` (the test binary as raftmq).
-func startClusterCmd(t *testing.T, dir string, base int, demo int) (*exec.Cmd, *syncBuffer) {
+func startClusterCmd(t *testing.T, dir string, base int, demo int, extra ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
 	out := &syncBuffer{}
-	cmd := exec.Command(os.Args[0], "cluster", "--data", dir, "--base-port", strconv.Itoa(base), "--demo", strconv.Itoa(demo))
+	args := append([]string{"cluster", "--data", dir, "--base-port", strconv.Itoa(base), "--demo", strconv.Itoa(demo)}, extra...)
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "RAFTMQ_TEST_MAIN=1")
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())

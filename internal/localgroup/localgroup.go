@@ -5,6 +5,7 @@
 package localgroup
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +46,11 @@ type Config struct {
 	Host func(id uint64) string
 	// NodeArgs, if set, gives extra flags for node id (after Args).
 	NodeArgs func(id uint64) []string
+	// TLS, if set, is the client side of TLS for a group whose nodes
+	// serve it (their --tls-* flags come in Args or NodeArgs): Status
+	// asks for /status over HTTPS with it, and clients of the group
+	// should use it (Group.TLS).
+	TLS *tls.Config
 }
 
 // Node is one broker process.
@@ -64,6 +70,9 @@ type Group struct {
 	cfg   Config
 	Nodes []*Node
 	peers []string
+	// http fetches /status; https when cfg.TLS is set.
+	http   *http.Client
+	scheme string
 }
 
 // New plans a group without starting it.
@@ -71,7 +80,11 @@ func New(cfg Config) *Group {
 	if cfg.Nodes <= 0 {
 		cfg.Nodes = 3
 	}
-	g := &Group{cfg: cfg}
+	g := &Group{cfg: cfg, http: httpClient, scheme: "http"}
+	if cfg.TLS != nil {
+		g.http = &http.Client{Timeout: httpClient.Timeout, Transport: &http.Transport{TLSClientConfig: cfg.TLS}}
+		g.scheme = "https"
+	}
 	for i := 1; i <= cfg.Nodes; i++ {
 		dir := filepath.Join(cfg.Dir, fmt.Sprintf("n%d", i))
 		host := "127.0.0.1"
@@ -91,6 +104,10 @@ func New(cfg Config) *Group {
 	}
 	return g
 }
+
+// TLS returns the client TLS configuration of the group, nil for
+// plaintext.
+func (g *Group) TLS() *tls.Config { return g.cfg.TLS }
 
 // Addrs returns the client addresses.
 func (g *Group) Addrs() []string {
@@ -319,7 +336,7 @@ var httpClient = &http.Client{Timeout: 500 * time.Millisecond}
 
 // Status fetches a node's /status.
 func (g *Group) Status(id uint64) (*cluster.NodeStatus, error) {
-	resp, err := httpClient.Get("http://" + g.Node(id).HTTP + "/status")
+	resp, err := g.http.Get(g.scheme + "://" + g.Node(id).HTTP + "/status")
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/cluster"
+	"github.com/raftmq/raftmq/internal/certs"
+	"github.com/raftmq/raftmq/internal/remoting"
+)
+
+func newCertCmd(_ func() *slog.Logger) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cert",
+		Short: "Make a local CA and node certificates for TLS (ECDSA P-256)",
+		Long: "cert makes the files `raftmq broker --tls-*` and the clients' --tls-ca read: a CA\n" +
+			"(ca.pem, ca-key.pem) and per node a certificate and key (nN.pem, nN-key.pem), keys\n" +
+			"written 0600. `cert demo` makes the set for the local three-node demo.",
+	}
+	var caOut string
+	caCmd := &cobra.Command{
+		Use:   "ca",
+		Short: "Make a CA: ca.pem and ca-key.pem in --out",
+		Args:  cobra.NoArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			ca, err := certs.NewCA("raftmq CA")
+			if err != nil {
+				return err
+			}
+			if err := ca.WriteCA(caOut); err != nil {
+				return err
+			}
+			fmt.Printf("wrote %s and %s\n", filepath.Join(caOut, "ca.pem"), filepath.Join(caOut, "ca-key.pem"))
+			return nil
+		},
+	}
+	caCmd.Flags().StringVar(&caOut, "out", ".", "directory to write into")
+
+	var caDir, name, hosts, nodeOut string
+	nodeCmd := &cobra.Command{
+		Use:   "node",
+		Short: "Issue a node certificate from a CA: NAME.pem and NAME-key.pem in --out",
+		Args:  cobra.NoArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			if name == "" || strings.ContainsAny(name, `/\`) {
+				return fmt.Errorf("cert node: --name must be a plain file name, not %q", name)
+			}
+			ca, err := certs.LoadCA(caDir)
+			if err != nil {
+				return err
+			}
+			hs := strings.Split(hosts, ",")
+			if err := ca.WriteNode(nodeOut, name, hs); err != nil {
+				return err
+			}
+			fmt.Printf("wrote %s and %s for %s\n", filepath.Join(nodeOut, name+".pem"), filepath.Join(nodeOut, name+"-key.pem"), strings.Join(hs, ", "))
+			return nil
+		},
+	}
+	nodeCmd.Flags().StringVar(&caDir, "ca", ".", "directory holding ca.pem and ca-key.pem")
+	nodeCmd.Flags().StringVar(&name, "name", "", "the node's name: the certificate's common name and the files' names (n1, n2, ...)")
+	nodeCmd.Flags().StringVar(&hosts, "host", "127.0.0.1,localhost", "IP addresses and DNS names the certificate is valid for, comma-separated: every host clients and peers dial the node by")
+	nodeCmd.Flags().StringVar(&nodeOut, "out", ".", "directory to write into")
+
+	var demoOut string
+	var nodes int
+	demoCmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Make a CA and certificates n1..nN for 127.0.0.1 and localhost in --out (keeps what exists)",
+		Args:  cobra.NoArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			if err := certs.Demo(demoOut, nodes); err != nil {
+				return err
+			}
+			fmt.Printf("CA and %d node certificates in %s\n", nodes, demoOut)
+			return nil
+		},
+	}
+	demoCmd.Flags().StringVar(&demoOut, "out", "raftmq-tls", "directory to write into")
+	demoCmd.Flags().IntVar(&nodes, "nodes", 3, "number of node certificates")
+	cmd.AddCommand(caCmd, nodeCmd, demoCmd)
+	return cmd
+}
+
+// tlsFlags are the root command's --tls, --tls-ca, --tls-cert and
+// --tls-key: the client side of TLS for every command that talks to a
+// group. The root command puts them in the command's context.
+type tlsFlags struct {
+	enabled       bool
+	ca, cert, key string
+}
+
+type tlsKey struct{}
+
+// registerTLSFlags adds the client TLS flags to the root command.
+func registerTLSFlags(root *cobra.Command, f *tlsFlags) {
+	pf := root.PersistentFlags()
+	pf.BoolVar(&f.enabled, "tls", os.Getenv("RAFTMQ_TLS") == "true", "connect to the group's client ports over TLS (default $RAFTMQ_TLS=true; implied by --tls-ca)")
+	pf.StringVar(&f.ca, "tls-ca", os.Getenv("RAFTMQ_TLS_CA"), "PEM file of the CA that signed the nodes' certificates (default $RAFTMQ_TLS_CA; empty: the system's roots)")
+	pf.StringVar(&f.cert, "tls-cert", os.Getenv("RAFTMQ_TLS_CERT"), "client certificate, for nodes with --tls-client-auth optional or require (default $RAFTMQ_TLS_CERT)")
+	pf.StringVar(&f.key, "tls-key", os.Getenv("RAFTMQ_TLS_KEY"), "the client certificate's key (default $RAFTMQ_TLS_KEY)")
+}
+
+// clientTLS returns the client TLS configuration in ctx, nil for
+// plaintext.
+func clientTLS(ctx context.Context) (*tls.Config, error) {
+	f, _ := ctx.Value(tlsKey{}).(tlsFlags)
+	if !f.enabled && f.ca == "" && f.cert == "" {
+		return nil, nil
+	}
+	return client.LoadTLS(client.TLSFiles{CAFile: f.ca, CertFile: f.cert, KeyFile: f.key})
+}
+
+// brokerTLSFlags are a broker's --tls-* flags.
+type brokerTLSFlags struct {
+	mode, cert, key, ca, clientAuth string
+}
+
+func (f *brokerTLSFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.mode, "tls-mode", "", "client and HTTP ports: disabled, permissive (TLS and plaintext on one port) or enforcing (TLS only) (default: permissive with --tls-cert, else disabled)")
+	fl.StringVar(&f.cert, "tls-cert", "", "this node's certificate (PEM), for every port; with it the raft port is mutual TLS")
+	fl.StringVar(&f.key, "tls-key", "", "the certificate's key (PEM)")
+	fl.StringVar(&f.ca, "tls-ca", "", "the group's CA (PEM): verifies peers on the raft port, client certificates, and the node's own TLS connections")
+	fl.StringVar(&f.clientAuth, "tls-client-auth", "none", "client certificates on the client and HTTP ports: none, optional or require (signed by --tls-ca)")
+}
+
+// config returns the broker's TLS configuration, nil without TLS.
+func (f *brokerTLSFlags) config() (*cluster.TLSConfig, error) {
+	mode := remoting.TLSDisabled
+	switch {
+	case f.mode != "":
+		m, err := remoting.ParseTLSMode(f.mode)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-mode: %w", err)
+		}
+		mode = m
+	case f.cert != "":
+		mode = remoting.TLSPermissive // RocketMQ's default
+	}
+	auth, err := cluster.ParseClientAuth(f.clientAuth)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-client-auth: %w", err)
+	}
+	if f.cert == "" && f.key == "" && f.ca == "" {
+		if mode != remoting.TLSDisabled {
+			return nil, fmt.Errorf("--tls-mode %s needs --tls-cert, --tls-key and --tls-ca", mode)
+		}
+		return nil, nil
+	}
+	if f.cert == "" || f.key == "" || f.ca == "" {
+		return nil, fmt.Errorf("--tls-cert, --tls-key and --tls-ca go together")
+	}
+	return &cluster.TLSConfig{Mode: mode, CertFile: f.cert, KeyFile: f.key, CAFile: f.ca, ClientAuth: auth}, nil
+}
+
+// clusterTLS prepares `raftmq cluster --tls`: the demo CA and node
+// certificates in <data>/tls (kept across runs), the flags that make every
+// node enforce TLS on its client and HTTP ports and mutual TLS on its raft
+// port, and the client side for the demo and the status checks.
+func clusterTLS(data string, nodes int) (dir string, args []string, nodeArgs func(id uint64) []string, client *tls.Config, err error) {
+	dir = filepath.Join(data, "tls")
+	if err := certs.Demo(dir, nodes); err != nil {
+		return "", nil, nil, nil, fmt.Errorf("cluster --tls: %w", err)
+	}
+	caFile := filepath.Join(dir, "ca.pem")
+	pool, err := certs.CertPool(caFile)
+	if err != nil {
+		return "", nil, nil, nil, fmt.Errorf("cluster --tls: %w", err)
+	}
+	args = []string{"--tls-mode", "enforcing", "--tls-ca", caFile}
+	nodeArgs = func(id uint64) []string {
+		return []string{"--tls-cert", filepath.Join(dir, fmt.Sprintf("n%d.pem", id)), "--tls-key", filepath.Join(dir, fmt.Sprintf("n%d-key.pem", id))}
+	}
+	return dir, args, nodeArgs, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
