@@ -34,8 +34,8 @@ func newAdminCmd(logger func() *slog.Logger) *cobra.Command {
 		},
 	}
 	imp := &cobra.Command{
-		Use:   "import-config DIR",
-		Short: "Read RocketMQ topics.json, consumerOffset.json, subscriptionGroup.json into a stopped node's store",
+		Use:   "import-config-offline DIR",
+		Short: "Write RocketMQ topics.json, consumerOffset.json, subscriptionGroup.json into ONE STOPPED node's store, not through raft (the nodes diverge unless each gets the same import; see import-config)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			db, err := openDB()
@@ -54,7 +54,8 @@ func newAdminCmd(logger func() *slog.Logger) *cobra.Command {
 	for _, c := range []*cobra.Command{export, imp} {
 		c.Flags().StringVar(&data, "data", "raftmq-data/n1", "the node's store directory (stop the node first)")
 	}
-	cmd.AddCommand(export, imp)
+	cmd.AddCommand(export, imp, newImportConfigCmd(logger))
 	cmd.AddCommand(adminGroupCmds(logger)...)
+	adminOpsCmds(cmd, logger)
 	return cmd
 }

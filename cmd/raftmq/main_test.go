@@ -31,7 +31,7 @@ func TestDemoInspectExportImport(t *testing.T) {
 		require.NoError(t, err)
 	}
 	fresh := t.TempDir()
-	require.NoError(t, run(t, "admin", "import-config", "--data", fresh, out))
+	require.NoError(t, run(t, "admin", "import-config-offline", "--data", fresh, out))
 
 	// Corrupt a synced entry: inspect exits 1 and says where.
 	seg := filepath.Join(node, "commitlog", "00000000000000000000")

@@ -1,0 +1,691 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/cluster"
+	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/internal/vfs"
+	"github.com/raftmq/raftmq/namesrv"
+	"github.com/raftmq/raftmq/offsets"
+)
+
+// The operator's commands after mqadmin's (`raftmq admin topic status`,
+// `raftmq admin consumer progress`, ...). Each talks to any node of a
+// running group (--addr), asks the broker's admin API (cluster/admin.go)
+// and prints its answer as a table, or as JSON with --json. mqadmin's
+// names (topicStatus, consumerProgress, ...) are accepted too, as hidden
+// commands of `raftmq admin` with mqadmin's short flags (-t, -g, -k, -i).
+
+// adminRun is what an admin command runs: ctx has a timeout, out is the
+// command's stdout.
+type adminRun func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error
+
+// adminEnv builds admin commands sharing --addr and the logger.
+type adminEnv struct {
+	logger func() *slog.Logger
+	addrs  string
+}
+
+// command returns a command running f with a client of the group, with
+// --addr and, if asJSON is not nil, --json.
+func (e *adminEnv) command(use, short string, args cobra.PositionalArgs, asJSON *bool, f adminRun) *cobra.Command {
+	c := &cobra.Command{Use: use, Short: short, Args: args, RunE: func(c *cobra.Command, args []string) error {
+		cl, err := newClient(c.Context(), e.addrs, e.logger())
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(c.Context(), 30*time.Second)
+		defer cancel()
+		return f(ctx, cl, c.OutOrStdout(), args)
+	}}
+	addrFlag(c, &e.addrs)
+	if asJSON != nil {
+		c.Flags().BoolVar(asJSON, "json", false, "print the answer as JSON")
+	}
+	return c
+}
+
+// alias returns a hidden copy of a command under mqadmin's name, made by
+// mk (a fresh command, so flags are not shared between the two).
+func alias(name string, mk func() *cobra.Command) *cobra.Command {
+	c := mk()
+	c.Use = name + strings.TrimPrefix(c.Use, strings.Fields(c.Use)[0])
+	c.Hidden = true
+	c.Short = "mqadmin's name for: " + c.Short
+	return c
+}
+
+// explain turns a broker's not-found answers into errors naming what was
+// not found.
+func explain(err error, topic, group string) error {
+	var ce *client.Error
+	if !errors.As(err, &ce) {
+		return err
+	}
+	switch ce.Code {
+	case remoting.TopicNotExist:
+		return fmt.Errorf("topic %q does not exist (%s)", topic, ce.Remark)
+	case remoting.SubscriptionGroupNotExist:
+		return fmt.Errorf("consumer group %q does not exist (%s)", group, ce.Remark)
+	case remoting.ConsumerNotOnline:
+		return fmt.Errorf("no consumer of group %q is online (%s)", group, ce.Remark)
+	}
+	return err
+}
+
+// view asks any node for an admin view and decodes it into v.
+func view(ctx context.Context, cl *client.Client, code int32, ext map[string]string, v any) error {
+	raw, err := cl.AdminView(ctx, code, ext, nil)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, v)
+}
+
+func printJSON(out io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(out, string(b))
+	return err
+}
+
+func fmtTime(ms int64) string {
+	if ms <= 0 {
+		return "-"
+	}
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// adminOpsCmds adds the mqadmin-like commands to admin's subcommands
+// (topic, cluster and offset exist already; consumer, group, broker and
+// the hidden mqadmin names are new).
+func adminOpsCmds(admin *cobra.Command, logger func() *slog.Logger) {
+	e := &adminEnv{logger: logger}
+	sub := func(name string) *cobra.Command {
+		for _, c := range admin.Commands() {
+			if c.Name() == name {
+				return c
+			}
+		}
+		c := &cobra.Command{Use: name}
+		admin.AddCommand(c)
+		return c
+	}
+	topic, clusterCmd, offset := sub("topic"), sub("cluster"), sub("offset")
+	topic.Short = "Create, update, delete and inspect topics"
+	topic.AddCommand(e.topicRoute(), e.topicStatus(), e.topicUpdate(), e.topicDelete())
+	// The group view replaces the name-server-only cluster list.
+	for _, c := range clusterCmd.Commands() {
+		if c.Name() == "list" {
+			clusterCmd.RemoveCommand(c)
+		}
+	}
+	clusterCmd.AddCommand(e.clusterList())
+	offset.AddCommand(e.resetByTime())
+	consumer := &cobra.Command{Use: "consumer", Short: "A consumer group's progress (lag) and connected clients"}
+	consumer.AddCommand(e.consumerProgress(), e.consumerConnection())
+	group := &cobra.Command{Use: "group", Short: "Create, update and delete subscription groups"}
+	group.AddCommand(e.groupUpdate(), e.groupDelete())
+	broker := &cobra.Command{Use: "broker", Short: "One node's runtime figures"}
+	broker.AddCommand(e.brokerStatus())
+	admin.AddCommand(consumer, group, broker)
+
+	for _, a := range []struct {
+		name string
+		mk   func() *cobra.Command
+	}{
+		{"clusterList", e.clusterList},
+		{"topicRoute", e.topicRoute},
+		{"topicStatus", e.topicStatus},
+		{"updateTopic", e.topicUpdate},
+		{"deleteTopic", e.topicDelete},
+		{"consumerProgress", e.consumerProgress},
+		{"consumerConnection", e.consumerConnection},
+		{"updateSubGroup", e.groupUpdate},
+		{"deleteSubGroup", e.groupDelete},
+		{"resetOffsetByTime", e.resetByTime},
+		{"brokerStatus", e.brokerStatus},
+		{"queryMsgByKey", e.queryAlias("key")},
+		{"queryMsgByUniqueKey", e.queryAlias("uniq")},
+		{"queryMsgById", e.queryAlias("id")},
+	} {
+		admin.AddCommand(alias(a.name, a.mk))
+	}
+}
+
+// topicArg takes the topic from the argument or -t/--topic.
+func topicArg(c *cobra.Command, flag *string) {
+	c.Flags().StringVarP(flag, "topic", "t", "", "topic (or give it as the argument)")
+}
+
+func pickTopic(args []string, flag string) (string, error) {
+	if len(args) > 0 {
+		return args[0], nil
+	}
+	if flag == "" {
+		return "", errors.New("give the topic as the argument or with --topic")
+	}
+	return flag, nil
+}
+
+func (e *adminEnv) topicRoute() *cobra.Command {
+	var t string
+	c := e.command("route [TOPIC]", "The topic's route (TopicRouteData: queues, perm, the group's nodes by broker id, 0 the leader)",
+		cobra.MaximumNArgs(1), nil, func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+			topic, err := pickTopic(args, t)
+			if err != nil {
+				return err
+			}
+			raw, err := cl.AdminView(ctx, remoting.GetRouteInfoByTopic, map[string]string{"topic": topic}, nil)
+			if err != nil {
+				return explain(err, topic, "")
+			}
+			var v any
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return err
+			}
+			return printJSON(out, v)
+		})
+	topicArg(c, &t)
+	return c
+}
+
+func (e *adminEnv) topicStatus() *cobra.Command {
+	var t string
+	var asJSON bool
+	c := e.command("status [TOPIC]", "Each queue's min and max offset and last update time (GET_TOPIC_STATS_INFO)",
+		cobra.MaximumNArgs(1), &asJSON, func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+			topic, err := pickTopic(args, t)
+			if err != nil {
+				return err
+			}
+			var v cluster.AdminTopicStatus
+			if err := view(ctx, cl, remoting.GetTopicStatsInfo, (&remoting.TopicStatsRequestHeader{Topic: topic}).Encode(), &v); err != nil {
+				return explain(err, topic, "")
+			}
+			if asJSON {
+				return printJSON(out, v)
+			}
+			fmt.Fprintf(out, "topic %s: %d read / %d write queues, perm %d, order %v\n", v.Topic, v.ReadQueues, v.WriteQueues, v.Perm, v.Order)
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "#QID\t#Min Offset\t#Max Offset\t#Last Updated")
+			var total int64
+			for _, q := range v.Queues {
+				fmt.Fprintf(tw, "%d\t%d\t%d\t%s\n", q.QueueID, q.MinOffset, q.MaxOffset, fmtTime(q.LastUpdate))
+				total += q.MaxOffset - q.MinOffset
+			}
+			tw.Flush()
+			fmt.Fprintf(out, "messages held: %d\n", total)
+			return nil
+		})
+	topicArg(c, &t)
+	return c
+}
+
+func (e *adminEnv) topicUpdate() *cobra.Command {
+	var t string
+	var queues, readQ, writeQ, perm int32
+	var order bool
+	c := e.command("update [TOPIC]", "Create or update a topic: queues, perm (2 write, 4 read, 6 both), order (replicated)",
+		cobra.MaximumNArgs(1), nil, func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+			topic, err := pickTopic(args, t)
+			if err != nil {
+				return err
+			}
+			tc := client.TopicConfig{Topic: topic, ReadQueues: queues, WriteQueues: queues, Perm: perm, Order: order}
+			if readQ > 0 {
+				tc.ReadQueues = readQ
+			}
+			if writeQ > 0 {
+				tc.WriteQueues = writeQ
+			}
+			if err := cl.UpdateTopic(ctx, tc); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "topic %s: %d read / %d write queues, perm %d, order %v\n", topic, tc.ReadQueues, tc.WriteQueues, tc.Perm, order)
+			return nil
+		})
+	topicArg(c, &t)
+	c.Flags().Int32Var(&queues, "queues", 8, "read and write queues")
+	c.Flags().Int32VarP(&readQ, "read-queues", "r", 0, "read queues (default: --queues)")
+	c.Flags().Int32VarP(&writeQ, "write-queues", "w", 0, "write queues (default: --queues)")
+	c.Flags().Int32VarP(&perm, "perm", "p", 6, "permission: 2 write, 4 read, 6 read and write")
+	c.Flags().BoolVarP(&order, "order", "o", false, "an ordered topic")
+	return c
+}
+
+func (e *adminEnv) topicDelete() *cobra.Command {
+	var t string
+	c := e.command("delete [TOPIC]", "Delete a topic (replicated; its messages stay until retention removes them)",
+		cobra.MaximumNArgs(1), nil, func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+			topic, err := pickTopic(args, t)
+			if err != nil {
+				return err
+			}
+			// The broker answers success for a missing topic, as
+			// RocketMQ's does; an operator is told instead.
+			var st cluster.AdminTopicStatus
+			if err := view(ctx, cl, remoting.GetTopicStatsInfo, (&remoting.TopicStatsRequestHeader{Topic: topic}).Encode(), &st); err != nil {
+				return explain(err, topic, "")
+			}
+			if err := cl.DeleteTopic(ctx, topic); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "topic %s deleted\n", topic)
+			return nil
+		})
+	topicArg(c, &t)
+	return c
+}
+
+func (e *adminEnv) clusterList() *cobra.Command {
+	var asJSON bool
+	var nsAddr string
+	c := e.command("list", "The group's members: role, term, commit and applied index, and each follower's lag in entries and bytes (asked of the leader through any node); with --namesrv every group the name server knows",
+		cobra.NoArgs, &asJSON, func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			if nsAddr == "" {
+				var v cluster.AdminCluster
+				if err := view(ctx, cl, remoting.GetBrokerClusterInfo, nil, &v); err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(out, v)
+				}
+				printGroup(out, v)
+				return nil
+			}
+			return e.listNamesrvGroups(ctx, out, nsAddr, asJSON)
+		})
+	c.Flags().StringVar(&nsAddr, "namesrv", "", "a name server: list every group it knows, each asked through its own nodes")
+	return c
+}
+
+func printGroup(out io.Writer, v cluster.AdminCluster) {
+	fmt.Fprintf(out, "cluster %s  broker %s  leader %d  term %d  commit %d  last index %d\n", v.Cluster, v.Broker, v.Leader, v.Term, v.Commit, v.LastIndex)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#ID\t#Addr\t#Role\t#Term\t#Commit\t#Applied\t#Match\t#Lag Entries\t#Lag Bytes\t#Active")
+	for _, m := range v.Members {
+		role := strings.TrimPrefix(m.Role, "State")
+		if !m.Reachable {
+			role += " (unreachable)"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%v\n", m.ID, m.Client, role, m.Term, m.Commit, m.Applied, m.Match, m.LagEntries, m.LagBytes, m.Active)
+	}
+	tw.Flush()
+}
+
+// listNamesrvGroups asks a name server for every group and each group,
+// through its own addresses, for its view.
+func (e *adminEnv) listNamesrvGroups(ctx context.Context, out io.Writer, nsAddr string, asJSON bool) error {
+	addrs := namesrv.AddrsFromEnv(nsAddr)
+	if len(addrs) == 0 {
+		return errors.New("no name server address")
+	}
+	c, err := remoting.Dial(ctx, addrs[0], remoting.Options{})
+	if err != nil {
+		return fmt.Errorf("name server %s: %w", addrs[0], err)
+	}
+	defer c.Close()
+	resp, err := c.Invoke(ctx, remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
+	if err != nil {
+		return fmt.Errorf("name server %s: %w", addrs[0], err)
+	}
+	if resp.Code != remoting.Success {
+		return fmt.Errorf("name server %s answered %d: %s", addrs[0], resp.Code, resp.Remark)
+	}
+	var ci remoting.ClusterInfo
+	if err := remoting.DecodeJSON(resp.Body, &ci); err != nil {
+		return err
+	}
+	var groups []cluster.AdminCluster
+	for _, name := range slices.Sorted(mapKeys(ci.BrokerAddrTable)) {
+		var nodes []string
+		for _, id := range slices.Sorted(mapKeys(ci.BrokerAddrTable[name].BrokerAddrs)) {
+			nodes = append(nodes, ci.BrokerAddrTable[name].BrokerAddrs[id])
+		}
+		gc, err := newClient(ctx, strings.Join(nodes, ","), e.logger())
+		if err != nil {
+			return err
+		}
+		var v cluster.AdminCluster
+		err = view(ctx, gc, remoting.GetBrokerClusterInfo, nil, &v)
+		gc.Close()
+		if err != nil {
+			fmt.Fprintf(out, "broker %s (%s): %v\n", name, strings.Join(nodes, ","), err)
+			continue
+		}
+		groups = append(groups, v)
+	}
+	if asJSON {
+		return printJSON(out, groups)
+	}
+	for _, g := range groups {
+		printGroup(out, g)
+	}
+	return nil
+}
+
+func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func (e *adminEnv) consumerProgress() *cobra.Command {
+	var group, topic string
+	var asJSON bool
+	c := e.command("progress", "Per queue: broker offset, the group's committed offset, lag and last consume time; the group's total lag",
+		cobra.NoArgs, &asJSON, func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			var v cluster.AdminConsumerProgress
+			h := remoting.ConsumeStatsRequestHeader{ConsumerGroup: group, Topic: topic}
+			if err := view(ctx, cl, remoting.GetConsumeStats, h.Encode(), &v); err != nil {
+				return explain(err, topic, group)
+			}
+			if asJSON {
+				return printJSON(out, v)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "#Topic\t#QID\t#Broker Offset\t#Consumer Offset\t#Diff\t#LastTime")
+			for _, q := range v.Queues {
+				co := strconv.FormatInt(q.ConsumerOffset, 10)
+				if !q.Committed {
+					co = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%s\n", q.Topic, q.QueueID, q.BrokerOffset, co, q.Lag, fmtTime(q.LastConsume))
+			}
+			tw.Flush()
+			fmt.Fprintf(out, "Consume Diff Total: %d\n", v.TotalLag)
+			return nil
+		})
+	c.Flags().StringVarP(&group, "group", "g", "", "consumer group")
+	c.Flags().StringVarP(&topic, "topic", "t", "", "only this topic (default: every topic of the group)")
+	_ = c.MarkFlagRequired("group")
+	return c
+}
+
+func (e *adminEnv) consumerConnection() *cobra.Command {
+	var group string
+	var asJSON bool
+	c := e.command("connection", "The group's connected clients (id, address, language, version) and subscriptions",
+		cobra.NoArgs, &asJSON, func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			var v cluster.AdminConsumerConnection
+			h := remoting.ConsumerConnectionRequestHeader{ConsumerGroup: group}
+			if err := view(ctx, cl, remoting.GetConsumerConnectionList, h.Encode(), &v); err != nil {
+				return explain(err, "", group)
+			}
+			if asJSON {
+				return printJSON(out, v)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "#ClientId\t#ClientAddr\t#Language\t#Version")
+			for _, c := range v.Clients {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", c.ClientID, c.Addr, c.Language, c.Version)
+			}
+			tw.Flush()
+			tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "\n#Topic\t#SubExpression\t#Type")
+			for _, s := range v.Subscriptions {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Topic, s.Expression, s.ExpressionType)
+			}
+			tw.Flush()
+			fmt.Fprintf(out, "\nConsumeType: %s\nMessageModel: %s\nConsumeFromWhere: %s\n", v.ConsumeType, v.MessageModel, v.ConsumeFromWhere)
+			return nil
+		})
+	c.Flags().StringVarP(&group, "group", "g", "", "consumer group")
+	_ = c.MarkFlagRequired("group")
+	return c
+}
+
+func (e *adminEnv) groupUpdate() *cobra.Command {
+	var group string
+	var retryQueues, retryMax int32
+	var consumeEnable, broadcast, orderly, fromMin bool
+	c := e.command("update", "Create or update a subscription group (replicated): RocketMQ's defaults, changed by the flags given",
+		cobra.NoArgs, nil, func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			gc := offsets.NewSubscriptionGroupConfig(group)
+			gc.RetryQueueNums, gc.RetryMaxTimes = retryQueues, retryMax
+			gc.ConsumeEnable, gc.ConsumeBroadcastEnable, gc.ConsumeMessageOrderly, gc.ConsumeFromMinEnable = consumeEnable, broadcast, orderly, fromMin
+			if err := gc.Validate(); err != nil {
+				return err
+			}
+			body, err := json.Marshal(gc)
+			if err != nil {
+				return err
+			}
+			if err := cl.UpdateGroup(ctx, body); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "subscription group %s: %s\n", group, body)
+			return nil
+		})
+	d := offsets.NewSubscriptionGroupConfig("x")
+	c.Flags().StringVarP(&group, "group", "g", "", "consumer group")
+	c.Flags().Int32VarP(&retryQueues, "retry-queues", "q", d.RetryQueueNums, "queues of the group's %RETRY% topic")
+	c.Flags().Int32VarP(&retryMax, "retry-max-times", "r", d.RetryMaxTimes, "deliveries before a message goes to the dead-letter topic")
+	c.Flags().BoolVarP(&consumeEnable, "consume-enable", "s", d.ConsumeEnable, "the group may consume")
+	c.Flags().BoolVarP(&broadcast, "broadcast-enable", "d", d.ConsumeBroadcastEnable, "the group may consume in broadcasting mode")
+	c.Flags().BoolVarP(&orderly, "orderly", "o", d.ConsumeMessageOrderly, "the group consumes orderly")
+	c.Flags().BoolVarP(&fromMin, "consume-from-min", "m", d.ConsumeFromMinEnable, "consumeFromMinEnable")
+	_ = c.MarkFlagRequired("group")
+	return c
+}
+
+func (e *adminEnv) groupDelete() *cobra.Command {
+	var group string
+	c := e.command("delete", "Delete a subscription group (replicated); its committed offsets stay",
+		cobra.NoArgs, nil, func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			if err := cl.DeleteGroup(ctx, group); err != nil {
+				return explain(err, "", group)
+			}
+			fmt.Fprintf(out, "subscription group %s deleted\n", group)
+			return nil
+		})
+	c.Flags().StringVarP(&group, "group", "g", "", "consumer group")
+	_ = c.MarkFlagRequired("group")
+	return c
+}
+
+// parseResetTime reads --time as mqadmin's -s: "now", -1 (the end of
+// each queue), Unix milliseconds, yyyy-MM-dd#HH:mm:ss:SSS (local time), or
+// RFC 3339.
+func parseResetTime(s string, now time.Time) (int64, error) {
+	switch {
+	case s == "now":
+		return now.UnixMilli(), nil
+	case s == "-1":
+		return -1, nil
+	}
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil && ms >= 0 {
+		return ms, nil
+	}
+	if t, err := time.ParseInLocation("2006-01-02#15:04:05:000", s, time.Local); err == nil {
+		return t.UnixMilli(), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t.UnixMilli(), nil
+	}
+	return 0, fmt.Errorf("bad time %q: want now, -1 (the end), Unix milliseconds, yyyy-MM-dd#HH:mm:ss:SSS or RFC 3339", s)
+}
+
+func (e *adminEnv) resetByTime() *cobra.Command {
+	var group, topic, when string
+	var force, asJSON bool
+	c := e.command("reset-by-time", "Move the group's offset in every queue of the topic to the first message stored at or after --time (one raft entry); online consumers are told",
+		cobra.NoArgs, &asJSON, func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			ts, err := parseResetTime(when, time.Now())
+			if err != nil {
+				return err
+			}
+			h := remoting.ResetOffsetRequestHeader{Topic: topic, Group: group, Timestamp: ts, IsForce: force}
+			raw, err := cl.AdminChange(ctx, remoting.InvokeBrokerToResetOffset, h.Encode(), nil, true)
+			if err != nil {
+				return explain(err, topic, group)
+			}
+			var v cluster.AdminReset
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(out, v)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "#QID\t#Old Offset\t#New Offset")
+			for _, q := range v.Queues {
+				fmt.Fprintf(tw, "%d\t%d\t%d\n", q.QueueID, q.Old, q.New)
+			}
+			tw.Flush()
+			fmt.Fprintf(out, "group %s reset in %s to %s; %d online consumers told\n", group, topic, fmtTime(ts), v.Notified)
+			return nil
+		})
+	c.Flags().StringVarP(&group, "group", "g", "", "consumer group")
+	c.Flags().StringVarP(&topic, "topic", "t", "", "topic")
+	c.Flags().StringVarP(&when, "time", "s", "", "now, -1 (the end of each queue), Unix ms, yyyy-MM-dd#HH:mm:ss:SSS or RFC 3339")
+	c.Flags().BoolVarP(&force, "force", "f", true, "move offsets forward too (false: only back)")
+	for _, f := range []string{"group", "topic", "time"} {
+		_ = c.MarkFlagRequired(f)
+	}
+	return c
+}
+
+func (e *adminEnv) brokerStatus() *cobra.Command {
+	var node string
+	var asJSON bool
+	c := e.command("status", "One node's runtime figures (GET_BROKER_RUNTIME_INFO): raft role, term and indexes, commit-log bounds, disk",
+		cobra.NoArgs, &asJSON, func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			addr := node
+			if addr == "" {
+				addr = strings.Split(e.addrs, ",")[0]
+			}
+			resp, err := cl.Invoke(ctx, addr, remoting.NewRequest(remoting.GetBrokerRuntimeInfo, nil, nil))
+			if err != nil {
+				return err
+			}
+			if resp.Code != remoting.Success {
+				return fmt.Errorf("%s answered %d: %s", addr, resp.Code, resp.Remark)
+			}
+			var kv remoting.KVTable
+			if err := json.Unmarshal(resp.Body, &kv); err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(out, kv.Table)
+			}
+			for _, k := range slices.Sorted(mapKeys(kv.Table)) {
+				fmt.Fprintf(out, "%-22s: %s\n", k, kv.Table[k])
+			}
+			return nil
+		})
+	c.Flags().StringVar(&node, "node", "", "the node's client address (default: the first of --addr)")
+	return c
+}
+
+// queryAlias returns a constructor of mqadmin's queryMsgByKey (by "key"),
+// queryMsgByUniqueKey ("uniq") or queryMsgById ("id"), with its flags.
+func (e *adminEnv) queryAlias(by string) func() *cobra.Command {
+	return func() *cobra.Command {
+		var f messageQueryFlags
+		c := e.command("query", "Find messages and print them with their properties", cobra.NoArgs, &f.json,
+			func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+				ms, err := queryMessages(ctx, cl, f)
+				if err != nil {
+					return explain(err, f.topic, "")
+				}
+				if len(ms) == 0 {
+					return errors.New("no message found")
+				}
+				return printMessages(out, ms, f.json)
+			})
+		switch by {
+		case "key":
+			c.Flags().StringVarP(&f.topic, "topic", "t", "", "topic")
+			c.Flags().StringVarP(&f.key, "key", "k", "", "a key of the message's KEYS")
+			_ = c.MarkFlagRequired("key")
+		case "uniq":
+			c.Flags().StringVarP(&f.topic, "topic", "t", "", "topic")
+			c.Flags().StringVarP(&f.uniq, "msgId", "i", "", "the message's UNIQ_KEY (the msgId a producer is given)")
+			_ = c.MarkFlagRequired("msgId")
+		case "id":
+			c.Flags().StringVarP(&f.topic, "topic", "t", "", "topic (optional)")
+			c.Flags().StringVarP(&f.id, "msgId", "i", "", "the message's offsetMsgId")
+			_ = c.MarkFlagRequired("msgId")
+		}
+		c.Flags().IntVarP(&f.max, "max", "m", 32, "most messages to print")
+		return c
+	}
+}
+
+// newImportConfigCmd returns `admin import-config DIR`: RocketMQ's
+// topics.json, subscriptionGroup.json and consumerOffset.json, read and
+// validated here, replicated into a running group as one raft entry.
+func newImportConfigCmd(logger func() *slog.Logger) *cobra.Command {
+	e := &adminEnv{logger: logger}
+	var asJSON bool
+	return e.command("import-config DIR", "Replicate RocketMQ's topics.json, subscriptionGroup.json and consumerOffset.json into a running group (one raft entry, all or nothing)",
+		cobra.ExactArgs(1), &asJSON, func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+			cs, err := offsets.ReadConfigDir(vfs.Default(), args[0], logger())
+			if err != nil {
+				return err
+			}
+			if !asJSON {
+				fmt.Fprintf(out, "read %s from %s: %d topics, %d subscription groups, %d consumer offsets; replicating\n",
+					strings.Join(cs.Files, ", "), args[0], len(cs.Topics), len(cs.Groups), len(cs.Offsets))
+			}
+			var body remoting.ImportConfigBody
+			for _, tc := range cs.Topics {
+				b, err := json.Marshal(tc)
+				if err != nil {
+					return err
+				}
+				body.Topics = append(body.Topics, b)
+			}
+			for _, gc := range cs.Groups {
+				b, err := json.Marshal(gc)
+				if err != nil {
+					return err
+				}
+				body.Groups = append(body.Groups, b)
+			}
+			for _, o := range cs.Offsets {
+				body.Offsets = append(body.Offsets, remoting.ImportConfigOffset{Group: o.Group, Topic: o.Topic, QueueID: o.QueueID, Offset: o.Offset})
+			}
+			payload, err := json.Marshal(body)
+			if err != nil {
+				return err
+			}
+			raw, err := cl.AdminChange(ctx, remoting.ImportConfig, nil, payload, true)
+			if err != nil {
+				return err
+			}
+			var v cluster.AdminImport
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(out, v)
+			}
+			fmt.Fprintf(out, "imported through raft (applied at index %d): %d topics, %d subscription groups, %d consumer offsets (%d lowered to their queue's end)\n",
+				v.Index, v.Topics, v.Groups, v.Offsets, v.Clamped)
+			return nil
+		})
+}

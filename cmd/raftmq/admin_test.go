@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/cluster"
+	"github.com/raftmq/raftmq/internal/localgroup"
+)
+
+// cli runs raftmq with args in this process and returns what it printed.
+func cli(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+// cliJSON runs a --json command and decodes its answer into v.
+func cliJSON(t *testing.T, v any, args ...string) {
+	t.Helper()
+	out, err := cli(t, append(args, "--json")...)
+	require.NoError(t, err, "raftmq %v: %s", args, out)
+	require.NoError(t, json.Unmarshal([]byte(out), v), "raftmq %v printed %q", args, out)
+}
+
+// TestAdminCommands runs the mqadmin-like commands against three real
+// broker processes holding data, through each node, and checks their
+// figures: queue bounds, lag = broker offset - committed offset, a reset
+// by time landing on the first message stored after the time on every
+// node, the replicated config import, and a clear error for an unknown
+// topic or group.
+func TestAdminCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	g := localgroup.New(localgroup.Config{Binary: os.Args[0], Env: []string{"RAFTMQ_TEST_MAIN=1"}, Dir: t.TempDir(),
+		BasePort: freeBasePort(t), Args: []string{"--segment-size", "8388608"}})
+	require.NoError(t, g.Start())
+	defer g.StopAll()
+	_, err := g.WaitLeader(15 * time.Second)
+	require.NoError(t, err)
+	all := strings.Join(g.Addrs(), ",")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	const topic, group = "adm", "adm-group"
+	out, err := cli(t, "admin", "topic", "update", topic, "--queues", "2", "--addr", all)
+	require.NoError(t, err, out)
+
+	cl, err := client.New(client.Options{Addrs: g.Addrs()})
+	require.NoError(t, err)
+	defer cl.Close()
+	p := cl.NewProducer(client.ProducerOptions{Group: "adm-producer"})
+	send := func(q int32, n int, key string) {
+		for i := range n {
+			_, err := p.Send(ctx, &client.Message{Topic: topic, QueueID: q, Body: []byte(fmt.Sprintf("q%d-%d", q, i)), Keys: []string{key}})
+			require.NoError(t, err)
+		}
+	}
+	send(0, 5, "early")
+	send(1, 5, "early")
+	time.Sleep(30 * time.Millisecond)
+	mid := time.Now()
+	time.Sleep(30 * time.Millisecond)
+	send(0, 5, "late")
+	send(1, 3, "late")
+
+	// Committed offsets 3 and 2: lag 7 and 6.
+	pc := cl.NewPullConsumer(group)
+	require.NoError(t, pc.CommitOffset(ctx, topic, 0, 3))
+	require.NoError(t, pc.CommitOffset(ctx, topic, 1, 2))
+
+	for i, addr := range g.Addrs() {
+		var st cluster.AdminTopicStatus
+		cliJSON(t, &st, "admin", "topic", "status", topic, "--addr", addr)
+		require.Len(t, st.Queues, 2, "node %d", i+1)
+		require.Equal(t, int64(10), st.Queues[0].MaxOffset, "node %d", i+1)
+		require.Equal(t, int64(8), st.Queues[1].MaxOffset, "node %d", i+1)
+		require.Zero(t, st.Queues[0].MinOffset)
+		require.Greater(t, st.Queues[1].LastUpdate, mid.UnixMilli(), "node %d: the last message was stored after mid", i+1)
+
+		var pr cluster.AdminConsumerProgress
+		cliJSON(t, &pr, "admin", "consumer", "progress", "-g", group, "--addr", addr)
+		require.Equal(t, []string{topic}, pr.Topics)
+		require.Len(t, pr.Queues, 2)
+		require.Equal(t, cluster.AdminConsumeQueue{Topic: topic, QueueID: 0, BrokerOffset: 10, ConsumerOffset: 3, Committed: true, Lag: 7,
+			LastConsume: pr.Queues[0].LastConsume}, pr.Queues[0], "node %d", i+1)
+		require.Equal(t, int64(6), pr.Queues[1].Lag, "node %d", i+1)
+		require.Equal(t, int64(13), pr.TotalLag, "node %d", i+1)
+		require.Positive(t, pr.Queues[0].LastConsume)
+		require.Less(t, pr.Queues[0].LastConsume, mid.UnixMilli(), "node %d: message 2 was stored before mid", i+1)
+	}
+	// The text table, and mqadmin's name for it.
+	out, err = cli(t, "admin", "consumerProgress", "-g", group, "--addr", all)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "Consume Diff Total: 13")
+
+	// Unknown topic and group: an error naming it, from every command.
+	for _, args := range [][]string{
+		{"admin", "topic", "status", "nope"},
+		{"admin", "topic", "route", "nope"},
+		{"admin", "topic", "delete", "nope"},
+		{"admin", "consumer", "progress", "-g", group, "-t", "nope"},
+		{"admin", "offset", "reset-by-time", "-g", group, "-t", "nope", "-s", "now"},
+	} {
+		out, err := cli(t, append(args, "--addr", all)...)
+		require.Error(t, err, "%v: %s", args, out)
+		require.Contains(t, err.Error(), `topic "nope" does not exist`, "%v", args)
+	}
+	for _, args := range [][]string{
+		{"admin", "consumer", "progress", "-g", "nogroup"},
+		{"admin", "consumer", "connection", "-g", "nogroup"},
+		{"admin", "group", "delete", "-g", "nogroup"},
+		{"admin", "offset", "reset-by-time", "-g", "nogroup", "-t", topic, "-s", "now"},
+	} {
+		out, err := cli(t, append(args, "--addr", all)...)
+		require.Error(t, err, "%v: %s", args, out)
+		require.Contains(t, err.Error(), `consumer group "nogroup" does not exist`, "%v", args)
+	}
+	out, err = cli(t, "admin", "consumer", "connection", "-g", group, "--addr", all)
+	require.ErrorContains(t, err, `no consumer of group "adm-group" is online`, out)
+
+	// Reset by time to mid: the first messages stored after it are 5 and
+	// 5, on every node, and a consumer starting now fetches them.
+	var rs cluster.AdminReset
+	cliJSON(t, &rs, "admin", "offset", "reset-by-time", "-g", group, "-t", topic, "-s", mid.UTC().Format(time.RFC3339Nano), "--addr", g.Addrs()[2])
+	require.Len(t, rs.Queues, 2)
+	require.Equal(t, int64(5), rs.Queues[0].New)
+	require.Equal(t, int64(5), rs.Queues[1].New)
+	for i, addr := range g.Addrs() {
+		var pr cluster.AdminConsumerProgress
+		cliJSON(t, &pr, "admin", "consumer", "progress", "-g", group, "-t", topic, "--addr", addr)
+		require.Equal(t, int64(5), pr.Queues[0].ConsumerOffset, "node %d", i+1)
+		require.Equal(t, int64(5), pr.Queues[1].ConsumerOffset, "node %d", i+1)
+		require.Equal(t, int64(8), pr.TotalLag, "node %d", i+1)
+	}
+	off, ok, err := cl.NewPullConsumer(group).FetchOffset(ctx, topic, 1)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, int64(5), off)
+	// -1: the end of each queue; without --force an offset never moves forward.
+	cliJSON(t, &rs, "admin", "offset", "reset-by-time", "-g", group, "-t", topic, "-s", "-1", "--force=false", "--addr", all)
+	require.Equal(t, int64(5), rs.Queues[0].New)
+	cliJSON(t, &rs, "admin", "resetOffsetByTime", "-g", group, "-t", topic, "-s", "-1", "--addr", all)
+	require.Equal(t, int64(10), rs.Queues[0].New)
+	require.Equal(t, int64(8), rs.Queues[1].New)
+
+	// A live push consumer: its connection and subscription, on every node.
+	pcons, err := cl.NewPushConsumer(client.PushConsumerOptions{Group: "adm-push", Subscriptions: map[string]client.Subscription{topic: {Expression: "*"}}},
+		func(context.Context, []*client.MessageExt) client.ConsumeResult { return client.ConsumeSuccess })
+	require.NoError(t, err)
+	require.NoError(t, pcons.Start(ctx))
+	defer pcons.Shutdown(context.Background())
+	for i, addr := range g.Addrs() {
+		var cc cluster.AdminConsumerConnection
+		cliJSON(t, &cc, "admin", "consumer", "connection", "-g", "adm-push", "--addr", addr)
+		require.Len(t, cc.Clients, 1, "node %d", i+1)
+		require.Equal(t, pcons.ClientID(), cc.Clients[0].ClientID)
+		require.Contains(t, []string{cc.Subscriptions[0].Topic, cc.Subscriptions[len(cc.Subscriptions)-1].Topic}, topic)
+		require.Equal(t, "CLUSTERING", cc.MessageModel)
+	}
+
+	// The group view, asked through a follower: three members, each
+	// reachable with the leader's term, lag counted.
+	var cv cluster.AdminCluster
+	cliJSON(t, &cv, "admin", "cluster", "list", "--addr", g.Addrs()[1])
+	require.Len(t, cv.Members, 3)
+	require.NotZero(t, cv.Leader)
+	for _, m := range cv.Members {
+		require.True(t, m.Reachable, "%+v", m)
+		require.Equal(t, cv.Term, m.Term, "%+v", m)
+		require.LessOrEqual(t, m.Match, cv.LastIndex)
+		require.Equal(t, cv.LastIndex-m.Match, m.LagEntries)
+		if m.ID == cv.Leader {
+			require.Equal(t, "StateLeader", m.Role)
+		}
+	}
+
+	// Subscription groups and topics: update, delete, delete again.
+	out, err = cli(t, "admin", "group", "update", "-g", "adm-g3", "--retry-max-times", "5", "--addr", all)
+	require.NoError(t, err, out)
+	out, err = cli(t, "admin", "deleteSubGroup", "-g", "adm-g3", "--addr", all)
+	require.NoError(t, err, out)
+	_, err = cli(t, "admin", "group", "delete", "-g", "adm-g3", "--addr", all)
+	require.ErrorContains(t, err, `consumer group "adm-g3" does not exist`)
+	out, err = cli(t, "admin", "updateTopic", "-t", "adm-tmp", "-r", "3", "-w", "2", "-p", "4", "--addr", all)
+	require.NoError(t, err, out)
+	var tmp cluster.AdminTopicStatus
+	cliJSON(t, &tmp, "admin", "topicStatus", "-t", "adm-tmp", "--addr", g.Addrs()[0])
+	require.Equal(t, cluster.AdminTopicStatus{Topic: "adm-tmp", ReadQueues: 3, WriteQueues: 2, Perm: 4, Queues: tmp.Queues}, tmp)
+	out, err = cli(t, "admin", "topic", "delete", "adm-tmp", "--addr", all)
+	require.NoError(t, err, out)
+	_, err = cli(t, "admin", "topic", "status", "adm-tmp", "--addr", g.Addrs()[2])
+	require.ErrorContains(t, err, `topic "adm-tmp" does not exist`)
+
+	// Messages by key through mqadmin's name.
+	out, err = cli(t, "admin", "queryMsgByKey", "-t", topic, "-k", "late", "--addr", all)
+	require.NoError(t, err, out)
+	require.Equal(t, 8, strings.Count(out, "KEYS=late"), out)
+
+	// import-config through raft: a new topic and group, and offsets,
+	// one past its queue's end (lowered to it), on every node.
+	dir := t.TempDir()
+	write := func(name, body string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
+	}
+	write("topics.json", `{"topicConfigTable":{"imp":{"topicName":"imp","readQueueNums":3,"writeQueueNums":3,"perm":6,"order":false}}}`)
+	write("subscriptionGroup.json", `{"subscriptionGroupTable":{"imp-g":{"groupName":"imp-g","consumeEnable":true,"retryMaxTimes":4}}}`)
+	write("consumerOffset.json", `{"offsetTable":{"adm@imp-g":{0:4,1:100},"imp@imp-g":{"2":0}}}`)
+	var im cluster.AdminImport
+	cliJSON(t, &im, "admin", "import-config", dir, "--addr", g.Addrs()[1])
+	require.Equal(t, cluster.AdminImport{Topics: 1, Groups: 1, Offsets: 3, Clamped: 1, Index: im.Index}, im)
+	for i, addr := range g.Addrs() {
+		var st cluster.AdminTopicStatus
+		cliJSON(t, &st, "admin", "topic", "status", "imp", "--addr", addr)
+		require.Len(t, st.Queues, 3, "node %d", i+1)
+		var pr cluster.AdminConsumerProgress
+		cliJSON(t, &pr, "admin", "consumer", "progress", "-g", "imp-g", "-t", topic, "--addr", addr)
+		require.Equal(t, int64(4), pr.Queues[0].ConsumerOffset, "node %d", i+1)
+		require.Equal(t, int64(8), pr.Queues[1].ConsumerOffset, "node %d: 100 lowered to the queue's end", i+1)
+	}
+}
