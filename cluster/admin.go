@@ -427,7 +427,65 @@ func (b *Broker) AdminResetOffsetByTime(ctx context.Context, group, topic string
 	}
 	b.log.Info("cluster: consumer offsets reset by time", "group", group, "topic", topic, "timestamp", ts, "queues", len(commits))
 	out.Notified = b.notifyReset(group, topic, ts, out.Queues)
+	if out.Notified > 0 {
+		b.offs.fence.set(commits, time.Now().Add(resetFenceTime))
+	}
 	return out, nil
+}
+
+// resetFenceTime bounds how long a reset's fence drops stale commits.
+// RocketMQ's clients apply a reset about 10 s after they are told
+// (rocketmq-client-go and the Java client pause the queues, wait 10 s,
+// then take the new offsets and commit them).
+const resetFenceTime = 30 * time.Second
+
+// resetFence protects a reset by time from the group's live consumers.
+// Until a consumer applies the reset it still holds its old positions
+// and commits them (every 5 s, and with its pulls); consumer commits only
+// move offsets forward, so one such commit would undo the reset. So, on
+// the leader that made the reset, a consumer commit of a reset queue
+// above the reset offset is dropped until a commit at or below it shows
+// the client took the new offset, or until resetFenceTime passes. A new
+// leader has no fence (its consumers' stale commits may then win: stop
+// the consumers first for a reset that must hold).
+type resetFence struct {
+	mu sync.Mutex
+	m  map[offsetKey]fenceEntry
+}
+
+type fenceEntry struct {
+	offset int64
+	until  time.Time
+}
+
+func (f *resetFence) set(cs []store.OffsetCommit, until time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[offsetKey]fenceEntry{}
+	}
+	for _, c := range cs {
+		f.m[offsetKey{c.Group, c.Topic, c.QueueID}] = fenceEntry{offset: c.Offset, until: until}
+	}
+}
+
+// pass reports whether a consumer commit may be replicated.
+func (f *resetFence) pass(c store.OffsetCommit) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.m) == 0 {
+		return true
+	}
+	k := offsetKey{c.Group, c.Topic, c.QueueID}
+	e, ok := f.m[k]
+	switch {
+	case !ok:
+		return true
+	case time.Now().After(e.until) || c.Offset <= e.offset:
+		delete(f.m, k) // expired, or the client took the reset
+		return true
+	}
+	return false
 }
 
 // drop forgets pending (not yet replicated) commits of those queues, so a

@@ -24,6 +24,9 @@ type offsetCommitter struct {
 	b  *Broker
 	mu sync.Mutex
 	m  map[offsetKey]int64
+	// fence drops consumers' stale commits after a reset by time
+	// (cluster/admin.go).
+	fence resetFence
 }
 
 type offsetKey struct {
@@ -38,6 +41,9 @@ func newOffsetCommitter(b *Broker) *offsetCommitter {
 }
 
 func (o *offsetCommitter) add(c store.OffsetCommit) {
+	if !o.fence.pass(c) {
+		return
+	}
 	k := offsetKey{c.Group, c.Topic, c.QueueID}
 	o.mu.Lock()
 	if cur, ok := o.m[k]; !ok || c.Offset > cur {
@@ -69,7 +75,7 @@ func (o *offsetCommitter) take() []store.OffsetCommit {
 
 // commitNow replicates c (with anything pending) and waits for it.
 func (o *offsetCommitter) commitNow(ctx context.Context, c store.OffsetCommit) error {
-	o.add(c)
+	o.add(c) // a fenced commit is dropped here, and answered as done
 	cs := o.take()
 	if len(cs) == 0 {
 		return nil
