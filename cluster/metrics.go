@@ -3,6 +3,7 @@ package cluster
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -141,39 +142,51 @@ func (m *Metrics) applied(start time.Time) { m.Apply.Observe(time.Since(start).S
 
 // topicCounters hands out the per-topic children of two counter vectors,
 // cached so that a send costs a map read and two atomic adds, not a label
-// hash and lookup in the vector. Past max topics every new topic shares
-// the OtherLabel child. Children of deleted topics stay until restart.
+// hash and lookup in the vector. The first max topics seen get a label of
+// their own, in a copy-on-write map read without a lock; every later topic
+// shares the OtherLabel child, found through a sync.Map. Children of
+// deleted topics stay until restart.
 type topicCounters struct {
 	msgs, bytes *prometheus.CounterVec
 	max         int
-	byTopic     sync.Map // topic -> *topicCounter
+	labelled    atomic.Pointer[map[string]*topicCounter]
+	others      sync.Map // topic -> *topicCounter (the OtherLabel child)
 	mu          sync.Mutex
-	n           int // distinct topic labels handed out; guarded by mu
 }
 
 type topicCounter struct{ msgs, bytes prometheus.Counter }
 
 func newTopicCounters(msgs, bytes *prometheus.CounterVec, max int) *topicCounters {
-	return &topicCounters{msgs: msgs, bytes: bytes, max: max}
+	t := &topicCounters{msgs: msgs, bytes: bytes, max: max}
+	t.labelled.Store(&map[string]*topicCounter{})
+	return t
 }
 
 func (t *topicCounters) get(topic string) *topicCounter {
-	if c, ok := t.byTopic.Load(topic); ok {
+	if c, ok := (*t.labelled.Load())[topic]; ok {
+		return c
+	}
+	if c, ok := t.others.Load(topic); ok {
 		return c.(*topicCounter)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if c, ok := t.byTopic.Load(topic); ok {
-		return c.(*topicCounter)
+	cur := *t.labelled.Load()
+	if c, ok := cur[topic]; ok {
+		return c
 	}
-	label := topic
-	if t.n >= t.max {
-		label = OtherLabel
-	} else {
-		t.n++
+	if len(cur) >= t.max {
+		c := &topicCounter{msgs: t.msgs.WithLabelValues(OtherLabel), bytes: t.bytes.WithLabelValues(OtherLabel)}
+		t.others.Store(topic, c)
+		return c
 	}
-	c := &topicCounter{msgs: t.msgs.WithLabelValues(label), bytes: t.bytes.WithLabelValues(label)}
-	t.byTopic.Store(topic, c)
+	next := make(map[string]*topicCounter, len(cur)+1)
+	for k, v := range cur {
+		next[k] = v
+	}
+	c := &topicCounter{msgs: t.msgs.WithLabelValues(topic), bytes: t.bytes.WithLabelValues(topic)}
+	next[topic] = c
+	t.labelled.Store(&next)
 	return c
 }
 

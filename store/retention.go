@@ -238,6 +238,12 @@ func (s *Store) deleteSegments(force bool) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
+	if f := s.cfg.Retention.Floor; f != nil && force {
+		if need := f(); keepFrom-1 > need {
+			s.log.Warn("store: disk above the force-clean ratio: deleting entries a live follower still needs; it will catch up from a snapshot",
+				"deleting_through", keepFrom-1, "follower_match", need, "force_ratio", s.cfg.Retention.ForceRatio)
+		}
+	}
 	// Checkpoint first: after a crash, recovery applies the entries after
 	// the last checkpoint again, so they must still be in the log.
 	if err := s.persistLocked(); err != nil {

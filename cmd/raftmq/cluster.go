@@ -72,6 +72,8 @@ func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().IntVar(&f.cqOpenFiles, "cq-max-open-files", 0, "consume-queue files each broker keeps open (0: 1,024, -1: no bound)")
 	cmd.Flags().IntVar(&f.directIO, "direct-io", 0, "1: write commitlog appends with O_DIRECT, past the page cache (0: buffered writes, the default)")
 	cmd.Flags().DurationVar(&f.notify, "commit-notify-delay", 0, "how long a leader holds a commit-only append to a follower (0: 2ms, negative: never)")
+	addConfigFlags(cmd, configOptions{title: "raftmq cluster configuration: raftmq cluster --config FILE (YAML)",
+		intro: []string{"The local group `raftmq cluster` starts; for one node's settings see", "`raftmq broker --print-config`."}})
 	return cmd
 }
 

@@ -297,7 +297,11 @@ func exampleConfig(cmd *cobra.Command, opts configOptions) string {
 		rest = append(rest, n)
 	}
 	slices.Sort(rest)
-	section("other", rest)
+	title := "other"
+	if len(opts.sections) == 0 {
+		title = "settings"
+	}
+	section(title, rest)
 	if len(opts.aliases) > 0 {
 		b.WriteString("\n## ---- RocketMQ names ----\n##\n" +
 			"## These broker.conf names are accepted too, in RocketMQ's units; each sets\n" +

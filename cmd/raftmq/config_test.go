@@ -28,12 +28,22 @@ import (
 // inherited flags exist), its flags parsed from args.
 func brokerCmd(t *testing.T, args ...string) *cobra.Command {
 	t.Helper()
+	return subcommand(t, "broker", args...)
+}
+
+// subcommand returns a fresh `raftmq NAME` command inside its root, its
+// flags parsed from args.
+func subcommand(t *testing.T, name string, args ...string) *cobra.Command {
+	t.Helper()
 	root := newRoot()
-	cmd, _, err := root.Find([]string{"broker"})
+	cmd, _, err := root.Find([]string{name})
 	require.NoError(t, err)
 	require.NoError(t, cmd.ParseFlags(args))
 	return cmd
 }
+
+// The commands with a config file.
+var configCommands = []string{"broker", "namesrv", "cluster"}
 
 // brokerFromFile builds a broker's configuration from a config file and
 // command-line arguments, as `raftmq broker --config FILE ARGS` would.
@@ -162,19 +172,44 @@ func testValue(t *testing.T, f *pflag.Flag) (yamlValue string, args []string) {
 	return "", nil
 }
 
-// Every flag of `raftmq broker`, hidden ones included, is settable from the
-// file, with the same outcome as on the command line.
-func TestConfigSetsEveryBrokerFlag(t *testing.T) {
-	flags := configFlags(brokerCmd(t))
-	require.Greater(t, len(flags), 40)
-	for name, f := range flags {
-		yv, args := testValue(t, f)
-		fromFile := brokerCmd(t)
-		require.NoError(t, applyConfig(fromFile, []byte(name+": "+yv+"\n"), nil), name)
-		fromCLI := brokerCmd(t, args...)
-		got, want := configFlags(fromFile)[name].Value.String(), configFlags(fromCLI)[name].Value.String()
-		require.Equal(t, want, got, name)
-		require.NotEqual(t, f.DefValue, got, "--%s: the test value is its default", name)
+// Every flag of `raftmq broker`, hidden ones included, and of the other
+// commands with a config file, is settable from the file, with the same
+// outcome as on the command line.
+func TestConfigSetsEveryFlag(t *testing.T) {
+	require.Greater(t, len(configFlags(brokerCmd(t))), 40)
+	for _, cmdName := range configCommands {
+		for name, f := range configFlags(subcommand(t, cmdName)) {
+			yv, args := testValue(t, f)
+			fromFile := subcommand(t, cmdName)
+			require.NoError(t, applyConfig(fromFile, []byte(name+": "+yv+"\n"), nil), name)
+			fromCLI := subcommand(t, cmdName, args...)
+			got, want := configFlags(fromFile)[name].Value.String(), configFlags(fromCLI)[name].Value.String()
+			require.Equal(t, want, got, "%s --%s", cmdName, name)
+			require.NotEqual(t, f.DefValue, got, "%s --%s: the test value is its default", cmdName, name)
+		}
+	}
+}
+
+// Every command's example lists its flags at their defaults.
+func TestConfigExamplesListEveryFlag(t *testing.T) {
+	for _, name := range configCommands {
+		var out bytes.Buffer
+		root := newRoot()
+		root.SetOut(&out)
+		root.SetArgs([]string{name, "--print-config"})
+		require.NoError(t, root.Execute())
+		listed := map[string]bool{}
+		for _, m := range exampleKey.FindAllStringSubmatch(out.String(), -1) {
+			listed[m[1]] = true
+		}
+		for flag, f := range configFlags(subcommand(t, name)) {
+			require.Equal(t, !f.Hidden, listed[flag], "%s --%s in the example", name, flag)
+		}
+		loaded := subcommand(t, name)
+		require.NoError(t, applyConfig(loaded, []byte(exampleKey.ReplaceAllString(out.String(), "$1: $2")), nil), name)
+		for flag, f := range configFlags(loaded) {
+			require.Equal(t, f.DefValue, f.Value.String(), "%s --%s after loading the uncommented example", name, flag)
+		}
 	}
 }
 
