@@ -19,7 +19,7 @@ import (
 )
 
 // freeAddrs returns n distinct free loopback addresses.
-func freeAddrs(t *testing.T, n int) []string {
+func freeAddrs(t testing.TB, n int) []string {
 	var ls []net.Listener
 	var out []string
 	for i := 0; i < n; i++ {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/offsets"
 	"github.com/raftmq/raftmq/raftlog"
 )
 
@@ -61,4 +62,35 @@ func TestRetentionFloor(t *testing.T) {
 	leader.Active = []uint64{1}
 	require.Equal(t, uint64(math.MaxUint64), retentionFloor(leader), "the leader's own match is not a bound")
 	require.Equal(t, uint64(math.MaxUint64), retentionFloor(raftlog.Status{ID: 2}), "followers: no bound")
+}
+
+// TestPullHonoursTopicPermission: as RocketMQ's pull processor, a topic
+// without the read permission is not consumed (NO_PERMISSION), nor is a
+// queue beyond its read queues (SYSTEM_ERROR); a dead-letter topic is
+// readable.
+func TestPullHonoursTopicPermission(t *testing.T) {
+	tb := startBrokers(t)
+	lc := dial(t, tb.leader().ClientAddr())
+	create := func(perm int32) {
+		ch := remoting.CreateTopicRequestHeader{Topic: "W", DefaultTopic: "TBW102", ReadQueueNums: 2, WriteQueueNums: 2, Perm: perm}
+		require.Equal(t, remoting.Success, invoke(t, lc, remoting.NewRequest(remoting.UpdateAndCreateTopic, ch.Encode(), nil)).Code)
+	}
+	pull := func(topic string, queue int32) *remoting.Command {
+		h := remoting.PullMessageRequestHeader{ConsumerGroup: "g", Topic: topic, QueueID: queue, QueueOffset: 0, MaxMsgNums: 32}
+		return invoke(t, lc, remoting.NewRequest(remoting.PullMessage, h.Encode(), nil))
+	}
+	create(2) // write only
+	require.Equal(t, remoting.Success, invoke(t, lc, sendCmd("W", 0, "m", "a")).Code)
+	resp := pull("W", 0)
+	require.Equal(t, remoting.NoPermission, resp.Code, resp.Remark)
+	require.Contains(t, resp.Remark, "the topic[W] pulling message is forbidden")
+
+	create(6)
+	resp = pull("W", 0)
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	resp = pull("W", 2)
+	require.Equal(t, remoting.SystemError, resp.Code, resp.Remark)
+	require.Contains(t, resp.Remark, "queueId[2] is illegal")
+
+	require.Equal(t, offsets.PermRead|offsets.PermWrite, dlqTopicConfig("%DLQ%g").Perm, "dead letters are readable, as RocketMQ creates them")
 }

@@ -124,12 +124,10 @@ func (b *Broker) sendBackMessage(ctx context.Context, h *remoting.ConsumerSendMs
 	return m, false, nil
 }
 
-// dlqTopicConfig is a dead-letter topic's config: one queue, written but
-// not routed for reading (permission 2), as RocketMQ creates it.
+// dlqTopicConfig is a dead-letter topic's config: one queue, readable and
+// writable (permission 6), as RocketMQ 4.9 and 5.x create it.
 func dlqTopicConfig(name string) offsets.TopicConfig {
-	tc := offsets.NewTopicConfig(name, 1)
-	tc.Perm = offsets.PermWrite
-	return tc
+	return offsets.NewTopicConfig(name, 1)
 }
 
 // retryPastMax handles a plain send to a %RETRY% topic (a client's
