@@ -180,3 +180,29 @@ func TestTLSClientAuth(t *testing.T) {
 	require.Error(t, try(ts.addr, withCert(bad)))
 	require.Eventually(t, func() bool { return ts.logs.contains("TLS handshake failed") }, 5*time.Second, 10*time.Millisecond)
 }
+
+// The idle timeout closes a TLS connection that finished its handshake
+// and then sent nothing, as it does a plaintext one, and a TLS
+// connection in use is served across several idle periods' worth of
+// requests.
+func TestTLSIdleTimeout(t *testing.T) {
+	fx := newTLSFixture(t)
+	ts := startServer(t, echo, func(s *Server) {
+		s.TLS, s.TLSMode = fx.server, TLSEnforcing
+		s.IdleTimeout = 300 * time.Millisecond
+	})
+	ctx := testCtx(t)
+	busy := dial(t, ts.addr, Options{Dial: TLSDialer(nil, fx.client)})
+	for range 8 {
+		_, err := busy.Invoke(ctx, NewRequest(SendMessage, nil, []byte("x")))
+		require.NoError(t, err)
+		time.Sleep(100 * time.Millisecond)
+	}
+	idle := dial(t, ts.addr, Options{Dial: TLSDialer(nil, fx.client)})
+	select {
+	case <-idle.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("an idle TLS connection was not closed")
+	}
+	require.Eventually(t, func() bool { return ts.logs.contains("reason=idle") }, 5*time.Second, 10*time.Millisecond)
+}
