@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -209,6 +210,145 @@ func testAdmin(t *testing.T, g *group) {
 		}
 		if slices.Contains(list.TopicList, topic) {
 			t.Errorf("FetchAllTopicList from node %d still lists deleted topic %s", n.id, topic)
+		}
+	}
+}
+
+// cliJSON runs a raftmq command with --json and decodes its answer (the
+// JSON value in its output) into v.
+func cliJSON(t *testing.T, g *group, v any, args ...string) {
+	t.Helper()
+	out, err := g.cli(append(args, "--json")...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	i := strings.IndexAny(out, "{[")
+	if i < 0 {
+		t.Fatalf("raftmq %v printed no JSON: %q", args, out)
+	}
+	if err := json.NewDecoder(strings.NewReader(out[i:])).Decode(v); err != nil {
+		t.Fatalf("raftmq %v printed %q: %v", args, out, err)
+	}
+}
+
+// progress is `raftmq admin consumer progress --json`.
+type progress struct {
+	Queues []struct {
+		QueueID        int   `json:"queueId"`
+		BrokerOffset   int64 `json:"brokerOffset"`
+		ConsumerOffset int64 `json:"consumerOffset"`
+		Lag            int64 `json:"lag"`
+	} `json:"queues"`
+	TotalLag int64 `json:"totalLag"`
+}
+
+// TestAdminResetLiveConsumer: rocketmq-client-go's push consumer as the
+// admin commands see it (consumer connection: its client id, language GO,
+// subscription; consumer progress: lag 0 once it committed), and a reset
+// by time while it runs. The broker tells it (RESET_CONSUMER_CLIENT_OFFSET);
+// the client pauses the queues for 10 s while its periodic commits still
+// carry its old positions, which the broker's fence drops, then takes the
+// reset offsets. A consumer of the group started afterwards gets every
+// message stored after the reset time again, and none before it.
+func TestAdminResetLiveConsumer(t *testing.T) {
+	g := startGroup(t)
+	topic, grp := uniq("reset"), uniq("reset-cg")
+	g.createTopic(t, topic, 2)
+	p := newProducer(t, g)
+	firstB := map[int]int64{0: -1, 1: -1} // queue -> offset of its first "b" message
+	var bodies, late []string
+	for i := range 6 {
+		sendSync(t, p, message(topic, fmt.Sprintf("a-%d", i)))
+		bodies = append(bodies, fmt.Sprintf("a-%d", i))
+	}
+	time.Sleep(50 * time.Millisecond)
+	mid := time.Now()
+	time.Sleep(50 * time.Millisecond)
+	for i := range 6 {
+		res := sendSync(t, p, message(topic, fmt.Sprintf("b-%d", i)))
+		if q := res.MessageQueue.QueueId; firstB[q] < 0 || res.QueueOffset < firstB[q] {
+			firstB[q] = res.QueueOffset
+		}
+		bodies = append(bodies, fmt.Sprintf("b-%d", i))
+		late = append(late, fmt.Sprintf("b-%d", i))
+	}
+	for q, o := range firstB {
+		if o < 0 {
+			firstB[q] = 0 // no "b" there: the reset lands on the queue's end
+		}
+	}
+
+	box := newInbox()
+	c1 := startConsumer(t, g, "c1", grp, topic, consumer.MessageSelector{}, box)
+	box.waitAll(t, 15*time.Second, "first consumer", bodies)
+
+	var conn struct {
+		Clients []struct {
+			ClientID string `json:"clientId"`
+			Language string `json:"language"`
+			Version  int    `json:"version"`
+		} `json:"clients"`
+		Subscriptions []struct {
+			Topic string `json:"topic"`
+		} `json:"subscriptions"`
+		MessageModel string `json:"messageModel"`
+	}
+	cliJSON(t, g, &conn, "admin", "consumer", "connection", "-g", grp)
+	if len(conn.Clients) != 1 || conn.Clients[0].Language != "GO" || conn.Clients[0].Version == 0 || conn.MessageModel != "CLUSTERING" {
+		t.Errorf("consumer connection of %s: %+v, want one GO client, clustering", grp, conn)
+	}
+	subscribed := false
+	for _, s := range conn.Subscriptions {
+		subscribed = subscribed || s.Topic == topic
+	}
+	if !subscribed {
+		t.Errorf("consumer connection of %s lacks a subscription to %s: %+v", grp, topic, conn.Subscriptions)
+	}
+
+	// The client commits every 5 s: lag 0 once it has.
+	var pr progress
+	if err := poll(12*time.Second, func() bool {
+		cliJSON(t, g, &pr, "admin", "consumer", "progress", "-g", grp, "-t", topic)
+		return pr.TotalLag == 0 && len(pr.Queues) == 2
+	}); err != nil {
+		t.Fatalf("consumer progress of %s never reached lag 0: %+v", grp, pr)
+	}
+
+	var rs struct {
+		Queues []struct {
+			QueueID int   `json:"queueId"`
+			New     int64 `json:"newOffset"`
+		} `json:"queues"`
+		Notified int `json:"notified"`
+	}
+	cliJSON(t, g, &rs, "admin", "offset", "reset-by-time", "-g", grp, "-t", topic, "-s", strconv.FormatInt(mid.UnixMilli(), 10))
+	if rs.Notified < 1 || len(rs.Queues) != 2 {
+		t.Fatalf("reset: %+v, want 2 queues and the live consumer told", rs)
+	}
+	for _, q := range rs.Queues {
+		if q.New != firstB[q.QueueID] {
+			t.Errorf("reset to %v: queue %d at %d, want %d (its first message stored after)", mid, q.QueueID, q.New, firstB[q.QueueID])
+		}
+	}
+	// Past the client's 10 s pause and two of its periodic commits.
+	time.Sleep(12 * time.Second)
+	c1.shutdown()
+	c2 := startConsumer(t, g, "c2", grp, topic, consumer.MessageSelector{}, box)
+	defer c2.shutdown()
+	if err := poll(15*time.Second, func() bool {
+		for _, b := range late {
+			if len(box.deliveries(b)) < 2 {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		cliJSON(t, g, &pr, "admin", "consumer", "progress", "-g", grp, "-t", topic)
+		t.Fatalf("the messages stored after the reset time were not delivered again within 15 s; progress now %+v", pr)
+	}
+	for i := range 6 {
+		if n := len(box.deliveries(fmt.Sprintf("a-%d", i))); n != 1 {
+			t.Errorf("a-%d, stored before the reset time, delivered %d times", i, n)
 		}
 	}
 }
