@@ -30,6 +30,7 @@ type Metrics struct {
 	SendLatency prometheus.Histogram   // request in to answer out, seconds
 	Fsync       prometheus.Histogram   // one Ready's append + fsync, seconds
 	Apply       prometheus.Histogram   // one Store.Apply call, seconds
+	Commit      prometheus.Histogram   // leader: proposal to apply, seconds
 	BatchSize   prometheus.Histogram   // requests per proposed entry
 	Pulls       *prometheus.CounterVec // by result
 	Forwarded   prometheus.Counter
@@ -71,6 +72,8 @@ func NewMetrics(src scrapeFuncs) *Metrics {
 			Help: "Time to append and fsync one raft Ready's entries.", Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16)}),
 		Apply: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "raftmq_apply_seconds",
 			Help: "Time to apply one run of committed entries to consume queues, index and state.", Buckets: prometheus.ExponentialBuckets(10e-6, 2, 18)}),
+		Commit: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "raftmq_commit_seconds",
+			Help: "Leader: time from proposing an entry to the start of its apply (replication, quorum fsync, commit).", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16)}),
 		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "raftmq_entry_requests",
 			Help: "Send requests packed into one raft entry.", Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
 		Pulls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_pulls_total",
@@ -94,7 +97,7 @@ func NewMetrics(src scrapeFuncs) *Metrics {
 	m.pullMoved, m.pullError = m.Pulls.WithLabelValues("offset_moved"), m.Pulls.WithLabelValues("error")
 	m.topics = newTopicCounters(m.topicMessages, m.topicBytes, MaxLabelValues)
 	m.scrape = &scrapeCollector{src: src}
-	reg.MustRegister(m.Sends, m.SendLatency, m.Fsync, m.Apply, m.BatchSize, m.Pulls, m.Forwarded,
+	reg.MustRegister(m.Sends, m.SendLatency, m.Fsync, m.Apply, m.Commit, m.BatchSize, m.Pulls, m.Forwarded,
 		m.ScheduleDelivered, m.ScheduleLateness, m.TxnEnded, m.SendBack, m.topicMessages, m.topicBytes, m.scrape,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m

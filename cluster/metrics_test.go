@@ -72,7 +72,10 @@ next:
 func TestMetricsMoveWithLoad(t *testing.T) {
 	httpAddrs := freeAddrs(t, 3)
 	tb := startBrokersWith(t, func(c *Config) { c.HTTPAddr = httpAddrs[c.ID-1] }, 1)
-	l := tb.leader()
+	// Node 1 is the preferred leader: wait for it, so that leadership does
+	// not move during the test.
+	require.Eventually(t, func() bool { return tb.bs[1].Replica().Node().LeaderReady() }, 10*time.Second, 5*time.Millisecond)
+	l := tb.bs[1]
 	lhttp := l.cfg.HTTPAddr
 	lc := dial(t, l.ClientAddr())
 	ch := remoting.CreateTopicRequestHeader{Topic: "M", DefaultTopic: "TBW102", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6}
@@ -124,6 +127,7 @@ func TestMetricsMoveWithLoad(t *testing.T) {
 	require.Equal(t, float64(n0+n1+1), moved("raftmq_send_commit_seconds"), "one latency sample per answered send")
 	require.GreaterOrEqual(t, moved("raftmq_log_fsync_seconds"), 1.0)
 	require.GreaterOrEqual(t, moved("raftmq_apply_seconds"), 1.0)
+	require.GreaterOrEqual(t, moved("raftmq_commit_seconds"), float64(n0+n1+1), "one commit sample per proposed entry")
 	require.Equal(t, 1.0, moved("raftmq_pulls_total", "result", "found"))
 	require.Equal(t, 1.0, moved("raftmq_pulls_total", "result", "none"))
 

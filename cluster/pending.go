@@ -76,6 +76,9 @@ type pending struct {
 	mu      sync.Mutex
 	byID    map[uint64]*batch
 	byIndex map[uint64]*batch
+	// onCommit, if set, observes each answered batch's time from its
+	// proposal to the start of the apply that answered it.
+	onCommit func(time.Duration)
 }
 
 func newPending() *pending {
@@ -125,8 +128,9 @@ func (p *pending) appended(ents []*pb.Entry) {
 }
 
 // applied answers the batches the results belong to, and fails batches
-// whose index was applied with someone else's entry.
-func (p *pending) applied(rs []store.Result) {
+// whose index was applied with someone else's entry; start is when their
+// apply began.
+func (p *pending) applied(rs []store.Result, start time.Time) {
 	if len(rs) == 0 {
 		return
 	}
@@ -160,6 +164,9 @@ func (p *pending) applied(rs []store.Result) {
 		if d.r == nil {
 			d.b.fail(ErrLost)
 			continue
+		}
+		if p.onCommit != nil {
+			p.onCommit(start.Sub(d.b.created))
 		}
 		d.b.answer(d.r)
 	}

@@ -97,6 +97,9 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 		cfg.Store.FS = vfs.Default()
 	}
 	r := &Replica{cfg: cfg, log: cfg.Logger, pend: newPending(), sendc: make(chan *sendReq, 8192), stopc: make(chan struct{}), met: cfg.Metrics}
+	if r.met != nil {
+		r.pend.onCommit = func(d time.Duration) { r.met.Commit.Observe(d.Seconds()) }
+	}
 	var eb [8]byte
 	_, _ = rand.Read(eb[:])
 	r.epoch = binary.BigEndian.Uint64(eb[:]) &^ 0xFFFFFFFF
@@ -229,7 +232,7 @@ func (r *Replica) Apply(index uint64) error {
 	if r.met != nil {
 		r.met.applied(start)
 	}
-	r.pend.applied(rs)
+	r.pend.applied(rs, start)
 	return err
 }
 
