@@ -7,6 +7,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,14 +62,56 @@ func (e *env) hostile(ev history.Event) (*fault, error) {
 	for range hostileFlooders {
 		a.run(ctx, "flood")
 	}
+	pid := e.g.Nodes[n-1].PID()
+	before, _ := rssAnon(pid)
+	var peak atomic.Int64
+	peak.Store(before)
+	a.wg.Add(1)
+	go func() { // the target's memory, every 200 ms
+		defer a.wg.Done()
+		for sleepCtx(ctx, 200*time.Millisecond) {
+			if v, err := rssAnon(pid); err == nil && v > peak.Load() {
+				peak.Store(v)
+			}
+		}
+	}()
 	ev.Nodes = []int{n}
 	ev.Description = fmt.Sprintf("hostile clients against %s n%d: %d misbehaving connections and %d flooders", what, n, total, hostileFlooders)
-	return &fault{ev: ev, heal: func() error {
+	f := &fault{ev: ev}
+	f.heal = func() error {
 		cancel()
 		a.wg.Wait()
-		e.log("hostile clients healed", "node", n, "dials", a.dials.Load(), "closedByNode", a.closed.Load())
+		if before > 0 {
+			f.ev.Measures = map[string]int64{"rss-anon-before-bytes": before, "rss-anon-peak-bytes": peak.Load()}
+		}
+		e.log("hostile clients healed", "node", n, "dials", a.dials.Load(), "closedByNode", a.closed.Load(),
+			"rssAnonBeforeMiB", before>>20, "rssAnonPeakMiB", peak.Load()>>20)
 		return nil
-	}}, nil
+	}
+	return f, nil
+}
+
+// rssAnon returns a process's resident anonymous memory (RssAnon in
+// /proc/PID/status: the heap and stacks, not the mapped log files), in
+// bytes.
+func rssAnon(pid int) (int64, error) {
+	if pid <= 0 {
+		return 0, fmt.Errorf("jepsen: no process")
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("jepsen: read the status of %d: %w", pid, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("jepsen: RssAnon of %d: %w", pid, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("jepsen: no RssAnon in the status of %d", pid)
 }
 
 // attacker runs the hostile connections of one fault.

@@ -57,6 +57,11 @@ func checkAvailability(run *history.Run, opts Options) history.CheckerResult {
 	return r.done()
 }
 
+// HostileMemoryBound is how much a node's anonymous memory (heap and
+// stacks) may grow while the hostile nemesis holds it: 200 connections
+// announcing 16 MiB frames must not make it allocate them.
+const HostileMemoryBound = 512 << 20
+
 // hostileSettle is how long after hostile clients connect the group must
 // be acknowledging sends again; a hostile fault shorter than twice this is
 // not judged.
@@ -69,7 +74,17 @@ const hostileSettle = int64(2 * time.Second)
 // stall in that window.
 func checkHeldUnderHostileClients(run *history.Run, r *report) {
 	for _, ev := range run.Events {
-		if ev.Kind != "hostile" || ev.Error != "" || ev.End-ev.Start < 2*hostileSettle {
+		if ev.Kind != "hostile" || ev.Error != "" {
+			continue
+		}
+		if peak, ok := ev.Measures["rss-anon-peak-bytes"]; ok {
+			grew := peak - ev.Measures["rss-anon-before-bytes"]
+			r.res.Counts["hostile-rss-growth-max-mib"] = max(r.res.Counts["hostile-rss-growth-max-mib"], grew>>20)
+			if grew > HostileMemoryBound {
+				r.errorf("hostile clients (%s) grew the node's anonymous memory by %d MiB (bound %d MiB)", ev.Description, grew>>20, HostileMemoryBound>>20)
+			}
+		}
+		if ev.End-ev.Start < 2*hostileSettle {
 			continue
 		}
 		from := ev.Start + hostileSettle

@@ -572,3 +572,18 @@ func TestSendsHeldUnderHostileClients(t *testing.T) {
 	b.send(30, 1, "p30-1", 3500, 5900, history.Info, 0)
 	requireValid(t, check(t, &b.run), AvailabilityChecker)
 }
+
+func TestHostileClientsMemoryBound(t *testing.T) {
+	hostile := history.Event{Kind: "hostile", Start: 3000 * ms, End: 4000 * ms, Description: "hostile clients against node n2",
+		Measures: map[string]int64{"rss-anon-before-bytes": 100 << 20, "rss-anon-peak-bytes": 300 << 20}}
+	b := validBuilder()
+	b.run.Events = append(b.run.Events, hostile)
+	c := requireValid(t, check(t, &b.run), AvailabilityChecker)
+	assert.Equal(t, int64(200), c.Counts["hostile-rss-growth-max-mib"])
+
+	hostile.Measures["rss-anon-peak-bytes"] = 100<<20 + HostileMemoryBound + 1<<20
+	b = validBuilder()
+	b.run.Events = append(b.run.Events, hostile)
+	c = requireInvalid(t, check(t, &b.run), AvailabilityChecker)
+	assert.Contains(t, c.Errors[0], "grew the node's anonymous memory by 513 MiB (bound 512 MiB)")
+}

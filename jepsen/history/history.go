@@ -187,6 +187,9 @@ type Event struct {
 	Description string `json:"description"`
 	// Error is set when the harness failed to inject or heal the fault.
 	Error string `json:"error,omitempty"`
+	// Measures are figures the nemesis took while the fault lasted (the
+	// hostile nemesis: the target's anonymous memory before and at peak).
+	Measures map[string]int64 `json:"measures,omitempty"`
 }
 
 // Entry summarises one raft log entry of one node.
