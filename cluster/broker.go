@@ -514,9 +514,12 @@ func (b *Broker) gauges() map[string]float64 {
 	}
 	s := b.rep.Store()
 	l, ret := s.Log(), s.Retention()
-	full, ready := 0.0, 0.0
+	full, ready, stalled := 0.0, 0.0, 0.0
 	if b.rep.DiskFull() {
 		full = 1
+	}
+	if b.rep.Node().DiskStalled() {
+		stalled = 1
 	}
 	if b.rep.Node().LeaderReady() {
 		ready = 1
@@ -535,6 +538,8 @@ func (b *Broker) gauges() map[string]float64 {
 		"raftmq_commitlog_bytes":                 float64(l.EndPosition() - l.MinPosition()),
 		"raftmq_disk_used_ratio":                 s.DiskUsedRatio(),
 		"raftmq_disk_full":                       full,
+		"raftmq_disk_free_bytes":                 float64(s.DiskFreeBytes()),
+		"raftmq_disk_stalled":                    stalled,
 		"raftmq_disk_clean_ratio":                ret.CleanRatio,
 		"raftmq_disk_force_clean_ratio":          ret.ForceRatio,
 		"raftmq_disk_full_ratio":                 ret.FullRatio,

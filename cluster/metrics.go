@@ -208,6 +208,8 @@ var gaugeHelp = map[string]string{
 	"raftmq_commitlog_bytes":                 "Bytes of commitlog segments on disk.",
 	"raftmq_disk_used_ratio":                 "Used fraction of the data file system at the last disk check.",
 	"raftmq_disk_full":                       "1 while sends are refused because the disk is above its full ratio.",
+	"raftmq_disk_free_bytes":                 "Free bytes of the data file system at the last check.",
+	"raftmq_disk_stalled":                    "1 while raft waits for disk space to write.",
 	"raftmq_disk_clean_ratio":                "Used fraction above which expired segments are deleted at any hour (--disk-clean-ratio).",
 	"raftmq_disk_force_clean_ratio":          "Used fraction above which the oldest segments are deleted even if not expired (--disk-force-clean-ratio).",
 	"raftmq_disk_full_ratio":                 "Used fraction above which sends are refused (--disk-full-ratio).",

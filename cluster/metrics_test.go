@@ -149,6 +149,8 @@ func TestMetricsMoveWithLoad(t *testing.T) {
 	require.False(t, self, "the leader is not its own follower")
 	full, _ := sample(after, "raftmq_disk_full_ratio")
 	require.Equal(t, 0.90, full)
+	free, _ := sample(after, "raftmq_disk_free_bytes")
+	require.Greater(t, free, 0.0)
 	cl, _ := sample(after, "raftmq_commitlog_bytes")
 	require.Greater(t, cl, float64(50*(n0+n1)))
 
