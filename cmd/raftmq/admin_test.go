@@ -16,6 +16,7 @@ import (
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/cluster"
 	"github.com/raftmq/raftmq/internal/localgroup"
+	"github.com/raftmq/raftmq/internal/remoting"
 )
 
 // cli runs raftmq with args in this process and returns what it printed.
@@ -105,6 +106,23 @@ func TestAdminCommands(t *testing.T) {
 		require.Positive(t, pr.Queues[0].LastConsume)
 		require.Less(t, pr.Queues[0].LastConsume, mid.UnixMilli(), "node %d: message 2 was stored before mid", i+1)
 	}
+	// The same figures in RocketMQ's bodies, as mqadmin reads them.
+	ts, err := cl.TopicStats(ctx, topic)
+	require.NoError(t, err)
+	require.Len(t, ts, 2)
+	require.Equal(t, int64(8), ts[remoting.MessageQueue{Topic: topic, BrokerName: "raftmq", QueueID: 1}].MaxOffset)
+	cs, err := cl.ConsumeStats(ctx, group, "")
+	require.NoError(t, err)
+	require.Equal(t, remoting.OffsetWrapper{BrokerOffset: 10, ConsumerOffset: 3, PullOffset: 3,
+		LastTimestamp: cs[remoting.MessageQueue{Topic: topic, BrokerName: "raftmq", QueueID: 0}].LastTimestamp},
+		cs[remoting.MessageQueue{Topic: topic, BrokerName: "raftmq", QueueID: 0}])
+	resp, err := cl.Invoke(ctx, g.Addrs()[2], remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
+	require.NoError(t, err)
+	var ci remoting.ClusterInfo
+	require.NoError(t, remoting.DecodeJSON(resp.Body, &ci))
+	require.Len(t, ci.BrokerAddrTable["raftmq"].BrokerAddrs, 3, "%s", resp.Body)
+	require.Equal(t, []string{"raftmq"}, ci.ClusterAddrTable["DefaultCluster"])
+
 	// The text table, and mqadmin's name for it.
 	out, err = cli(t, "admin", "consumerProgress", "-g", group, "--addr", all)
 	require.NoError(t, err, out)
