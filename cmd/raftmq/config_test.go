@@ -299,3 +299,20 @@ func TestBrokerStartsFromConfigFile(t *testing.T) {
 	require.NoError(t, cmd.Wait(), logs.String())
 	require.True(t, strings.Contains(logs.String(), "stopped cleanly"), logs.String())
 }
+
+// The README's example config file loads.
+func TestConfigREADMEExampleLoads(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(readme), "\n## Configuration\n")
+	require.True(t, ok)
+	_, block, ok := strings.Cut(section, "```yaml\n")
+	require.True(t, ok)
+	block, _, ok = strings.Cut(block, "```")
+	require.True(t, ok)
+	cfg, err := brokerFromFile(t, block, "--id", "2")
+	require.NoError(t, err)
+	require.Len(t, cfg.Peers, 3)
+	require.Equal(t, 48*time.Hour, cfg.Store.Retention.FileReservedTime)
+	require.Equal(t, []int{4, 16}, cfg.Store.Retention.DeleteWhen)
+}
