@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/raftmq/raftmq/admin"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/cluster"
 	"github.com/raftmq/raftmq/internal/remoting"
@@ -86,15 +87,6 @@ func explain(err error, topic, group string) error {
 		return fmt.Errorf("no consumer of group %q is online (%s)", group, ce.Remark)
 	}
 	return err
-}
-
-// view asks any node for an admin view and decodes it into v.
-func view(ctx context.Context, cl *client.Client, code int32, ext map[string]string, v any) error {
-	raw, err := cl.AdminView(ctx, code, ext, nil)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(raw, v)
 }
 
 func printJSON(out io.Writer, v any) error {
@@ -216,8 +208,8 @@ func (e *adminEnv) topicStatus() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var v cluster.AdminTopicStatus
-			if err := view(ctx, cl, remoting.GetTopicStatsInfo, (&remoting.TopicStatsRequestHeader{Topic: topic}).Encode(), &v); err != nil {
+			v, err := admin.TopicStatus(ctx, cl, topic)
+			if err != nil {
 				return explain(err, topic, "")
 			}
 			if asJSON {
@@ -281,8 +273,7 @@ func (e *adminEnv) topicDelete() *cobra.Command {
 			}
 			// The broker answers success for a missing topic, as
 			// RocketMQ's does; an operator is told instead.
-			var st cluster.AdminTopicStatus
-			if err := view(ctx, cl, remoting.GetTopicStatsInfo, (&remoting.TopicStatsRequestHeader{Topic: topic}).Encode(), &st); err != nil {
+			if _, err := admin.TopicStatus(ctx, cl, topic); err != nil {
 				return explain(err, topic, "")
 			}
 			if err := cl.DeleteTopic(ctx, topic); err != nil {
@@ -301,8 +292,8 @@ func (e *adminEnv) clusterList() *cobra.Command {
 	c := e.command("list", "The group's members: role, term, commit and applied index, and each follower's lag in entries and bytes (asked of the leader through any node); with --namesrv every group the name server knows",
 		cobra.NoArgs, &asJSON, func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
 			if nsAddr == "" {
-				var v cluster.AdminCluster
-				if err := view(ctx, cl, remoting.GetBrokerClusterInfo, nil, &v); err != nil {
+				v, err := admin.ClusterList(ctx, cl)
+				if err != nil {
 					return err
 				}
 				if asJSON {
@@ -364,8 +355,7 @@ func (e *adminEnv) listNamesrvGroups(ctx context.Context, out io.Writer, nsAddr 
 		if err != nil {
 			return err
 		}
-		var v cluster.AdminCluster
-		err = view(ctx, gc, remoting.GetBrokerClusterInfo, nil, &v)
+		v, err := admin.ClusterList(ctx, gc)
 		gc.Close()
 		if err != nil {
 			fmt.Fprintf(out, "broker %s (%s): %v\n", name, strings.Join(nodes, ","), err)
@@ -397,9 +387,8 @@ func (e *adminEnv) consumerProgress() *cobra.Command {
 	var asJSON bool
 	c := e.command("progress", "Per queue: broker offset, the group's committed offset, lag and last consume time; the group's total lag",
 		cobra.NoArgs, &asJSON, func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
-			var v cluster.AdminConsumerProgress
-			h := remoting.ConsumeStatsRequestHeader{ConsumerGroup: group, Topic: topic}
-			if err := view(ctx, cl, remoting.GetConsumeStats, h.Encode(), &v); err != nil {
+			v, err := admin.ConsumerProgress(ctx, cl, group, topic)
+			if err != nil {
 				return explain(err, topic, group)
 			}
 			if asJSON {
@@ -429,9 +418,8 @@ func (e *adminEnv) consumerConnection() *cobra.Command {
 	var asJSON bool
 	c := e.command("connection", "The group's connected clients (id, address, language, version) and subscriptions",
 		cobra.NoArgs, &asJSON, func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
-			var v cluster.AdminConsumerConnection
-			h := remoting.ConsumerConnectionRequestHeader{ConsumerGroup: group}
-			if err := view(ctx, cl, remoting.GetConsumerConnectionList, h.Encode(), &v); err != nil {
+			v, err := admin.ConsumerConnection(ctx, cl, group)
+			if err != nil {
 				return explain(err, "", group)
 			}
 			if asJSON {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/raftmq/raftmq/admin"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/cluster"
 	"github.com/raftmq/raftmq/internal/bench"
@@ -339,15 +340,7 @@ func adminGroupCmds(logger func() *slog.Logger) []*cobra.Command {
 
 // nodeStatus asks the node at addr for its status.
 func nodeStatus(ctx context.Context, cl *client.Client, addr string) (cluster.NodeStatus, error) {
-	var st cluster.NodeStatus
-	raw, err := cl.NodeStatus(ctx, addr)
-	if err != nil {
-		return st, err
-	}
-	if err := json.Unmarshal(raw, &st); err != nil {
-		return st, fmt.Errorf("bad status answer from %s: %w", addr, err)
-	}
-	return st, nil
+	return admin.NodeStatus(ctx, cl, addr)
 }
 
 // nodeStatuses asks every address for its node's status and returns the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/raftmq/raftmq/admin"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/commitlog/message"
 )
@@ -76,28 +77,7 @@ func newDLQCmd(withClient func(func(context.Context, *client.Client, []string) e
 }
 
 // deadLetters reads a group's dead-letter topic from its start (up to max
-// messages; 0: all).
+// messages; 0: all), as the console's DLQ page does.
 func deadLetters(ctx context.Context, cl *client.Client, group string, max int) ([]*client.MessageExt, error) {
-	topic := "%DLQ%" + group
-	pc := cl.NewPullConsumer("raftmq-admin-dlq")
-	lo, err := cl.MinOffset(ctx, topic, 0)
-	if err != nil {
-		return nil, fmt.Errorf("dead-letter queue of group %s: %w", group, err)
-	}
-	var out []*client.MessageExt
-	for off := lo; max == 0 || len(out) < max; {
-		pr, err := pc.Pull(ctx, topic, 0, off, 32, 0)
-		if err != nil {
-			return nil, err
-		}
-		if len(pr.Messages) == 0 {
-			break
-		}
-		out = append(out, pr.Messages...)
-		off = pr.NextBeginOffset
-	}
-	if max > 0 && len(out) > max {
-		out = out[:max]
-	}
-	return out, nil
+	return admin.DeadLetters(ctx, cl, group, max)
 }

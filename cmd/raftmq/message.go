@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/raftmq/raftmq/admin"
 	"github.com/raftmq/raftmq/client"
 )
 
@@ -52,28 +53,14 @@ func newMessageCmd(withClient func(func(context.Context, *client.Client, []strin
 }
 
 func queryMessages(ctx context.Context, cl *client.Client, f messageQueryFlags) ([]*client.MessageExt, error) {
-	if f.id != "" {
-		m, err := cl.ViewMessage(ctx, f.id)
-		if err != nil {
-			return nil, err
-		}
-		if f.topic != "" && m.Topic != f.topic {
-			return nil, fmt.Errorf("message %s is of topic %s, not %s", f.id, m.Topic, f.topic)
-		}
-		return []*client.MessageExt{m}, nil
-	}
-	if f.topic == "" {
+	if f.id == "" && f.topic == "" {
 		return nil, fmt.Errorf("--topic is required with --key and --uniq")
 	}
-	begin := time.UnixMilli(0)
+	q := admin.Query{Topic: f.topic, Key: f.key, Uniq: f.uniq, ID: f.id, Max: f.max}
 	if f.since > 0 {
-		begin = time.Now().Add(-f.since)
+		q.Begin = time.Now().Add(-f.since)
 	}
-	key, unique := f.key, false
-	if f.uniq != "" {
-		key, unique = f.uniq, true
-	}
-	return cl.QueryMessages(ctx, f.topic, key, unique, f.max, begin, time.Now().Add(time.Hour))
+	return admin.Messages(ctx, cl, q)
 }
 
 // printMessages writes each message with its properties, as text or JSON.

@@ -1,0 +1,259 @@
+// Package admin holds the typed reads of a group's admin API that more
+// than one front end makes: the CLI (`raftmq admin ...`) and the web
+// console (package console) call these, so the figures an operator sees
+// in a terminal and in a browser come from the same request and the same
+// decoding. Each function asks any node of the group through a
+// client.Client; the broker answers from replicated state (see
+// cluster/admin.go).
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/cluster"
+	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/offsets"
+)
+
+// View asks any node for an admin view (the broker's JSON answer to code
+// with ext) and decodes it into v.
+func View(ctx context.Context, cl *client.Client, code int32, ext map[string]string, v any) error {
+	raw, err := cl.AdminView(ctx, code, ext, nil)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("admin: answer to request %d: %w", code, err)
+	}
+	return nil
+}
+
+// ClusterList is the group as its leader sees it: members, roles, terms,
+// commit and applied indexes, each follower's lag.
+func ClusterList(ctx context.Context, cl *client.Client) (cluster.AdminCluster, error) {
+	var v cluster.AdminCluster
+	err := View(ctx, cl, remoting.GetBrokerClusterInfo, nil, &v)
+	return v, err
+}
+
+// TopicStatus is a topic's config and each queue's min and max offset
+// and last update time.
+func TopicStatus(ctx context.Context, cl *client.Client, topic string) (cluster.AdminTopicStatus, error) {
+	var v cluster.AdminTopicStatus
+	err := View(ctx, cl, remoting.GetTopicStatsInfo, (&remoting.TopicStatsRequestHeader{Topic: topic}).Encode(), &v)
+	return v, err
+}
+
+// ConsumerProgress is a group's offsets and lag per queue of topic (""
+// for every topic of the group) and its total lag.
+func ConsumerProgress(ctx context.Context, cl *client.Client, group, topic string) (cluster.AdminConsumerProgress, error) {
+	var v cluster.AdminConsumerProgress
+	h := remoting.ConsumeStatsRequestHeader{ConsumerGroup: group, Topic: topic}
+	err := View(ctx, cl, remoting.GetConsumeStats, h.Encode(), &v)
+	return v, err
+}
+
+// ConsumerConnection is a group's connected clients and subscriptions
+// (an *client.Error with CONSUMER_NOT_ONLINE when none is connected).
+func ConsumerConnection(ctx context.Context, cl *client.Client, group string) (cluster.AdminConsumerConnection, error) {
+	var v cluster.AdminConsumerConnection
+	h := remoting.ConsumerConnectionRequestHeader{ConsumerGroup: group}
+	err := View(ctx, cl, remoting.GetConsumerConnectionList, h.Encode(), &v)
+	return v, err
+}
+
+// NodeStatus is one node's own status (role, term, indexes, disk), asked
+// of the node at addr.
+func NodeStatus(ctx context.Context, cl *client.Client, addr string) (cluster.NodeStatus, error) {
+	var st cluster.NodeStatus
+	raw, err := cl.NodeStatus(ctx, addr)
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return st, fmt.Errorf("admin: bad status answer from %s: %w", addr, err)
+	}
+	return st, nil
+}
+
+// Topics is every topic's config (GET_ALL_TOPIC_CONFIG), sorted by name.
+func Topics(ctx context.Context, cl *client.Client) ([]offsets.TopicConfig, error) {
+	var w struct {
+		Table map[string]offsets.TopicConfig `json:"topicConfigTable"`
+	}
+	if err := View(ctx, cl, remoting.GetAllTopicConfig, nil, &w); err != nil {
+		return nil, err
+	}
+	out := make([]offsets.TopicConfig, 0, len(w.Table))
+	for name, tc := range w.Table {
+		tc.TopicName = name
+		out = append(out, tc)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TopicName < out[j].TopicName })
+	return out, nil
+}
+
+// Groups is every subscription group's config
+// (GET_ALL_SUBSCRIPTIONGROUP_CONFIG), sorted by name.
+func Groups(ctx context.Context, cl *client.Client) ([]offsets.SubscriptionGroupConfig, error) {
+	var w struct {
+		Table map[string]offsets.SubscriptionGroupConfig `json:"subscriptionGroupTable"`
+	}
+	if err := View(ctx, cl, remoting.GetAllSubscriptionGroupConfig, nil, &w); err != nil {
+		return nil, err
+	}
+	out := make([]offsets.SubscriptionGroupConfig, 0, len(w.Table))
+	for name, gc := range w.Table {
+		gc.GroupName = name
+		out = append(out, gc)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GroupName < out[j].GroupName })
+	return out, nil
+}
+
+// DLQTopic is the dead-letter topic of a consumer group.
+func DLQTopic(group string) string { return "%DLQ%" + group }
+
+// DeadLetters reads a group's dead-letter topic from its start (up to max
+// messages; 0: all), oldest first.
+func DeadLetters(ctx context.Context, cl *client.Client, group string, max int) ([]*client.MessageExt, error) {
+	topic := DLQTopic(group)
+	pc := cl.NewPullConsumer("raftmq-admin-dlq")
+	lo, err := cl.MinOffset(ctx, topic, 0)
+	if err != nil {
+		return nil, fmt.Errorf("dead-letter queue of group %s: %w", group, err)
+	}
+	var out []*client.MessageExt
+	for off := lo; max == 0 || len(out) < max; {
+		pr, err := pc.Pull(ctx, topic, 0, off, 32, 0)
+		if err != nil {
+			return nil, err
+		}
+		if len(pr.Messages) == 0 {
+			break
+		}
+		out = append(out, pr.Messages...)
+		off = pr.NextBeginOffset
+	}
+	if max > 0 && len(out) > max {
+		out = out[:max]
+	}
+	return out, nil
+}
+
+// Query is a message search: by Key (a key of KEYS) or Uniq (UNIQ_KEY,
+// the msgId a producer is given) in Topic, or by ID (an offsetMsgId; Topic,
+// if set, must match), or, with none of the three, every message of Topic
+// stored in [Begin, End).
+type Query struct {
+	Topic, Key, Uniq, ID string
+	Max                  int // most messages (0: 32)
+	Begin, End           time.Time
+}
+
+// ErrBadQuery: a Query that names no way to search.
+var ErrBadQuery = errors.New("admin: a search needs an offsetMsgId, or a topic with a key, a msgId or a time range")
+
+// Messages runs a search.
+func Messages(ctx context.Context, cl *client.Client, q Query) ([]*client.MessageExt, error) {
+	if q.Max <= 0 {
+		q.Max = 32
+	}
+	if q.End.IsZero() {
+		q.End = time.Now().Add(time.Hour)
+	}
+	if q.Begin.IsZero() {
+		q.Begin = time.UnixMilli(0)
+	}
+	switch {
+	case q.ID != "":
+		m, err := cl.ViewMessage(ctx, q.ID)
+		if err != nil {
+			return nil, err
+		}
+		if q.Topic != "" && m.Topic != q.Topic {
+			return nil, fmt.Errorf("message %s is of topic %s, not %s", q.ID, m.Topic, q.Topic)
+		}
+		return []*client.MessageExt{m}, nil
+	case q.Topic == "":
+		return nil, ErrBadQuery
+	case q.Key != "":
+		return cl.QueryMessages(ctx, q.Topic, q.Key, false, q.Max, q.Begin, q.End)
+	case q.Uniq != "":
+		return cl.QueryMessages(ctx, q.Topic, q.Uniq, true, q.Max, q.Begin, q.End)
+	}
+	return ByTime(ctx, cl, q.Topic, q.Begin, q.End, q.Max)
+}
+
+// ByTime returns up to limit messages of topic stored in [begin, end),
+// oldest first: each queue is read from the offset its store time index
+// gives for begin (SEARCH_OFFSET_BY_TIMESTAMP) until a message stored at
+// or after end.
+func ByTime(ctx context.Context, cl *client.Client, topic string, begin, end time.Time, limit int) ([]*client.MessageExt, error) {
+	st, err := TopicStatus(ctx, cl, topic)
+	if err != nil {
+		return nil, err
+	}
+	pc := cl.NewPullConsumer("raftmq-admin-query")
+	var out []*client.MessageExt
+	for _, q := range st.Queues {
+		off, err := cl.SearchOffset(ctx, topic, q.QueueID, begin)
+		if err != nil {
+			return nil, err
+		}
+		off = min(max(off, q.MinOffset), q.MaxOffset)
+		n := 0
+	queue:
+		for off < q.MaxOffset && n < limit {
+			pr, err := pc.Pull(ctx, topic, q.QueueID, off, 32, 0)
+			if err != nil {
+				return nil, err
+			}
+			if len(pr.Messages) == 0 {
+				break
+			}
+			for _, m := range pr.Messages {
+				ts := time.UnixMilli(m.StoreTimestamp)
+				if !ts.Before(end) || n >= limit {
+					break queue
+				}
+				if !ts.Before(begin) {
+					out = append(out, m)
+					n++
+				}
+			}
+			off = pr.NextBeginOffset
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *client.MessageExt) int {
+		if a.StoreTimestamp != b.StoreTimestamp {
+			return int(a.StoreTimestamp - b.StoreTimestamp)
+		}
+		return int(a.QueueID - b.QueueID)
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// NotFound reports whether err is a broker's answer that a topic, a
+// consumer group or a message does not exist.
+func NotFound(err error) bool {
+	var ce *client.Error
+	if !errors.As(err, &ce) {
+		return false
+	}
+	switch ce.Code {
+	case remoting.TopicNotExist, remoting.SubscriptionGroupNotExist, remoting.QueryNotFound:
+		return true
+	}
+	return false
+}
