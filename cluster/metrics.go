@@ -224,6 +224,9 @@ var (
 		"Leaders this node learnt of since it started (one per term with a known leader).", nil, nil)
 	followerLagDesc = prometheus.NewDesc("raftmq_raft_follower_lag_entries",
 		"Leader only: log entries a follower does not have yet (leader's last index minus the follower's match index).", []string{"follower"}, nil)
+	groupCommittedDesc = prometheus.NewDesc("raftmq_group_committed_messages_total",
+		"Sum of a consumer group's committed offsets per topic: messages the group consumed and committed (its rate is the group's consume rate; "+
+			"an offset reset back shows as a counter reset).", []string{"group", "topic"}, nil)
 	groupLagDesc = prometheus.NewDesc("raftmq_group_lag_messages",
 		"Messages stored after a consumer group's committed offsets, per group and topic, over the queues the group committed in "+
 			"(pairs past the first 1,000 summed as _other/_other).", []string{"group", "topic"}, nil)
@@ -243,6 +246,7 @@ func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- leaderChangesDesc
 	ch <- followerLagDesc
 	ch <- groupLagDesc
+	ch <- groupCommittedDesc
 }
 
 func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -263,16 +267,19 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.src.groupLags != nil {
 		lags := c.src.groupLags()
-		var other int64
+		var other, otherCommitted int64
 		for i, g := range lags {
 			if i >= MaxLabelValues {
 				other += g.Lag
+				otherCommitted += g.Committed
 				continue
 			}
 			ch <- prometheus.MustNewConstMetric(groupLagDesc, prometheus.GaugeValue, float64(g.Lag), g.Group, g.Topic)
+			ch <- prometheus.MustNewConstMetric(groupCommittedDesc, prometheus.CounterValue, float64(g.Committed), g.Group, g.Topic)
 		}
 		if len(lags) > MaxLabelValues {
 			ch <- prometheus.MustNewConstMetric(groupLagDesc, prometheus.GaugeValue, float64(other), OtherLabel, OtherLabel)
+			ch <- prometheus.MustNewConstMetric(groupCommittedDesc, prometheus.CounterValue, float64(otherCommitted), OtherLabel, OtherLabel)
 		}
 	}
 }

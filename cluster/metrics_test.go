@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/store"
 )
 
 // scrape reads a node's /metrics with Prometheus' own text parser.
@@ -134,6 +135,7 @@ func TestMetricsMoveWithLoad(t *testing.T) {
 	lag, ok := sample(after, "raftmq_group_lag_messages", "group", "mg", "topic", "M")
 	require.True(t, ok)
 	require.Equal(t, float64(n0-20), lag)
+	require.Equal(t, float64(20+n1), moved("raftmq_group_committed_messages_total", "group", "mg", "topic", "M"))
 	term, _ := sample(after, "raftmq_raft_term")
 	require.GreaterOrEqual(t, term, 1.0)
 	changes, _ := sample(after, "raftmq_raft_leader_changes_total")
@@ -229,6 +231,31 @@ func TestTopicCountersCapLabels(t *testing.T) {
 		got[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
 	}
 	require.Equal(t, map[string]float64{"t0": 2, "t1": 2, "t2": 3, OtherLabel: 4 + 5 + 1}, got)
+}
+
+// Group/topic pairs past MaxLabelValues are summed under _other/_other.
+func TestGroupLagCapsLabels(t *testing.T) {
+	var lags []store.GroupLag
+	for i := range MaxLabelValues + 5 {
+		lags = append(lags, store.GroupLag{Group: fmt.Sprintf("g%04d", i), Topic: "t", Lag: 2, Committed: 3, Queues: 1})
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&scrapeCollector{src: scrapeFuncs{groupLags: func() []store.GroupLag { return lags }}})
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	byName := map[string]*dto.MetricFamily{}
+	for _, f := range fams {
+		byName[f.GetName()] = f
+	}
+	require.Len(t, byName["raftmq_group_lag_messages"].GetMetric(), MaxLabelValues+1)
+	require.Len(t, byName["raftmq_group_committed_messages_total"].GetMetric(), MaxLabelValues+1)
+	v, ok := sample(byName, "raftmq_group_lag_messages", "group", OtherLabel, "topic", OtherLabel)
+	require.True(t, ok)
+	require.Equal(t, 10.0, v)
+	v, _ = sample(byName, "raftmq_group_committed_messages_total", "group", OtherLabel, "topic", OtherLabel)
+	require.Equal(t, 15.0, v)
+	v, _ = sample(byName, "raftmq_group_lag_messages", "group", "g0999", "topic", "t")
+	require.Equal(t, 2.0, v)
 }
 
 // BenchmarkTopicCounter measures the send path's per-topic count: a

@@ -8,7 +8,8 @@ import "sort"
 type GroupLag struct {
 	Group, Topic string
 	Lag          int64
-	Queues       int // queues with a committed offset
+	Committed    int64 // the sum of the committed offsets
+	Queues       int   // queues with a committed offset
 }
 
 // ConsumerLags returns every group's lag per topic from the applied state,
@@ -26,6 +27,7 @@ func (s *Store) ConsumerLags() []GroupLag {
 			acc[gt{k.group, k.topic}] = g
 		}
 		g.Queues++
+		g.Committed += off
 		if end := s.state.queues[queueKey{k.topic, k.queue}]; end > off {
 			g.Lag += end - off
 		}
