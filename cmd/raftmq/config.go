@@ -76,12 +76,12 @@ func configFlags(cmd *cobra.Command) map[string]*pflag.Flag {
 // and exits).
 func addConfigFlags(cmd *cobra.Command, opts configOptions) {
 	var path string
-	var print bool
+	var printExample bool
 	cmd.Flags().StringVar(&path, "config", "", "read settings from this YAML file: keys are this command's flag names (see --print-config); flags on the command line win")
-	cmd.Flags().BoolVar(&print, "print-config", false, "print an example config file with every key and its default, and exit")
+	cmd.Flags().BoolVar(&printExample, "print-config", false, "print an example config file with every key and its default, and exit")
 	prevPre, prevRun := cmd.PreRunE, cmd.RunE
 	cmd.PreRunE = func(c *cobra.Command, args []string) error {
-		if print {
+		if printExample {
 			return nil
 		}
 		if path != "" {
@@ -95,7 +95,7 @@ func addConfigFlags(cmd *cobra.Command, opts configOptions) {
 		return nil
 	}
 	cmd.RunE = func(c *cobra.Command, args []string) error {
-		if print {
+		if printExample {
 			_, err := c.OutOrStdout().Write([]byte(exampleConfig(c, opts)))
 			return err
 		}
@@ -169,6 +169,9 @@ func applyConfig(cmd *cobra.Command, data []byte, aliases map[string]configAlias
 // setFlag sets f from the YAML value v: a scalar through Value.Set (after
 // the alias's conversion), a sequence through SliceValue.Replace.
 func setFlag(f *pflag.Flag, v *yaml.Node, alias configAlias) error {
+	if v.Kind == yaml.AliasNode && v.Alias != nil {
+		v = v.Alias // *anchor: the anchored value
+	}
 	switch v.Kind {
 	case yaml.ScalarNode:
 		if v.Tag == "!!null" {

@@ -316,3 +316,11 @@ func TestConfigREADMEExampleLoads(t *testing.T) {
 	require.Equal(t, 48*time.Hour, cfg.Store.Retention.FileReservedTime)
 	require.Equal(t, []int{4, 16}, cfg.Store.Retention.DeleteWhen)
 }
+
+// YAML anchors work as values.
+func TestConfigAnchors(t *testing.T) {
+	cfg, err := brokerFromFile(t, "id: &one 1\npreferred-leader: *one\npeers: &members [1=127.0.0.1:10911/127.0.0.1:10921]\n")
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), cfg.PreferredLeader)
+	require.Len(t, cfg.Peers, 1)
+}
