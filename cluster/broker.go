@@ -141,6 +141,9 @@ type Config struct {
 	// TLS, if set, is the node's TLS on its client, raft and HTTP ports
 	// and on its own client connections (see TLSConfig).
 	TLS *TLSConfig
+	// HTTPHandlers, if set, adds handlers to the HTTP port's mux (the web
+	// console: package console, set up by cmd/raftmq).
+	HTTPHandlers func(mux *http.ServeMux)
 	// MaxTimerDelay is the longest delay a timer message may ask for
 	// (default schedule.DefaultMaxDelay, 3 days).
 	MaxTimerDelay time.Duration
@@ -393,6 +396,9 @@ func Start(cfg Config) (*Broker, error) {
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(b.Status())
 		})
+		if cfg.HTTPHandlers != nil {
+			cfg.HTTPHandlers(mux)
+		}
 		b.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		b.wg.Add(1)
 		httpLn := b.tls.httpListener(b.httpLn, remoting.NewTLSRefusalLogger(b.log.With("port", "http")))

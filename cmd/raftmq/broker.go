@@ -61,6 +61,7 @@ type brokerFlags struct {
 	broker      string
 	preferred   uint64
 	ret         retentionFlags // --file-reserved-time, --delete-when, --disk-*-ratio (config_broker.go)
+	console     consoleFlags   // --console, --console-runs (console.go)
 	// Chaos-testing settings, hidden from --help. --fault-endpoint and
 	// --mutant work only in a binary built with -tags mutant.
 	faultEndpoint bool
@@ -115,6 +116,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	f.tls.register(cmd)
 	fl.StringArrayVar(&f.routes, "route", nil, "dial a peer at other addresses than its membership ones, as ID=CLIENTADDR/RAFTADDR (proxies)")
 	f.ret.register(fl)
+	f.console.register(fl)
 	for _, h := range []string{"fault-endpoint", "power-loss", "mutant", "route"} {
 		_ = fl.MarkHidden(h)
 	}
@@ -211,6 +213,13 @@ func newBrokerCmd(logger func() *slog.Logger) *cobra.Command {
 				return err
 			}
 			tuneGC(log)
+			con, err := f.console.setup(&cfg, log)
+			if err != nil {
+				return err
+			}
+			if con != nil {
+				defer con.Close()
+			}
 			b, err := cluster.Start(cfg)
 			if errors.Is(err, commitlog.ErrCorrupt) || errors.Is(err, raftlog.ErrStateCorrupt) {
 				return &exitError{code: exitCorrupt, err: err}

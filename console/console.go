@@ -1,0 +1,226 @@
+// Package console is the web console each broker serves on its HTTP port
+// (`raftmq broker --http ADDR`, at /console/): the group's members, topics,
+// consumer groups with their lag, message search, dead-letter queues and
+// the chaos harness's reports, as server-rendered HTML (html/template, CSS
+// and SVG plots inline, no script, nothing fetched from elsewhere: the
+// pages work offline).
+//
+// The console holds no state of the group: every figure on a page is the
+// answer of the group's admin API to a request made for that page, through
+// a client.Client dialled to the node's own client address (and the other
+// members'), the same requests the CLI makes (package admin). What it keeps
+// is display-only and in memory: samples of the topics' offsets and the
+// groups' lag, taken every few seconds for topics and groups viewed in the
+// last ten minutes, from which it draws message rates and lag over time.
+//
+// With an ACL, every page asks for HTTP basic authentication with an
+// account's accessKey and secretKey, and the console signs its requests to
+// the group with them: what a user sees is what their account may read.
+package console
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/jepsen/report"
+)
+
+// Prefix is where a console is mounted on the broker's HTTP mux.
+const Prefix = "/console/"
+
+// Config configures a console.
+type Config struct {
+	// Addrs are client addresses of the group's nodes, the console's own
+	// node first.
+	Addrs []string
+	// TLS, if set, is the client side of TLS for connections to the
+	// nodes (the node's own settings when its client port serves TLS).
+	TLS *tls.Config
+	// ACL: the group enforces an ACL. Every page then requires HTTP basic
+	// authentication with an account's accessKey (user) and secretKey
+	// (password), which sign the console's requests to the group.
+	ACL bool
+	// RunsDir, if set, is a directory of `raftmq jepsen` runs whose
+	// reports the chaos page lists and serves.
+	RunsDir string
+	// SampleInterval: how often viewed topics and groups are sampled for
+	// rates and lag plots (default 5 s).
+	SampleInterval time.Duration
+	// Refresh: pages showing live figures reload themselves this often
+	// (<meta http-equiv="refresh">; default 10 s, negative: never).
+	Refresh time.Duration
+	// RequestTimeout bounds the requests made for one page (default 10 s).
+	RequestTimeout time.Duration
+	Logger         *slog.Logger
+}
+
+// maxClients bounds the clients kept for distinct credentials (ACL).
+const maxClients = 16
+
+// Console is an http.Handler serving the console under Prefix.
+type Console struct {
+	cfg    Config
+	log    *slog.Logger
+	mux    *http.ServeMux
+	chaos  http.Handler
+	sample *sampler
+	tmpl   map[string]*template.Template
+
+	mu      sync.Mutex
+	clients map[credentials]*clientEntry
+	closed  bool
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+type credentials struct{ accessKey, secretKey string }
+
+type clientEntry struct {
+	cl       *client.Client
+	lastUsed time.Time
+}
+
+// New returns a console of the group at cfg.Addrs and starts its sampler;
+// Close stops it.
+func New(cfg Config) (*Console, error) {
+	if len(cfg.Addrs) == 0 {
+		return nil, errors.New("console: no node address")
+	}
+	if cfg.SampleInterval <= 0 {
+		cfg.SampleInterval = 5 * time.Second
+	}
+	if cfg.Refresh == 0 {
+		cfg.Refresh = 10 * time.Second
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Console{cfg: cfg, log: cfg.Logger.With("component", "console"), clients: map[credentials]*clientEntry{},
+		stop: make(chan struct{})}
+	c.sample = newSampler(cfg.SampleInterval)
+	var err error
+	if c.tmpl, err = templates(); err != nil {
+		return nil, err
+	}
+	if cfg.RunsDir != "" {
+		c.chaos = http.StripPrefix(strings.TrimSuffix(Prefix, "/")+"/chaos", report.Handler(cfg.RunsDir, c.log))
+	}
+	c.mux = c.routes()
+	c.wg.Add(1)
+	go func() { defer c.wg.Done(); c.sampleLoop() }()
+	return c, nil
+}
+
+// Register mounts the console on mux at Prefix, and "/" redirecting there.
+func (c *Console) Register(mux *http.ServeMux) {
+	mux.Handle(Prefix, c)
+	mux.Handle("/{$}", http.RedirectHandler(Prefix, http.StatusFound))
+}
+
+// Close stops the sampler and closes the console's clients.
+func (c *Console) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	close(c.stop)
+	c.mu.Unlock()
+	c.wg.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for k, e := range c.clients {
+		errs = append(errs, e.cl.Close())
+		delete(c.clients, k)
+	}
+	return errors.Join(errs...)
+}
+
+// ServeHTTP authenticates the request (with an ACL) and serves the page.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var cr credentials
+	if c.cfg.ACL {
+		user, pass, ok := r.BasicAuth()
+		if !ok || user == "" {
+			askAuth(w, "this group has an ACL: sign in with an account's accessKey (user) and secretKey (password)")
+			return
+		}
+		cr = credentials{accessKey: user, secretKey: pass}
+	}
+	cl, err := c.client(cr)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	ctx := context.WithValue(r.Context(), clientKey{}, cl)
+	c.mux.ServeHTTP(w, r.WithContext(ctx))
+}
+
+func askAuth(w http.ResponseWriter, msg string) {
+	w.Header().Set("WWW-Authenticate", `Basic realm="raftmq console", charset="UTF-8"`)
+	http.Error(w, msg, http.StatusUnauthorized)
+}
+
+type clientKey struct{}
+
+// clientOf is the client a request's page is made with.
+func clientOf(r *http.Request) *client.Client {
+	cl, _ := r.Context().Value(clientKey{}).(*client.Client)
+	return cl
+}
+
+// client returns the client signing with cr (none without an ACL),
+// dialled lazily to the group's addresses.
+func (c *Console) client(cr credentials) (*client.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errors.New("console: closed")
+	}
+	if e, ok := c.clients[cr]; ok {
+		e.lastUsed = time.Now()
+		return e.cl, nil
+	}
+	if len(c.clients) >= maxClients {
+		var oldest credentials
+		var at time.Time
+		for k, e := range c.clients {
+			if at.IsZero() || e.lastUsed.Before(at) {
+				oldest, at = k, e.lastUsed
+			}
+		}
+		c.sample.forget(c.clients[oldest].cl)
+		c.clients[oldest].cl.Close()
+		delete(c.clients, oldest)
+	}
+	cl, err := client.New(client.Options{Addrs: c.cfg.Addrs, TLS: c.cfg.TLS, Logger: c.log,
+		AccessKey: cr.accessKey, SecretKey: cr.secretKey})
+	if err != nil {
+		return nil, fmt.Errorf("console: client: %w", err)
+	}
+	c.clients[cr] = &clientEntry{cl: cl, lastUsed: time.Now()}
+	return cl, nil
+}
+
+// denied reports whether err is the group refusing the request's
+// credentials.
+func denied(err error) bool {
+	var ce *client.Error
+	return errors.As(err, &ce) && ce.Code == remoting.NoPermission
+}
