@@ -96,7 +96,16 @@ type file struct {
 	path string
 	f    vfs.File
 	m    vfs.Mapping // nil while incomplete
-	b    []byte      // m.Bytes(): the whole file, read-only
+	b    []byte      // m.Bytes(): the whole file, read-only; entries are read here, slots never
+	// slots is the slot table in memory, for a file that is not full (the
+	// active one): loaded with ReadAt by scanSlots, zeros for a new file,
+	// kept equal to the file's slots by every slot write, dropped when the
+	// file is sealed. The slot table is mostly holes in a sparse file, and
+	// a read of a hole through a mapping allocates a page on some file
+	// systems (tmpfs), which on a full device is a SIGBUS; so slots are
+	// read from here, or with ReadAt (which reads holes as zeros without
+	// allocating), never through the mapping. Written under Index.mu.
+	slots []byte
 	// hdr is the header as the index sees it. For the active file it runs
 	// ahead of the header on disk, which is written only by Sync, Close and
 	// sealing. Written by the writer under Index.mu; read by queries under
@@ -132,7 +141,34 @@ func (f *file) slotHead(g geometry, slot int32) int32 {
 	if f.pendBits != nil && f.pendBits[slot>>6]&(1<<(slot&63)) != 0 {
 		return f.pendSlots[slot]
 	}
-	return int32(binary.BigEndian.Uint32(f.b[g.slotOffset(slot):]))
+	return f.slotOnDisk(g, slot)
+}
+
+// slotOnDisk returns slot's head as the file holds it: from the in-memory
+// table, else read with ReadAt (0, an empty chain, if that fails).
+func (f *file) slotOnDisk(g geometry, slot int32) int32 {
+	off := g.slotOffset(slot)
+	if f.slots != nil {
+		return int32(binary.BigEndian.Uint32(f.slots[off-headerSize:]))
+	}
+	var b [slotSize]byte
+	if _, err := f.f.ReadAt(b[:], off); err != nil {
+		return 0
+	}
+	return int32(binary.BigEndian.Uint32(b[:]))
+}
+
+// readSlotBytes returns the file's slot bytes [lo, hi) (file offsets),
+// from the in-memory table or with ReadAt, into buf.
+func (f *file) readSlotBytes(buf []byte, lo, hi int64) ([]byte, error) {
+	if f.slots != nil {
+		return append(buf[:0], f.slots[lo-headerSize:hi-headerSize]...), nil
+	}
+	buf = slices.Grow(buf[:0], int(hi-lo))[:hi-lo]
+	if _, err := f.f.ReadAt(buf, lo); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("index: read slots of %q: %w", f.path, err)
+	}
+	return buf, nil
 }
 
 // entryBytes returns the encoded entry ordinal, which is below
@@ -292,13 +328,19 @@ func (x *Index) loadFile(fl *file) error {
 	return nil
 }
 
-// scanSlots checks the slots of a file that is not full. A slot at or
-// beyond indexCount is crash debris (the slot write survived, the header
-// write did not); a negative one is corruption.
+// scanSlots loads the slot table of a file that is not full into memory
+// (file.slots), with ReadAt, and checks it. A slot at or beyond indexCount
+// is crash debris (the slot write survived, the header write did not); a
+// negative one is corruption.
 func (x *Index) scanSlots(fl *file) error {
+	tbl := make([]byte, int64(x.geo.slotCount)*slotSize)
+	if _, err := fl.f.ReadAt(tbl, headerSize); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("index: read slots of %q: %w", fl.path, err)
+	}
+	fl.slots = tbl
 	for s := int32(0); s < x.geo.slotCount; s++ {
 		off := x.geo.slotOffset(s)
-		v := int32(binary.BigEndian.Uint32(fl.b[off:]))
+		v := int32(binary.BigEndian.Uint32(tbl[off-headerSize:]))
 		if v < 0 {
 			return corruptf(fl.path, off, "slot %d holds negative entry %d", s, v)
 		}
@@ -580,13 +622,19 @@ func (x *Index) flushPending(f *file) error {
 		}
 		first, last := slots[i], slots[j-1]
 		lo, hi := x.geo.slotOffset(first), x.geo.slotOffset(last)+slotSize
-		buf := append(x.slotBuf[:0], f.b[lo:hi]...)
+		buf, err := f.readSlotBytes(x.slotBuf, lo, hi)
+		if err != nil {
+			return x.fail(err)
+		}
 		for _, s := range slots[i:j] {
 			binary.BigEndian.PutUint32(buf[x.geo.slotOffset(s)-lo:], uint32(f.pendSlots[s]))
 		}
 		x.slotBuf = buf
 		if _, err := f.f.WriteAt(buf, lo); err != nil {
 			return x.fail(fmt.Errorf("index: write slots %d..%d of %q: %w", first, last, f.path, err))
+		}
+		if f.slots != nil {
+			copy(f.slots[lo-headerSize:], buf)
 		}
 		i = j
 	}
@@ -611,6 +659,7 @@ func (x *Index) roll(ts int64) (*file, error) {
 		}
 		x.mu.Lock()
 		act.pendEnts, act.pendSlots, act.pendBits = nil, nil, nil // a sealed file never buffers again
+		act.slots = nil                                           // nor keeps its slot table in memory
 		x.mu.Unlock()
 		if _, err := act.f.WriteAt(act.hdr.encode(), 0); err != nil {
 			return nil, x.fail(fmt.Errorf("index: seal %q: %w", act.path, err))
@@ -624,7 +673,8 @@ func (x *Index) roll(ts int64) (*file, error) {
 		return nil, x.fail(fmt.Errorf("index: create %q: %w", path, err))
 	}
 	x.dirDirty = true
-	fl := &file{name: name, path: path, f: f, hdr: header{indexCount: firstOrdinal}, pendFirst: firstOrdinal}
+	fl := &file{name: name, path: path, f: f, hdr: header{indexCount: firstOrdinal}, pendFirst: firstOrdinal,
+		slots: make([]byte, int64(x.geo.slotCount)*slotSize)}
 	if err := f.Truncate(x.geo.fileSize()); err != nil {
 		f.Close()
 		return nil, x.fail(fmt.Errorf("index: preallocate %q: %w", path, err))

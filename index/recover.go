@@ -185,9 +185,17 @@ func (x *Index) rewriteLocked(f *file, hdr header, heads []int32) error {
 	return nil
 }
 
-// writeSlots writes each run of slots that differs from heads.
+// writeSlots writes each run of slots that differs from heads. The caller
+// holds x.mu.
 func (x *Index) writeSlots(f *file, heads []int32) error {
-	slot := func(s int) int32 { return int32(binary.BigEndian.Uint32(f.b[x.geo.slotOffset(int32(s)):])) }
+	if f.slots == nil && f.hdr.indexCount < x.geo.maxEntries {
+		// Not full: it may be written again, so it keeps its table in
+		// memory (file.slots); load it.
+		if err := x.scanSlots(f); err != nil {
+			return err
+		}
+	}
+	slot := func(s int) int32 { return f.slotOnDisk(x.geo, int32(s)) }
 	for s := 0; s < len(heads); {
 		if slot(s) == heads[s] {
 			s++
@@ -203,6 +211,9 @@ func (x *Index) writeSlots(f *file, heads []int32) error {
 		}
 		if _, err := f.f.WriteAt(buf, x.geo.slotOffset(int32(s))); err != nil {
 			return fmt.Errorf("index: write slots of %q: %w", f.path, err)
+		}
+		if f.slots != nil { // the caller holds x.mu
+			copy(f.slots[x.geo.slotOffset(int32(s))-headerSize:], buf)
 		}
 		s = e
 	}

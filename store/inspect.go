@@ -26,6 +26,17 @@ var ErrInspectFailed = errors.New("store: inspection found problems")
 // writes a report to w and returns ErrInspectFailed (wrapped) if anything
 // is corrupt. The store must not be open in another process.
 func Inspect(fs vfs.FS, dir string, w io.Writer) error {
+	// Files are read through mappings; on a full or failing device a page
+	// may not be readable (SIGBUS): report that instead of crashing.
+	err := vfs.CatchFault(func() error { return inspect(fs, dir, w) })
+	if errors.Is(err, vfs.ErrFault) {
+		fmt.Fprintf(w, "\nPROBLEMS (1):\n  - %v\n", err)
+		return fmt.Errorf("%w: %w", ErrInspectFailed, err)
+	}
+	return err
+}
+
+func inspect(fs vfs.FS, dir string, w io.Writer) error {
 	ro := vfs.ReadOnly(fs)
 	var problems []string
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
