@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/raftmq/raftmq/client"
@@ -184,12 +185,22 @@ func Messages(ctx context.Context, cl *client.Client, q Query) ([]*client.Messag
 		return []*client.MessageExt{m}, nil
 	case q.Topic == "":
 		return nil, ErrBadQuery
-	case q.Key != "":
-		return cl.QueryMessages(ctx, q.Topic, q.Key, false, q.Max, q.Begin, q.End)
-	case q.Uniq != "":
-		return cl.QueryMessages(ctx, q.Topic, q.Uniq, true, q.Max, q.Begin, q.End)
+	case q.Key == "" && q.Uniq == "":
+		return ByTime(ctx, cl, q.Topic, q.Begin, q.End, q.Max)
 	}
-	return ByTime(ctx, cl, q.Topic, q.Begin, q.End, q.Max)
+	key, unique := q.Key, false
+	if q.Uniq != "" {
+		key, unique = q.Uniq, true
+	}
+	ms, err := cl.QueryMessages(ctx, q.Topic, key, unique, q.Max, q.Begin, q.End)
+	if err == nil && len(ms) == 0 {
+		// The index answers "not found" for a topic that does not
+		// exist too: say which it is.
+		if _, err := TopicStatus(ctx, cl, q.Topic); err != nil {
+			return nil, err
+		}
+	}
+	return ms, err
 }
 
 // ByTime returns up to limit messages of topic stored in [begin, end),
@@ -254,6 +265,10 @@ func NotFound(err error) bool {
 	switch ce.Code {
 	case remoting.TopicNotExist, remoting.SubscriptionGroupNotExist, remoting.QueryNotFound:
 		return true
+	case remoting.SystemError:
+		// VIEW_MESSAGE_BY_ID's answer for an offset holding no message,
+		// worded as RocketMQ's.
+		return strings.HasPrefix(ce.Remark, "can not find message")
 	}
 	return false
 }

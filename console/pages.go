@@ -103,6 +103,9 @@ func explain(err error) string {
 		case remoting.QueryNotFound:
 			return "Not found: " + ce.Remark
 		}
+		if admin.NotFound(err) {
+			return "Message not found: " + ce.Remark
+		}
 	}
 	return err.Error()
 }
@@ -536,6 +539,10 @@ func (c *Console) messagePage(w http.ResponseWriter, r *http.Request) {
 	id := strings.TrimSpace(r.URL.Query().Get("id"))
 	if id == "" {
 		c.fail(w, r, "Message", "messages", fmt.Errorf("%w: give the message's offsetMsgId as ?id=", errBadInput))
+		return
+	}
+	if _, _, err := message.ParseOffsetMsgID(id); err != nil {
+		c.fail(w, r, "Message", "messages", fmt.Errorf("%w: %w", errBadInput, err))
 		return
 	}
 	m, err := clientOf(r).ViewMessage(ctx, id)
