@@ -19,6 +19,17 @@ func SmallTmpfs(t testing.TB, size int64) string {
 		t.Skip("mounting a tmpfs needs root")
 	}
 	dir := t.TempDir()
+	MountTmpfs(t, dir, size)
+	return dir
+}
+
+// MountTmpfs mounts a tmpfs of size bytes on dir (which must exist) for
+// the test, unmounted at cleanup; it skips the test when it cannot.
+func MountTmpfs(t testing.TB, dir string, size int64) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+itoa(size)); err != nil {
 		t.Skipf("cannot mount a tmpfs: %v", err)
 	}
@@ -27,7 +38,6 @@ func SmallTmpfs(t testing.TB, size int64) string {
 			t.Errorf("unmount %s: %v", dir, err)
 		}
 	})
-	return dir
 }
 
 // FillDisk writes a ballast file in dir until the device has no space
