@@ -218,9 +218,20 @@ func (c *Console) client(cr credentials) (*client.Client, error) {
 	return cl, nil
 }
 
-// denied reports whether err is the group refusing the request's
-// credentials.
+// denied reports whether err is the group's ACL refusing a request.
 func denied(err error) bool {
 	var ce *client.Error
 	return errors.As(err, &ce) && ce.Code == remoting.NoPermission
+}
+
+// badCredentials reports whether err is the ACL refusing the account
+// itself (unknown access key, wrong secret key), not one of its requests:
+// the browser asks for the keys again.
+func badCredentials(err error) bool {
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Code != remoting.NoPermission {
+		return false
+	}
+	return strings.Contains(ce.Remark, "No accessKey") || strings.Contains(ce.Remark, "No acl config for") ||
+		strings.Contains(ce.Remark, "Check signature failed")
 }

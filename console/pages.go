@@ -84,9 +84,11 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, title, nav string
 		status = http.StatusNotFound
 	case errors.Is(err, admin.ErrBadQuery), errors.Is(err, errBadInput):
 		status = http.StatusBadRequest
-	case c.cfg.ACL && denied(err):
+	case c.cfg.ACL && badCredentials(err):
 		w.Header().Set("WWW-Authenticate", `Basic realm="raftmq console", charset="UTF-8"`)
 		status = http.StatusUnauthorized
+	case denied(err):
+		status = http.StatusForbidden
 	}
 	c.render(w, r, status, "none", page{Title: title, Nav: nav, Err: explain(err)})
 }

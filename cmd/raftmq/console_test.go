@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -351,4 +352,72 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.Contains(t, b.text("#runs"), "run-1")
 	require.Equal(t, http.StatusOK, b.open("/console/chaos/runs/run-1/"))
 	require.Equal(t, "chaos report of run-1", b.text("#report"))
+}
+
+const consoleACL = `
+accounts:
+  - accessKey: operator
+    secretKey: operator-secret
+    admin: true
+  - accessKey: reader1
+    secretKey: reader-secret
+    admin: false
+    defaultTopicPerm: SUB
+    defaultGroupPerm: SUB
+`
+
+// With --acl-file the console asks for basic authentication, signs its
+// requests with the account given, and asks again for keys the group
+// refuses.
+func TestConsoleACL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	aclFile := filepath.Join(t.TempDir(), "plain_acl.yml")
+	require.NoError(t, os.WriteFile(aclFile, []byte(consoleACL), 0o644))
+	g := localgroup.New(localgroup.Config{Binary: os.Args[0], Env: []string{"RAFTMQ_TEST_MAIN=1"}, Dir: t.TempDir(),
+		BasePort: freeBasePort(t), Args: []string{"--segment-size", "8388608", "--acl-file", aclFile}})
+	require.NoError(t, g.Start())
+	defer g.StopAll()
+	_, err := g.WaitLeader(15 * time.Second)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, err := client.New(client.Options{Addrs: g.Addrs(), AccessKey: "operator", SecretKey: "operator-secret"})
+	require.NoError(t, err)
+	defer cl.Close()
+	require.Eventually(t, func() bool {
+		return cl.UpdateTopic(ctx, client.TopicConfig{Topic: "guarded", ReadQueues: 1, WriteQueues: 1}) == nil
+	}, 10*time.Second, 100*time.Millisecond, "the group takes the file's ACL")
+
+	get := func(path, user, pass string) (int, string, http.Header) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+g.Node(1).HTTP+path, nil)
+		require.NoError(t, err)
+		if user != "" {
+			req.SetBasicAuth(user, pass)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var b strings.Builder
+		_, err = io.Copy(&b, resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, b.String(), resp.Header
+	}
+	code, _, h := get("/console/topics", "", "")
+	require.Equal(t, http.StatusUnauthorized, code, "no credentials")
+	require.Contains(t, h.Get("WWW-Authenticate"), "Basic")
+	code, body, h := get("/console/topics", "operator", "wrong")
+	require.Equal(t, http.StatusUnauthorized, code, "a wrong secret key: %s", body)
+	require.Contains(t, h.Get("WWW-Authenticate"), "Basic")
+	require.Contains(t, body, "Check signature failed")
+	code, body, _ = get("/console/topics/guarded", "operator", "operator-secret")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `id="queues"`)
+	// Another account's keys work too: each user's requests are signed
+	// with their own.
+	code, body, _ = get("/console/topics/guarded", "reader1", "reader-secret")
+	require.Equal(t, http.StatusOK, code, body)
+	code, body, _ = get("/console/topics/guarded", "reader1", "operator-secret")
+	require.Equal(t, http.StatusUnauthorized, code, body)
 }
