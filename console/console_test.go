@@ -1,0 +1,124 @@
+package console
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftmq/raftmq/cluster"
+	"github.com/raftmq/raftmq/jepsen/history"
+)
+
+// The rate is the growth of the topic's offsets over the samples of the
+// last minute; fewer than two samples give none.
+func TestSamplerRate(t *testing.T) {
+	s := newSampler(5 * time.Second)
+	t0 := time.Unix(1_000_000, 0)
+	st := func(maxOffsets ...int64) cluster.AdminTopicStatus {
+		out := cluster.AdminTopicStatus{Topic: "t"}
+		for i, m := range maxOffsets {
+			out.Queues = append(out.Queues, cluster.AdminQueue{QueueID: int32(i), MaxOffset: m})
+		}
+		return out
+	}
+	s.topic(st(0, 0), nil, true, t0)
+	r, over := s.rate("t", t0)
+	require.Zero(t, over)
+	require.Zero(t, r)
+	s.topic(st(100, 50), nil, true, t0.Add(50*time.Second))
+	s.topic(st(200, 100), nil, true, t0.Add(90*time.Second))
+	// The window holds the samples at 50 s and 90 s: 150 messages in 40 s.
+	r, over = s.rate("t", t0.Add(90*time.Second))
+	require.Equal(t, 40.0, over)
+	require.InDelta(t, 3.75, r, 1e-9)
+	// A sample within a second of the last replaces it.
+	s.topic(st(210, 100), nil, true, t0.Add(90*time.Second+500*time.Millisecond))
+	require.Len(t, s.topicSeries("t"), 3)
+	// Samples older than keepFor are dropped: those at 0 s and 50 s.
+	s.topic(st(300, 100), nil, true, t0.Add(keepFor+time.Minute))
+	require.Len(t, s.topicSeries("t"), 2)
+}
+
+func TestParseTime(t *testing.T) {
+	want := time.Date(2026, 11, 27, 15, 4, 5, 0, time.UTC)
+	for _, s := range []string{"2026-11-27T15:04:05", "2026-11-27 15:04:05", "2026-11-27T15:04:05Z", "1795791845000"} {
+		got, err := parseTime(s)
+		require.NoError(t, err, s)
+		require.True(t, want.Equal(got), "%s: %s", s, got)
+	}
+	got, err := parseTime("")
+	require.NoError(t, err)
+	require.True(t, got.IsZero())
+	_, err = parseTime("yesterday")
+	require.ErrorIs(t, err, errBadInput)
+}
+
+func TestPreview(t *testing.T) {
+	require.Equal(t, "hello", preview([]byte("hello"), 10))
+	require.Equal(t, "héllo…", preview([]byte("héllo world"), 6), "cut on a rune boundary")
+	require.Equal(t, "(3 bytes, binary) 00ff01…", preview([]byte{0, 0xff, 1}, 10))
+}
+
+func get(t *testing.T, h http.Handler, path string, auth ...string) (*http.Response, string) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	if len(auth) == 2 {
+		req.SetBasicAuth(auth[0], auth[1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	b, err := io.ReadAll(w.Result().Body)
+	require.NoError(t, err)
+	return w.Result(), string(b)
+}
+
+// The pages that need no answer from the group: the redirect, an unknown
+// page, the chaos page with and without a runs directory, and the ACL's
+// request for keys.
+func TestPagesWithoutAGroup(t *testing.T) {
+	runs := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(runs, "r1"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(runs, "r1", history.RunFile), []byte(`{"workload":"queue","seed":3}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(runs, "r1", history.ReportFile), []byte("<p>report r1</p>"), 0o644))
+	for _, dir := range []string{"", runs} {
+		c, err := New(Config{Addrs: []string{"127.0.0.1:1"}, RunsDir: dir})
+		require.NoError(t, err)
+		defer c.Close()
+		mux := http.NewServeMux()
+		c.Register(mux)
+
+		resp, _ := get(t, mux, "/")
+		require.Equal(t, http.StatusFound, resp.StatusCode)
+		require.Equal(t, "/console/", resp.Header.Get("Location"))
+		resp, body := get(t, mux, "/console/nowhere")
+		require.Equal(t, http.StatusNotFound, resp.StatusCode)
+		require.Contains(t, body, "no console page at /console/nowhere")
+		resp, body = get(t, mux, "/console/chaos/")
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		if dir == "" {
+			require.Contains(t, body, "--console-runs DIR")
+			continue
+		}
+		require.Contains(t, body, `href="runs/r1/"`)
+		resp, body = get(t, mux, "/console/chaos/runs/r1/")
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, "<p>report r1</p>", body)
+		resp, _ = get(t, mux, "/console/chaos/runs/../../etc/passwd")
+		require.NotEqual(t, http.StatusOK, resp.StatusCode)
+	}
+
+	c, err := New(Config{Addrs: []string{"127.0.0.1:1"}, ACL: true})
+	require.NoError(t, err)
+	defer c.Close()
+	resp, _ := get(t, c, "/console/topics")
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.Contains(t, resp.Header.Get("WWW-Authenticate"), `Basic realm="raftmq console"`)
+	resp, _ = get(t, c, "/console/nowhere", "ak", "sk")
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "signed in")
+}
