@@ -345,12 +345,22 @@ func (e *adminEnv) listNamesrvGroups(ctx context.Context, out io.Writer, nsAddr 
 	if err := remoting.DecodeJSON(resp.Body, &ci); err != nil {
 		return err
 	}
-	var groups []cluster.AdminCluster
-	for _, name := range slices.Sorted(mapKeys(ci.BrokerAddrTable)) {
-		var nodes []string
-		for _, id := range slices.Sorted(mapKeys(ci.BrokerAddrTable[name].BrokerAddrs)) {
-			nodes = append(nodes, ci.BrokerAddrTable[name].BrokerAddrs[id])
+	// A group is registered under its broker name and, with failover
+	// routes, under "name@id" per follower (cluster.FailoverBrokerName):
+	// one question per group, to any of its addresses.
+	byGroup := map[string][]string{}
+	for name, bd := range ci.BrokerAddrTable {
+		base, _, _ := strings.Cut(name, "@")
+		for _, a := range bd.BrokerAddrs {
+			if !slices.Contains(byGroup[base], a) {
+				byGroup[base] = append(byGroup[base], a)
+			}
 		}
+	}
+	var groups []cluster.AdminCluster
+	for _, name := range slices.Sorted(mapKeys(byGroup)) {
+		nodes := byGroup[name]
+		slices.Sort(nodes)
 		gc, err := newClient(ctx, strings.Join(nodes, ","), e.logger())
 		if err != nil {
 			return err
