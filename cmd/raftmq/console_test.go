@@ -352,6 +352,20 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.Contains(t, b.text("#runs"), "run-1")
 	require.Equal(t, http.StatusOK, b.open("/console/chaos/runs/run-1/"))
 	require.Equal(t, "chaos report of run-1", b.text("#report"))
+
+	// A message rate from the console's own samples: ten more orders
+	// between two views of the topic, a second apart.
+	require.Equal(t, http.StatusOK, b.open("/console/topics/"+orders))
+	for i := range 10 {
+		_, err := p.Send(ctx, &client.Message{Topic: orders, Body: []byte(fmt.Sprintf("late order %d", i))})
+		require.NoError(t, err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	require.Equal(t, http.StatusOK, b.open("/console/topics/"+orders))
+	rate, err := strconv.ParseFloat(b.text("#rate"), 64)
+	require.NoError(t, err, "rate %q", b.text("#rate"))
+	require.Positive(t, rate)
+	require.Equal(t, 1, evalJS[int](b, `document.querySelectorAll('#rate-plot svg').length`), "the message-rate plot")
 }
 
 const consoleACL = `
