@@ -42,6 +42,7 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadGroup, NemKillLeader, NemPartition),
 			sc(WorkloadTransaction, NemKillLeader, NemPause),
 			sc(WorkloadRetry, NemKill, NemPartitionLeader),
+			{Name: WorkloadQueue + "-" + NemDiskFull, Workload: WorkloadQueue, Nemesis: []string{NemDiskFull}, TimeLimit: 30 * time.Second},
 		}, nil
 	case "standard", "soak":
 		out := []Scenario{
@@ -55,6 +56,8 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadQueue, NemMembership),
 			sc(WorkloadQueue, NemHostile),
 			sc(WorkloadBatched, NemHostile, NemKillLeader),
+			sc(WorkloadQueue, NemDiskFull),
+			sc(WorkloadBatched, NemDiskFull, NemKillLeader, NemPartition),
 			sc(WorkloadRetries, NemKillLeader, NemPartitionLeader),
 			sc(WorkloadBatched, NemKillLeader, NemPartitionLeader),
 			sc(WorkloadOffsets, NemKill, NemPause),

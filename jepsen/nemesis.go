@@ -42,6 +42,12 @@ const (
 	NemKillLeader      = "kill-leader"      // kill -9 the leader
 	NemPauseLeader     = "pause-leader"     // SIGSTOP the leader
 	NemBitflip         = "bitflip"          // corrupt by bit flips only
+
+	// NemDiskFull fills a node's disk (a tmpfs per node; needs root), at
+	// once or slowly, then frees it (nemesis_disk.go). Not in "all": it
+	// changes where the nodes' data lives, and power-loss mode reports a
+	// full device only at fsync.
+	NemDiskFull = "disk-full"
 )
 
 // generalNemeses are the kinds "all" stands for.
@@ -52,7 +58,7 @@ func generalNemeses() []string {
 // Nemeses lists every nemesis kind: the general ones, then the targeted
 // variants.
 func Nemeses() []string {
-	return append(generalNemeses(), NemPartitionLeader, NemKillLeader, NemPauseLeader, NemBitflip)
+	return append(generalNemeses(), NemPartitionLeader, NemKillLeader, NemPauseLeader, NemBitflip, NemDiskFull)
 }
 
 // ParseNemeses parses a comma-separated list ("all" = every kind, "none" or
@@ -185,6 +191,8 @@ func (e *env) inject(ctx context.Context, kind string) (*fault, error) {
 		return e.membership(ctx, ev)
 	case NemHostile:
 		return e.hostile(ev)
+	case NemDiskFull:
+		return e.diskFull(ev)
 	}
 	return nil, fmt.Errorf("jepsen: no nemesis %q", kind)
 }

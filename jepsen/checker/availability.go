@@ -54,6 +54,7 @@ func checkAvailability(run *history.Run, opts Options) history.CheckerResult {
 			secs(healed), secs(first), secs(first-healed), opts.AvailabilityWindow)
 	}
 	checkHeldUnderHostileClients(run, r)
+	checkHeldUnderFullDisk(run, r)
 	return r.done()
 }
 

@@ -1,0 +1,160 @@
+package jepsen
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/raftmq/raftmq/internal/localgroup"
+	"github.com/raftmq/raftmq/jepsen/history"
+)
+
+// The disk-full nemesis. Each node's data directory (its broker.log too)
+// is a tmpfs of diskFullSize, mounted before the nodes start; a fault
+// fills one node's device with a ballast file, at once (every free byte)
+// or slowly (a twentieth of the free space every diskFullEvery, so that it
+// is full in about two seconds, passing the write threshold on the way),
+// and the heal removes the ballast. The node must stay up, refuse writes
+// with a disk-full answer, hand leadership to a member with space if it
+// leads, and take writes again by itself once the ballast is gone; the
+// availability checker holds the group to checker.DiskFullRecovery. It
+// needs root (to mount); without it the run fails at once, saying so.
+
+const (
+	diskFullSize  = 256 << 20
+	diskFullEvery = 100 * time.Millisecond
+	ballastName   = "jepsen-ballast"
+)
+
+// mountDiskFull mounts a tmpfs on each node's directory. The returned
+// undo, called after the nodes stopped, copies each node's broker.log out
+// (to nodes/nN.broker.log) and unmounts.
+func mountDiskFull(g *localgroup.Group) (undo func(), err error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("jepsen: the disk-full nemesis needs root: it mounts a tmpfs on each node's data directory")
+	}
+	var mounted []*localgroup.Node
+	undo = func() {
+		for _, n := range mounted {
+			_ = copyFile(n.LogPath, filepath.Join(filepath.Dir(n.Dir), filepath.Base(n.Dir)+".broker.log"))
+			_ = unix.Unmount(n.Dir, unix.MNT_DETACH)
+		}
+	}
+	for _, n := range g.Nodes {
+		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
+			undo()
+			return nil, err
+		}
+		if err := unix.Mount("tmpfs", n.Dir, "tmpfs", 0, fmt.Sprintf("size=%d", diskFullSize)); err != nil {
+			undo()
+			return nil, fmt.Errorf("jepsen: disk-full nemesis: mount a tmpfs on %s: %w", n.Dir, err)
+		}
+		mounted = append(mounted, n)
+	}
+	return undo, nil
+}
+
+func copyFile(from, to string) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	return dst.Close()
+}
+
+// diskFull fills one node's device (the leader's more often than not).
+func (e *env) diskFull(ev history.Event) (*fault, error) {
+	n, what := e.pick(e.rng.IntN(3) != 0)
+	slow := e.rng.IntN(2) == 0
+	path := filepath.Join(e.g.Nodes[n-1].Dir, ballastName)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("jepsen: disk-full: %w", err)
+	}
+	ev.Nodes = []int{n}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	if slow {
+		step := 1 << 20
+		var st unix.Statfs_t
+		if err := unix.Statfs(e.g.Nodes[n-1].Dir, &st); err == nil {
+			step = max(step, int(st.Bavail*uint64(st.Bsize)/20))
+		}
+		ev.Description = fmt.Sprintf("fill %s n%d's disk slowly (%d MiB every %v)", what, n, step>>20, diskFullEvery)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(diskFullEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+				}
+				if full, err := fill(f, step); full || err != nil {
+					if err != nil {
+						e.log("disk-full: ballast", "node", n, "err", err)
+					}
+					return
+				}
+			}
+		}()
+	} else {
+		ev.Description = fmt.Sprintf("fill %s n%d's disk at once", what, n)
+		if _, err := fill(f, diskFullSize); err != nil {
+			f.Close()
+			_ = os.Remove(path)
+			return nil, fmt.Errorf("jepsen: disk-full: %w", err)
+		}
+	}
+	return &fault{ev: ev, heal: func() error {
+		close(stop)
+		wg.Wait()
+		f.Close()
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("jepsen: disk-full: remove the ballast: %w", err)
+		}
+		return nil
+	}}, nil
+}
+
+// fill appends up to n bytes to f, and every last byte the device has
+// once it is full; it reports whether the device is full.
+func fill(f *os.File, n int) (full bool, err error) {
+	buf := make([]byte, 1<<20)
+	for n > 0 {
+		k := min(n, len(buf))
+		if _, err := f.Write(buf[:k]); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				return false, err
+			}
+			for _, sz := range []int{64 << 10, 4096, 512, 1} {
+				for {
+					if _, err := f.Write(buf[:sz]); err != nil {
+						break
+					}
+				}
+			}
+			return true, nil
+		}
+		n -= k
+	}
+	return false, nil
+}
