@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,6 +40,9 @@ const (
 // diskSpace is the store's view of its device.
 type diskSpace struct {
 	t0 time.Time // origin of measured (monotonic)
+	// mu orders measurements and flag updates, so that an older
+	// measurement never overwrites a newer one.
+	mu sync.Mutex
 	// measured is when the device was last measured, in ns since t0.
 	measured atomic.Int64
 	// avail is the free space measured, less the bytes CheckWrite accepted
@@ -102,6 +106,8 @@ func (s *Store) diskFullError() error {
 
 // refreshSpace measures the device and updates the disk-full flag.
 func (s *Store) refreshSpace() error {
+	s.space.mu.Lock()
+	defer s.space.mu.Unlock()
 	s.space.measured.Store(int64(time.Since(s.space.t0)))
 	ratio, err := s.measureDisk()
 	if err != nil {
@@ -160,13 +166,17 @@ func (s *Store) derivedFS() vfs.FS {
 		OnStall: func(path string, err error) {
 			s.space.stalled.Store(true)
 			s.log.Error("store: disk full: a consume-queue or index write waits for space", "path", path, "err", err)
+			s.space.mu.Lock()
 			s.setDiskFull(s.DiskUsedRatio())
+			s.space.mu.Unlock()
 		},
 		OnResume: func() {
 			s.space.stalled.Store(false)
 			s.log.Info("store: consume-queue and index writes resumed")
 			if err := s.refreshSpace(); err != nil {
+				s.space.mu.Lock()
 				s.setDiskFull(s.DiskUsedRatio())
+				s.space.mu.Unlock()
 			}
 		},
 	})
