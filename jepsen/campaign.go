@@ -24,14 +24,15 @@ type Scenario struct {
 
 // Scenarios returns a named scenario set: "ci" (short, every nemesis at
 // least once), "standard" (every nemesis alone, combinations, every
-// workload) or "soak" (standard, five times longer each).
+// workload) or "soak" (standard, five times longer each). The disk-full
+// scenarios are in the sets only where a tmpfs can be mounted (root).
 func Scenarios(set string) ([]Scenario, error) {
 	sc := func(w string, n ...string) Scenario {
 		return Scenario{Name: w + "-" + strings.Join(n, "+"), Workload: w, Nemesis: n}
 	}
 	switch set {
 	case "ci":
-		return []Scenario{
+		out := []Scenario{
 			sc(WorkloadQueue, NemPartition, NemKill),
 			sc(WorkloadRetries, NemPowerLoss, NemPartitionLeader),
 			sc(WorkloadLog, NemCorrupt, NemPause, NemClock),
@@ -42,8 +43,11 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadGroup, NemKillLeader, NemPartition),
 			sc(WorkloadTransaction, NemKillLeader, NemPause),
 			sc(WorkloadRetry, NemKill, NemPartitionLeader),
-			{Name: WorkloadQueue + "-" + NemDiskFull, Workload: WorkloadQueue, Nemesis: []string{NemDiskFull}, TimeLimit: 30 * time.Second},
-		}, nil
+		}
+		if DiskFullAvailable() { // it mounts a tmpfs per node
+			out = append(out, Scenario{Name: WorkloadQueue + "-" + NemDiskFull, Workload: WorkloadQueue, Nemesis: []string{NemDiskFull}, TimeLimit: 30 * time.Second})
+		}
+		return out, nil
 	case "standard", "soak":
 		out := []Scenario{
 			sc(WorkloadQueue, NemPartition),
@@ -56,8 +60,6 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadQueue, NemMembership),
 			sc(WorkloadQueue, NemHostile),
 			sc(WorkloadBatched, NemHostile, NemKillLeader),
-			sc(WorkloadQueue, NemDiskFull),
-			sc(WorkloadBatched, NemDiskFull, NemKillLeader, NemPartition),
 			sc(WorkloadRetries, NemKillLeader, NemPartitionLeader),
 			sc(WorkloadBatched, NemKillLeader, NemPartitionLeader),
 			sc(WorkloadOffsets, NemKill, NemPause),
@@ -73,6 +75,9 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadDelay, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemHostile, NemPartitionLeader, NemKillLeader),
 			sc(WorkloadTransaction, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemHostile, NemPartitionLeader, NemKillLeader),
 			sc(WorkloadRetry, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemHostile, NemPartitionLeader, NemKillLeader),
+		}
+		if DiskFullAvailable() { // it mounts a tmpfs per node
+			out = append(out, sc(WorkloadQueue, NemDiskFull), sc(WorkloadBatched, NemDiskFull, NemKillLeader, NemPartition))
 		}
 		if set == "soak" {
 			for i := range out {

@@ -158,3 +158,21 @@ func fill(f *os.File, n int) (full bool, err error) {
 	}
 	return false, nil
 }
+
+// DiskFullAvailable reports whether this process can mount a tmpfs, which
+// the disk-full nemesis needs; the scenario sets include its scenarios
+// only then.
+var DiskFullAvailable = sync.OnceValue(func() bool {
+	if os.Geteuid() != 0 {
+		return false
+	}
+	dir, err := os.MkdirTemp("", "raftmq-tmpfs-probe")
+	if err != nil {
+		return false
+	}
+	defer os.Remove(dir)
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		return false
+	}
+	return unix.Unmount(dir, unix.MNT_DETACH) == nil
+})
