@@ -19,7 +19,6 @@ import (
 	"github.com/raftmq/raftmq/cluster"
 	"github.com/raftmq/raftmq/internal/bench"
 	"github.com/raftmq/raftmq/internal/localgroup"
-	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/namesrv"
 )
 
@@ -599,41 +598,17 @@ func printResult(r bench.Result, asJSON bool) error {
 
 // listTopics asks a node for its topic configs (GET_ALL_TOPIC_CONFIG) and
 // prints each with its queues' offsets.
-func listTopics(ctx context.Context, cl *client.Client, addrs []string) error {
-	var resp *remoting.Command
-	var err error
-	for _, a := range addrs {
-		if resp, err = cl.Invoke(ctx, a, remoting.NewRequest(remoting.GetAllTopicConfig, nil, nil)); err == nil {
-			break
-		}
-	}
+func listTopics(ctx context.Context, cl *client.Client, _ []string) error {
+	tcs, err := admin.Topics(ctx, cl)
 	if err != nil {
-		return err
-	}
-	if resp.Code != remoting.Success {
-		return fmt.Errorf("list topics: code %d: %s", resp.Code, resp.Remark)
-	}
-	var w struct {
-		TopicConfigTable map[string]struct {
-			ReadQueueNums  int `json:"readQueueNums"`
-			WriteQueueNums int `json:"writeQueueNums"`
-			Perm           int `json:"perm"`
-		} `json:"topicConfigTable"`
-	}
-	if err := json.Unmarshal(resp.Body, &w); err != nil {
 		return fmt.Errorf("list topics: %w", err)
 	}
-	names := make([]string, 0, len(w.TopicConfigTable))
-	for n := range w.TopicConfigTable {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		tc := w.TopicConfigTable[n]
+	for _, tc := range tcs {
+		n := tc.TopicName
 		var parts []string
-		for q := 0; q < tc.ReadQueueNums; q++ {
-			lo, err1 := cl.MinOffset(ctx, n, int32(q))
-			hi, err2 := cl.MaxOffset(ctx, n, int32(q))
+		for q := int32(0); q < tc.ReadQueueNums; q++ {
+			lo, err1 := cl.MinOffset(ctx, n, q)
+			hi, err2 := cl.MaxOffset(ctx, n, q)
 			if err1 != nil || err2 != nil {
 				parts = append(parts, fmt.Sprintf("q%d ?", q))
 				continue
