@@ -8,6 +8,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -244,10 +245,7 @@ func ByTime(ctx context.Context, cl *client.Client, topic string, begin, end tim
 		}
 	}
 	slices.SortStableFunc(out, func(a, b *client.MessageExt) int {
-		if a.StoreTimestamp != b.StoreTimestamp {
-			return int(a.StoreTimestamp - b.StoreTimestamp)
-		}
-		return int(a.QueueID - b.QueueID)
+		return cmp.Or(cmp.Compare(a.StoreTimestamp, b.StoreTimestamp), cmp.Compare(a.QueueID, b.QueueID))
 	})
 	if len(out) > limit {
 		out = out[:limit]
