@@ -395,8 +395,11 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 func (e *adminEnv) consumerProgress() *cobra.Command {
 	var group, topic string
 	var asJSON bool
-	c := e.command("progress", "Per queue: broker offset, the group's committed offset, lag and last consume time; the group's total lag",
+	c := e.command("progress", "Per queue: broker offset, the group's committed offset, lag and last consume time; the group's total lag (without -g: every group's total lag and online consumers)",
 		cobra.NoArgs, &asJSON, func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			if group == "" {
+				return allGroupsProgress(ctx, cl, out, asJSON)
+			}
 			v, err := admin.ConsumerProgress(ctx, cl, group, topic)
 			if err != nil {
 				return explain(err, topic, group)
@@ -417,10 +420,57 @@ func (e *adminEnv) consumerProgress() *cobra.Command {
 			fmt.Fprintf(out, "Consume Diff Total: %d\n", v.TotalLag)
 			return nil
 		})
-	c.Flags().StringVarP(&group, "group", "g", "", "consumer group")
+	c.Flags().StringVarP(&group, "group", "g", "", "consumer group (default: a line for every group)")
 	c.Flags().StringVarP(&topic, "topic", "t", "", "only this topic (default: every topic of the group)")
-	_ = c.MarkFlagRequired("group")
 	return c
+}
+
+// groupSummary is a line of `admin consumer progress` without -g, as
+// mqadmin's consumerProgress without -g prints.
+type groupSummary struct {
+	Group     string `json:"group"`
+	Consumers int    `json:"consumers"`
+	Model     string `json:"messageModel,omitempty"`
+	Type      string `json:"consumeType,omitempty"`
+	TotalLag  int64  `json:"totalLag"`
+}
+
+// allGroupsProgress prints every subscription group's total lag and its
+// online consumers (system groups with nothing committed are left out).
+func allGroupsProgress(ctx context.Context, cl *client.Client, out io.Writer, asJSON bool) error {
+	gs, err := admin.Groups(ctx, cl)
+	if err != nil {
+		return err
+	}
+	rows := []groupSummary{}
+	for _, gc := range gs {
+		pr, err := admin.ConsumerProgress(ctx, cl, gc.GroupName, "")
+		if err != nil {
+			return explain(err, "", gc.GroupName)
+		}
+		row := groupSummary{Group: gc.GroupName, TotalLag: pr.TotalLag}
+		if cc, err := admin.ConsumerConnection(ctx, cl, gc.GroupName); err == nil {
+			row.Consumers, row.Model, row.Type = len(cc.Clients), cc.MessageModel, cc.ConsumeType
+		} else if !admin.NotFound(err) {
+			var ce *client.Error
+			if !errors.As(err, &ce) || ce.Code != remoting.ConsumerNotOnline {
+				return err
+			}
+		}
+		if len(pr.Topics) == 0 && row.Consumers == 0 {
+			continue
+		}
+		rows = append(rows, row)
+	}
+	if asJSON {
+		return printJSON(out, rows)
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#Group	#Count	#Type	#Model	#Diff Total")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\n", r.Group, r.Consumers, r.Type, r.Model, r.TotalLag)
+	}
+	return tw.Flush()
 }
 
 func (e *adminEnv) consumerConnection() *cobra.Command {

@@ -193,6 +193,18 @@ func TestAdminCommands(t *testing.T) {
 		require.Equal(t, "CLUSTERING", cc.MessageModel)
 	}
 
+	// Without -g: a line per group, with its online consumers.
+	var rows []groupSummary
+	cliJSON(t, &rows, "admin", "consumer", "progress", "--addr", all)
+	found := false
+	for _, r := range rows {
+		if r.Group == "adm-push" {
+			found = true
+			require.Equal(t, groupSummary{Group: "adm-push", Consumers: 1, Model: "CLUSTERING", Type: r.Type, TotalLag: r.TotalLag}, r)
+		}
+	}
+	require.True(t, found, "%+v", rows)
+
 	// The group view, asked through a follower: three members, each
 	// reachable with the leader's term, lag counted.
 	var cv cluster.AdminCluster
