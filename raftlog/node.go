@@ -513,10 +513,12 @@ func (n *Node) Applied() uint64 { return n.applied.Load() }
 
 // LeaderReady reports whether this node leads and has applied everything
 // committed before its term began (it has applied an entry of its own
-// term), so its state machine answers as the group would.
+// term), so its state machine answers as the group would. A leader whose
+// raft goroutine waits for disk space (DiskStalled) is not ready: it
+// cannot replicate, and the others are about to elect a new leader.
 func (n *Node) LeaderReady() bool {
 	t := n.leaderTerm.Load()
-	return t != 0 && n.appTerm.Load() == t && n.applied.Load() >= n.firstOwnIndex.Load()
+	return t != 0 && n.appTerm.Load() == t && n.applied.Load() >= n.firstOwnIndex.Load() && !n.stalled.Load()
 }
 
 // IsLeader reports whether this node currently believes it leads.

@@ -75,6 +75,7 @@ func TestNodeWaitsForSpace(t *testing.T) {
 	tg.Arm(vfs.OpWrite, vfs.OpCreate)
 	require.NoError(t, n.Propose(ctx, Proposal{Data: []byte("b")}))
 	require.Eventually(t, n.DiskStalled, 5*time.Second, 5*time.Millisecond)
+	require.False(t, n.LeaderReady(), "a leader waiting for space is not ready")
 	time.Sleep(100 * time.Millisecond)
 	require.Equal(t, before, sm.applied.Load(), "an entry that is not durable was applied")
 	select {
