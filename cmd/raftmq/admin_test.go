@@ -265,3 +265,60 @@ func TestAdminCommands(t *testing.T) {
 		require.Equal(t, int64(8), pr.Queues[1].ConsumerOffset, "node %d: 100 lowered to the queue's end", i+1)
 	}
 }
+
+// TestAdminClusterLag: with a follower stopped, `admin cluster list`
+// reports it unreachable and behind the leader by the entries and bytes
+// sent since; once it is back it catches up to lag 0.
+func TestAdminClusterLag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	g := localgroup.New(localgroup.Config{Binary: os.Args[0], Env: []string{"RAFTMQ_TEST_MAIN=1"}, Dir: t.TempDir(),
+		BasePort: freeBasePort(t), Args: []string{"--segment-size", "8388608"}})
+	require.NoError(t, g.Start())
+	defer g.StopAll()
+	leader, err := g.WaitLeader(15 * time.Second)
+	require.NoError(t, err)
+	down := leader%3 + 1
+	require.NoError(t, g.Stop(down, 10*time.Second))
+	all := strings.Join(g.Addrs(), ",")
+	out, err := cli(t, "admin", "topic", "create", "lag", "--queues", "1", "--addr", all)
+	require.NoError(t, err, out)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := client.New(client.Options{Addrs: g.Addrs()})
+	require.NoError(t, err)
+	defer cl.Close()
+	p := cl.NewProducer(client.ProducerOptions{Group: "lag-producer"})
+	const n, size = 20, 1000
+	for range n {
+		_, err := p.Send(ctx, &client.Message{Topic: "lag", Body: bytes.Repeat([]byte("x"), size)})
+		require.NoError(t, err)
+	}
+	var cv cluster.AdminCluster
+	cliJSON(t, &cv, "admin", "cluster", "list", "--addr", all)
+	require.Equal(t, leader, cv.Leader)
+	for _, m := range cv.Members {
+		if m.ID != down {
+			require.True(t, m.Reachable, "%+v", m)
+			continue
+		}
+		require.False(t, m.Reachable, "%+v", m)
+		require.NotEmpty(t, m.Error)
+		require.GreaterOrEqual(t, m.LagEntries, uint64(n), "one entry per send at least: %+v", m)
+		require.Greater(t, m.LagBytes, int64(n*size), "%+v", m)
+	}
+	require.NoError(t, g.StartNode(down))
+	require.Eventually(t, func() bool {
+		out, err := cli(t, "admin", "cluster", "list", "--json", "--addr", all)
+		if err != nil || json.Unmarshal([]byte(out), &cv) != nil {
+			return false
+		}
+		for _, m := range cv.Members {
+			if m.ID == down {
+				return m.Reachable && m.LagEntries == 0 && m.LagBytes == 0 && m.Applied == cv.Members[leader-1].Applied
+			}
+		}
+		return false
+	}, 20*time.Second, 200*time.Millisecond, "node %d did not catch up: %+v", down, cv)
+}
