@@ -361,6 +361,9 @@ func Start(cfg Config) (*Broker, error) {
 	if cfg.MaxInflightTotal != 0 {
 		b.srv.Budget = remoting.NewBudget(cfg.MaxInflightTotal)
 	}
+	if mutant.Enabled && b.mut.NoClientDeadlines {
+		b.srv.ReadTimeout, b.srv.IdleTimeout = -1, -1
+	}
 	b.tls.serveTLS(b.srv)
 
 	b.tr.Start()

@@ -33,6 +33,8 @@ func Campaigns() []Campaign {
 			"a rollback commits: rolled-back transactions' messages are in the topic"},
 		{"schedule-in-memory", WorkloadDelay, []string{NemKillLeader},
 			"a new leader starts the schedule over: delayed messages its predecessor delivered are delivered again"},
+		{"no-client-deadlines", WorkloadQueue, []string{NemHostile},
+			"connections that stop mid-frame are never closed: hostile clients hold the node's connections for ever"},
 	}
 	if len(c) != len(mutant.Names()) {
 		panic("jepsen: a mutant without a campaign")

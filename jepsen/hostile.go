@@ -36,6 +36,18 @@ var hostileMix = []struct {
 	{"silent", 20},           // connected, never a byte
 }
 
+// hostileReadTimeout is the brokers' --client-read-timeout in runs with the
+// hostile nemesis: a connection that stops mid-frame is closed after it.
+const hostileReadTimeout = 2 * time.Second
+
+// stalls are the kinds that stop mid-frame: only the node's read deadline
+// closes them.
+var stalls = []string{"huge prefix", "slow writer", "truncated"}
+
+// hostileMinHold is the shortest hostile fault: long enough for the read
+// deadline to close stalled connections, with room for a loaded machine.
+const hostileMinHold = hostileReadTimeout + 2*time.Second
+
 // hostileFlooders is how many connections send valid requests as fast as
 // they go without reading the answers.
 const hostileFlooders = 2
@@ -51,7 +63,10 @@ func (e *env) hostile(ev history.Event) (*fault, error) {
 	n, what := e.pick(e.rng.IntN(2) == 0)
 	addr := e.g.Nodes[n-1].Client
 	ctx, cancel := context.WithCancel(context.Background())
-	a := &attacker{addr: addr, rng: rand.New(rand.NewPCG(e.rng.Uint64(), e.rng.Uint64()))}
+	a := &attacker{addr: addr, rng: rand.New(rand.NewPCG(e.rng.Uint64(), e.rng.Uint64())), stalledClosed: map[string]*atomic.Int64{}}
+	for _, k := range stalls {
+		a.stalledClosed[k] = new(atomic.Int64)
+	}
 	total := 0
 	for _, m := range hostileMix {
 		for range m.n {
@@ -78,11 +93,20 @@ func (e *env) hostile(ev history.Event) (*fault, error) {
 	ev.Nodes = []int{n}
 	ev.Description = fmt.Sprintf("hostile clients against %s n%d: %d misbehaving connections and %d flooders", what, n, total, hostileFlooders)
 	f := &fault{ev: ev}
+	started := time.Now()
 	f.heal = func() error {
+		time.Sleep(time.Until(started.Add(hostileMinHold)))
 		cancel()
 		a.wg.Wait()
+		f.ev.Measures = map[string]int64{"stalled-conns": 0, "stalled-closed-by-node": 0}
+		for _, m := range hostileMix {
+			if c, ok := a.stalledClosed[m.kind]; ok {
+				f.ev.Measures["stalled-conns"] += int64(m.n)
+				f.ev.Measures["stalled-closed-by-node"] += c.Load()
+			}
+		}
 		if before > 0 {
-			f.ev.Measures = map[string]int64{"rss-anon-before-bytes": before, "rss-anon-peak-bytes": peak.Load()}
+			f.ev.Measures["rss-anon-before-bytes"], f.ev.Measures["rss-anon-peak-bytes"] = before, peak.Load()
 		}
 		e.log("hostile clients healed", "node", n, "dials", a.dials.Load(), "closedByNode", a.closed.Load(),
 			"rssAnonBeforeMiB", before>>20, "rssAnonPeakMiB", peak.Load()>>20)
@@ -122,6 +146,9 @@ type attacker struct {
 	rng    *rand.Rand
 	dials  atomic.Int64
 	closed atomic.Int64 // connections the node closed
+	// stalledClosed counts, per kind of stalls, the connections the node
+	// closed (by its read deadline).
+	stalledClosed map[string]*atomic.Int64
 }
 
 // payload returns what a connection of kind writes at once (nil: nothing).
@@ -178,6 +205,9 @@ func (a *attacker) run(ctx context.Context, kind string) {
 			a.behave(ctx, kind, nc)
 			if _, err := io.Copy(io.Discard, nc); err == nil && ctx.Err() == nil {
 				a.closed.Add(1) // EOF: the node closed it
+				if c, ok := a.stalledClosed[kind]; ok {
+					c.Add(1)
+				}
 			}
 			stop()
 			_ = nc.Close()

@@ -277,6 +277,11 @@ func (t *test) run(ctx context.Context, meta *history.Meta) (err error) {
 	if o.Mutant != "" {
 		args = append(args, "--mutant", o.Mutant)
 	}
+	if slices.Contains(o.Nemesis, NemHostile) {
+		// A frame must arrive within a fault's time once started, so the
+		// checker can see the node close what stalls mid-frame.
+		args = append(args, "--client-read-timeout", hostileReadTimeout.String())
+	}
 	if o.Workload == WorkloadTransaction {
 		// Check-backs within a short run.
 		args = append(args, "--transaction-timeout", txnTimeout.String(), "--transaction-check-interval", txnCheckInterval.String())

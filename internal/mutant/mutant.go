@@ -59,6 +59,10 @@ type Set struct {
 	// memory and deliveries are plain sends, so a new leader starts the
 	// schedule over and delivers again what its predecessor delivered.
 	ScheduleInMemory bool
+	// NoClientDeadlines: client connections have no read or idle deadline,
+	// so a connection that stops mid-frame holds its goroutine and buffer
+	// for ever.
+	NoClientDeadlines bool
 }
 
 // Any reports whether any mutant is on.

@@ -29,6 +29,7 @@ func names() []struct {
 		{"deliver-half", func(s *Set) { s.DeliverHalf = true }},
 		{"rollback-delivers", func(s *Set) { s.RollbackDelivers = true }},
 		{"schedule-in-memory", func(s *Set) { s.ScheduleInMemory = true }},
+		{"no-client-deadlines", func(s *Set) { s.NoClientDeadlines = true }},
 	}
 }
 

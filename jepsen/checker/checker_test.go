@@ -585,5 +585,20 @@ func TestHostileClientsMemoryBound(t *testing.T) {
 	b = validBuilder()
 	b.run.Events = append(b.run.Events, hostile)
 	c = requireInvalid(t, check(t, &b.run), AvailabilityChecker)
-	assert.Contains(t, c.Errors[0], "grew the node's anonymous memory by 513 MiB (bound 512 MiB)")
+	assert.Contains(t, c.Errors[0], "grew the node's anonymous memory by 1025 MiB (bound 1024 MiB)")
+}
+
+func TestHostileStallsClosedByDeadline(t *testing.T) {
+	hostile := history.Event{Kind: "hostile", Start: 3000 * ms, End: 8000 * ms, Description: "hostile clients against node n2",
+		Measures: map[string]int64{"stalled-conns": 120, "stalled-closed-by-node": 0}}
+	b := validBuilder()
+	b.run.Events = append(b.run.Events, hostile)
+	c := requireInvalid(t, check(t, &b.run), AvailabilityChecker)
+	assert.Contains(t, c.Errors[0], "the node closed none of the 120 connections that stalled mid-frame")
+
+	hostile.Measures["stalled-closed-by-node"] = 240
+	b = validBuilder()
+	b.run.Events = append(b.run.Events, hostile)
+	c = requireValid(t, check(t, &b.run), AvailabilityChecker)
+	assert.Equal(t, int64(240), c.Counts["hostile-stalled-closed"])
 }
