@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/internal/vfs"
 	"github.com/raftmq/raftmq/store"
 )
 
@@ -170,5 +171,33 @@ func (b *Broker) logHandoff(msg string, args ...any) {
 	b.disk.mu.Unlock()
 	if due {
 		b.log.Warn(msg, args...)
+	}
+}
+
+// untilSpace runs write again, with a backoff from 10 ms to 1 s, while it
+// fails for lack of space (vfs.IsNoSpace), until it succeeds, fails
+// otherwise, or the replica stops. Logged once when it starts waiting.
+// Used for a snapshot install, which must not stop the node for lack of
+// space: each step of it can be run again (Restore).
+func (r *Replica) untilSpace(what string, write func() error) error {
+	err := write()
+	if !vfs.IsNoSpace(err) {
+		return err
+	}
+	r.log.Error("cluster: disk full: waiting for space", "what", what, "err", err)
+	wait := 10 * time.Millisecond
+	for {
+		select {
+		case <-r.stopc:
+			return err
+		case <-time.After(wait):
+		}
+		if err = write(); !vfs.IsNoSpace(err) {
+			if err == nil {
+				r.log.Info("cluster: disk space available again", "what", what)
+			}
+			return err
+		}
+		wait = min(2*wait, time.Second)
 	}
 }

@@ -1,12 +1,17 @@
 package cluster
 
 import (
+	"context"
+	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/internal/vfs"
 )
@@ -104,4 +109,62 @@ func createTopicT(t *testing.T, c *remoting.Conn) {
 	ch := remoting.CreateTopicRequestHeader{Topic: "T", DefaultTopic: "TBW102", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}
 	resp := invoke(t, c, remoting.NewRequest(remoting.UpdateAndCreateTopic, ch.Encode(), nil))
 	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+}
+
+// A follower whose disk is full when it must install a snapshot waits for
+// space instead of stopping, then installs it and catches up.
+func TestSnapshotInstallWaitsForSpace(t *testing.T) {
+	g := newGroup(t, 11)
+	l := g.leader(5 * time.Second)
+	createTopic(t, l, "T", 2)
+	var lag uint64
+	for id := uint64(1); id <= 3; id++ {
+		if id != l.cfg.ID {
+			lag = id
+		}
+	}
+	g.stop(lag)
+	body := strings.Repeat("x", 1000)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := 0; i < 3000; i += 50 {
+		var ms []*message.Message
+		for k := i; k < i+50; k++ {
+			ms = append(ms, testMsg("T", int32(k%2), fmt.Sprintf("%d-%s", k, body)))
+		}
+		_, err := l.Send(ctx, ms)
+		require.NoError(t, err)
+	}
+	require.NoError(t, l.Store().Persist())
+	at, err := l.rs.Compact(l.Node().Applied())
+	require.NoError(t, err)
+	require.Greater(t, at, uint64(10))
+
+	var refused atomic.Int32
+	tg := &vfs.Toggle{Err: vfs.ErrNoSpace}
+	tg.Arm(vfs.OpCreate, vfs.OpWrite)
+	g.fs = map[uint64]vfs.FS{lag: vfs.WithErrors(vfs.Default(), vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if !strings.Contains(path, pendingSnapName) {
+			return nil
+		}
+		err := tg.MaybeError(op, path)
+		if err != nil {
+			refused.Add(1)
+		}
+		return err
+	}))}
+	g.start(lag)
+	require.Eventually(t, func() bool { return refused.Load() >= 3 }, 10*time.Second, 10*time.Millisecond,
+		"the snapshot install never tried to save the snapshot")
+	select {
+	case <-g.rep(lag).Node().Done():
+		t.Fatalf("the follower stopped on a full disk: %v", g.rep(lag).Node().Err())
+	default:
+	}
+	tg.Disarm()
+	g.waitConverged(15 * time.Second)
+	f := g.rep(lag)
+	require.Greater(t, f.Store().Log().FirstIndex(), at, "the follower must have installed the snapshot")
+	require.Equal(t, l.Store().MaxOffset("T", 0), f.Store().MaxOffset("T", 0))
+	require.NoError(t, f.Node().Err())
 }

@@ -242,10 +242,14 @@ func (r *Replica) Apply(index uint64) error {
 func (r *Replica) Restore(snap *pb.Snapshot) error {
 	dir := vfs.Join(r.cfg.Store.Dir, "raft")
 	data := encodeSnapFile(snap)
-	if err := vfs.WriteFileAtomic(r.cfg.Store.FS, dir, pendingSnapName, data); err != nil {
+	if err := r.untilSpace("save snapshot", func() error {
+		return vfs.WriteFileAtomic(r.cfg.Store.FS, dir, pendingSnapName, data)
+	}); err != nil {
 		return fmt.Errorf("cluster: save snapshot: %w", err)
 	}
-	return r.installSnapshotData(data)
+	// An install cut short is finished from the saved file, by this retry
+	// or after a restart (OpenReplica).
+	return r.untilSpace("install snapshot", func() error { return r.installSnapshotData(data) })
 }
 
 func (r *Replica) installSnapshotData(data []byte) error {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/raftmq/raftmq/commitlog"
 	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/internal/vfs"
 	"github.com/raftmq/raftmq/offsets"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
@@ -152,6 +153,8 @@ type group struct {
 	reps map[uint64]*Replica
 	// commitNotifyDelay is every replica's CommitNotifyDelay (0: default).
 	commitNotifyDelay time.Duration
+	// fs, if set for a node, is its store's file system (default: the OS's).
+	fs map[uint64]vfs.FS
 }
 
 var simPeers = []raft.Peer{{ID: 1}, {ID: 2}, {ID: 3}}
@@ -177,7 +180,7 @@ func newGroupWith(t *testing.T, seed uint64, commitNotifyDelay time.Duration) *g
 func (g *group) start(id uint64) {
 	r, err := OpenReplica(ReplicaConfig{
 		ID:        id,
-		Store:     store.Config{Dir: g.dirs[id], SegmentSize: 1 << 20, CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096},
+		Store:     store.Config{Dir: g.dirs[id], FS: g.fs[id], SegmentSize: 1 << 20, CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096},
 		Bootstrap: simPeers,
 		Transport: g.net.transport(id),
 		// Fast elections keep the test short.
