@@ -2,6 +2,7 @@ package raftlog
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -88,4 +89,13 @@ func TestNodeWaitsForSpace(t *testing.T) {
 	require.Eventually(t, func() bool { return sm.applied.Load() > before }, 5*time.Second, 5*time.Millisecond)
 	require.False(t, n.DiskStalled())
 	require.NoError(t, n.Err())
+}
+
+// A snapshot that cannot be made for lack of space is "temporarily
+// unavailable" to raft (which panics on other errors), not a failure.
+func TestSnapshotNoSpaceIsTemporary(t *testing.T) {
+	s, _ := openStorage(t, vfs.NewMem())
+	s.SnapshotData = func() (uint64, []byte, error) { return 0, nil, fmt.Errorf("checkpoint: %w", vfs.ErrNoSpace) }
+	_, err := s.Snapshot()
+	require.ErrorIs(t, err, raft.ErrSnapshotTemporarilyUnavailable)
 }

@@ -407,6 +407,11 @@ func (s *Storage) Snapshot() (*pb.Snapshot, error) {
 		return nil, raft.ErrSnapshotTemporarilyUnavailable
 	}
 	index, data, err := s.SnapshotData()
+	if vfs.IsNoSpace(err) {
+		// Raft panics on any other error: a full disk (the checkpoint
+		// before the copy) only postpones the follower's snapshot.
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
 	if err != nil {
 		return nil, fmt.Errorf("raftlog: snapshot data: %w", err)
 	}
