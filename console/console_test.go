@@ -37,9 +37,12 @@ func TestSamplerRate(t *testing.T) {
 	r, over = s.rate("t", t0.Add(90*time.Second))
 	require.Equal(t, 40.0, over)
 	require.InDelta(t, 3.75, r, 1e-9)
-	// A sample within a second of the last replaces it.
-	s.topic(st(210, 100), nil, true, t0.Add(90*time.Second+500*time.Millisecond))
+	// A sample within a second of the last is dropped, however often.
+	for i := range 5 {
+		s.topic(st(210, 100), nil, true, t0.Add(90*time.Second+time.Duration(i+1)*900*time.Millisecond/5))
+	}
 	require.Len(t, s.topicSeries("t"), 3)
+	require.Equal(t, int64(300), s.topicSeries("t")[2].total)
 	// Samples older than keepFor are dropped: those at 0 s and 50 s.
 	s.topic(st(300, 100), nil, true, t0.Add(keepFor+time.Minute))
 	require.Len(t, s.topicSeries("t"), 2)

@@ -97,10 +97,11 @@ func (s *sampler) topic(st cluster.AdminTopicStatus, cl *client.Client, viewed b
 	if viewed {
 		watchLocked(s.watchTopics, st.Topic, cl, now)
 	}
+	// A sample within minSpacing of the last is dropped (not put in its
+	// place, which would let frequent views push the last sample forward
+	// for ever).
 	ss := s.topics[st.Topic]
-	if n := len(ss); n > 0 && now.Sub(ss[n-1].at) < minSpacing {
-		ss[n-1] = topicSample{at: now, total: total}
-	} else {
+	if n := len(ss); n == 0 || now.Sub(ss[n-1].at) >= minSpacing {
 		ss = append(ss, topicSample{at: now, total: total})
 	}
 	s.topics[st.Topic] = trim(ss, now, func(t topicSample) time.Time { return t.at })
@@ -118,9 +119,7 @@ func (s *sampler) group(p cluster.AdminConsumerProgress, cl *client.Client, view
 		watchLocked(s.watchGroups, p.Group, cl, now)
 	}
 	ss := s.groups[p.Group]
-	if n := len(ss); n > 0 && now.Sub(ss[n-1].at) < minSpacing {
-		ss[n-1] = g
-	} else {
+	if n := len(ss); n == 0 || now.Sub(ss[n-1].at) >= minSpacing {
 		ss = append(ss, g)
 	}
 	s.groups[p.Group] = trim(ss, now, func(g groupSample) time.Time { return g.at })

@@ -304,9 +304,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.Equal(t, "0", progress[audit+"/0"]["lag"], "the member consumed all of audit")
 	require.Equal(t, conn.Clients[0].ClientID, b.text("#clients [data-k=client-id]"))
 	require.Equal(t, "1", b.text("#dlq-count"))
-	time.Sleep(1100 * time.Millisecond) // a second sample, at least a second later
-	require.Equal(t, http.StatusOK, b.open("/console/groups/"+group))
-	require.Equal(t, 1, evalJS[int](b, `document.querySelectorAll('#lag-plot svg').length`), "the lag-over-time plot")
+	// The lag plot, once the console has two samples a second apart.
+	require.Eventually(t, func() bool {
+		time.Sleep(500 * time.Millisecond)
+		return b.open("/console/groups/"+group) == http.StatusOK &&
+			evalJS[int](b, `document.querySelectorAll('#lag-plot svg').length`) == 1
+	}, 15*time.Second, 10*time.Millisecond, "the lag-over-time plot")
 
 	// The DLQ page lists what admin dlq list does.
 	dead := cliLines[cliMessage](t, "admin", "dlq", "list", "--group", group, "--addr", all, "--json")
@@ -360,10 +363,16 @@ func TestConsoleInBrowser(t *testing.T) {
 		_, err := p.Send(ctx, &client.Message{Topic: orders, Body: []byte(fmt.Sprintf("late order %d", i))})
 		require.NoError(t, err)
 	}
-	time.Sleep(1100 * time.Millisecond)
-	require.Equal(t, http.StatusOK, b.open("/console/topics/"+orders))
-	rate, err := strconv.ParseFloat(b.text("#rate"), 64)
-	require.NoError(t, err, "rate %q", b.text("#rate"))
+	var rate float64
+	require.Eventually(t, func() bool {
+		time.Sleep(500 * time.Millisecond)
+		if b.open("/console/topics/"+orders) != http.StatusOK {
+			return false
+		}
+		r, err := strconv.ParseFloat(b.text("#rate"), 64)
+		rate = r
+		return err == nil && r > 0
+	}, 15*time.Second, 10*time.Millisecond, "a message rate on the topic's page")
 	require.Positive(t, rate)
 	require.Equal(t, 1, evalJS[int](b, `document.querySelectorAll('#rate-plot svg').length`), "the message-rate plot")
 }
