@@ -32,6 +32,9 @@ var (
 	// ErrConsumerNotOnline: the group exists but no consumer of it is
 	// connected to this node.
 	ErrConsumerNotOnline = errors.New("cluster: no consumer of the group is online")
+	// ErrProducerNotOnline: no producer of the group is connected to
+	// this node.
+	ErrProducerNotOnline = errors.New("cluster: no producer of the group is online")
 	// ErrNoQuorum: the read barrier failed, so this node cannot tell
 	// whether its state is current.
 	ErrNoQuorum = errors.New("cluster: no quorum confirmed this node's state")
@@ -351,6 +354,27 @@ func (b *Broker) AdminConsumerConnection(group string) (AdminConsumerConnection,
 	}
 	for _, t := range slices.Sorted(maps.Keys(subs)) {
 		out.Subscriptions = append(out.Subscriptions, subs[t])
+	}
+	return out, nil
+}
+
+// AdminProducerConnection is a producer group's clients as this node
+// knows them from their heartbeats.
+type AdminProducerConnection struct {
+	Group   string            `json:"group"`
+	Clients []AdminConnection `json:"clients"`
+}
+
+// AdminProducerConnection returns group's online producers, or an error
+// wrapping ErrProducerNotOnline.
+func (b *Broker) AdminProducerConnection(group string) (AdminProducerConnection, error) {
+	ps := b.members.Producers(group)
+	if len(ps) == 0 {
+		return AdminProducerConnection{}, fmt.Errorf("%w: %s", ErrProducerNotOnline, group)
+	}
+	out := AdminProducerConnection{Group: group}
+	for _, p := range ps {
+		out.Clients = append(out.Clients, AdminConnection{ClientID: p.ClientID, Addr: p.Addr, Language: p.Language, Version: p.Version, LastSeen: p.LastSeen})
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/offsets"
@@ -33,6 +34,8 @@ func (b *Broker) handleAdminCode(ctx context.Context, conn *remoting.ServerConn,
 		return b.handleConsumeStats(ctx, conn, req), true
 	case remoting.GetConsumerConnectionList:
 		return b.handleConsumerConnection(conn, req), true
+	case remoting.GetProducerConnectionList:
+		return b.handleProducerConnection(conn, req), true
 	case remoting.InvokeBrokerToResetOffset:
 		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleResetOffset(ctx, conn, req) }), true
 	case remoting.ImportConfig:
@@ -74,6 +77,9 @@ func (b *Broker) adminError(req *remoting.Command, err error) *remoting.Command 
 		return remoting.NewResponse(req, remoting.SubscriptionGroupNotExist, err.Error())
 	case errors.Is(err, ErrConsumerNotOnline):
 		return remoting.NewResponse(req, remoting.ConsumerNotOnline, err.Error())
+	case errors.Is(err, ErrProducerNotOnline):
+		// RocketMQ's answer, word for word.
+		return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("the producer group[%s] not exist", strings.TrimPrefix(err.Error(), ErrProducerNotOnline.Error()+": ")))
 	case errors.Is(err, ErrNoQuorum):
 		return remoting.NewResponse(req, remoting.ServiceNotAvailable, err.Error()+"; retry")
 	}
@@ -175,6 +181,22 @@ func (b *Broker) handleConsumerConnection(conn *remoting.ServerConn, req *remoti
 		}
 	}
 	return b.bodyAnswer(req, func() ([]byte, error) { return json.Marshal(cc) })
+}
+
+func (b *Broker) handleProducerConnection(conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+	h, err := remoting.DecodeProducerConnectionRequestHeader(req.ExtFields)
+	if err != nil {
+		return b.refuse(conn, req, remoting.InvalidParameter, err.Error())
+	}
+	v, err := b.AdminProducerConnection(h.ProducerGroup)
+	if err != nil || jsonView(req) {
+		return b.adminAnswer(req, v, err)
+	}
+	pc := remoting.ProducerConnection{}
+	for _, c := range v.Clients {
+		pc.ConnectionSet = append(pc.ConnectionSet, remoting.ConnectionInfo{ClientID: c.ClientID, ClientAddr: c.Addr, Language: c.Language, Version: c.Version})
+	}
+	return b.bodyAnswer(req, func() ([]byte, error) { return json.Marshal(pc) })
 }
 
 func (b *Broker) handleResetOffset(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {

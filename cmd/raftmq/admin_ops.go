@@ -85,6 +85,10 @@ func explain(err error, topic, group string) error {
 		return fmt.Errorf("consumer group %q does not exist (%s)", group, ce.Remark)
 	case remoting.ConsumerNotOnline:
 		return fmt.Errorf("no consumer of group %q is online (%s)", group, ce.Remark)
+	case remoting.SystemError:
+		if strings.HasPrefix(ce.Remark, "the producer group[") {
+			return fmt.Errorf("no producer of group %q is online (%s)", group, ce.Remark)
+		}
 	}
 	return err
 }
@@ -133,11 +137,13 @@ func adminOpsCmds(admin *cobra.Command, logger func() *slog.Logger) {
 	offset.AddCommand(e.resetByTime())
 	consumer := &cobra.Command{Use: "consumer", Short: "A consumer group's progress (lag) and connected clients"}
 	consumer.AddCommand(e.consumerProgress(), e.consumerConnection())
+	producer := &cobra.Command{Use: "producer", Short: "A producer group's connected clients"}
+	producer.AddCommand(e.producerConnection())
 	group := &cobra.Command{Use: "group", Short: "Create, update and delete subscription groups"}
 	group.AddCommand(e.groupUpdate(), e.groupDelete())
 	broker := &cobra.Command{Use: "broker", Short: "One node's runtime figures"}
 	broker.AddCommand(e.brokerStatus())
-	admin.AddCommand(consumer, group, broker)
+	admin.AddCommand(consumer, producer, group, broker)
 
 	for _, a := range []struct {
 		name string
@@ -150,6 +156,7 @@ func adminOpsCmds(admin *cobra.Command, logger func() *slog.Logger) {
 		{"deleteTopic", e.topicDelete},
 		{"consumerProgress", e.consumerProgress},
 		{"consumerConnection", e.consumerConnection},
+		{"producerConnection", e.producerConnection},
 		{"updateSubGroup", e.groupUpdate},
 		{"deleteSubGroup", e.groupDelete},
 		{"resetOffsetByTime", e.resetByTime},
@@ -501,6 +508,36 @@ func (e *adminEnv) consumerConnection() *cobra.Command {
 			return nil
 		})
 	c.Flags().StringVarP(&group, "group", "g", "", "consumer group")
+	_ = c.MarkFlagRequired("group")
+	return c
+}
+
+func (e *adminEnv) producerConnection() *cobra.Command {
+	var group, topic string
+	var asJSON bool
+	c := e.command("connection", "The producer group's connected clients (id, address, language, version), as their heartbeats told the node",
+		cobra.NoArgs, &asJSON, func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			h := remoting.ProducerConnectionRequestHeader{ProducerGroup: group}
+			raw, err := cl.AdminView(ctx, remoting.GetProducerConnectionList, h.Encode(), nil)
+			if err != nil {
+				return explain(err, "", group)
+			}
+			var v cluster.AdminProducerConnection
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(out, v)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "#ClientId\t#ClientAddr\t#Language\t#Version")
+			for _, c := range v.Clients {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", c.ClientID, c.Addr, c.Language, c.Version)
+			}
+			return tw.Flush()
+		})
+	c.Flags().StringVarP(&group, "group", "g", "", "producer group")
+	c.Flags().StringVarP(&topic, "topic", "t", "", "accepted for mqadmin's sake; producers are listed by group")
 	_ = c.MarkFlagRequired("group")
 	return c
 }

@@ -152,6 +152,18 @@ func TestAdminCommands(t *testing.T) {
 	}
 	out, err = cli(t, "admin", "consumer", "connection", "-g", group, "--addr", all)
 	require.ErrorContains(t, err, `no consumer of group "adm-group" is online`, out)
+	out, err = cli(t, "admin", "producerConnection", "-g", "adm-producer", "-t", topic, "--addr", all)
+	require.ErrorContains(t, err, `no producer of group "adm-producer" is online`, out) // raftmq's plain producer sends no heartbeat
+	tp, err := cl.NewTransactionProducer(client.TransactionProducerOptions{Producer: client.ProducerOptions{Group: "adm-tx"}}, txListener{})
+	require.NoError(t, err)
+	require.NoError(t, tp.Start(ctx))
+	defer tp.Shutdown(context.Background())
+	for i, addr := range g.Addrs() {
+		var pc cluster.AdminProducerConnection
+		cliJSON(t, &pc, "admin", "producer", "connection", "-g", "adm-tx", "--addr", addr)
+		require.Len(t, pc.Clients, 1, "node %d", i+1)
+		require.Equal(t, tp.ClientID(), pc.Clients[0].ClientID, "node %d", i+1)
+	}
 
 	// Reset by time to mid: the first messages stored after it are 5 and
 	// 5, on every node, and a consumer starting now fetches them.
@@ -321,4 +333,15 @@ func TestAdminClusterLag(t *testing.T) {
 		}
 		return false
 	}, 20*time.Second, 200*time.Millisecond, "node %d did not catch up: %+v", down, cv)
+}
+
+// txListener commits every transaction.
+type txListener struct{}
+
+func (txListener) ExecuteLocalTransaction(context.Context, *client.Message) client.LocalTransactionState {
+	return client.CommitMessage
+}
+
+func (txListener) CheckLocalTransaction(context.Context, *client.MessageExt) client.LocalTransactionState {
+	return client.CommitMessage
 }

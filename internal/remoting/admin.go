@@ -27,6 +27,7 @@ const (
 	GetBrokerRuntimeInfo      int32 = 28
 	GetTopicStatsInfo         int32 = 202
 	GetConsumerConnectionList int32 = 203
+	GetProducerConnectionList int32 = 204
 	GetConsumeStats           int32 = 208
 	InvokeBrokerToResetOffset int32 = 222
 )
@@ -106,6 +107,32 @@ func DecodeConsumerConnectionRequestHeader(ext map[string]string) (ConsumerConne
 	r := extReader{ext: ext}
 	h := ConsumerConnectionRequestHeader{ConsumerGroup: r.str(fieldConsumerGroup, true)}
 	return h, r.err
+}
+
+// ProducerConnectionRequestHeader is the header of
+// GET_PRODUCER_CONNECTION_LIST (204).
+type ProducerConnectionRequestHeader struct {
+	ProducerGroup string // producerGroup
+}
+
+// Encode returns the ext fields.
+func (h *ProducerConnectionRequestHeader) Encode() map[string]string {
+	w := newExtMap(1)
+	w.str("producerGroup", h.ProducerGroup)
+	return w.m
+}
+
+// DecodeProducerConnectionRequestHeader decodes a
+// GET_PRODUCER_CONNECTION_LIST header.
+func DecodeProducerConnectionRequestHeader(ext map[string]string) (ProducerConnectionRequestHeader, error) {
+	r := extReader{ext: ext}
+	h := ProducerConnectionRequestHeader{ProducerGroup: r.str("producerGroup", true)}
+	return h, r.err
+}
+
+// ProducerConnection is the body of a GET_PRODUCER_CONNECTION_LIST answer.
+type ProducerConnection struct {
+	ConnectionSet []ConnectionInfo `json:"connectionSet"`
 }
 
 // ResetOffsetRequestHeader is the header of INVOKE_BROKER_TO_RESET_OFFSET
