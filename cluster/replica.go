@@ -193,6 +193,7 @@ func (r *Replica) Close() error {
 	default:
 		close(r.stopc)
 	}
+	r.st.StopWaiting() // an apply waiting for disk space must not hold up Stop
 	if r.node != nil {
 		r.node.Stop()
 	}

@@ -56,6 +56,10 @@ type diskSpace struct {
 	reason atomic.Pointer[string]
 	// persistStalled is set while checkpoints fail for lack of space.
 	persistStalled atomic.Bool
+	// stallStop ends every wait for space of the derived writers
+	// (StopWaiting).
+	stallStop chan struct{}
+	stopOnce  sync.Once
 }
 
 // reserveFor returns the reserve for a device of total bytes.
@@ -161,8 +165,9 @@ func (s *Store) spaceLoop() {
 // index: writes that find no space wait (vfs.StallFS), and the store
 // counts as full meanwhile.
 func (s *Store) derivedFS() vfs.FS {
+	s.space.stallStop = make(chan struct{})
 	return vfs.Stall(s.fs, vfs.StallOptions{
-		Stop: s.stop,
+		Stop: s.space.stallStop,
 		OnStall: func(path string, err error) {
 			s.space.stalled.Store(true)
 			s.log.Error("store: disk full: a consume-queue or index write waits for space", "path", path, "err", err)
@@ -227,4 +232,17 @@ func (st *state) restoreDelta(d *stateDelta) {
 	}
 	st.dirtyACL = st.dirtyACL || d.writeACL
 	st.persisted = min(st.persisted, d.prevPersisted)
+}
+
+// StopWaiting ends the waits for space of the consume-queue and index
+// writers: a write waiting now, or later, fails with its no-space error
+// (sticky, as any failed apply or checkpoint). Call it before stopping
+// whatever calls Apply, so that a node on a full disk can stop; Close
+// calls it too.
+func (s *Store) StopWaiting() {
+	s.space.stopOnce.Do(func() {
+		if s.space.stallStop != nil {
+			close(s.space.stallStop)
+		}
+	})
 }

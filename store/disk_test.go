@@ -166,3 +166,41 @@ func TestInspectOnFullTmpfs(t *testing.T) {
 	require.Regexp(t, `messages in t +100`, out.String())
 	require.Contains(t, out.String(), "OK: every CRC verified")
 }
+
+// A store whose derived writes wait for space still closes: Close ends the
+// wait (the write fails; derived state is rebuilt from the log at the next
+// open), and nothing acknowledged is lost.
+func TestCloseWhileWaitingForSpace(t *testing.T) {
+	mem := vfs.NewMem()
+	tg := &vfs.Toggle{Err: vfs.ErrNoSpace}
+	fs := vfs.WithErrors(mem, vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if strings.Contains(path, "/consumequeue/") {
+			return tg.MaybeError(op, path)
+		}
+		return nil
+	}))
+	cfg := testConfig(t, fs)
+	cfg.PersistInterval = time.Hour
+	sa := filled(t, cfg, 10)
+	tg.Arm(vfs.OpWrite, vfs.OpCreate, vfs.OpTruncate)
+	_, err := sa.Put(msg("t", 0, 10, "", ""))
+	require.NoError(t, err)
+	persisted := make(chan error, 1)
+	go func() { persisted <- sa.Persist() }()
+	require.Eventually(t, sa.DiskFull, 5*time.Second, 5*time.Millisecond)
+	closed := make(chan error, 1)
+	go func() { closed <- sa.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hangs while a write waits for space")
+	}
+	require.True(t, vfs.IsNoSpace(<-persisted))
+
+	tg.Disarm()
+	sa = openSA(t, cfg)
+	defer sa.Close()
+	got, err := sa.GetMessages("t", 0, 0, 64, 1<<20, nil)
+	require.NoError(t, err)
+	require.Len(t, got.Records, 11)
+}

@@ -472,6 +472,7 @@ func (s *Store) notify() {
 // Close persists, stops background work and closes every file. The abort
 // file is removed only when everything closed cleanly.
 func (s *Store) Close() error {
+	s.StopWaiting()
 	close(s.stop)
 	s.wg.Wait()
 	err := s.Persist()
