@@ -144,6 +144,7 @@ func adminOpsCmds(admin *cobra.Command, logger func() *slog.Logger) {
 	broker := &cobra.Command{Use: "broker", Short: "One node's runtime figures"}
 	broker.AddCommand(e.brokerStatus())
 	admin.AddCommand(consumer, producer, group, broker)
+	sub("message").AddCommand(e.messageGet())
 
 	for _, a := range []struct {
 		name string
@@ -161,6 +162,7 @@ func adminOpsCmds(admin *cobra.Command, logger func() *slog.Logger) {
 		{"deleteSubGroup", e.groupDelete},
 		{"resetOffsetByTime", e.resetByTime},
 		{"brokerStatus", e.brokerStatus},
+		{"queryMsgByOffset", e.messageGet},
 		{"queryMsgByKey", e.queryAlias("key")},
 		{"queryMsgByUniqueKey", e.queryAlias("uniq")},
 		{"queryMsgById", e.queryAlias("id")},
@@ -682,6 +684,32 @@ func (e *adminEnv) brokerStatus() *cobra.Command {
 			return nil
 		})
 	c.Flags().StringVar(&node, "node", "", "the node's client address (default: the first of --addr)")
+	return c
+}
+
+// toolsGroup is the consumer group mqadmin pulls single messages with.
+const toolsGroup = "TOOLS_CONSUMER"
+
+func (e *adminEnv) messageGet() *cobra.Command {
+	var topic string
+	var queue int32
+	var offset int64
+	var asJSON bool
+	c := e.command("get", "Print the message at a queue offset with its properties (a pull of one message; the group's offsets do not move)",
+		cobra.NoArgs, &asJSON, func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			pr, err := cl.NewPullConsumer(toolsGroup).Pull(ctx, topic, queue, offset, 1, 0)
+			if err != nil {
+				return explain(err, topic, "")
+			}
+			if len(pr.Messages) == 0 || pr.Messages[0].QueueOffset != offset {
+				return fmt.Errorf("no message at %s queue %d offset %d (the queue holds [%d, %d))", topic, queue, offset, pr.MinOffset, pr.MaxOffset)
+			}
+			return printMessages(out, pr.Messages[:1], asJSON)
+		})
+	c.Flags().StringVarP(&topic, "topic", "t", "", "topic")
+	c.Flags().Int32VarP(&queue, "queue", "i", 0, "queue id")
+	c.Flags().Int64VarP(&offset, "offset", "o", 0, "queue offset")
+	_ = c.MarkFlagRequired("topic")
 	return c
 }
 

@@ -255,6 +255,14 @@ func TestAdminCommands(t *testing.T) {
 	require.NoError(t, err, out)
 	require.Equal(t, 8, strings.Count(out, "KEYS=late"), out)
 
+	// One message by queue offset, and none past the end.
+	out, err = cli(t, "admin", "queryMsgByOffset", "-t", topic, "-i", "1", "-o", "6", "--addr", all)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "queue 1  offset 6")
+	require.Contains(t, out, "KEYS=late")
+	_, err = cli(t, "admin", "message", "get", "-t", topic, "-i", "1", "-o", "8", "--addr", all)
+	require.ErrorContains(t, err, "no message at adm queue 1 offset 8 (the queue holds [0, 8))")
+
 	// import-config through raft: a new topic and group, and offsets,
 	// one past its queue's end (lowered to it), on every node.
 	dir := t.TempDir()
