@@ -25,8 +25,9 @@
 // warm.go for the coordination), so it changes no file's content: the
 // on-disk format below, and recovery, are the same with and without it. A
 // zero-filled tail reads exactly like a sparse one, and a crash while it
-// runs leaves nothing recovery must know about. A warm-up failure (ENOSPC,
-// EIO) is logged and stops the warm-up; it never fails the log.
+// runs leaves nothing recovery must know about. A full device (ENOSPC)
+// pauses the warm-up until space frees; another failure (EIO) is logged and
+// stops it. Neither fails the log.
 //
 // The flusher also keeps the log's page-cache footprint bounded: synced
 // bytes more than Options.CacheWindow (1 GiB) behind the durable end are

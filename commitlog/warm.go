@@ -55,10 +55,12 @@ import (
 // the writer's handle being open (segments are closed and removed without
 // waiting for it), and a failed fdatasync of the warmer cannot consume a
 // write-back error that the writer's own fdatasync must see (Linux reports
-// such an error once per open file description). An error of the warmer
-// (ENOSPC, EIO, a failed open) is logged and stops the warm-up for the life
-// of the Log; the writer then writes into sparse space as before, and its
-// own errors are reported as before.
+// such an error once per open file description). A write that finds the
+// device full pauses the warm-up, which tries again every warmNoSpaceWait
+// (logged once when it pauses, once when it resumes). Any other error of
+// the warmer (EIO, a failed open or sync) is logged and stops the warm-up
+// for the life of the Log; the writer then writes into sparse space as
+// before, and its own errors are reported as before.
 //
 // The warmer pauses while the writer appends faster than
 // Options.WarmMaxRate (measured over warmRateWindow): then every fdatasync
@@ -70,6 +72,9 @@ const (
 	// DefaultWarmAhead is the distance kept zero-filled ahead of the writer
 	// when Options.WarmAhead is 0 in FlushSync mode.
 	DefaultWarmAhead = 64 << 20
+	// warmNoSpaceWait is how long the warmer waits after a write that
+	// found the device full before it tries again.
+	warmNoSpaceWait = time.Second
 	// warmChunkMax is the largest range zeroed (and synced) in one step.
 	warmChunkMax = 1 << 20
 	// warmAlign is the granularity of warmed ranges: a file-system block.
@@ -338,6 +343,7 @@ func (l *Log) warmLoop() {
 	w := &l.warm
 	var cur *segment
 	var f vfs.File
+	nospace := false // paused on a full device
 	defer func() {
 		if f != nil {
 			f.Close()
@@ -406,12 +412,32 @@ func (l *Log) warmLoop() {
 			if err = f.Sync(); err != nil {
 				err = fmt.Errorf("commitlog: warm-up: sync %s: %w", s.path, err)
 			}
+		} else if vfs.IsNoSpace(err) {
+			// A full device: nothing is wrong with the file. Try again
+			// later (the zeros written so far are harmless), so that the
+			// warm-up resumes once space frees.
+			if !nospace {
+				nospace = true
+				l.log.Warn("commitlog: segment warm-up paused: the device is full; retrying every second", "err", err)
+			}
+			t := time.NewTimer(warmNoSpaceWait)
+			select {
+			case <-t.C:
+			case <-l.done:
+				t.Stop()
+				return
+			}
+			continue
 		} else {
 			err = fmt.Errorf("commitlog: warm-up: write %s at %d: %w", s.path, lo, err)
 		}
 		if err != nil {
 			l.warmFailed(err)
 			return
+		}
+		if nospace {
+			nospace = false
+			l.log.Info("commitlog: segment warm-up resumed")
 		}
 		w.Lock()
 		if w.gen == gen {

@@ -406,7 +406,7 @@ func TestWarmFailureIsNotFatal(t *testing.T) {
 		op   vfs.Op
 		err  error
 	}{
-		{"write-enospc", vfs.OpWrite, vfs.ErrNoSpace},
+		{"write-eio", vfs.OpWrite, syscall.EIO},
 		{"sync-eio", vfs.OpSync, syscall.EIO},
 		{"open-emfile", vfs.OpOpen, syscall.EMFILE},
 	} {
@@ -464,6 +464,40 @@ func TestWarmFailureIsNotFatal(t *testing.T) {
 			require.NoError(t, l.Close())
 		})
 	}
+}
+
+// A full device pauses the warm-up instead of stopping it: it tries again
+// and warms ahead once space frees; the log is never failed.
+func TestWarmPausesOnFullDevice(t *testing.T) {
+	var armed atomic.Bool
+	var injected atomic.Int32
+	inj := vfs.InjectorFunc(func(op vfs.Op, p string) error {
+		if !armed.Load() || op != vfs.OpWrite || !strings.Contains(string(debug.Stack()), ".warmLoop(") {
+			return nil
+		}
+		injected.Add(1)
+		return &os.PathError{Op: op.String(), Path: p, Err: vfs.ErrNoSpace}
+	})
+	mem := vfs.NewMem()
+	var logBuf syncBuffer
+	opts := Options{SegmentSize: 64 << 10, WarmAhead: 16 << 10, Logger: slog.New(slog.NewTextHandler(&logBuf, nil))}
+	l := openT(t, vfs.WithErrors(mem, inj), opts)
+	defer l.Close()
+	fixed := func(uint64) int { return 300 }
+	require.NoError(t, l.AppendSync(mkEntries(1, 10, 1, fixed)...))
+	waitWarmIdle(t, l)
+	armed.Store(true)
+	require.NoError(t, l.AppendSync(mkEntries(11, 60, 1, fixed)...))
+	require.Eventually(t, func() bool { return injected.Load() > 0 }, 5*time.Second, time.Millisecond)
+	zeroed := l.warmStatus().Zeroed
+	require.NoError(t, l.warmStatus().Err, "a full device does not stop the warm-up")
+	require.Eventually(t, func() bool { return strings.Contains(logBuf.String(), "warm-up paused") }, 5*time.Second, time.Millisecond)
+	armed.Store(false)
+	require.Eventually(t, func() bool { return l.warmStatus().Zeroed > zeroed }, 5*time.Second, time.Millisecond,
+		"the warm-up did not resume after space freed")
+	require.Eventually(t, func() bool { return strings.Contains(logBuf.String(), "warm-up resumed") }, 5*time.Second, time.Millisecond)
+	require.NoError(t, l.Err())
+	checkEntries(t, l, 1, 60, constTerm(1), fixed)
 }
 
 type syncBuffer struct {
