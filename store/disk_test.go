@@ -1,6 +1,7 @@
 package store
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -203,4 +204,30 @@ func TestCloseWhileWaitingForSpace(t *testing.T) {
 	got, err := sa.GetMessages("t", 0, 0, 64, 1<<20, nil)
 	require.NoError(t, err)
 	require.Len(t, got.Records, 11)
+}
+
+// A store reopened on a full disk opens, says it is full, refuses writes
+// and serves reads; once space frees it takes writes again.
+func TestReopenOnFullTmpfs(t *testing.T) {
+	dir := vfstest.SmallTmpfs(t, 16<<20)
+	cfg := testConfig(t, vfs.Default())
+	cfg.Dir = dir + "/n1"
+	cfg.SegmentSize = 1 << 20
+	sa := filled(t, cfg, 100)
+	require.NoError(t, sa.Close())
+	ballast := vfstest.FillDisk(t, dir)
+
+	sa = openSA(t, cfg)
+	require.True(t, sa.DiskFull())
+	_, err := sa.Put(msg("t", 0, 100, "", ""))
+	require.ErrorIs(t, err, ErrDiskFull)
+	got, err := sa.GetMessages("t", 0, 0, 200, 1<<20, nil)
+	require.NoError(t, err)
+	require.Len(t, got.Records, 100)
+
+	require.NoError(t, os.Remove(ballast))
+	require.Eventually(t, func() bool { return !sa.DiskFull() }, 2*time.Second, 10*time.Millisecond)
+	_, err = sa.Put(msg("t", 0, 100, "", ""))
+	require.NoError(t, err)
+	require.NoError(t, sa.Close())
 }

@@ -227,7 +227,13 @@ func (s *Store) open() error {
 		s.log.Warn("store: abort file found: the last stop was not clean; recovering", "dir", s.cfg.Dir)
 	}
 	if err := vfs.WriteFileAtomic(s.fs, s.cfg.Dir, abortName, []byte(strconv.Itoa(os.Getpid())+"\n")); err != nil {
-		return fmt.Errorf("store: write abort file: %w", err)
+		if !vfs.IsNoSpace(err) {
+			return fmt.Errorf("store: write abort file: %w", err)
+		}
+		// A node restarted on a full disk still opens, refuses writes and
+		// serves reads; the file only tells the next start (and the log)
+		// that this one did not stop cleanly, and recovery runs anyway.
+		s.log.Warn("store: disk full: abort file not written; opening anyway", "err", err)
 	}
 
 	s.db, err = offsets.Open(filepath.Join(s.cfg.Dir, "meta.db"), offsets.Options{NoSync: s.cfg.NoSyncMeta, Logger: s.log})
@@ -480,7 +486,7 @@ func (s *Store) Close() error {
 		err = cerr
 	}
 	if err == nil {
-		if rerr := s.fs.Remove(s.path(abortName)); rerr != nil {
+		if rerr := s.fs.Remove(s.path(abortName)); rerr != nil && !errors.Is(rerr, vfs.ErrNotExist) {
 			err = fmt.Errorf("store: remove abort file: %w", rerr)
 		} else {
 			err = s.fs.SyncDir(s.cfg.Dir)
