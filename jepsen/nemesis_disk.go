@@ -19,8 +19,8 @@ import (
 // The disk-full nemesis. Each node's data directory (its broker.log too)
 // is a tmpfs of diskFullSize, mounted before the nodes start; a fault
 // fills one node's device with a ballast file, at once (every free byte)
-// or slowly (a twentieth of the free space every diskFullEvery, so that it
-// is full in about two seconds, passing the write threshold on the way),
+// or slowly (a tenth of the free space every diskFullEvery, so that it
+// is full in about a second, passing the write threshold on the way),
 // and the heal removes the ballast. The node must stay up, refuse writes
 // with a disk-full answer, hand leadership to a member with space if it
 // leads, and take writes again by itself once the ballast is gone; the
@@ -94,7 +94,7 @@ func (e *env) diskFull(ev history.Event) (*fault, error) {
 		step := 1 << 20
 		var st unix.Statfs_t
 		if err := unix.Statfs(e.g.Nodes[n-1].Dir, &st); err == nil {
-			step = max(step, int(st.Bavail*uint64(st.Bsize)/20))
+			step = max(step, int(st.Bavail*uint64(st.Bsize)/10))
 		}
 		ev.Description = fmt.Sprintf("fill %s n%d's disk slowly (%d MiB every %v)", what, n, step>>20, diskFullEvery)
 		wg.Add(1)
