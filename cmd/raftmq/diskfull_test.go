@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,8 +41,9 @@ func TestDiskFullProcesses(t *testing.T) {
 		require.NoError(t, os.MkdirAll(dir, 0o755))
 		vfstest.MountTmpfs(t, dir, 64<<20)
 	}
+	var fallback syncBuffer // node lines their full disk could not take
 	g := localgroup.New(localgroup.Config{Binary: os.Args[0], Env: []string{"RAFTMQ_TEST_MAIN=1"}, Dir: root,
-		BasePort: freeBasePort(t), Args: []string{"--segment-size", "4194304", "--warm-ahead", "-1"}})
+		BasePort: freeBasePort(t), Args: []string{"--segment-size", "4194304", "--warm-ahead", "-1"}, Stderr: &fallback})
 	require.NoError(t, g.Start())
 	defer g.StopAll()
 	_, err := g.WaitLeader(20 * time.Second)
@@ -156,6 +158,12 @@ func TestDiskFullProcesses(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, r.Messages, "the full node serves no pull")
 	freed(l, ballast)
+	// The reason is recorded: in broker.log, or, where its disk could not
+	// take the line, on the supervisor's stderr.
+	logged, _ := os.ReadFile(g.Nodes[l-1].LogPath)
+	require.True(t, strings.Contains(string(logged), "disk full") || strings.Contains(fallback.String(), fmt.Sprintf("n%d| ", l)),
+		"node %d's log says nothing of its full disk; fallback:\n%s", l, fallback.String())
+	t.Logf("node %d: %d bytes of log on the supervisor's stderr while its disk was full", l, len(fallback.String()))
 	waitAck(time.Now(), "after the fast fill")
 
 	// Slow: the (new) leader's disk fills a few MiB at a time.

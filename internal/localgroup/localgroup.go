@@ -46,6 +46,9 @@ type Config struct {
 	Host func(id uint64) string
 	// NodeArgs, if set, gives extra flags for node id (after Args).
 	NodeArgs func(id uint64) []string
+	// Stderr receives a node's output when its broker.log cannot be
+	// written (a full disk), each line prefixed "nN| " (default os.Stderr).
+	Stderr io.Writer
 	// TLS, if set, is the client side of TLS for a group whose nodes
 	// serve it (their --tls-* flags come in Args or NodeArgs): Status
 	// asks for /status over HTTPS with it, and clients of the group
@@ -158,7 +161,11 @@ func (g *Group) StartNode(id uint64) error {
 	}
 	cmd := exec.Command(g.cfg.Binary, args...)
 	cmd.Env = shareCPUs(append(os.Environ(), g.cfg.Env...), len(g.Nodes), runtime.NumCPU())
-	lw := newLogWriter(lf, os.Stderr, id) // broker.log, or stderr when its disk is full
+	fallback := g.cfg.Stderr
+	if fallback == nil {
+		fallback = os.Stderr
+	}
+	lw := newLogWriter(lf, fallback, id) // broker.log, or stderr when its disk is full
 	cmd.Stdout, cmd.Stderr = lw, lw
 	// Own process group: a terminal's Ctrl-C reaches the supervisor, which
 	// stops the nodes itself.
