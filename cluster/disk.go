@@ -71,7 +71,9 @@ func (b *Broker) diskHandoff() {
 			return
 		}
 		n := b.rep.Node()
-		if !n.IsLeader() || !b.rep.DiskFull() || time.Since(last) < handoffCooldown {
+		// A node whose raft goroutine waits for space cannot transfer;
+		// it stops heartbeating, and the others elect a leader.
+		if !n.IsLeader() || n.DiskStalled() || !b.rep.DiskFull() || time.Since(last) < handoffCooldown {
 			continue
 		}
 		st := n.Status()
