@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"os"
 	"path/filepath"
@@ -75,6 +76,7 @@ func TestBrokerTLSFlags(t *testing.T) {
 	cfg, err = (&brokerTLSFlags{cert: "c", key: "k", ca: "ca", clientAuth: "require"}).config()
 	require.NoError(t, err)
 	require.Equal(t, remoting.TLSPermissive, cfg.Mode)
+	require.Equal(t, tls.RequireAndVerifyClientCert, cfg.ClientAuth)
 	cfg, err = (&brokerTLSFlags{mode: "enforcing", cert: "c", key: "k", ca: "ca", clientAuth: "none"}).config()
 	require.NoError(t, err)
 	require.Equal(t, remoting.TLSEnforcing, cfg.Mode)
