@@ -167,6 +167,13 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 	if nsAddr != "" {
 		fmt.Printf("point RocketMQ clients at the name server %s; `raftmq admin cluster list --namesrv %s` shows the groups\n", nsAddr, nsAddr)
 	}
+	scheme := "http"
+	if f.tls {
+		scheme = "https"
+	}
+	for i, g := range groups {
+		fmt.Printf("group %d: web console %s://%s/console/ (any node's HTTP port)\n", i+1, scheme, g.Nodes[0].HTTP)
+	}
 	fmt.Println("watching; Ctrl-C stops all nodes")
 	fi, _ := os.Stdout.Stat()
 	tty := fi != nil && fi.Mode()&os.ModeCharDevice != 0
