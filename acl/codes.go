@@ -42,7 +42,9 @@ const (
 // REMOVE_NODE, FAULT and the rest of the range reserved for them, so that
 // codes added there later are admin-only until someone decides otherwise.
 // An UPDATE_CONSUMER_OFFSET with raftmqReset=true (an offset reset, which
-// may move an offset back) is admin-only too; see NeedsAdmin.
+// may move an offset back) is admin-only too, and so is
+// INVOKE_BROKER_TO_RESET_OFFSET (222, reset by time: RocketMQ's ACL 1.0
+// lets any account with the group's permission send it); see NeedsAdmin.
 var adminCodes = func() map[int32]bool {
 	m := map[int32]bool{
 		remoting.UpdateAndCreateTopic:             true,
@@ -51,6 +53,7 @@ var adminCodes = func() map[int32]bool {
 		remoting.DeleteSubscriptionGroup:          true,
 		remoting.DeleteTopicInBroker:              true,
 		remoting.DeleteTopicInNameServer:          true,
+		remoting.InvokeBrokerToResetOffset:        true,
 		UpdateAndCreateACLConfig:                  true,
 		DeleteACLConfig:                           true,
 		GetBrokerClusterACLInfo:                   true,

@@ -95,6 +95,26 @@ func (b *Broker) loadPolicy() *aclCache {
 	return c
 }
 
+// signInternal signs req, a request this node makes of a member on its
+// own behalf (the status questions of the admin API and of the disk-full
+// hand-off), with the first admin account of the ACL in force: every node
+// holds the replicated ACL, secrets included, so it can act as the
+// group's operator would. Without an ACL, or an admin account in it, req
+// goes unsigned.
+func (b *Broker) signInternal(req *remoting.Command) *remoting.Command {
+	p := b.policy()
+	if p == nil {
+		return req
+	}
+	for _, a := range p.Config().Accounts {
+		if a.Admin && a.SecretKey != "" {
+			req.ExtFields = acl.Credentials{AccessKey: a.AccessKey, SecretKey: a.SecretKey}.SignFields(req.ExtFields, req.Body)
+			break
+		}
+	}
+	return req
+}
+
 // checkACL answers a request the ACL refuses (NO_PERMISSION, logged once
 // per client host and code), or returns nil.
 func (b *Broker) checkACL(conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {

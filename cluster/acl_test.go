@@ -76,6 +76,14 @@ func TestACLEnforcedThroughTheLog(t *testing.T) {
 	require.Equal(t, remoting.Success, invoke(t, fc, signed(sendCmd("T", 0, "y", "U3"), producer)).Code, "forwarded by a follower")
 	require.Equal(t, remoting.NoPermission, invoke(t, fc, signed(sendCmd("Other", 0, "y", "U4"), producer)).Code, "a topic the account may not write")
 
+	// The leader asks its members for their status on its own behalf,
+	// signed with the ACL's admin account: every member answers.
+	view, err := l.AdminCluster(t.Context())
+	require.NoError(t, err)
+	for _, m := range view.Members {
+		require.True(t, m.Reachable, "member %d: %s", m.ID, m.Error)
+	}
+
 	// An operator adds an account through any node; every node knows it.
 	upd := remoting.NewRequest(acl.UpdateAndCreateACLConfig, map[string]string{"accessKey": "latecomer", "secretKey": "late-secret-1",
 		"admin": "false", "defaultTopicPerm": "PUB"}, nil)

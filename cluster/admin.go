@@ -160,7 +160,7 @@ func (b *Broker) askStatus(ctx context.Context, addr string) (NodeStatus, error)
 	if err != nil {
 		return ns, err
 	}
-	resp, err := conn.Invoke(actx, statusRequest())
+	resp, err := conn.Invoke(actx, b.signInternal(statusRequest()))
 	if err != nil {
 		return ns, err
 	}

@@ -137,7 +137,7 @@ func (b *Broker) askDisk(id uint64) (full, known bool) {
 	if err != nil {
 		return false, false
 	}
-	resp, err := conn.Invoke(ctx, remoting.NewRequest(remoting.ClusterStatus, nil, nil))
+	resp, err := conn.Invoke(ctx, b.signInternal(remoting.NewRequest(remoting.ClusterStatus, nil, nil)))
 	if err != nil || resp.Code != remoting.Success {
 		return false, false
 	}
