@@ -89,8 +89,9 @@ type Client struct {
 		// address seen in a route or a leader hint. Never shrinks.
 		nodes []string
 		// notify holds, per consumer group, the functions the push
-		// consumers registered for NOTIFY_CONSUMER_IDS_CHANGED, by id.
-		notify   map[string]map[uint64]func()
+		// consumers registered for NOTIFY_CONSUMER_IDS_CHANGED and
+		// RESET_CONSUMER_CLIENT_OFFSET, by id.
+		notify   map[string]map[uint64]func(groupNotice)
 		notifyID uint64
 		// checkers holds, per producer group, the TransactionProducer
 		// that answers CHECK_TRANSACTION_STATE for it (at most one).
@@ -152,10 +153,14 @@ func (c *Client) Close() error {
 }
 
 // serveRequest handles a request a broker sends on the pool's connection
-// to addr (remoting.Options.OnRequest; its own goroutine). Two are served:
+// to addr (remoting.Options.OnRequest; its own goroutine). Three are
+// served:
 //
 //   - NOTIFY_CONSUMER_IDS_CHANGED wakes the push consumers of the group
 //     named;
+//   - RESET_CONSUMER_CLIENT_OFFSET (an operator reset the group's offsets
+//     by time) restarts those consumers' queues of the topic at the new
+//     offsets;
 //   - CHECK_TRANSACTION_STATE goes to the TransactionProducer of the
 //     half message's producer group (PGROUP), which answers addr with an
 //     END_TRANSACTION (txproducer.go).
@@ -167,6 +172,8 @@ func (c *Client) serveRequest(addr string, req *remoting.Command) *remoting.Comm
 	switch req.Code {
 	case remoting.NotifyConsumerIDsChanged:
 		return c.serveNotify(req)
+	case remoting.ResetConsumerClientOffset:
+		return c.serveReset(req)
 	case remoting.CheckTransactionState:
 		return c.serveCheckTransaction(addr, req)
 	}
@@ -186,15 +193,63 @@ func (c *Client) serveNotify(req *remoting.Command) *remoting.Command {
 		}
 		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
 	}
+	c.notifyGroup(h.ConsumerGroup, groupNotice{})
+	if req.IsOneway() {
+		return nil
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+// groupNotice is what a broker told a consumer group's clients: its
+// consumers changed (reset nil), or its offsets were reset.
+type groupNotice struct {
+	reset *offsetReset
+}
+
+// offsetReset is a RESET_CONSUMER_CLIENT_OFFSET: the group's new offsets
+// of topic's queues, by queue id.
+type offsetReset struct {
+	topic   string
+	offsets map[int32]int64
+}
+
+// notifyGroup runs the functions registered for group with n.
+func (c *Client) notifyGroup(group string, n groupNotice) {
 	c.mu.Lock()
-	fns := make([]func(), 0, len(c.mu.notify[h.ConsumerGroup]))
-	for _, f := range c.mu.notify[h.ConsumerGroup] {
+	fns := make([]func(groupNotice), 0, len(c.mu.notify[group]))
+	for _, f := range c.mu.notify[group] {
 		fns = append(fns, f)
 	}
 	c.mu.Unlock()
 	for _, f := range fns {
-		f()
+		f(n)
 	}
+}
+
+// serveReset handles RESET_CONSUMER_CLIENT_OFFSET, which a broker sends
+// the online consumers of a group after an operator reset its offsets of a
+// topic by time (the offsets are already committed through the log).
+func (c *Client) serveReset(req *remoting.Command) *remoting.Command {
+	h, err := remoting.DecodeResetOffsetRequestHeader(req.ExtFields)
+	var table map[remoting.MessageQueue]int64
+	if err == nil {
+		table, err = remoting.DecodeResetOffsetBody(req.Body)
+	}
+	if err != nil {
+		c.log.Warn("client: bad RESET_CONSUMER_CLIENT_OFFSET", "err", err)
+		if req.IsOneway() {
+			return nil
+		}
+		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
+	}
+	r := &offsetReset{topic: h.Topic, offsets: map[int32]int64{}}
+	for mq, off := range table {
+		if mq.Topic == h.Topic {
+			r.offsets[mq.QueueID] = off
+		}
+	}
+	c.log.Info("client: the broker reset a group's offsets", "group", h.Group, "topic", h.Topic, "queues", len(r.offsets))
+	c.notifyGroup(h.Group, groupNotice{reset: r})
 	if req.IsOneway() {
 		return nil
 	}
@@ -203,15 +258,15 @@ func (c *Client) serveNotify(req *remoting.Command) *remoting.Command {
 
 // onNotify registers f to run (on a connection's request goroutine; it
 // must not block) whenever a broker notifies that group's consumers
-// changed. The returned function unregisters it.
-func (c *Client) onNotify(group string, f func()) (remove func()) {
+// changed or its offsets were reset. The returned function unregisters it.
+func (c *Client) onNotify(group string, f func(groupNotice)) (remove func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.mu.notify == nil {
-		c.mu.notify = map[string]map[uint64]func(){}
+		c.mu.notify = map[string]map[uint64]func(groupNotice){}
 	}
 	if c.mu.notify[group] == nil {
-		c.mu.notify[group] = map[uint64]func(){}
+		c.mu.notify[group] = map[uint64]func(groupNotice){}
 	}
 	c.mu.notifyID++
 	id := c.mu.notifyID

@@ -229,6 +229,7 @@ type PushConsumer struct {
 	}
 
 	trigger  chan struct{}     // cap 1: rebalance now
+	resets   chan offsetReset  // offsets an operator reset, for the run loop
 	lost     chan *queueWorker // orderly queues whose lock went stale
 	finished chan MessageQueue // dropped queues done persisting
 	// runCtx ends at Shutdown; every loop, pull and queue context derives
@@ -341,6 +342,7 @@ func (c *Client) NewPushConsumer(o PushConsumerOptions, fn ConsumeFunc) (*PushCo
 		log:       c.log.With("group", o.Group),
 		sem:       make(chan struct{}, o.ConsumeGoroutines),
 		trigger:   make(chan struct{}, 1),
+		resets:    make(chan offsetReset, 16),
 		lost:      make(chan *queueWorker),
 		finished:  make(chan MessageQueue),
 		queues:    map[MessageQueue]*queueWorker{},
@@ -473,7 +475,7 @@ func (p *PushConsumer) start(ctx context.Context) error {
 	} else {
 		p.store = newBrokerOffsetStore(p.pc)
 	}
-	p.removeNotify = p.c.onNotify(p.o.Group, p.rebalanceSoon)
+	p.removeNotify = p.c.onNotify(p.o.Group, p.notified)
 	if err := p.heartbeat(ctx); err != nil {
 		return err
 	}
@@ -497,6 +499,21 @@ func (c *Client) newClientID(ctx context.Context) (string, error) {
 		ip = a.IP.String()
 	}
 	return fmt.Sprintf("%s@%d@%08X", ip, os.Getpid(), c.ids.jitter(1<<32)), nil
+}
+
+// notified handles a broker's notice to the group (on a connection's
+// request goroutine; it never blocks): a reset goes to the run loop, a
+// change of members asks for a rebalance.
+func (p *PushConsumer) notified(n groupNotice) {
+	if n.reset == nil {
+		p.rebalanceSoon()
+		return
+	}
+	select {
+	case p.resets <- *n.reset:
+	default:
+		p.log.Warn("client: too many offset resets at once; this one is ignored (restart the consumer to start from the reset offsets)", "topic", n.reset.topic)
+	}
 }
 
 // rebalanceSoon asks the run loop to rebalance now; it never blocks.

@@ -47,6 +47,9 @@ type queueWorker struct {
 		// dropped is set once the queue's final offset is persisted;
 		// later results change nothing.
 		dropped bool
+		// resetTo, when >= 0, is the offset an operator reset the queue
+		// to: finish persists it instead of the worker's progress.
+		resetTo int64
 		// next is the offset of the next pull; -1 until known.
 		next int64
 		// msgs are pulled messages not yet consumed; order holds their
@@ -74,7 +77,7 @@ func newQueueWorker(p *PushConsumer, mq MessageQueue, sub *subscription, lockedA
 		ready:       make(chan struct{}, 1),
 	}
 	w.ctx, w.cancel = context.WithCancel(p.runCtx)
-	w.mu.next, w.mu.recorded = -1, -1
+	w.mu.next, w.mu.recorded, w.mu.resetTo = -1, -1, -1
 	w.mu.msgs = map[int64]*MessageExt{}
 	w.mu.retries = map[*time.Timer]struct{}{}
 	w.mu.lockedAt = lockedAt
@@ -111,8 +114,12 @@ func (w *queueWorker) finish() {
 	<-w.consumeDone
 	w.mu.Lock()
 	w.mu.dropped = true
+	resetTo := w.mu.resetTo
 	w.mu.Unlock()
 	p := w.p
+	if resetTo >= 0 {
+		p.store.update(w.mq, resetTo)
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), p.c.timeout*adminAttempts)
 	defer cancel()
 	if err := p.store.persist(ctx, []MessageQueue{w.mq}); err != nil {

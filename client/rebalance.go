@@ -65,6 +65,8 @@ func (p *PushConsumer) run() {
 		case mq := <-p.finished:
 			delete(p.finishing, mq)
 			again = true
+		case r := <-p.resets:
+			p.reset(r)
 		}
 	}
 }
@@ -166,6 +168,24 @@ func (p *PushConsumer) apply(ctx context.Context, sub *subscription, mine []Mess
 		p.log.Info("client: queue assigned", "queue", mq)
 	}
 	return again
+}
+
+// reset restarts the queues of r's topic this consumer owns at the
+// offsets an operator reset the group to: each worker is dropped with its
+// progress replaced by the new offset (and persisted so), and the
+// rebalance that follows its finish starts the queue from there. As in
+// RocketMQ's clients, messages already pulled are discarded.
+func (p *PushConsumer) reset(r offsetReset) {
+	for mq, w := range p.queues {
+		off, ok := r.offsets[mq.QueueID]
+		if mq.Topic != r.topic || !ok {
+			continue
+		}
+		w.mu.Lock()
+		w.mu.resetTo = off
+		w.mu.Unlock()
+		p.drop(w, fmt.Sprintf("offset reset to %d", off))
+	}
 }
 
 // drop stops consuming w's queue: its worker stops, and a goroutine of its

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/internal/testgroup"
 )
 
@@ -207,4 +208,68 @@ func TestOrderlyHandoverAgainstBrokers(t *testing.T) {
 	for _, p := range ids {
 		require.NoError(t, p.Shutdown(ctxFor(t, 10*time.Second)))
 	}
+}
+
+// TestResetByTimeRestartsLiveConsumer: an operator resets a group's offsets
+// by time while its push consumer runs; the broker tells the consumer
+// (RESET_CONSUMER_CLIENT_OFFSET), which restarts its queues at the reset
+// offsets at once: it consumes again the messages stored after the time,
+// none of the older ones, and its commits do not undo the reset.
+func TestResetByTimeRestartsLiveConsumer(t *testing.T) {
+	addrs := startGroup(t)
+	c := newClient(t, addrs)
+	createTopic(t, c, "R", 2)
+	produce(t, c, "R", 2, 0, 5) // old: "<q>-0" .. "<q>-4"
+	time.Sleep(50 * time.Millisecond)
+	mid := time.Now()
+	time.Sleep(50 * time.Millisecond)
+	produce(t, c, "R", 2, 5, 3) // new: "<q>-5" .. "<q>-7"
+
+	var mu sync.Mutex
+	seen := map[string]int{}
+	fn := func(_ context.Context, ms []*client.MessageExt) client.ConsumeResult {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range ms {
+			seen[string(m.Body)]++
+		}
+		return client.ConsumeSuccess
+	}
+	times := func(body string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen[body]
+	}
+	p := start(t, addrs, options("RG", "R"), fn)
+	defer func() { require.NoError(t, p.Shutdown(ctxFor(t, 10*time.Second))) }()
+	pc := c.NewPullConsumer("RG")
+	committed := func(want int64) bool {
+		for q := range int32(2) {
+			if off, ok, err := pc.FetchOffset(ctxFor(t, time.Second), "R", q); err != nil || !ok || off != want {
+				return false
+			}
+		}
+		return true
+	}
+	require.Eventually(t, func() bool { return committed(8) }, 10*time.Second, 20*time.Millisecond, "everything consumed and committed")
+
+	h := remoting.ResetOffsetRequestHeader{Topic: "R", Group: "RG", Timestamp: mid.UnixMilli(), IsForce: true}
+	_, err := c.AdminChange(ctxFor(t, 5*time.Second), remoting.InvokeBrokerToResetOffset, h.Encode(), nil, true)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		for q := range 2 {
+			for i := 5; i < 8; i++ {
+				if times(fmt.Sprintf("%d-%d", q, i)) < 2 {
+					return false
+				}
+			}
+		}
+		return true
+	}, 10*time.Second, 20*time.Millisecond, "the live consumer consumes again what was stored after the reset time")
+	for q := range 2 {
+		for i := range 5 {
+			require.Equal(t, 1, times(fmt.Sprintf("%d-%d", q, i)), "a message stored before the reset time came again")
+		}
+	}
+	require.Eventually(t, func() bool { return committed(8) }, 10*time.Second, 20*time.Millisecond, "the consumer commits its new progress")
 }
