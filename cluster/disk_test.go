@@ -168,3 +168,58 @@ func TestSnapshotInstallWaitsForSpace(t *testing.T) {
 	require.Equal(t, l.Store().MaxOffset("T", 0), f.Store().MaxOffset("T", 0))
 	require.NoError(t, f.Node().Err())
 }
+
+// A leader whose raft log write finds the disk full waits (it cannot
+// persist, so it neither acknowledges nor heartbeats); the others elect a
+// new leader, and the stalled node learns of it while it waits, so that
+// it forwards sends to the new leader instead of refusing them.
+func TestStalledLeaderForwardsToTheNewOne(t *testing.T) {
+	var mu sync.Mutex
+	toggles := map[uint64]*vfs.Toggle{}
+	tb := startBrokersWith(t, func(c *Config) {
+		mu.Lock()
+		defer mu.Unlock()
+		tg := toggles[c.ID]
+		if tg == nil {
+			tg = &vfs.Toggle{Err: vfs.ErrNoSpace}
+			toggles[c.ID] = tg
+		}
+		c.SendTimeout = time.Second
+		c.FS = vfs.WithErrors(vfs.Default(), vfs.InjectorFunc(func(op vfs.Op, path string) error {
+			if strings.Contains(path, "/commitlog/") {
+				return tg.MaybeError(op, path)
+			}
+			return nil
+		}))
+	})
+	l := tb.leader()
+	c := dial(t, l.ClientAddr())
+	createTopicT(t, c)
+	require.Equal(t, remoting.Success, invoke(t, c, sendCmd("T", 0, "before", "u-before")).Code)
+
+	toggles[l.cfg.ID].Arm(vfs.OpWrite, vfs.OpCreate)
+	// A send makes the leader append, and stall.
+	resp := invoke(t, c, sendCmd("T", 0, "stall", "u-stall"))
+	t.Logf("send that stalled the leader: code %d %s", resp.Code, resp.Remark)
+	require.Eventually(t, l.Replica().Node().DiskStalled, 5*time.Second, 5*time.Millisecond)
+	var nl *Broker
+	require.Eventually(t, func() bool {
+		for _, b := range tb.bs {
+			if b != l && b.Replica().Node().LeaderReady() {
+				nl = b
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond, "no new leader while the old one waits for space")
+	require.Eventually(t, func() bool {
+		return !l.Replica().Node().IsLeader() && l.Replica().Node().Status().Leader == nl.cfg.ID
+	}, 10*time.Second, 10*time.Millisecond, "the stalled node did not learn of the new leader")
+	require.True(t, l.Replica().Node().DiskStalled())
+	resp = invoke(t, c, sendCmd("T", 0, "via-stalled", "u-via"))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+
+	toggles[l.cfg.ID].Disarm()
+	require.Eventually(t, func() bool { return !l.Replica().Node().DiskStalled() }, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, remoting.Success, invoke(t, c, sendCmd("T", 0, "after", "u-after")).Code)
+}

@@ -843,6 +843,9 @@ func (n *Node) untilSpace(what string, write func() error) error {
 		select {
 		case <-n.stopc:
 			return ErrStopped
+		case m := <-n.recvc:
+			n.stepWhileStalled(m)
+			continue
 		case <-t.C:
 		}
 		if err = write(); !vfs.IsNoSpace(err) {
@@ -854,6 +857,30 @@ func (n *Node) untilSpace(what string, write func() error) error {
 		wait = min(2*wait, time.Second)
 		t.Reset(wait)
 	}
+}
+
+// stepWhileStalled steps a message received while a Ready waits for disk
+// space, so that a stalled node learns of a newer term and its leader, and
+// a stalled leader stops claiming to lead once another is elected (its
+// broker then forwards sends to the new leader instead of refusing them).
+// etcd raft allows Step between Ready and Advance (its own node does it);
+// whatever the step produces goes out with the next Ready, after this one
+// is persisted. Appends that carry entries, and snapshots, are dropped:
+// raft sends them again, and holding them in memory while the disk is
+// full would only grow the unstable log.
+func (n *Node) stepWhileStalled(m *pb.Message) {
+	switch {
+	case m.GetType() == pb.MessageType_MsgSnap,
+		m.GetType() == pb.MessageType_MsgApp && len(m.GetEntries()) > 0:
+		return
+	}
+	n.step(m)
+	if bs := n.rn.BasicStatus(); bs.RaftState != raft.StateLeader && n.leaderTerm.Load() != 0 {
+		n.leaderTerm.Store(0)
+		n.firstOwnIndex.Store(0)
+		n.log.Info("raftlog: role (while waiting for space)", "role", bs.RaftState.String(), "leader", bs.Lead, "term", bs.GetTerm())
+	}
+	n.publishStatus()
 }
 
 // DiskStalled reports whether the raft goroutine is waiting for space to
