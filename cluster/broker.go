@@ -198,7 +198,8 @@ type Broker struct {
 	memOffs  memOffsets  // the offsets-in-memory mutant's table
 	memSched memSchedule // the schedule-in-memory mutant's cursors
 	acl      aclState
-	clock    *skewClock // the fault endpoint's clock; nil without it
+	clock    *skewClock     // the fault endpoint's clock; nil without it
+	ballast  *vfs.BallastFS // the fault endpoint's virtual ballast; nil without it
 
 	stopc chan struct{}
 	wg    sync.WaitGroup
@@ -314,6 +315,10 @@ func Start(cfg Config) (*Broker, error) {
 	if mutant.Enabled && cfg.FaultEndpoint && scfg.Clock == nil {
 		b.clock = &skewClock{}
 		scfg.Clock = b.clock
+	}
+	if mutant.Enabled && cfg.FaultEndpoint {
+		b.ballast = vfs.WithBallast(scfg.FS, cfg.Dir) // the disk-full nemesis's quota seam
+		scfg.FS = b.ballast
 	}
 	if ap, err := netip.ParseAddrPort(self.Client); err == nil {
 		scfg.StoreHost = ap

@@ -23,6 +23,10 @@ type FaultRequest struct {
 	// ClockOffsetMillis shifts the node's wall clock (message store
 	// timestamps, retention) by this many milliseconds. Reset sets it to 0.
 	ClockOffsetMillis int64 `json:"clockOffsetMillis,omitempty"`
+	// DiskBallastBytes pretends this many bytes of the node's data disk
+	// are taken (vfs.BallastFS: usage counts them, writes they leave no
+	// room for fail with no space); -1 removes the ballast, as Reset does.
+	DiskBallastBytes int64 `json:"diskBallastBytes,omitempty"`
 	// Reset clears every fault first.
 	Reset bool `json:"reset,omitempty"`
 }
@@ -31,6 +35,7 @@ type FaultRequest struct {
 type FaultState struct {
 	TickInterval      string `json:"tickInterval"`
 	ClockOffsetMillis int64  `json:"clockOffsetMillis"`
+	DiskBallastBytes  int64  `json:"diskBallastBytes"`
 }
 
 // skewClock is the store's clock with an adjustable offset (only with the
@@ -66,6 +71,10 @@ func (b *Broker) handleFault(req *remoting.Command) *remoting.Command {
 			b.clock.offset.Store(0)
 		}
 		b.rep.Node().SetTickInterval(base)
+		b.ballast.SetBallast(0)
+	}
+	if fr.DiskBallastBytes != 0 {
+		b.ballast.SetBallast(fr.DiskBallastBytes)
 	}
 	if fr.TickRate > 0 {
 		b.rep.Node().SetTickInterval(time.Duration(float64(base) / fr.TickRate))
@@ -73,8 +82,8 @@ func (b *Broker) handleFault(req *remoting.Command) *remoting.Command {
 	if fr.ClockOffsetMillis != 0 {
 		b.clock.offset.Store(int64(time.Duration(fr.ClockOffsetMillis) * time.Millisecond))
 	}
-	b.log.Warn("cluster: fault injected", "tickRate", fr.TickRate, "clockOffsetMillis", fr.ClockOffsetMillis, "reset", fr.Reset)
-	st := FaultState{TickInterval: b.rep.Node().TickInterval().String()}
+	b.log.Warn("cluster: fault injected", "tickRate", fr.TickRate, "clockOffsetMillis", fr.ClockOffsetMillis, "diskBallastBytes", fr.DiskBallastBytes, "reset", fr.Reset)
+	st := FaultState{TickInterval: b.rep.Node().TickInterval().String(), DiskBallastBytes: b.ballast.Ballast()}
 	if b.clock != nil {
 		st.ClockOffsetMillis = time.Duration(b.clock.offset.Load()).Milliseconds()
 	}

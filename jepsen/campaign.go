@@ -24,8 +24,7 @@ type Scenario struct {
 
 // Scenarios returns a named scenario set: "ci" (short, every nemesis at
 // least once), "standard" (every nemesis alone, combinations, every
-// workload) or "soak" (standard, five times longer each). The disk-full
-// scenarios are in the sets only where a tmpfs can be mounted (root).
+// workload) or "soak" (standard, five times longer each).
 func Scenarios(set string) ([]Scenario, error) {
 	sc := func(w string, n ...string) Scenario {
 		return Scenario{Name: w + "-" + strings.Join(n, "+"), Workload: w, Nemesis: n}
@@ -44,9 +43,7 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadTransaction, NemKillLeader, NemPause),
 			sc(WorkloadRetry, NemKill, NemPartitionLeader),
 		}
-		if DiskFullAvailable() { // it mounts a tmpfs per node
-			out = append(out, Scenario{Name: WorkloadQueue + "-" + NemDiskFull, Workload: WorkloadQueue, Nemesis: []string{NemDiskFull}, TimeLimit: 30 * time.Second})
-		}
+		out = append(out, Scenario{Name: WorkloadQueue + "-" + NemDiskFull, Workload: WorkloadQueue, Nemesis: []string{NemDiskFull}, TimeLimit: 30 * time.Second})
 		return out, nil
 	case "standard", "soak":
 		out := []Scenario{
@@ -76,9 +73,7 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadTransaction, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemHostile, NemPartitionLeader, NemKillLeader),
 			sc(WorkloadRetry, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemHostile, NemPartitionLeader, NemKillLeader),
 		}
-		if DiskFullAvailable() { // it mounts a tmpfs per node
-			out = append(out, sc(WorkloadQueue, NemDiskFull), sc(WorkloadBatched, NemDiskFull, NemKillLeader, NemPartition))
-		}
+		out = append(out, sc(WorkloadQueue, NemDiskFull), sc(WorkloadBatched, NemDiskFull, NemKillLeader, NemPartition))
 		if set == "soak" {
 			for i := range out {
 				out[i].TimeLimit = 5 * time.Minute

@@ -28,9 +28,11 @@ const modulePath = "github.com/raftmq/raftmq"
 
 // NeedsMutantBuild reports whether a run with these settings needs brokers
 // built with -tags mutant: a mutant, or the clock nemesis, which works
-// through the fault endpoint.
+// through the fault endpoint, or the disk-full nemesis where no tmpfs can
+// be mounted (its virtual ballast is set through the fault endpoint).
 func NeedsMutantBuild(mut string, nemeses []string) bool {
-	return mut != "" || slices.Contains(nemeses, NemClock)
+	return mut != "" || slices.Contains(nemeses, NemClock) ||
+		(slices.Contains(nemeses, NemDiskFull) && !DiskFullAvailable())
 }
 
 // brokerBinary is the executable a run starts as brokers, and whether it

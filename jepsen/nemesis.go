@@ -43,10 +43,11 @@ const (
 	NemPauseLeader     = "pause-leader"     // SIGSTOP the leader
 	NemBitflip         = "bitflip"          // corrupt by bit flips only
 
-	// NemDiskFull fills a node's disk (a tmpfs per node; needs root), at
-	// once or slowly, then frees it (nemesis_disk.go). Not in "all": it
-	// changes where the nodes' data lives, and power-loss mode reports a
-	// full device only at fsync.
+	// NemDiskFull fills a node's disk (a tmpfs per node as root, else a
+	// virtual ballast through the fault endpoint), at once or slowly, then
+	// frees it (nemesis_disk.go). Not in "all": it changes where the
+	// nodes' data lives, and power-loss mode reports a full device only
+	// at fsync.
 	NemDiskFull = "disk-full"
 )
 
@@ -100,6 +101,9 @@ type env struct {
 	crashes   []string
 	refusals  int
 	joinArgs  map[int]bool // nodes that must start with --join
+	// diskTmpfs: the nodes' data is on tmpfs mounts (disk-full nemesis);
+	// otherwise that nemesis sets a virtual ballast (nemesis_disk.go).
+	diskTmpfs bool
 }
 
 func (e *env) nodes() []int {
@@ -192,7 +196,7 @@ func (e *env) inject(ctx context.Context, kind string) (*fault, error) {
 	case NemHostile:
 		return e.hostile(ev)
 	case NemDiskFull:
-		return e.diskFull(ev)
+		return e.diskFull(ctx, ev)
 	}
 	return nil, fmt.Errorf("jepsen: no nemesis %q", kind)
 }

@@ -1,6 +1,7 @@
 package jepsen
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,20 +13,24 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/raftmq/raftmq/cluster"
 	"github.com/raftmq/raftmq/internal/localgroup"
 	"github.com/raftmq/raftmq/jepsen/history"
 )
 
-// The disk-full nemesis. Each node's data directory (its broker.log too)
-// is a tmpfs of diskFullSize, mounted before the nodes start; a fault
-// fills one node's device with a ballast file, at once (every free byte)
-// or slowly (a tenth of the free space every diskFullEvery, so that it
-// is full in about a second, passing the write threshold on the way),
-// and the heal removes the ballast. The node must stay up, refuse writes
+// The disk-full nemesis. Where a tmpfs can be mounted (root), each node's
+// data directory (its broker.log too) is a tmpfs of diskFullSize, mounted
+// before the nodes start, and a fault fills one node's device with a
+// ballast file. Elsewhere the brokers are the mutant build with the fault
+// endpoint, and the ballast is virtual (vfs.BallastFS, set through the
+// fault endpoint): the node's commit log, consume queues and index see a
+// full device, its bbolt file and log do not. Either way the ballast takes
+// every free byte at once, or a tenth of the free space every
+// diskFullEvery (full in about a second, passing the write threshold on
+// the way), and the heal removes it. The node must stay up, refuse writes
 // with a disk-full answer, hand leadership to a member with space if it
 // leads, and take writes again by itself once the ballast is gone; the
-// availability checker holds the group to checker.DiskFullRecovery. It
-// needs root (to mount); without it the run fails at once, saying so.
+// availability checker holds the group to checker.DiskFullRecovery.
 
 const (
 	diskFullSize  = 256 << 20
@@ -79,9 +84,12 @@ func copyFile(from, to string) error {
 }
 
 // diskFull fills one node's device (the leader's more often than not).
-func (e *env) diskFull(ev history.Event) (*fault, error) {
+func (e *env) diskFull(ctx context.Context, ev history.Event) (*fault, error) {
 	n, what := e.pick(e.rng.IntN(3) != 0)
 	slow := e.rng.IntN(2) == 0
+	if !e.diskTmpfs {
+		return e.diskBallast(ctx, ev, n, what, slow)
+	}
 	path := filepath.Join(e.g.Nodes[n-1].Dir, ballastName)
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -176,3 +184,46 @@ var DiskFullAvailable = sync.OnceValue(func() bool {
 	}
 	return unix.Unmount(dir, unix.MNT_DETACH) == nil
 })
+
+// diskBallast is diskFull through the fault endpoint's virtual ballast.
+func (e *env) diskBallast(ctx context.Context, ev history.Event, n int, what string, slow bool) (*fault, error) {
+	ev.Nodes = []int{n}
+	st, err := e.g.Status(uint64(n))
+	if err != nil {
+		return nil, fmt.Errorf("jepsen: disk-full: status of n%d: %w", n, err)
+	}
+	free := max(st.DiskFree, 1<<20)
+	set := func(b int64) error { return e.faultReq(ctx, n, cluster.FaultRequest{DiskBallastBytes: b}) }
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	if slow {
+		step := free / 10
+		ev.Description = fmt.Sprintf("fill %s n%d's disk slowly (virtual ballast, %d MiB every %v)", what, n, step>>20, diskFullEvery)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(diskFullEvery)
+			defer t.Stop()
+			for b := step; b <= free+step; b += step {
+				if err := set(b); err != nil {
+					e.log("disk-full: ballast", "node", n, "err", err)
+				}
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+				}
+			}
+		}()
+	} else {
+		ev.Description = fmt.Sprintf("fill %s n%d's disk at once (virtual ballast)", what, n)
+		if err := set(1 << 62); err != nil {
+			return nil, err
+		}
+	}
+	return &fault{ev: ev, heal: func() error {
+		close(stop)
+		wg.Wait()
+		return set(-1)
+	}}, nil
+}

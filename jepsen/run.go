@@ -320,12 +320,13 @@ func (t *test) run(ctx context.Context, meta *history.Meta) (err error) {
 	}
 	t.env.g, t.env.net = t.g, t.net
 	fmt.Fprintf(o.Progress, "jepsen: network mode %s; nodes %s; run dir %s; brokers %s\n", o.Mode, strings.Join(t.g.Addrs(), " "), o.Out, t.bin)
-	if slices.Contains(o.Nemesis, NemDiskFull) {
+	if slices.Contains(o.Nemesis, NemDiskFull) && DiskFullAvailable() {
 		undo, err := mountDiskFull(t.g)
 		if err != nil {
 			return err
 		}
 		defer undo() // after StopAll, deferred below
+		t.env.diskTmpfs = true
 	}
 	if err := t.g.Start(); err != nil {
 		return err
