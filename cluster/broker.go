@@ -38,6 +38,7 @@ import (
 	"github.com/raftmq/raftmq/locks"
 	"github.com/raftmq/raftmq/membership"
 	"github.com/raftmq/raftmq/namesrv"
+	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/raftlog/transport"
 	"github.com/raftmq/raftmq/schedule"
 	"github.com/raftmq/raftmq/store"
@@ -100,13 +101,11 @@ type Config struct {
 	// LeaderWait bounds how long a request that needs the leader waits
 	// for one to be elected (or reachable) before it is refused (default
 	// 2 s; negative: no wait).
-	LeaderWait   time.Duration
-	TickInterval time.Duration
-	ElectionTick int
-	// CommitNotifyDelay: how long the leader holds an append that only
-	// carries a new commit index (see raftlog.Config; default 2 ms,
-	// negative: never held).
-	CommitNotifyDelay time.Duration
+	LeaderWait time.Duration
+	// Raft is raft's timing (tick, election and heartbeat ticks, the
+	// commit-notify delay), passed to raftlog as it is; zero fields take
+	// raftlog's defaults (raftlog.Default*).
+	Raft raftlog.Timing
 	// MaxFrame bounds remoting frames (default 16 MiB).
 	MaxFrame int
 	// Client connection limits (internal/remoting's Server fields of the
@@ -325,11 +324,9 @@ func Start(cfg Config) (*Broker, error) {
 	} else if ap, err := net.ResolveTCPAddr("tcp", self.Client); err == nil {
 		scfg.StoreHost = ap.AddrPort()
 	}
-	tp := &lazyTransport{}
 	b.rep, err = OpenReplica(ReplicaConfig{
-		ID: cfg.ID, Store: scfg, Bootstrap: bootstrap, Transport: tp,
-		TickInterval: cfg.TickInterval, ElectionTick: cfg.ElectionTick,
-		WaitTimeout: cfg.SendTimeout, CommitNotifyDelay: cfg.CommitNotifyDelay,
+		ID: cfg.ID, Store: scfg, Bootstrap: bootstrap,
+		Raft: cfg.Raft, WaitTimeout: cfg.SendTimeout,
 		Metrics: b.met, OnConfChange: b.onConfChange, Logger: b.log,
 	})
 	if err != nil {
@@ -358,7 +355,6 @@ func Start(cfg Config) (*Broker, error) {
 		b.rep.Close()
 		return fail(err)
 	}
-	tp.set(b.tr)
 	b.offs = newOffsetCommitter(b)
 	b.srv = &remoting.Server{Handler: b.handle, Inline: b.inline, MaxFrame: cfg.MaxFrame, Logger: b.log,
 		ReadTimeout: cfg.ClientReadTimeout, IdleTimeout: cfg.ClientIdleTimeout, MaxConns: cfg.MaxClientConns,
@@ -372,7 +368,7 @@ func Start(cfg Config) (*Broker, error) {
 	b.tls.serveTLS(b.srv)
 
 	b.tr.Start()
-	b.rep.Start()
+	b.rep.Start(b.tr)
 	b.wg.Add(3)
 	go func() { defer b.wg.Done(); _ = b.srv.Serve(b.clientLn) }()
 	go func() { defer b.wg.Done(); b.offs.run(b.stopc) }()
@@ -664,28 +660,6 @@ func (b *Broker) peer(id uint64) (Peer, bool) {
 	defer b.mu.Unlock()
 	p, ok := b.peers[id]
 	return p, ok
-}
-
-// lazyTransport lets the replica be created before the transport (which
-// needs the replica's Step as its handler).
-type lazyTransport struct {
-	mu sync.RWMutex
-	t  *transport.Transport
-}
-
-func (l *lazyTransport) set(t *transport.Transport) {
-	l.mu.Lock()
-	l.t = t
-	l.mu.Unlock()
-}
-
-func (l *lazyTransport) Send(msgs []*pb.Message) {
-	l.mu.RLock()
-	t := l.t
-	l.mu.RUnlock()
-	if t != nil {
-		t.Send(msgs)
-	}
 }
 
 // AddNode proposes adding a voter (run on the leader).

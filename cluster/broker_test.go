@@ -15,6 +15,7 @@ import (
 
 	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
 )
 
@@ -66,7 +67,7 @@ func startBrokersWith(t *testing.T, mod func(*Config), preferred ...uint64) *tes
 }
 
 func (tb *testBrokers) start(id uint64, join ...bool) {
-	cfg := Config{ID: id, Dir: tb.dirs[id], Peers: tb.peers, Join: len(join) > 0 && join[0], PreferredLeader: tb.preferred, SegmentSize: 4 << 20, TickInterval: 10 * time.Millisecond,
+	cfg := Config{ID: id, Dir: tb.dirs[id], Peers: tb.peers, Join: len(join) > 0 && join[0], PreferredLeader: tb.preferred, SegmentSize: 4 << 20, Raft: raftlog.Timing{TickInterval: 10 * time.Millisecond},
 		Store: store.Config{CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096}}
 	if tb.mod != nil {
 		tb.mod(&cfg)

@@ -59,10 +59,7 @@ func (b *Broker) handleFault(req *remoting.Command) *remoting.Command {
 	if fr.TickRate < 0 || fr.TickRate > 100 {
 		return remoting.NewResponse(req, remoting.InvalidParameter, fmt.Sprintf("fault: tick rate %g outside (0, 100]", fr.TickRate))
 	}
-	base := b.cfg.TickInterval
-	if base <= 0 {
-		base = 50 * time.Millisecond
-	}
+	base := b.rep.Node().Timing().TickInterval
 	if fr.ClockOffsetMillis != 0 && b.clock == nil {
 		return remoting.NewResponse(req, remoting.InvalidParameter, "fault: this broker's store has its own clock; it cannot be skewed")
 	}

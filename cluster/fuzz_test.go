@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
 )
 
@@ -103,7 +104,7 @@ func FuzzBrokerConnection(f *testing.F) {
 	}
 	addrs := freeAddrs(f, 2)
 	b, err := Start(Config{ID: 1, Dir: f.TempDir(), Peers: map[uint64]Peer{1: {Client: addrs[0], Raft: addrs[1]}},
-		SegmentSize: 4 << 20, TickInterval: 10 * time.Millisecond, AutoCreateTopics: true, ClientReadTimeout: 2 * time.Second, LeaderWait: 500 * time.Millisecond,
+		SegmentSize: 4 << 20, Raft: raftlog.Timing{TickInterval: 10 * time.Millisecond}, AutoCreateTopics: true, ClientReadTimeout: 2 * time.Second, LeaderWait: 500 * time.Millisecond,
 		Store: store.Config{CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096}})
 	require.NoError(f, err)
 	f.Cleanup(func() { b.Close() })

@@ -31,13 +31,9 @@ type ReplicaConfig struct {
 	// Bootstrap is the initial membership of a new group (same list, same
 	// order, on every node); ignored once the node has state.
 	Bootstrap []raft.Peer
-	Transport raftlog.Transport
-	// Raft timing (raftlog defaults when zero).
-	TickInterval  time.Duration
-	ElectionTick  int
-	HeartbeatTick int
-	// CommitNotifyDelay: see raftlog.Config (default 2 ms, negative: off).
-	CommitNotifyDelay time.Duration
+	// Raft is raft's timing, passed to raftlog as it is (raftlog owns
+	// the defaults).
+	Raft raftlog.Timing
 	// MaxBatchBytes bounds the messages packed into one entry (default 1 MiB).
 	MaxBatchBytes int
 	// WaitTimeout bounds how long a SendAsync waits for its entry to
@@ -150,14 +146,10 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 	node, err := raftlog.NewNode(raftlog.Config{
 		ID:                    cfg.ID,
 		Storage:               r.rs,
-		Transport:             cfg.Transport,
 		SM:                    r,
 		Applied:               st.AppliedIndex(),
 		Bootstrap:             cfg.Bootstrap,
-		TickInterval:          cfg.TickInterval,
-		ElectionTick:          cfg.ElectionTick,
-		HeartbeatTick:         cfg.HeartbeatTick,
-		CommitNotifyDelay:     cfg.CommitNotifyDelay,
+		Timing:                cfg.Raft,
 		OnAppend:              r.pend.appended,
 		UnsafeAckBeforeCommit: mutant.Enabled && scfg.Mutants.AckBeforeCommit,
 		OnConfChange:          cfg.OnConfChange,
@@ -178,9 +170,9 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 	return r, nil
 }
 
-// Start starts raft and the batcher.
-func (r *Replica) Start() {
-	r.node.Start()
+// Start starts raft, sending its messages through t, and the batcher.
+func (r *Replica) Start(t raftlog.Transport) {
+	r.node.Start(t)
 	r.wg.Add(2)
 	go r.batcher()
 	go r.janitor()

@@ -182,11 +182,9 @@ func (g *group) start(id uint64) {
 		ID:        id,
 		Store:     store.Config{Dir: g.dirs[id], FS: g.fs[id], SegmentSize: 1 << 20, CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096},
 		Bootstrap: simPeers,
-		Transport: g.net.transport(id),
 		// Fast elections keep the test short.
-		TickInterval:      20 * time.Millisecond,
-		WaitTimeout:       5 * time.Second, // TestSendAsync waits it out once; loaded CI machines commit slowly
-		CommitNotifyDelay: g.commitNotifyDelay,
+		Raft:        raftlog.Timing{TickInterval: 20 * time.Millisecond, CommitNotifyDelay: g.commitNotifyDelay},
+		WaitTimeout: 5 * time.Second, // TestSendAsync waits it out once; loaded CI machines commit slowly
 	})
 	require.NoError(g.t, err)
 	g.net.mu.Lock()
@@ -195,7 +193,7 @@ func (g *group) start(id uint64) {
 	g.mu.Lock()
 	g.reps[id] = r
 	g.mu.Unlock()
-	r.Start()
+	r.Start(g.net.transport(id))
 }
 
 func (g *group) stop(id uint64) {

@@ -45,32 +45,24 @@ type Proposal struct {
 	Dropped func(error)
 }
 
-// Config configures a Node.
-type Config struct {
-	ID        uint64
-	Storage   *Storage
-	Transport Transport
-	SM        StateMachine
-	// Applied is the index the state machine has applied (entries up to it
-	// are not applied again).
-	Applied uint64
-	// Bootstrap lists the initial voters, used only when the storage is
-	// empty. Every node of a new group must pass the same list in the same
-	// order: the bootstrap entries are part of the replicated log.
-	Bootstrap []raft.Peer
-	// TickInterval (default 50 ms), ElectionTick (default 10 ticks) and
-	// HeartbeatTick (default 2 ticks).
+// Defaults of Timing's fields. They are declared here only: cluster and
+// the command line pass zero (or the flag's default, which is these) through.
+const (
+	DefaultTickInterval      = 50 * time.Millisecond
+	DefaultElectionTick      = 10
+	DefaultHeartbeatTick     = 2
+	DefaultCommitNotifyDelay = 2 * time.Millisecond
+)
+
+// Timing is the node's timing. Zero fields take the defaults above.
+type Timing struct {
+	// TickInterval is how often raft ticks; ElectionTick and
+	// HeartbeatTick count ticks (an election timeout is ElectionTick to
+	// twice that, randomised by raft).
 	TickInterval  time.Duration
 	ElectionTick  int
 	HeartbeatTick int
-	// MaxSizePerMsg (default 1 MiB) and MaxInflightMsgs (default 256) are
-	// raft's flow control per follower.
-	MaxSizePerMsg   uint64
-	MaxInflightMsgs int
-	// MaxProposalBytes bounds the entries collected into one proposal
-	// step (default 4 MiB).
-	MaxProposalBytes int
-	// CommitNotifyDelay (default 2 ms; negative: none) is how long a
+	// CommitNotifyDelay (DefaultCommitNotifyDelay when zero; negative: none) is how long a
 	// leader holds back an append that carries no entries, only a new
 	// commit index, for a follower it is replicating to. Raft sends one to
 	// every follower each time the commit index moves, and each is
@@ -82,6 +74,44 @@ type Config struct {
 	// commit at most this much later; the leader's own commit, and with it
 	// every acknowledgement, is not delayed.
 	CommitNotifyDelay time.Duration
+}
+
+func (t *Timing) fill() {
+	if t.TickInterval <= 0 {
+		t.TickInterval = DefaultTickInterval
+	}
+	if t.ElectionTick <= 0 {
+		t.ElectionTick = DefaultElectionTick
+	}
+	if t.HeartbeatTick <= 0 {
+		t.HeartbeatTick = DefaultHeartbeatTick
+	}
+	if t.CommitNotifyDelay == 0 {
+		t.CommitNotifyDelay = DefaultCommitNotifyDelay
+	}
+}
+
+// Config configures a Node.
+type Config struct {
+	ID      uint64
+	Storage *Storage
+	SM      StateMachine
+	// Applied is the index the state machine has applied (entries up to it
+	// are not applied again).
+	Applied uint64
+	// Bootstrap lists the initial voters, used only when the storage is
+	// empty. Every node of a new group must pass the same list in the same
+	// order: the bootstrap entries are part of the replicated log.
+	Bootstrap []raft.Peer
+	// Timing is raft's clock: ticks and the commit-notify delay.
+	Timing
+	// MaxSizePerMsg (default 1 MiB) and MaxInflightMsgs (default 256) are
+	// raft's flow control per follower.
+	MaxSizePerMsg   uint64
+	MaxInflightMsgs int
+	// MaxProposalBytes bounds the entries collected into one proposal
+	// step (default 4 MiB).
+	MaxProposalBytes int
 	// PersistDuration, if set, observes the time of each Ready's append
 	// plus fsync.
 	PersistDuration func(time.Duration)
@@ -173,6 +203,9 @@ type Node struct {
 	held      map[uint64]*pb.Message
 	heldTimer *time.Timer
 	heldc     <-chan time.Time
+
+	// transport is set by Start, before the raft goroutine runs.
+	transport Transport
 }
 
 type applyWork struct {
@@ -182,15 +215,7 @@ type applyWork struct {
 }
 
 func (c *Config) fill() {
-	if c.TickInterval <= 0 {
-		c.TickInterval = 50 * time.Millisecond
-	}
-	if c.ElectionTick <= 0 {
-		c.ElectionTick = 10
-	}
-	if c.HeartbeatTick <= 0 {
-		c.HeartbeatTick = 2
-	}
+	c.Timing.fill()
 	if c.MaxSizePerMsg == 0 {
 		c.MaxSizePerMsg = 1 << 20
 	}
@@ -199,9 +224,6 @@ func (c *Config) fill() {
 	}
 	if c.MaxProposalBytes <= 0 {
 		c.MaxProposalBytes = 4 << 20
-	}
-	if c.CommitNotifyDelay == 0 {
-		c.CommitNotifyDelay = 2 * time.Millisecond
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -279,8 +301,12 @@ func NewNode(cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// Start runs the raft and applier goroutines.
-func (n *Node) Start() {
+// Start runs the raft and applier goroutines, sending raft's messages
+// through t. The transport is given here rather than in Config so that it
+// can be built after the node (its handlers are the node's Step and
+// reports) without a construction cycle.
+func (n *Node) Start(t Transport) {
+	n.transport = t
 	n.wg.Add(2)
 	go n.run()
 	go n.applier()
@@ -700,7 +726,7 @@ func (n *Node) sendHeld() {
 		msgs = append(msgs, m)
 	}
 	clear(n.held)
-	n.cfg.Transport.Send(msgs)
+	n.transport.Send(msgs)
 }
 
 // sendsEarly reports whether a message may go out before this Ready's
@@ -735,7 +761,7 @@ func (n *Node) handleReady() error {
 			}
 		}
 		if len(early) > 0 {
-			n.cfg.Transport.Send(early)
+			n.transport.Send(early)
 			if len(rd.Entries) > 0 {
 				// The transport's writers are now runnable on this P; let
 				// them put the appends on the wire before this goroutine
@@ -787,7 +813,7 @@ func (n *Node) handleReady() error {
 		}
 	}
 	if len(late) > 0 {
-		n.cfg.Transport.Send(late)
+		n.transport.Send(late)
 	}
 	if k := len(rd.CommittedEntries); k > 0 {
 		for _, e := range rd.CommittedEntries {
@@ -1033,6 +1059,10 @@ func (n *Node) SetTickInterval(d time.Duration) {
 	case <-n.stopc:
 	}
 }
+
+// Timing is the node's configured timing, defaults filled in (the tick
+// interval as configured, not as SetTickInterval changed it).
+func (n *Node) Timing() Timing { return n.cfg.Timing }
 
 // TickInterval is the current tick interval.
 func (n *Node) TickInterval() time.Duration {

@@ -62,10 +62,10 @@ func TestNodeWaitsForSpace(t *testing.T) {
 	}))
 	st, _ := openStorage(t, fs)
 	sm := &countingSM{}
-	n, err := NewNode(Config{ID: 1, Storage: st, Transport: nopTransport{}, SM: sm,
-		Bootstrap: []raft.Peer{{ID: 1}}, TickInterval: 5 * time.Millisecond})
+	n, err := NewNode(Config{ID: 1, Storage: st, SM: sm,
+		Bootstrap: []raft.Peer{{ID: 1}}, Timing: Timing{TickInterval: 5 * time.Millisecond}})
 	require.NoError(t, err)
-	n.Start()
+	n.Start(nopTransport{})
 	defer n.Stop()
 	require.Eventually(t, n.IsLeader, 5*time.Second, 5*time.Millisecond)
 	ctx := context.Background()

@@ -102,12 +102,12 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.directIO, "direct-io", 0, "1: write commitlog appends with O_DIRECT, past the page cache (0: buffered writes, the default)")
 	fl.BoolVar(&f.autoCreate, "auto-create-topics", true, "create an unknown topic (4 queues) on first send")
 	fl.StringVar(&f.bindIP, "bind-ip", "", "source IP for outgoing raft connections")
-	fl.DurationVar(&f.tick, "tick", 50*time.Millisecond, "raft tick (election timeout is 10 ticks, heartbeat 2)")
+	fl.DurationVar(&f.tick, "tick", raftlog.DefaultTickInterval, fmt.Sprintf("raft tick (election timeout is %d ticks, heartbeat %d)", raftlog.DefaultElectionTick, raftlog.DefaultHeartbeatTick))
 	fl.StringVar(&f.namesrv, "namesrv", "", "name servers to register with, ADDR;ADDR (default: $NAMESRV_ADDR; none: routes only from the nodes themselves)")
 	fl.StringVar(&f.cluster, "cluster-name", "DefaultCluster", "cluster the group registers under with the name servers")
 	fl.BoolVar(&f.failover, "failover-routes", true, "list each follower in routes as a write-only broker name, so RocketMQ clients retry a failed send on a live node (see README)")
 	fl.DurationVar(&f.leaderWait, "leader-wait", 0, "how long a request that needs the leader waits for an election before it is refused (0: 2s, negative: no wait)")
-	fl.DurationVar(&f.notifyDelay, "commit-notify-delay", 0, "how long the leader holds an append that only tells followers a new commit index, hoping the next append carries it (0: 2ms, negative: send at once)")
+	fl.DurationVar(&f.notifyDelay, "commit-notify-delay", 0, fmt.Sprintf("how long the leader holds an append that only tells followers a new commit index, hoping the next append carries it (0: %v, negative: send at once)", raftlog.DefaultCommitNotifyDelay))
 	fl.Uint64Var(&f.preferred, "preferred-leader", 0, "node that should lead whenever it is up and caught up (0: any)")
 	fl.StringVar(&f.broker, "broker-name", "raftmq", "brokerName the group registers under")
 	fl.BoolVar(&f.faultEndpoint, "fault-endpoint", false, "accept FAULT (9005) requests: tick-rate and clock skew (chaos testing; binaries built with -tags mutant only)")
@@ -163,7 +163,7 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 	cfg := cluster.Config{
 		ID: f.id, Dir: dir, Peers: peers, Join: f.join, HTTPAddr: f.httpAddr, Flush: fm,
 		SegmentSize: f.segmentSize, AutoCreateTopics: f.autoCreate, BindIP: f.bindIP,
-		TickInterval: f.tick, CommitNotifyDelay: f.notifyDelay, LeaderWait: f.leaderWait, FailoverRoutes: f.failover, NameServers: namesrv.AddrsFromEnv(f.namesrv), ClusterName: f.cluster, BrokerName: f.broker, PreferredLeader: f.preferred, Logger: log,
+		Raft: raftlog.Timing{TickInterval: f.tick, CommitNotifyDelay: f.notifyDelay}, LeaderWait: f.leaderWait, FailoverRoutes: f.failover, NameServers: namesrv.AddrsFromEnv(f.namesrv), ClusterName: f.cluster, BrokerName: f.broker, PreferredLeader: f.preferred, Logger: log,
 		FaultEndpoint: f.faultEndpoint,
 		MaxTimerDelay: f.maxTimer, TxnTimeout: f.txnTimeout, TxnCheckInterval: f.txnInterval, TxnCheckMax: f.txnMax,
 		ACLFile: f.aclFile, ClientReadTimeout: f.clientRead, ClientIdleTimeout: f.clientIdle, MaxClientConns: f.maxConns,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/raftmq/raftmq/cluster"
 	"github.com/raftmq/raftmq/internal/localgroup"
+	"github.com/raftmq/raftmq/raftlog"
 )
 
 type clusterFlags struct {
@@ -66,7 +67,7 @@ func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().BoolVar(&f.tls, "tls", false, "run the group with TLS: a CA and node certificates in <data>/tls (made once), client and HTTP ports enforcing TLS, mutual TLS between nodes")
 	cmd.Flags().BoolVar(&f.restart, "restart", true, "restart a node that exits (killed, crashed, or refusing to start), after 1 s, doubling to 30 s while it keeps failing")
 	cmd.Flags().Int64Var(&f.segment, "segment-size", 1<<30, "commitlog segment size")
-	cmd.Flags().DurationVar(&f.tick, "tick", 50*time.Millisecond, "raft tick")
+	cmd.Flags().DurationVar(&f.tick, "tick", raftlog.DefaultTickInterval, "raft tick")
 	cmd.Flags().Int64Var(&f.warmAhead, "warm-ahead", 0, "commitlog bytes zero-filled ahead of the writer in sync mode (0: 64 MiB, -1: off)")
 	cmd.Flags().Int64Var(&f.cacheWin, "cache-window", 0, "commitlog bytes kept in the page cache behind its durable end (0: 1 GiB, -1: keep all)")
 	cmd.Flags().IntVar(&f.cqOpenFiles, "cq-max-open-files", 0, "consume-queue files each broker keeps open (0: 1,024, -1: no bound)")

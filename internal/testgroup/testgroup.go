@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/cluster"
+	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
 )
 
@@ -38,7 +39,7 @@ func Start(t testing.TB) []string {
 	}
 	for i := uint64(1); i <= 3; i++ {
 		b, err := cluster.Start(cluster.Config{ID: i, Dir: t.TempDir(), Peers: peers, SegmentSize: 4 << 20,
-			TickInterval: 10 * time.Millisecond, PreferredLeader: 1,
+			Raft: raftlog.Timing{TickInterval: 10 * time.Millisecond}, PreferredLeader: 1,
 			Store: store.Config{CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096}})
 		if err != nil {
 			t.Fatal(err)
