@@ -17,7 +17,7 @@ import (
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/cluster"
 	"github.com/raftmq/raftmq/commitlog/message"
-	"github.com/raftmq/raftmq/internal/bench"
+	"github.com/raftmq/raftmq/harness/bench"
 	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/offsets"
 )

@@ -328,7 +328,7 @@ func (g *group) start(id int) {
 	}
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
-	// Three brokers share this machine's CPUs (see internal/localgroup);
+	// Three brokers share this machine's CPUs (see harness/localgroup);
 	// they register with no name server the environment may name.
 	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return strings.HasPrefix(kv, "NAMESRV_ADDR=") || strings.HasPrefix(kv, "GOMAXPROCS=")

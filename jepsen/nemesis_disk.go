@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/raftmq/raftmq/cluster"
-	"github.com/raftmq/raftmq/internal/localgroup"
+	"github.com/raftmq/raftmq/harness/localgroup"
 	"github.com/raftmq/raftmq/jepsen/history"
 )
 

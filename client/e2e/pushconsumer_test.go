@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/harness/testgroup"
 	"github.com/raftmq/raftmq/internal/remoting"
-	"github.com/raftmq/raftmq/internal/testgroup"
 )
 
 // startGroup starts a three-node group in this process and returns its

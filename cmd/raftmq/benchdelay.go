@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/raftmq/raftmq/internal/bench"
+	"github.com/raftmq/raftmq/harness/bench"
 )
 
 // newBenchDelayCmd returns `bench delay`: timer messages due a fixed time

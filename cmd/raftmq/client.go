@@ -17,8 +17,8 @@ import (
 	"github.com/raftmq/raftmq/admin"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/cluster"
-	"github.com/raftmq/raftmq/internal/bench"
-	"github.com/raftmq/raftmq/internal/localgroup"
+	"github.com/raftmq/raftmq/harness/bench"
+	"github.com/raftmq/raftmq/harness/localgroup"
 	"github.com/raftmq/raftmq/namesrv"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/raftmq/raftmq/cluster"
-	"github.com/raftmq/raftmq/internal/localgroup"
+	"github.com/raftmq/raftmq/harness/localgroup"
 	"github.com/raftmq/raftmq/raftlog"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/client"
-	"github.com/raftmq/raftmq/internal/localgroup"
+	"github.com/raftmq/raftmq/harness/localgroup"
 )
 
 // clusterDemo sends n 1 KiB messages through the group (pipelined, fsynced

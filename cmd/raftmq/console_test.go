@@ -19,7 +19,7 @@ import (
 
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/cluster"
-	"github.com/raftmq/raftmq/internal/localgroup"
+	"github.com/raftmq/raftmq/harness/localgroup"
 	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/jepsen/history"
 )

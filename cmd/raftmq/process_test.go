@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/raftmq/raftmq/internal/bench"
-	"github.com/raftmq/raftmq/internal/localgroup"
+	"github.com/raftmq/raftmq/harness/bench"
+	"github.com/raftmq/raftmq/harness/localgroup"
 )
 
 // The test binary doubles as the raftmq binary for the broker processes

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftmq/raftmq/client"
-	"github.com/raftmq/raftmq/internal/testgroup"
+	"github.com/raftmq/raftmq/harness/testgroup"
 )
 
 // The seen set counts each offset of the ranges once, tells duplicates

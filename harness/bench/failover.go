@@ -13,7 +13,7 @@ import (
 
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/commitlog"
-	"github.com/raftmq/raftmq/internal/localgroup"
+	"github.com/raftmq/raftmq/harness/localgroup"
 	"github.com/raftmq/raftmq/internal/vfs"
 )
 
