@@ -96,7 +96,8 @@ type Config struct {
 	// name of its own, so that RocketMQ clients' send retries reach a live
 	// node when the leader dies (see FailoverBrokerName).
 	FailoverRoutes bool
-	// SendTimeout bounds the wait for commit (default 5 s).
+	// SendTimeout bounds the wait for commit (DefaultWaitTimeout when
+	// zero); the replica's WaitTimeout is this.
 	SendTimeout time.Duration
 	// LeaderWait bounds how long a request that needs the leader waits
 	// for one to be elected (or reachable) before it is refused (default
@@ -220,7 +221,7 @@ func Start(cfg Config) (*Broker, error) {
 		cfg.ClusterName = "DefaultCluster"
 	}
 	if cfg.SendTimeout <= 0 {
-		cfg.SendTimeout = 5 * time.Second
+		cfg.SendTimeout = DefaultWaitTimeout
 	}
 	if cfg.MaxFrame <= 0 {
 		cfg.MaxFrame = remoting.DefaultMaxFrame

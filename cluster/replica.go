@@ -37,7 +37,7 @@ type ReplicaConfig struct {
 	// MaxBatchBytes bounds the messages packed into one entry (default 1 MiB).
 	MaxBatchBytes int
 	// WaitTimeout bounds how long a SendAsync waits for its entry to
-	// apply (default 5 s).
+	// apply (DefaultWaitTimeout when zero).
 	WaitTimeout time.Duration
 	// Metrics receives observations (may be nil).
 	Metrics *Metrics
@@ -78,6 +78,10 @@ type sendReq struct {
 
 const pendingSnapName = "snapshot.pending"
 
+// DefaultWaitTimeout is ReplicaConfig.WaitTimeout's default, and so
+// Config.SendTimeout's.
+const DefaultWaitTimeout = 5 * time.Second
+
 // OpenReplica opens the store and raft state in cfg.Store.Dir.
 func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 	if cfg.Logger == nil {
@@ -87,7 +91,7 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 		cfg.MaxBatchBytes = 1 << 20
 	}
 	if cfg.WaitTimeout <= 0 {
-		cfg.WaitTimeout = 5 * time.Second
+		cfg.WaitTimeout = DefaultWaitTimeout
 	}
 	if cfg.Store.FS == nil {
 		cfg.Store.FS = vfs.Default()
