@@ -20,32 +20,137 @@ import (
 // ErrInspectFailed is returned by Inspect when it found corruption.
 var ErrInspectFailed = errors.New("store: inspection found problems")
 
-// Inspect examines a store directory without changing it: segments with
-// entry and message counts (every CRC verified, message body CRCs too),
-// consume queues with their offsets, index files and the bbolt contents. It
-// writes a report to w and returns ErrInspectFailed (wrapped) if anything
-// is corrupt. The store must not be open in another process.
+// InspectReport is what Inspect found, for people (Write) and scripts
+// (its JSON encoding).
+type InspectReport struct {
+	Dir       string           `json:"dir"`
+	Commitlog InspectCommitlog `json:"commitlog"`
+	Queues    []InspectQueue   `json:"consumeQueues"`
+	Index     []InspectIndex   `json:"indexFiles"`
+	Meta      *InspectMeta     `json:"meta,omitempty"`
+	// Problems are the corruptions found, each naming its file and
+	// offset; OK is true when there are none.
+	Problems []string `json:"problems"`
+	OK       bool     `json:"ok"`
+}
+
+// InspectCommitlog is the commit log's part of an InspectReport.
+type InspectCommitlog struct {
+	Dir           string           `json:"dir"`
+	DurableIndex  uint64           `json:"durableIndex"`
+	CleanShutdown bool             `json:"cleanShutdown"`
+	Segments      []InspectSegment `json:"segments"`
+	Entries       int              `json:"entries"`
+	Messages      int              `json:"messages"`
+	ByTopic       map[string]int   `json:"messagesByTopic"`
+	// TornTail: the log ends in unsynced bytes the next open cuts.
+	TornTail string `json:"tornTail,omitempty"`
+}
+
+// InspectSegment is one commit-log segment.
+type InspectSegment struct {
+	File       string `json:"file"`
+	FirstIndex uint64 `json:"firstIndex"`
+	LastIndex  uint64 `json:"lastIndex"`
+	Entries    int    `json:"entries"`
+	Bytes      int64  `json:"bytes"`
+	Sealed     bool   `json:"sealed"`
+}
+
+// InspectQueue is one consume queue, read raw.
+type InspectQueue struct {
+	Topic     string `json:"topic"`
+	QueueID   string `json:"queueId"`
+	MinOffset int64  `json:"minOffset"`
+	MaxOffset int64  `json:"maxOffset"`
+	Files     int    `json:"files"`
+}
+
+// InspectIndex is one index file.
+type InspectIndex struct {
+	File     string `json:"file"`
+	Entries  int64  `json:"entries"`
+	BeginPhy int64  `json:"beginPhyOffset"`
+	EndPhy   int64  `json:"endPhyOffset"`
+}
+
+// InspectMeta is the bbolt database's content.
+type InspectMeta struct {
+	AppliedIndex    uint64          `json:"appliedIndex"`
+	AppliedTerm     uint64          `json:"appliedTerm"`
+	Topics          []InspectTopic  `json:"topics"`
+	Groups          []InspectGroup  `json:"groups"`
+	QueueOffsets    []InspectOffset `json:"nextQueueOffsets"`
+	ConsumerOffsets []InspectOffset `json:"consumerOffsets"`
+}
+
+// InspectTopic is a topic's config in the bbolt database.
+type InspectTopic struct {
+	Topic       string `json:"topic"`
+	ReadQueues  int32  `json:"readQueueNums"`
+	WriteQueues int32  `json:"writeQueueNums"`
+	Perm        int32  `json:"perm"`
+}
+
+// InspectGroup is a subscription group's config.
+type InspectGroup struct {
+	Group         string `json:"group"`
+	RetryMaxTimes int32  `json:"retryMaxTimes"`
+}
+
+// InspectOffset is a queue offset: the next one of a queue, or a consumer
+// group's committed one.
+type InspectOffset struct {
+	Group   string `json:"group,omitempty"`
+	Topic   string `json:"topic"`
+	QueueID int32  `json:"queueId"`
+	Offset  int64  `json:"offset"`
+}
+
+// Inspect examines a store directory without changing it (InspectDir)
+// and writes the report to w as text. It returns ErrInspectFailed
+// (wrapped) if anything is corrupt.
 func Inspect(fs vfs.FS, dir string, w io.Writer) error {
-	// Files are read through mappings; on a full or failing device a page
-	// may not be readable (SIGBUS): report that instead of crashing.
-	err := vfs.CatchFault(func() error { return inspect(fs, dir, w) })
-	if errors.Is(err, vfs.ErrFault) {
-		fmt.Fprintf(w, "\nPROBLEMS (1):\n  - %v\n", err)
-		return fmt.Errorf("%w: %w", ErrInspectFailed, err)
+	rep, err := InspectDir(fs, dir, nil)
+	if rep != nil {
+		rep.Write(w)
 	}
 	return err
 }
 
-func inspect(fs vfs.FS, dir string, w io.Writer) error {
-	ro := vfs.ReadOnly(fs)
-	var problems []string
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	defer tw.Flush()
+// InspectDir examines a store directory without changing it: segments
+// with entry and message counts (every CRC verified, message body CRCs
+// too), consume queues with their offsets, index files and the bbolt
+// contents. progress, if set, is called after each commit-log entry with
+// the entries scanned and the log position reached. It returns the report
+// and, if anything is corrupt, ErrInspectFailed (wrapped) with it. The
+// store must not be open in another process.
+func InspectDir(fs vfs.FS, dir string, progress func(entries int, pos int64)) (*InspectReport, error) {
+	rep := &InspectReport{Dir: dir}
+	// Files are read through mappings; on a full or failing device a page
+	// may not be readable (SIGBUS): report that instead of crashing.
+	err := vfs.CatchFault(func() error { return inspect(fs, dir, rep, progress) })
+	if errors.Is(err, vfs.ErrFault) {
+		rep.Problems = append(rep.Problems, err.Error())
+	} else if err != nil {
+		return nil, err
+	}
+	rep.OK = len(rep.Problems) == 0
+	if !rep.OK {
+		return rep, fmt.Errorf("%w: %d problem(s), first: %s", ErrInspectFailed, len(rep.Problems), rep.Problems[0])
+	}
+	return rep, nil
+}
 
-	// Commitlog.
-	topicMsgs := map[string]int{}
-	msgs, badMsgs := 0, 0
-	rep, err := commitlog.Inspect(ro, vfs.Join(dir, "commitlog"), func(e commitlog.EntryRef) error {
+func inspect(fs vfs.FS, dir string, rep *InspectReport, progress func(int, int64)) error {
+	ro := vfs.ReadOnly(fs)
+	cl := &rep.Commitlog
+	cl.Dir, cl.ByTopic = vfs.Join(dir, "commitlog"), map[string]int{}
+	lrep, err := commitlog.Inspect(ro, cl.Dir, func(e commitlog.EntryRef) error {
+		if progress != nil {
+			progress(cl.Entries+1, e.Pos)
+		}
+		cl.Entries++
 		if e.Type != 0 || len(e.Body) == 0 {
 			return nil
 		}
@@ -58,13 +163,12 @@ func inspect(fs vfs.FS, dir string, w io.Writer) error {
 		for off := 0; off < len(recs); {
 			v, err := message.Parse(recs[off:], true)
 			if err != nil {
-				badMsgs++
-				problems = append(problems, fmt.Sprintf("entry %d: message record at physical offset %d: %v",
+				rep.Problems = append(rep.Problems, fmt.Sprintf("entry %d: message record at physical offset %d: %v",
 					e.Index, base+int64(off), err))
 				break
 			}
-			msgs++
-			topicMsgs[string(v.Topic)]++
+			cl.Messages++
+			cl.ByTopic[string(v.Topic)]++
 			off += v.Size
 		}
 		return nil
@@ -72,104 +176,142 @@ func inspect(fs vfs.FS, dir string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(tw, "commitlog\t%s\n", vfs.Join(dir, "commitlog"))
-	fmt.Fprintf(tw, "  durable index (checkpoint)\t%d\tclean shutdown\t%v\n", rep.DurableIndex, rep.CleanShutdown)
-	fmt.Fprintf(tw, "  segment\tfirst index\tlast index\tentries\tbytes\tsealed\n")
-	for _, s := range rep.Segments {
-		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%v\n", filepath.Base(s.Path), s.FirstIndex, s.LastIndex, s.Entries, s.Bytes, s.Sealed)
+	cl.DurableIndex, cl.CleanShutdown, cl.Entries, cl.TornTail = lrep.DurableIndex, lrep.CleanShutdown, lrep.Entries, lrep.TornTail
+	for _, s := range lrep.Segments {
+		cl.Segments = append(cl.Segments, InspectSegment{File: filepath.Base(s.Path), FirstIndex: s.FirstIndex, LastIndex: s.LastIndex,
+			Entries: s.Entries, Bytes: s.Bytes, Sealed: s.Sealed})
 	}
-	fmt.Fprintf(tw, "  entries\t%d\tmessages\t%d\n", rep.Entries, msgs)
-	topics := make([]string, 0, len(topicMsgs))
-	for t := range topicMsgs {
-		topics = append(topics, t)
-	}
-	sort.Strings(topics)
-	for _, t := range topics {
-		fmt.Fprintf(tw, "  messages in %s\t%d\n", t, topicMsgs[t])
-	}
-	if rep.TornTail != "" {
-		fmt.Fprintf(tw, "  torn tail (unsynced writes; the next open cuts it)\t%s\n", rep.TornTail)
-	}
-	if rep.Problem != nil {
-		problems = append(problems, rep.Problem.Error())
+	if lrep.Problem != nil {
+		rep.Problems = append(rep.Problems, lrep.Problem.Error())
 	}
 
 	// Consume queues, read raw: opening them could repair a tail.
-	fmt.Fprintf(tw, "consume queues\n  topic\tqueue\tmin offset\tmax offset\tfiles\n")
-	if err := inspectQueues(ro, vfs.Join(dir, "consumequeue"), tw); err != nil {
-		problems = append(problems, fmt.Sprintf("consume queues: %v", err))
+	if err := inspectQueues(ro, vfs.Join(dir, "consumequeue"), rep); err != nil {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("consume queues: %v", err))
 	}
 
 	// Index.
 	idx, err := index.Open(ro, vfs.Join(dir, "index"), index.Options{})
 	if err != nil {
-		problems = append(problems, fmt.Sprintf("index: %v", err))
+		rep.Problems = append(rep.Problems, fmt.Sprintf("index: %v", err))
 	} else {
-		fmt.Fprintf(tw, "index files\n  file\tentries\tbegin phy\tend phy\n")
 		for _, f := range idx.Files() {
-			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\n", f.Name, f.IndexCount-1, f.BeginPhyOffset, f.EndPhyOffset)
+			rep.Index = append(rep.Index, InspectIndex{File: f.Name, Entries: int64(f.IndexCount - 1), BeginPhy: f.BeginPhyOffset, EndPhy: f.EndPhyOffset})
 		}
 		idx.Close()
 	}
 
 	// bbolt.
-	if err := inspectMeta(dir, tw); err != nil {
-		problems = append(problems, fmt.Sprintf("meta.db: %v", err))
+	m, err := inspectMeta(dir)
+	if err != nil {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("meta.db: %v", err))
 	}
-	tw.Flush()
-	if len(problems) > 0 {
-		fmt.Fprintf(w, "\nPROBLEMS (%d):\n", len(problems))
-		for _, p := range problems {
-			fmt.Fprintf(w, "  - %s\n", p)
-		}
-		return fmt.Errorf("%w: %d problem(s), first: %s", ErrInspectFailed, len(problems), problems[0])
-	}
-	fmt.Fprintln(w, "\nOK: every CRC verified, no corruption found")
+	rep.Meta = m
 	return nil
 }
 
-func inspectMeta(dir string, w io.Writer) error {
+// Write prints the report for people.
+func (rep *InspectReport) Write(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	cl := &rep.Commitlog
+	fmt.Fprintf(tw, "commitlog\t%s\n", cl.Dir)
+	fmt.Fprintf(tw, "  durable index (checkpoint)\t%d\tclean shutdown\t%v\n", cl.DurableIndex, cl.CleanShutdown)
+	fmt.Fprintf(tw, "  segment\tfirst index\tlast index\tentries\tbytes\tsealed\n")
+	for _, s := range cl.Segments {
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%v\n", s.File, s.FirstIndex, s.LastIndex, s.Entries, s.Bytes, s.Sealed)
+	}
+	fmt.Fprintf(tw, "  entries\t%d\tmessages\t%d\n", cl.Entries, cl.Messages)
+	topics := make([]string, 0, len(cl.ByTopic))
+	for t := range cl.ByTopic {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	for _, t := range topics {
+		fmt.Fprintf(tw, "  messages in %s\t%d\n", t, cl.ByTopic[t])
+	}
+	if cl.TornTail != "" {
+		fmt.Fprintf(tw, "  torn tail (unsynced writes; the next open cuts it)\t%s\n", cl.TornTail)
+	}
+	fmt.Fprintf(tw, "consume queues\n  topic\tqueue\tmin offset\tmax offset\tfiles\n")
+	for _, q := range rep.Queues {
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\n", q.Topic, q.QueueID, q.MinOffset, q.MaxOffset, q.Files)
+	}
+	fmt.Fprintf(tw, "index files\n  file\tentries\tbegin phy\tend phy\n")
+	for _, f := range rep.Index {
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\n", f.File, f.Entries, f.BeginPhy, f.EndPhy)
+	}
+	if m := rep.Meta; m != nil {
+		fmt.Fprintf(tw, "meta.db\n  applied index\t%d\tterm\t%d\n", m.AppliedIndex, m.AppliedTerm)
+		for _, t := range m.Topics {
+			fmt.Fprintf(tw, "  topic %s\tqueues %d/%d\tperm %d\n", t.Topic, t.ReadQueues, t.WriteQueues, t.Perm)
+		}
+		for _, g := range m.Groups {
+			fmt.Fprintf(tw, "  group %s\tretry max %d\n", g.Group, g.RetryMaxTimes)
+		}
+		for _, o := range m.QueueOffsets {
+			fmt.Fprintf(tw, "  next queue offset %s/%d\t%d\n", o.Topic, o.QueueID, o.Offset)
+		}
+		for _, o := range m.ConsumerOffsets {
+			fmt.Fprintf(tw, "  consumer offset %s %s/%d\t%d\n", o.Group, o.Topic, o.QueueID, o.Offset)
+		}
+	}
+	tw.Flush()
+	if len(rep.Problems) > 0 {
+		fmt.Fprintf(w, "\nPROBLEMS (%d):\n", len(rep.Problems))
+		for _, p := range rep.Problems {
+			fmt.Fprintf(w, "  - %s\n", p)
+		}
+		return
+	}
+	fmt.Fprintln(w, "\nOK: every CRC verified, no corruption found")
+}
+
+func inspectMeta(dir string) (*InspectMeta, error) {
 	db, err := offsets.Open(filepath.Join(dir, "meta.db"), offsets.Options{})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer db.Close()
-	return db.View(func(tx *offsets.Tx) error {
-		applied, term, err := tx.AppliedIndex()
-		if err != nil {
+	m := &InspectMeta{}
+	err = db.View(func(tx *offsets.Tx) error {
+		var err error
+		if m.AppliedIndex, m.AppliedTerm, err = tx.AppliedIndex(); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "meta.db\n  applied index\t%d\tterm\t%d\n", applied, term)
 		topics, err := tx.Topics()
 		if err != nil {
 			return err
 		}
 		for _, t := range topics {
-			fmt.Fprintf(w, "  topic %s\tqueues %d/%d\tperm %d\n", t.TopicName, t.ReadQueueNums, t.WriteQueueNums, t.Perm)
+			m.Topics = append(m.Topics, InspectTopic{Topic: t.TopicName, ReadQueues: t.ReadQueueNums, WriteQueues: t.WriteQueueNums, Perm: t.Perm})
 		}
 		groups, err := tx.SubscriptionGroups()
 		if err != nil {
 			return err
 		}
 		for _, g := range groups {
-			fmt.Fprintf(w, "  group %s\tretry max %d\n", g.GroupName, g.RetryMaxTimes)
+			m.Groups = append(m.Groups, InspectGroup{Group: g.GroupName, RetryMaxTimes: int32(g.RetryMaxTimes)})
 		}
 		if err := tx.ForEachQueueOffset(func(topic string, q int32, off int64) error {
-			fmt.Fprintf(w, "  next queue offset %s/%d\t%d\n", topic, q, off)
+			m.QueueOffsets = append(m.QueueOffsets, InspectOffset{Topic: topic, QueueID: q, Offset: off})
 			return nil
 		}); err != nil {
 			return err
 		}
 		return tx.ForEachConsumerOffset(func(group, topic string, q int32, off int64) error {
-			fmt.Fprintf(w, "  consumer offset %s %s/%d\t%d\n", group, topic, q, off)
+			m.ConsumerOffsets = append(m.ConsumerOffsets, InspectOffset{Group: group, Topic: topic, QueueID: q, Offset: off})
 			return nil
 		})
 	})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // inspectQueues reads every consume queue file directly: 20-byte units
 // (phy int64, size int32, tags int64), a unit with size 0 unwritten.
-func inspectQueues(fs vfs.FS, root string, w io.Writer) error {
+func inspectQueues(fs vfs.FS, root string, rep *InspectReport) error {
 	topics, err := fs.List(root)
 	if errors.Is(err, vfs.ErrNotExist) {
 		return nil
@@ -219,7 +361,7 @@ func inspectQueues(fs vfs.FS, root string, w io.Writer) error {
 			if min < 0 {
 				min = 0
 			}
-			fmt.Fprintf(w, "  %s\t%s\t%d\t%d\t%d\n", topic, q, min, max, len(files))
+			rep.Queues = append(rep.Queues, InspectQueue{Topic: topic, QueueID: q, MinOffset: min, MaxOffset: max, Files: len(files)})
 		}
 	}
 	return nil
