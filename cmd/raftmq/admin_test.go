@@ -329,6 +329,11 @@ func TestAdminClusterLag(t *testing.T) {
 		require.Greater(t, m.LagBytes, int64(n*size), "%+v", m)
 	}
 	require.NoError(t, g.StartNode(down))
+	out, err = cli(t, "admin", "node", "wait", fmt.Sprint(down), "--every", "100ms", "--timeout", "20s", "--addr", all)
+	require.NoError(t, err, out)
+	require.Contains(t, out, fmt.Sprintf("n%d caught up", down))
+	out, err = cli(t, "admin", "node", "wait", "9", "--addr", all)
+	require.ErrorContains(t, err, "node 9 is not a member", out)
 	require.Eventually(t, func() bool {
 		out, err := cli(t, "admin", "cluster", "list", "--json", "--addr", all)
 		if err != nil || json.Unmarshal([]byte(out), &cv) != nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -273,7 +274,7 @@ func adminGroupCmds(logger func() *slog.Logger) []*cobra.Command {
 			if err := cl.AddNode(ctx, id, p.Client, p.Raft); err != nil {
 				return err
 			}
-			fmt.Printf("node %d added; start it with: raftmq broker --id %d --join --peer %s ...(the other members)\n", id, id, args[0])
+			fmt.Printf("node %d added; start it with: raftmq broker --id %d --join --peer %s ...(the other members), then follow its catch-up with: raftmq admin node wait %d\n", id, id, args[0], id)
 			return nil
 		})}
 	remove := &cobra.Command{Use: "remove ID", Short: "Remove a voter", Args: cobra.ExactArgs(1),
@@ -288,7 +289,31 @@ func adminGroupCmds(logger func() *slog.Logger) []*cobra.Command {
 			fmt.Printf("node %d removed\n", id)
 			return nil
 		})}
-	node.AddCommand(add, remove)
+	var waitFor time.Duration
+	var waitEvery time.Duration
+	wait := &cobra.Command{Use: "wait ID", Short: "Print a member's catch-up (entries and bytes behind the leader, rate) until it has caught up",
+		Long: "wait asks the leader (through any node) every --every how far member ID's log is behind its own,\n" +
+			"prints the entries and bytes it lacks and the rate it closes the gap at, and returns once the\n" +
+			"member is active and lacks nothing (exit 1 after --timeout). Use it after `raftmq broker --join`\n" +
+			"of a new member, or when a member restarts after a long time down.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			var id uint64
+			if _, err := fmt.Sscan(args[0], &id); err != nil {
+				return fmt.Errorf("bad node id %q", args[0])
+			}
+			cl, err := newClient(c.Context(), addrs, logger())
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(c.Context(), waitFor)
+			defer cancel()
+			return waitCatchUp(ctx, cl, id, waitEvery, c.OutOrStdout())
+		}}
+	wait.Flags().DurationVar(&waitFor, "timeout", 30*time.Minute, "give up after this long")
+	wait.Flags().DurationVar(&waitEvery, "every", 2*time.Second, "time between progress lines")
+	node.AddCommand(add, remove, wait)
 
 	offset := &cobra.Command{Use: "offset", Short: "Show or reset a consumer group's committed offset of a queue"}
 	var og, ot string
@@ -331,7 +356,7 @@ func adminGroupCmds(logger func() *slog.Logger) []*cobra.Command {
 
 	dlq, dlqCmds := newDLQCmd(withClient)
 	cmds := []*cobra.Command{topic, clusterCmd, transfer, node, offset, msg, dlq}
-	for _, c := range append([]*cobra.Command{create, list, status, transfer, add, remove, get, reset, query}, dlqCmds...) {
+	for _, c := range append([]*cobra.Command{create, list, status, transfer, add, remove, wait, get, reset, query}, dlqCmds...) {
 		addrFlag(c, &addrs)
 	}
 	return cmds
@@ -618,4 +643,47 @@ func listTopics(ctx context.Context, cl *client.Client, _ []string) error {
 		fmt.Printf("%-24s queues r%d/w%d perm %d  %s\n", n, tc.ReadQueueNums, tc.WriteQueueNums, tc.Perm, strings.Join(parts, " "))
 	}
 	return nil
+}
+
+// waitCatchUp prints member id's lag behind the leader every every until
+// the member is active and lacks nothing.
+func waitCatchUp(ctx context.Context, cl *client.Client, id uint64, every time.Duration, w io.Writer) error {
+	start := time.Now()
+	var firstBytes int64 = -1
+	for {
+		v, err := admin.ClusterList(ctx, cl)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("node %d: %w", id, ctx.Err())
+			}
+			fmt.Fprintf(w, "n%d: asking the leader: %v\n", id, err)
+		} else {
+			i := slices.IndexFunc(v.Members, func(m cluster.AdminMember) bool { return m.ID == id })
+			if i < 0 {
+				return fmt.Errorf("node %d is not a member of the group (add it first: raftmq admin node add)", id)
+			}
+			m := v.Members[i]
+			if m.Active && m.LagEntries == 0 {
+				fmt.Fprintf(w, "n%d caught up: log matches the leader's at index %d (%s)\n", id, m.Match, time.Since(start).Round(time.Second))
+				return nil
+			}
+			if firstBytes < 0 {
+				firstBytes = m.LagBytes
+			}
+			rate := ""
+			if el := time.Since(start).Seconds(); el >= 1 && firstBytes > m.LagBytes {
+				rate = fmt.Sprintf(", closing at %.1f MB/s", float64(firstBytes-m.LagBytes)/el/1e6)
+			}
+			state := "active"
+			if !m.Active {
+				state = "not heard from"
+			}
+			fmt.Fprintf(w, "n%d: %s, behind the leader by %d entries, %.1f MB%s\n", id, state, m.LagEntries, float64(m.LagBytes)/1e6, rate)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("node %d did not catch up: %w", id, ctx.Err())
+		case <-time.After(every):
+		}
+	}
 }
