@@ -27,7 +27,7 @@ type fakeClock struct {
 func (c *fakeClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *fakeClock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 
-func testConfig(t *testing.T, fs vfs.FS) Config {
+func testConfig(t testing.TB, fs vfs.FS) Config {
 	return Config{
 		Dir:             t.TempDir(),
 		FS:              fs,
