@@ -103,8 +103,10 @@ type Config struct {
 	// empty. Every node of a new group must pass the same list in the same
 	// order: the bootstrap entries are part of the replicated log.
 	Bootstrap []raft.Peer
-	// Timing is raft's clock: ticks and the commit-notify delay.
+	// Timing is raft's timing: ticks and the commit-notify delay.
 	Timing
+	// Clock is the source of ticks and timers (RealClock when nil).
+	Clock Clock
 	// MaxSizePerMsg (default 1 MiB) and MaxInflightMsgs (default 256) are
 	// raft's flow control per follower.
 	MaxSizePerMsg   uint64
@@ -201,7 +203,7 @@ type Node struct {
 	// Both are owned by the raft goroutine; heldc is heldTimer's channel
 	// while it is armed, nil otherwise.
 	held      map[uint64]*pb.Message
-	heldTimer *time.Timer
+	heldTimer Timer
 	heldc     <-chan time.Time
 
 	// transport is set by Start, before the raft goroutine runs.
@@ -216,6 +218,9 @@ type applyWork struct {
 
 func (c *Config) fill() {
 	c.Timing.fill()
+	if c.Clock == nil {
+		c.Clock = RealClock{}
+	}
 	if c.MaxSizePerMsg == 0 {
 		c.MaxSizePerMsg = 1 << 20
 	}
@@ -578,13 +583,13 @@ func (n *Node) publishStatus() {
 func (n *Node) run() {
 	defer n.wg.Done()
 	defer close(n.done)
-	ticker := time.NewTicker(n.cfg.TickInterval)
+	ticker := n.cfg.Clock.NewTicker(n.cfg.TickInterval)
 	defer ticker.Stop()
 	n.tick.Store(int64(n.cfg.TickInterval))
 	statusEvery := 0
 	for {
 		select {
-		case <-ticker.C:
+		case <-ticker.Chan():
 			n.rn.Tick()
 			if statusEvery++; statusEvery%4 == 0 {
 				n.publishStatus()
@@ -694,11 +699,11 @@ func (n *Node) hold(m *pb.Message) bool {
 	n.held[m.GetTo()] = m
 	if n.heldc == nil {
 		if n.heldTimer == nil {
-			n.heldTimer = time.NewTimer(n.cfg.CommitNotifyDelay)
+			n.heldTimer = n.cfg.Clock.NewTimer(n.cfg.CommitNotifyDelay)
 		} else {
 			n.heldTimer.Reset(n.cfg.CommitNotifyDelay)
 		}
-		n.heldc = n.heldTimer.C
+		n.heldc = n.heldTimer.Chan()
 	}
 	return true
 }
@@ -858,12 +863,12 @@ func (n *Node) untilSpace(what string, write func() error) error {
 	if !vfs.IsNoSpace(err) {
 		return err
 	}
-	start := time.Now()
+	start := n.cfg.Clock.Now()
 	n.stalled.Store(true)
 	n.log.Error("raftlog: disk full: cannot persist; not acknowledging until space frees", "what", what, "err", err)
 	defer n.stalled.Store(false)
 	wait := 10 * time.Millisecond
-	t := time.NewTimer(wait)
+	t := n.cfg.Clock.NewTimer(wait)
 	defer t.Stop()
 	for tries := 1; ; tries++ {
 		select {
@@ -872,11 +877,11 @@ func (n *Node) untilSpace(what string, write func() error) error {
 		case m := <-n.recvc:
 			n.stepWhileStalled(m)
 			continue
-		case <-t.C:
+		case <-t.Chan():
 		}
 		if err = write(); !vfs.IsNoSpace(err) {
 			if err == nil {
-				n.log.Info("raftlog: disk space available again: persisted", "what", what, "stalled", time.Since(start).Round(time.Millisecond), "tries", tries+1)
+				n.log.Info("raftlog: disk space available again: persisted", "what", what, "stalled", n.cfg.Clock.Now().Sub(start).Round(time.Millisecond), "tries", tries+1)
 			}
 			return err
 		}
