@@ -136,7 +136,7 @@ func (e *env) diskFull(ctx context.Context, ev history.Event) (*fault, error) {
 		close(stop)
 		wg.Wait()
 		f.Close()
-		if err := os.Remove(path); err != nil {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) { // a wipe may have taken it
 			return fmt.Errorf("jepsen: disk-full: remove the ballast: %w", err)
 		}
 		return nil
