@@ -31,7 +31,7 @@ func Scenarios(set string) ([]Scenario, error) {
 	}
 	switch set {
 	case "ci":
-		out := []Scenario{
+		return []Scenario{
 			sc(WorkloadQueue, NemPartition, NemKill),
 			sc(WorkloadRetries, NemPowerLoss, NemPartitionLeader),
 			sc(WorkloadLog, NemCorrupt, NemPause, NemClock),
@@ -42,9 +42,8 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadGroup, NemKillLeader, NemPartition),
 			sc(WorkloadTransaction, NemKillLeader, NemPause),
 			sc(WorkloadRetry, NemKill, NemPartitionLeader),
-		}
-		out = append(out, Scenario{Name: WorkloadQueue + "-" + NemDiskFull, Workload: WorkloadQueue, Nemesis: []string{NemDiskFull}, TimeLimit: 30 * time.Second})
-		return out, nil
+			sc(WorkloadQueue, NemDiskFull),
+		}, nil
 	case "standard", "soak":
 		out := []Scenario{
 			sc(WorkloadQueue, NemPartition),
@@ -57,6 +56,8 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadQueue, NemMembership),
 			sc(WorkloadQueue, NemHostile),
 			sc(WorkloadBatched, NemHostile, NemKillLeader),
+			sc(WorkloadQueue, NemDiskFull),
+			sc(WorkloadBatched, NemDiskFull, NemKillLeader, NemPartition),
 			sc(WorkloadRetries, NemKillLeader, NemPartitionLeader),
 			sc(WorkloadBatched, NemKillLeader, NemPartitionLeader),
 			sc(WorkloadOffsets, NemKill, NemPause),
@@ -73,7 +74,6 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadTransaction, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemHostile, NemPartitionLeader, NemKillLeader),
 			sc(WorkloadRetry, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemHostile, NemPartitionLeader, NemKillLeader),
 		}
-		out = append(out, sc(WorkloadQueue, NemDiskFull), sc(WorkloadBatched, NemDiskFull, NemKillLeader, NemPartition))
 		if set == "soak" {
 			for i := range out {
 				out[i].TimeLimit = 5 * time.Minute
