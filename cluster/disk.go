@@ -37,7 +37,8 @@ func (r *Replica) DiskFull() bool { return r.node.DiskStalled() || r.st.DiskFull
 // member that is active, has every committed entry, and is not full.
 // Members are asked by the leader, when it needs to know; nothing is
 // replicated and no follower acts on its own. A member that does not
-// answer (down, or refusing an unsigned request under an ACL) counts as
+// answer (down or cut off; under an ACL the question is signed with its
+// admin account, signInternal) counts as
 // unknown: it is chosen only when no member is known to have space.
 // After an attempt the loop waits handoffCooldown before the next.
 
