@@ -45,8 +45,8 @@ type Proposal struct {
 	Dropped func(error)
 }
 
-// Defaults of Timing's fields. They are declared here only: cluster and
-// the command line pass zero (or the flag's default, which is these) through.
+// Defaults of Timing's fields. They are declared here only: cluster passes
+// Timing through as it is, and the command line's flags default to these.
 const (
 	DefaultTickInterval      = 50 * time.Millisecond
 	DefaultElectionTick      = 10
@@ -62,14 +62,14 @@ type Timing struct {
 	TickInterval  time.Duration
 	ElectionTick  int
 	HeartbeatTick int
-	// CommitNotifyDelay (DefaultCommitNotifyDelay when zero; negative: none) is how long a
-	// leader holds back an append that carries no entries, only a new
-	// commit index, for a follower it is replicating to. Raft sends one to
-	// every follower each time the commit index moves, and each is
-	// answered, which doubles the messages per send when sends come one at
-	// a time. If an append with entries goes to that follower first, it
-	// carries the same commit index or a later one and the held one is dropped,
-	// since the newer message tells the follower at least as much;
+	// CommitNotifyDelay (negative: none) is how long a leader holds back
+	// an append that carries no entries, only a new commit index, for a
+	// follower it is replicating to. Raft sends one to every follower each
+	// time the commit index moves, and each is answered, which doubles the
+	// messages per send when sends come one at a time. If an append with
+	// entries goes to that follower first, it carries the same commit
+	// index or a later one and the held one is dropped, since the newer
+	// message tells the follower at least as much;
 	// otherwise it is sent when the delay ends. So a follower learns of a
 	// commit at most this much later; the leader's own commit, and with it
 	// every acknowledgement, is not delayed.
