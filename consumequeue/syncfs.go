@@ -20,11 +20,20 @@ type SyncMark struct {
 // Flush made them visible or not, and makes them visible) and returns a
 // mark for each queue. Its cost is one pass over the open queues, without a
 // syscall for a queue that has nothing in memory.
-func (s *Set) MarkDirty() ([]SyncMark, error) {
+func (s *Set) MarkDirty() ([]SyncMark, error) { return s.mark(false) }
+
+// MarkFlushed is MarkDirty for an owner that runs it beside its writer: it
+// writes only the units that Flush made visible, and leaves the units put
+// since the last Flush buffered and invisible (a later MarkDirty or
+// MarkFlushed writes them). Its marks cover every unit flushed before it
+// began, and the writer waits for it only one queue at a time.
+func (s *Set) MarkFlushed() ([]SyncMark, error) { return s.mark(true) }
+
+func (s *Set) mark(flushedOnly bool) ([]SyncMark, error) {
 	dirty := s.all(true)
 	marks := make([]SyncMark, 0, len(dirty))
 	for _, q := range dirty {
-		m, err := q.flushForMark()
+		m, err := q.flushForMark(flushedOnly)
 		s.cache.maybeEvict()
 		if err != nil {
 			return nil, err
@@ -34,7 +43,7 @@ func (s *Set) MarkDirty() ([]SyncMark, error) {
 	return marks, nil
 }
 
-func (q *Queue) flushForMark() (SyncMark, error) {
+func (q *Queue) flushForMark(flushedOnly bool) (SyncMark, error) {
 	q.w.Lock()
 	defer q.w.Unlock()
 	if q.mu.closed {
@@ -43,7 +52,11 @@ func (q *Queue) flushForMark() (SyncMark, error) {
 	if q.w.err != nil {
 		return SyncMark{}, q.w.err
 	}
-	if err := q.spillLocked(q.endLocked()); err != nil {
+	upTo := q.endLocked()
+	if flushedOnly {
+		upTo = q.mu.max
+	}
+	if err := q.spillLocked(upTo); err != nil {
 		return SyncMark{}, err
 	}
 	return SyncMark{q: q, writes: q.writes.Load(), firstGen: q.w.firstGen}, nil

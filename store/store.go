@@ -345,6 +345,17 @@ func (s *Store) Persist() error {
 	if err != nil {
 		return err
 	}
+	// The queues' writes run beside Apply: with thousands of active
+	// queues they are thousands of pwrites (and opens of files the cache
+	// closed), which must not hold up every acknowledgement.
+	if err := s.markQueues(cp); err != nil {
+		s.applyMu.Lock()
+		if s.applyErr == nil {
+			s.applyErr = err
+		}
+		s.applyMu.Unlock()
+		return err
+	}
 	return s.commit(cp)
 }
 
@@ -355,7 +366,27 @@ func (s *Store) persistLocked() error {
 	if err != nil {
 		return err
 	}
+	if err := s.markQueues(cp); err != nil {
+		s.applyErr = err
+		return err
+	}
 	return s.commit(cp)
+}
+
+// markQueues writes what the consume queues hold in memory and records in
+// cp how far each dirty queue was written. It may run beside Apply (the
+// caller holds persistMu, which every other writer of the queues but
+// Apply holds): every unit that cp's capture covers was put and flushed
+// before the capture, so it is written now, before commit's SyncFS; units
+// Apply puts meanwhile are written too and are covered by no checkpoint
+// yet, which recovery cuts back anyway.
+func (s *Store) markQueues(cp *checkpoint) error {
+	marks, err := s.cqs.MarkFlushed()
+	if err != nil {
+		return fmt.Errorf("store: persist: %w", err)
+	}
+	cp.queues = marks
+	return nil
 }
 
 // persistLoop takes a checkpoint whenever Apply asks for one (every
@@ -401,9 +432,9 @@ type checkpoint struct {
 }
 
 // captureLocked is the part of a checkpoint that needs applyMu, and no
-// fsync: it writes what the consume queues and the index buffer, takes the
-// index checkpoint and the state's delta. The caller holds persistMu and
-// applyMu, and passes the result to commit.
+// fsync: it writes what the index buffers, takes the index checkpoint and
+// the state's delta. The caller holds persistMu and applyMu, and passes
+// the result to markQueues (which needs no applyMu) and then to commit.
 func (s *Store) captureLocked() (*checkpoint, error) {
 	if s.applyErr != nil {
 		return nil, fmt.Errorf("store: persist: refusing after an apply failure: %w", s.applyErr)
@@ -418,11 +449,6 @@ func (s *Store) captureLocked() (*checkpoint, error) {
 		s.applyErr = err
 		return nil, fmt.Errorf("store: persist: %w", err)
 	}
-	marks, err := s.cqs.MarkDirty()
-	if err != nil {
-		s.applyErr = err
-		return nil, fmt.Errorf("store: persist: %w", err)
-	}
 	cp, err := s.idx.WriteCheckpoint()
 	if err != nil {
 		s.applyErr = err
@@ -432,7 +458,7 @@ func (s *Store) captureLocked() (*checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: persist: %w", err)
 	}
-	return &checkpoint{delta: s.state.takeDelta(), index: cpb, queues: marks}, nil
+	return &checkpoint{delta: s.state.takeDelta(), index: cpb}, nil
 }
 
 // commit makes a captured checkpoint durable: one SyncFS covers every
