@@ -282,6 +282,29 @@ func TestDedupe(t *testing.T) {
 	require.Zero(t, expire(1<<62))
 }
 
+func TestDedupeForEachAndClear(t *testing.T) {
+	db := openTestDB(t, "")
+	update(t, db, func(tx *Tx) error {
+		require.NoError(t, tx.PutDedupe("b", 7, []byte("rb")))
+		require.NoError(t, tx.PutDedupe("a", 9, []byte("ra")))
+		return nil
+	})
+	var got []string
+	require.NoError(t, db.View(func(tx *Tx) error {
+		return tx.ForEachDedupe(func(k []byte, ts int64, res []byte) error {
+			got = append(got, fmt.Sprintf("%s@%d=%s", k, ts, res))
+			return nil
+		})
+	}))
+	require.Equal(t, []string{"a@9=ra", "b@7=rb"}, got)
+	var n int
+	update(t, db, func(tx *Tx) (err error) { n, err = tx.ClearDedupe(); return err })
+	require.Equal(t, 2, n)
+	d := dump(t, db)
+	require.Empty(t, d[bucketDedupe])
+	require.Empty(t, d[bucketDedupeByTime])
+}
+
 func TestDedupeExpireOrderMany(t *testing.T) {
 	db := openTestDB(t, "")
 	const n = 500

@@ -3,6 +3,7 @@ package offsets
 import (
 	"bytes"
 	"fmt"
+	"math"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -298,6 +299,23 @@ func (t *Tx) ExpireDedupe(beforeMillis int64) (int, error) {
 		}
 	}
 	return len(expired), nil
+}
+
+// ForEachDedupe calls fn with every dedupe entry in key order; the slices
+// are valid only during the call.
+func (t *Tx) ForEachDedupe(fn func(key []byte, tsMillis int64, result []byte) error) error {
+	return t.dedupe.ForEach(func(k, v []byte) error {
+		ts, result, err := decodeDedupeValue(v)
+		if err != nil {
+			return fmt.Errorf("offsets: dedupe %q: %w", k, err)
+		}
+		return fn(k, ts, result)
+	})
+}
+
+// ClearDedupe removes every dedupe entry and returns how many it removed.
+func (t *Tx) ClearDedupe() (int, error) {
+	return t.ExpireDedupe(math.MaxInt64)
 }
 
 func (t *Tx) put(b *bolt.Bucket, k, v []byte, what string) error {

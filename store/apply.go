@@ -491,6 +491,7 @@ func (s *Store) applyCommand(payload []byte) error {
 // re-checked against the stored record, so a hash collision never matches.
 // The index serves entries put earlier in the same Apply from its write
 // buffer, and applyBatch the queue offsets of their still-buffered units.
+// After the index, it consults the dedupe table of an installed snapshot.
 func (s *Store) findByUniqKey(topic, uniq, key string, reconsume int32, ts int64, window time.Duration) (MessageResult, bool, error) {
 	w := window.Milliseconds()
 	cands, err := s.idx.Query(key, 64, ts-w, ts+w)
@@ -529,6 +530,12 @@ func (s *Store) findByUniqKey(topic, uniq, key string, reconsume int32, ts int64
 		}
 		return MessageResult{Topic: topic, QueueID: v.QueueID, QueueOffset: qo, PhyOffset: phy, Size: int32(v.Size),
 			StoreTimestamp: v.StoreTimestamp, StoreHost: v.StoreHost, UniqKey: uniq}, true, nil
+	}
+	// Then the messages stored before an installed snapshot, older than
+	// everything in this node's log, as a replica with the whole log would
+	// meet them after its index's newer candidates.
+	if r, ok := s.lookupDedupeTable(topic, uniq, reconsume, ts, w); ok {
+		return r, true, nil
 	}
 	return MessageResult{}, false, nil
 }

@@ -1,11 +1,14 @@
 package store
 
 import (
+	"encoding/binary"
+	"hash/crc32"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/internal/vfs"
 )
 
@@ -32,42 +35,161 @@ func TestDedupeDecisionEqualOnReplicasOfOneLog(t *testing.T) {
 	require.Equal(t, res[0], res[1])
 }
 
-// A replica that installed a snapshot has none of the records below the
-// snapshot's index, recent ones included, so it takes a retry of one of
-// them as a new message where the leader refuses it as a duplicate. This
-// pins the divergence ARCHITECTURE.md describes under "deduplication";
-// when snapshots carry the dedupe state, the follower must answer like
-// the leader and this test's last assertions flip.
-func TestDedupeAfterSnapshotInstallDiverges(t *testing.T) {
+// dedupeBase is the store time of the tests' first message.
+const dedupeBase = 1_800_000_000_000
+
+// stamped is a message with UNIQ_KEY uniq stored at dedupeBase+dt ms.
+func stamped(uniq string, dt int64) *message.Message {
+	m := msg("t", 0, 1, "", uniq)
+	m.StoreTimestamp = dedupeBase + dt
+	return m
+}
+
+// putAll applies the same message as the same entry on every node and
+// returns each node's results; the logs must stay aligned.
+func putAll(t *testing.T, nodes []*Standalone, mk func() *message.Message) [][]MessageResult {
+	t.Helper()
+	out := make([][]MessageResult, len(nodes))
+	for i, n := range nodes {
+		var err error
+		out[i], err = n.Put(mk())
+		require.NoError(t, err)
+		require.Equal(t, nodes[0].Log().LastIndex(), n.Log().LastIndex(), "node %d applied the message as the same entry", i)
+	}
+	return out
+}
+
+// requireSameDecision asserts every node decided a retry like node 0 (same
+// answer, same queue length) and that the decision was dup.
+func requireSameDecision(t *testing.T, nodes []*Standalone, res [][]MessageResult, dup bool, what string) {
+	t.Helper()
+	require.Equal(t, dup, res[0][0].Duplicate, "%s: node 0", what)
+	for i := 1; i < len(nodes); i++ {
+		require.Equal(t, res[0], res[i], "%s: node %d answers like node 0", what, i)
+		require.Equal(t, nodes[0].MaxOffset("t", 0), nodes[i].MaxOffset("t", 0), "%s: node %d's queue", what, i)
+	}
+}
+
+func installOn(t *testing.T, st *Standalone, snap []byte) {
+	t.Helper()
+	require.NoError(t, st.Restore(snap, func(info SnapshotInfo) error { return st.Log().Reset(info.Index+1, info.Pos) }))
+}
+
+func dedupeConfig(t *testing.T) Config {
 	cfg := testConfig(t, vfs.NewMem())
 	cfg.DedupeWindow = time.Minute
-	leader := openSA(t, cfg)
+	return cfg
+}
+
+// A replica that installed a snapshot has none of the records below the
+// snapshot's index; the snapshot's dedupe table gives it those a later
+// retry can match, so it decides every retry like the leader: a retry of
+// a recent message is a duplicate on both (with the same answer), a retry
+// of a message older than the window is new on both, and so is a message
+// of the same UNIQ_KEY consumed once more. The decision survives the
+// follower's restart (the table is in its dedupe bucket).
+func TestDedupeDecisionEqualAfterSnapshotInstall(t *testing.T) {
+	leader := openSA(t, dedupeConfig(t))
 	defer leader.Close()
 	createTopic(t, leader, "t", 1)
-	m := msg("t", 0, 1, "", "K")
-	m.StoreTimestamp = 1_800_000_000_000
-	_, err := leader.Put(m)
-	require.NoError(t, err)
+	for _, m := range []*message.Message{stamped("OLD", -5*60_000), stamped("K", 0), stamped("K2", 10_000)} {
+		_, err := leader.Put(m)
+		require.NoError(t, err)
+	}
 	_, snap, err := leader.Snapshot()
 	require.NoError(t, err)
 
-	cfg2 := testConfig(t, vfs.NewMem())
-	cfg2.DedupeWindow = time.Minute
-	follower := openSA(t, cfg2)
-	defer follower.Close()
-	require.NoError(t, follower.Restore(snap, func(info SnapshotInfo) error { return follower.Log().Reset(info.Index+1, info.Pos) }))
+	fcfg := dedupeConfig(t)
+	follower := openSA(t, fcfg)
+	installOn(t, follower, snap)
+	nodes := []*Standalone{leader, follower}
 
-	r1 := msg("t", 0, 1, "", "K")
-	r1.StoreTimestamp = m.StoreTimestamp + 1_000
-	r2 := msg("t", 0, 1, "", "K")
-	r2.StoreTimestamp = r1.StoreTimestamp
-	onLeader, err := leader.Put(r1)
+	res := putAll(t, nodes, func() *message.Message { return stamped("K", 1_000) })
+	requireSameDecision(t, nodes, res, true, "retry of K")
+	require.Equal(t, int64(1), res[0][0].QueueOffset, "the answer is the original's")
+	res = putAll(t, nodes, func() *message.Message { return stamped("OLD", 1_000) })
+	requireSameDecision(t, nodes, res, false, "retry of OLD, outside the window")
+	res = putAll(t, nodes, func() *message.Message {
+		m := stamped("K2", 11_000)
+		m.ReconsumeTimes = 1
+		return m
+	})
+	requireSameDecision(t, nodes, res, false, "K2 consumed once more")
+	require.Equal(t, int64(5), leader.MaxOffset("t", 0))
+
+	require.NoError(t, follower.Close())
+	follower = openSA(t, fcfg)
+	defer follower.Close()
+	nodes[1] = follower
+	res = putAll(t, nodes, func() *message.Message { return stamped("K2", 12_000) })
+	requireSameDecision(t, nodes, res, true, "retry of K2 after the follower's restart")
+	require.Equal(t, int64(2), res[0][0].QueueOffset)
+}
+
+// A replica restored from a snapshot that makes a snapshot itself carries
+// its table forward: a third replica installing it refuses a retry of a
+// message stored before the first snapshot, like the original leader,
+// and one stored between the two snapshots.
+func TestDedupeTableCarriesForward(t *testing.T) {
+	leader := openSA(t, dedupeConfig(t))
+	defer leader.Close()
+	createTopic(t, leader, "t", 1)
+	_, err := leader.Put(stamped("K", 0))
 	require.NoError(t, err)
-	onFollower, err := follower.Put(r2)
+	_, snap, err := leader.Snapshot()
 	require.NoError(t, err)
-	require.Equal(t, leader.Log().LastIndex(), follower.Log().LastIndex(), "both applied the retry as the same entry")
-	require.True(t, onLeader[0].Duplicate, "the leader refuses the retry")
-	require.False(t, onFollower[0].Duplicate, "known divergence: the follower restored from a snapshot took the retry as new")
-	require.Equal(t, int64(1), leader.MaxOffset("t", 0))
-	require.Equal(t, int64(2), follower.MaxOffset("t", 0), "known divergence: the follower's queue is one ahead")
+	second := openSA(t, dedupeConfig(t))
+	defer second.Close()
+	installOn(t, second, snap)
+	nodes := []*Standalone{leader, second}
+	putAll(t, nodes, func() *message.Message { return stamped("K3", 2_000) })
+	_, snap2, err := second.Snapshot()
+	require.NoError(t, err)
+	third := openSA(t, dedupeConfig(t))
+	defer third.Close()
+	installOn(t, third, snap2)
+	nodes = append(nodes, third)
+
+	res := putAll(t, nodes, func() *message.Message { return stamped("K", 3_000) })
+	requireSameDecision(t, nodes, res, true, "retry of K, stored before the first snapshot")
+	res = putAll(t, nodes, func() *message.Message { return stamped("K3", 3_000) })
+	requireSameDecision(t, nodes, res, true, "retry of K3, stored between the snapshots")
+	require.Equal(t, int64(2), third.MaxOffset("t", 0))
+}
+
+// A version 1 snapshot (no dedupe table) still installs; the replica then
+// has no table, as before version 2.
+func TestSnapshotVersion1StillInstalls(t *testing.T) {
+	leader := openSA(t, dedupeConfig(t))
+	defer leader.Close()
+	createTopic(t, leader, "t", 1)
+	_, err := leader.Put(stamped("K", 0))
+	require.NoError(t, err)
+	p, snap, err := leader.Snapshot()
+	require.NoError(t, err)
+	info, err := DecodeSnapshot(snap)
+	require.NoError(t, err)
+	require.Len(t, info.dedupe, 1)
+
+	// The version 1 layout: the header, the database and the checksum.
+	v1 := append([]byte(nil), snap[:snapHeader+len(info.DB)]...)
+	binary.BigEndian.PutUint32(v1[4:], 1)
+	v1 = binary.BigEndian.AppendUint32(v1, crc32.Checksum(v1, castagnoli))
+	info1, err := DecodeSnapshot(v1)
+	require.NoError(t, err)
+	require.Equal(t, p, info1.Index)
+	require.Empty(t, info1.dedupe)
+
+	follower := openSA(t, dedupeConfig(t))
+	defer follower.Close()
+	installOn(t, follower, v1)
+	require.Empty(t, follower.dedupeTab)
+	res, err := follower.Put(stamped("K", 1_000))
+	require.NoError(t, err)
+	require.False(t, res[0].Duplicate, "no table: the follower has no record of K")
+
+	bad := append([]byte(nil), snap...)
+	binary.BigEndian.PutUint32(bad[4:], 3)
+	_, err = DecodeSnapshot(bad)
+	require.ErrorIs(t, err, ErrBadSnapshot)
 }

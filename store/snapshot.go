@@ -14,22 +14,30 @@ import (
 // Snapshot layout (what a lagging replica receives from the leader when the
 // entries it misses were deleted by retention). All integers big-endian:
 //
-//	| off | size | field                                                  |
-//	|   0 |    4 | magic 0x524D5150 ("RMQP")                              |
-//	|   4 |    4 | version, 1                                             |
-//	|   8 |    8 | applied index P the state corresponds to               |
-//	|  16 |    8 | global log position where entry P+1 goes               |
-//	|  24 |    8 | length n of the bbolt database copy                    |
-//	|  32 |    n | bbolt database (offsets.DB.WriteSnapshot) as of P      |
-//	| 32+n|    4 | CRC-32C of bytes 0 .. 32+n-1                           |
+//	| off    | size | field                                                  |
+//	|      0 |    4 | magic 0x524D5150 ("RMQP")                              |
+//	|      4 |    4 | version, 2 (1 is still read)                           |
+//	|      8 |    8 | applied index P the state corresponds to               |
+//	|     16 |    8 | global log position where entry P+1 goes               |
+//	|     24 |    8 | length n of the bbolt database copy                    |
+//	|     32 |    n | bbolt database (offsets.DB.WriteSnapshot) as of P      |
+//	|   32+n |    8 | length m of the dedupe table (version 2 only)          |
+//	|   40+n |    m | dedupe table as of P (version 2 only, dedupe.go)       |
+//	| 40+n+m |    4 | CRC-32C of every byte before it                        |
 //
 // The database carries topics, groups, consumer offsets and each queue's
 // next offset; the messages themselves are not in a snapshot (they are
 // gone from the leader's log too): the installing replica's queues restart
-// empty at the leader's next offsets.
+// empty at the leader's next offsets. The dedupe table lists the messages
+// stored before P that a retry applied after P could match (every queued
+// message with a UNIQ_KEY stored within DedupeWindow of the newest store
+// time at P), with what a duplicate's answer reports; the installing
+// replica keeps it in its dedupe bucket and consults it after its index. A
+// version 1 snapshot has no table: the replica then has none.
 const (
 	snapMagic   uint32 = 0x524D5150
-	snapVersion uint32 = 1
+	snapVersion uint32 = 2
+	snapV1      uint32 = 1
 	snapHeader         = 32
 )
 
@@ -61,6 +69,18 @@ func (s *Store) Snapshot() (uint64, []byte, error) {
 	} else {
 		pos = s.clog.EndPosition()
 	}
+	tab, cutoff, err := s.buildDedupeTable()
+	if err != nil {
+		return 0, nil, fmt.Errorf("store: snapshot: %w", err)
+	}
+	// What the table leaves out can no longer match: drop it here too.
+	if err := s.pruneDedupeTable(cutoff); err != nil {
+		return 0, nil, fmt.Errorf("store: snapshot: %w", err)
+	}
+	section, err := encodeDedupeTable(tab)
+	if err != nil {
+		return 0, nil, fmt.Errorf("store: snapshot: %w", err)
+	}
 	var buf bytes.Buffer
 	buf.Write(make([]byte, snapHeader))
 	if err := s.db.WriteSnapshot(&buf); err != nil {
@@ -72,6 +92,8 @@ func (s *Store) Snapshot() (uint64, []byte, error) {
 	binary.BigEndian.PutUint64(b[8:], p)
 	binary.BigEndian.PutUint64(b[16:], uint64(pos))
 	binary.BigEndian.PutUint64(b[24:], uint64(len(b)-snapHeader))
+	b = binary.BigEndian.AppendUint64(b, uint64(len(section)))
+	b = append(b, section...)
 	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 	return p, b, nil
 }
@@ -81,25 +103,47 @@ type SnapshotInfo struct {
 	Index uint64
 	Pos   int64
 	DB    []byte
+	// dedupe is the snapshot's dedupe table (empty for version 1).
+	dedupe dedupeTable
 }
 
-// DecodeSnapshot checks and splits a snapshot.
+// DecodeSnapshot checks and splits a snapshot (version 1 or 2).
 func DecodeSnapshot(b []byte) (SnapshotInfo, error) {
 	if len(b) < snapHeader+4 {
 		return SnapshotInfo{}, fmt.Errorf("%w: %d bytes", ErrBadSnapshot, len(b))
 	}
-	if binary.BigEndian.Uint32(b) != snapMagic || binary.BigEndian.Uint32(b[4:]) != snapVersion {
+	version := binary.BigEndian.Uint32(b[4:])
+	if binary.BigEndian.Uint32(b) != snapMagic || (version != snapVersion && version != snapV1) {
 		return SnapshotInfo{}, fmt.Errorf("%w: bad magic or version", ErrBadSnapshot)
-	}
-	n := binary.BigEndian.Uint64(b[24:])
-	if n != uint64(len(b)-snapHeader-4) {
-		return SnapshotInfo{}, fmt.Errorf("%w: database length %d in %d bytes", ErrBadSnapshot, n, len(b))
 	}
 	end := len(b) - 4
 	if crc32.Checksum(b[:end], castagnoli) != binary.BigEndian.Uint32(b[end:]) {
 		return SnapshotInfo{}, fmt.Errorf("%w: checksum mismatch", ErrBadSnapshot)
 	}
-	return SnapshotInfo{Index: binary.BigEndian.Uint64(b[8:]), Pos: int64(binary.BigEndian.Uint64(b[16:])), DB: b[snapHeader:end]}, nil
+	n := binary.BigEndian.Uint64(b[24:])
+	if n > uint64(end-snapHeader) {
+		return SnapshotInfo{}, fmt.Errorf("%w: database length %d in %d bytes", ErrBadSnapshot, n, len(b))
+	}
+	dbEnd := snapHeader + int(n)
+	info := SnapshotInfo{Index: binary.BigEndian.Uint64(b[8:]), Pos: int64(binary.BigEndian.Uint64(b[16:])), DB: b[snapHeader:dbEnd], dedupe: dedupeTable{}}
+	if version == snapV1 {
+		if dbEnd != end {
+			return SnapshotInfo{}, fmt.Errorf("%w: database length %d in %d bytes", ErrBadSnapshot, n, len(b))
+		}
+		return info, nil
+	}
+	if end-dbEnd < 8 {
+		return SnapshotInfo{}, fmt.Errorf("%w: no dedupe table length after the database", ErrBadSnapshot)
+	}
+	m := binary.BigEndian.Uint64(b[dbEnd:])
+	if m != uint64(end-dbEnd-8) {
+		return SnapshotInfo{}, fmt.Errorf("%w: dedupe table length %d in %d bytes", ErrBadSnapshot, m, end-dbEnd-8)
+	}
+	var err error
+	if info.dedupe, err = decodeDedupeTable(b[dbEnd+8 : end]); err != nil {
+		return SnapshotInfo{}, err
+	}
+	return info, nil
 }
 
 // Restore replaces the store's state with a snapshot's. resetLog must make
@@ -131,6 +175,12 @@ func (s *Store) Restore(snap []byte, resetLog func(info SnapshotInfo) error) err
 	if s.db, err = offsets.Open(path, offsets.Options{NoSync: s.cfg.NoSyncMeta, Logger: s.log}); err != nil {
 		return fmt.Errorf("store: restore: %w", err)
 	}
+	// The leader's own dedupe bucket came with its database: replace it
+	// with the snapshot's table (none for a version 1 snapshot).
+	if err := saveDedupeTable(s.db, info.dedupe); err != nil {
+		return fmt.Errorf("store: restore: %w", err)
+	}
+	s.dedupeTab = info.dedupe
 	st, err := loadState(s.db)
 	if err != nil {
 		return err
@@ -169,7 +219,7 @@ func (s *Store) Restore(snap []byte, resetLog func(info SnapshotInfo) error) err
 	s.aclVersion.Add(1)
 	cur.clearDirty()
 	cur.mu.Unlock()
-	s.log.Info("store: installed snapshot", "index", info.Index, "next_position", info.Pos)
+	s.log.Info("store: installed snapshot", "index", info.Index, "next_position", info.Pos, "dedupe_keys", len(info.dedupe))
 	s.notify()
 	// Write our own index checkpoint over the leader's.
 	return s.persistLocked()

@@ -149,6 +149,9 @@ type Store struct {
 	lastPersist time.Time
 	// batch is Apply's state between consume-queue flushes (applyMu).
 	batch applyBatch
+	// dedupeTab is the dedupe table a snapshot install left (dedupe.go;
+	// applyMu).
+	dedupeTab dedupeTable
 	// applyErr is the storage error that failed Apply, sticky: Apply and
 	// Persist refuse to run after it (applyMu).
 	applyErr error
@@ -242,6 +245,9 @@ func (s *Store) open() error {
 	}
 	s.state, err = loadState(s.db)
 	if err != nil {
+		return err
+	}
+	if s.dedupeTab, err = loadDedupeTable(s.db); err != nil {
 		return err
 	}
 	lopts := commitlog.Options{
