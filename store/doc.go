@@ -39,7 +39,10 @@
 // queue is rejected the same way on every replica, and deduplication looks
 // a message's UNIQ_KEY up in the index (built from the same log), within
 // DedupeWindow of the message's store timestamp (set by the leader), never
-// the local clock.
+// the local clock. A replica that installed a snapshot lacks the records
+// below it: the snapshot carries a dedupe table of those a later retry can
+// match (dedupe.go, format in snapshot.go), which the replica keeps in its
+// bbolt dedupe bucket and consults after the index.
 //
 // # Persistence and recovery
 //
