@@ -229,13 +229,16 @@ func (s *Store) lookupDedupeTable(topic, uniq string, reconsume int32, ts, w int
 // persist), every queued message with a UNIQ_KEY whose store time is within
 // the dedupe window of the newest store time of the queues' last messages
 // (and of the current table), from the consume queues and the current
-// table. It returns the table and the cutoff store time below which
-// nothing was kept.
+// table, among those stored in the last Config.DedupeTableBytes of the log
+// before end (the log position after the applied index). It returns the
+// table and the cutoff store time below which nothing was kept.
 //
 // Store times need not increase along the log (they are the leaders'
 // clocks), so each queue is scanned back past the cutoff until a message
-// more than one more window older than the cutoff, or the queue's start.
-func (s *Store) buildDedupeTable() (dedupeTable, int64, error) {
+// more than one more window older than the cutoff, the byte bound, or the
+// queue's start. The byte bound caps the scan (which runs on the raft
+// goroutine) and the table's size under heavy load.
+func (s *Store) buildDedupeTable(end int64) (dedupeTable, int64, error) {
 	w := s.cfg.DedupeWindow.Milliseconds()
 	t := dedupeTable{}
 	if w <= 0 {
@@ -262,6 +265,7 @@ func (s *Store) buildDedupeTable() (dedupeTable, int64, error) {
 		return t, math.MaxInt64, nil
 	}
 	cutoff := ref - w
+	floor := end - s.cfg.DedupeTableBytes
 	for _, q := range queues {
 		for off := q.MaxOffset() - 1; off >= q.MinOffset(); off-- {
 			u, err := q.Get(off)
@@ -270,6 +274,9 @@ func (s *Store) buildDedupeTable() (dedupeTable, int64, error) {
 			}
 			if err != nil {
 				return nil, 0, fmt.Errorf("store: dedupe table: %w", err)
+			}
+			if u.PhyOffset < floor {
+				break
 			}
 			rec, err := s.readRecord(u.PhyOffset)
 			if errors.Is(err, commitlog.ErrBadPosition) {
@@ -302,7 +309,7 @@ func (s *Store) buildDedupeTable() (dedupeTable, int64, error) {
 	}
 	for k, hits := range s.dedupeTab {
 		for _, h := range hits {
-			if h.StoreTimestamp >= cutoff {
+			if h.StoreTimestamp >= cutoff && h.PhyOffset >= floor {
 				t[k] = append(t[k], h)
 			}
 		}

@@ -193,3 +193,41 @@ func TestSnapshotVersion1StillInstalls(t *testing.T) {
 	_, err = DecodeSnapshot(bad)
 	require.ErrorIs(t, err, ErrBadSnapshot)
 }
+
+// The table covers only the last DedupeTableBytes of the log before the
+// snapshot, even for messages within the window.
+func TestDedupeTableBoundedByLogBytes(t *testing.T) {
+	cfg := dedupeConfig(t)
+	cfg.DedupeTableBytes = 4 << 10
+	leader := openSA(t, cfg)
+	defer func() { leader.Close() }()
+	createTopic(t, leader, "t", 1)
+	_, err := leader.Put(stamped("K", 0))
+	require.NoError(t, err)
+	big := stamped("BIG", 1_000)
+	big.Body = make([]byte, 8<<10)
+	_, err = leader.Put(big)
+	require.NoError(t, err)
+	_, err = leader.Put(stamped("LAST", 2_000))
+	require.NoError(t, err)
+	_, snap, err := leader.Snapshot()
+	require.NoError(t, err)
+	info, err := DecodeSnapshot(snap)
+	require.NoError(t, err)
+	require.Contains(t, info.dedupe, dedupeKey("t", "LAST", 0))
+	require.NotContains(t, info.dedupe, dedupeKey("t", "BIG", 0), "stored more than 4 KiB before the snapshot")
+	require.NotContains(t, info.dedupe, dedupeKey("t", "K", 0))
+
+	cfg.DedupeTableBytes = 0 // the default, 32 MiB
+	require.NoError(t, leader.Close())
+	leader = openSA(t, cfg)
+	_, snap, err = leader.Snapshot()
+	require.NoError(t, err)
+	info, err = DecodeSnapshot(snap)
+	require.NoError(t, err)
+	require.Len(t, info.dedupe, 3)
+	hit := info.dedupe[dedupeKey("t", "BIG", 0)]
+	require.Len(t, hit, 1)
+	require.Equal(t, int64(1), hit[0].QueueOffset)
+	require.Equal(t, int64(dedupeBase+1_000), hit[0].StoreTimestamp)
+}

@@ -31,7 +31,8 @@ import (
 // empty at the leader's next offsets. The dedupe table lists the messages
 // stored before P that a retry applied after P could match (every queued
 // message with a UNIQ_KEY stored within DedupeWindow of the newest store
-// time at P), with what a duplicate's answer reports; the installing
+// time at P, in the last Config.DedupeTableBytes of the log), with what a
+// duplicate's answer reports; the installing
 // replica keeps it in its dedupe bucket and consults it after its index. A
 // version 1 snapshot has no table: the replica then has none.
 const (
@@ -69,7 +70,7 @@ func (s *Store) Snapshot() (uint64, []byte, error) {
 	} else {
 		pos = s.clog.EndPosition()
 	}
-	tab, cutoff, err := s.buildDedupeTable()
+	tab, cutoff, err := s.buildDedupeTable(pos)
 	if err != nil {
 		return 0, nil, fmt.Errorf("store: snapshot: %w", err)
 	}

@@ -64,6 +64,11 @@ type Config struct {
 	// DedupeWindow bounds how far apart (in store time) two sends with the
 	// same UNIQ_KEY count as one (default 10 minutes; negative disables).
 	DedupeWindow time.Duration
+	// DedupeTableBytes bounds the log a snapshot's dedupe table covers:
+	// only the messages stored in the last DedupeTableBytes of the log
+	// before the snapshot (and within DedupeWindow) go into it (default
+	// 32 MiB; see dedupe.go).
+	DedupeTableBytes int64
 	// PersistInterval is how often a checkpoint runs beside Apply (default
 	// 1 s; see the package documentation).
 	PersistInterval time.Duration
@@ -101,6 +106,9 @@ func (c *Config) fill() error {
 	}
 	if c.DedupeWindow == 0 {
 		c.DedupeWindow = 10 * time.Minute
+	}
+	if c.DedupeTableBytes <= 0 {
+		c.DedupeTableBytes = 32 << 20
 	}
 	if c.PersistInterval <= 0 {
 		c.PersistInterval = time.Second
