@@ -4,7 +4,8 @@
 // next offset of every consume queue), which changes only by applying
 // committed raft entries, so that it is the same on every replica and
 // survives a crash; and buckets for a producer dedupe window keyed by the
-// producer's unique key.
+// producer's unique key (the store keeps there the dedupe table of the last
+// snapshot it installed: package store, dedupe.go).
 //
 // Every node applies committed raft entries into this database in batches;
 // one applied batch is one Update transaction that also records the applied
@@ -66,7 +67,9 @@
 //	val  SubscriptionGroupConfig as JSON (RocketMQ field names)
 //
 // dedupe ("dedupe"), the idempotent-append window keyed by the producer's
-// unique key:
+// unique key (the store's key is topic, reconsume count and UNIQ_KEY, its
+// result the stored messages a retry matches; Tx.ForEachDedupe reads them
+// all back, Tx.ClearDedupe empties both buckets):
 //
 //	key  producer key bytes
 //	val  | timestamp ms u64 (8) | original send result bytes |   offDedupeTS=0, offDedupeResult=8
