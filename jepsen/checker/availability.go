@@ -107,17 +107,7 @@ func checkHeldUnderHostileClients(run *history.Run, r *report) {
 			continue
 		}
 		from := ev.Start + hostileSettle
-		var attempted, acked int64
-		for i := range run.Ops {
-			op := &run.Ops[i]
-			if op.Kind != history.Send || op.Drain || op.Invoke > ev.End || (op.Complete != 0 && op.Complete < from) {
-				continue
-			}
-			attempted++
-			if op.Outcome == history.OK && op.Complete >= from && op.Complete <= ev.End {
-				acked++
-			}
-		}
+		attempted, acked := sendsInWindow(run, from, ev.End)
 		r.add("hostile-windows", 1)
 		r.add("ok-sends-under-hostile-clients", acked)
 		if attempted > 0 && acked == 0 {
@@ -125,4 +115,20 @@ func checkHeldUnderHostileClients(run *history.Run, r *report) {
 				secs(from), secs(ev.End), ev.Description, attempted)
 		}
 	}
+}
+
+// sendsInWindow counts the sends (drains aside) that were in flight at
+// some time in [from, to] (attempted) and those acknowledged in it.
+func sendsInWindow(run *history.Run, from, to int64) (attempted, acked int64) {
+	for i := range run.Ops {
+		op := &run.Ops[i]
+		if op.Kind != history.Send || op.Drain || op.Invoke > to || (op.Complete != 0 && op.Complete < from) {
+			continue
+		}
+		attempted++
+		if op.Outcome == history.OK && op.Complete >= from && op.Complete <= to {
+			acked++
+		}
+	}
+	return attempted, acked
 }

@@ -26,17 +26,7 @@ func checkHeldUnderFullDisk(run *history.Run, r *report) {
 			continue
 		}
 		from := ev.Start + settle
-		var attempted, acked int64
-		for i := range run.Ops {
-			op := &run.Ops[i]
-			if op.Kind != history.Send || op.Drain || op.Invoke > ev.End || (op.Complete != 0 && op.Complete < from) {
-				continue
-			}
-			attempted++
-			if op.Outcome == history.OK && op.Complete >= from && op.Complete <= ev.End {
-				acked++
-			}
-		}
+		attempted, acked := sendsInWindow(run, from, ev.End)
 		r.add("disk-full-windows", 1)
 		r.add("ok-sends-with-a-full-disk", acked)
 		if attempted > 0 && acked == 0 {
