@@ -37,6 +37,20 @@ func View(ctx context.Context, cl *client.Client, code int32, ext map[string]str
 	return nil
 }
 
+// Change sends an admin change (through the leader; idempotent allows a
+// retry after an indeterminate outcome) and decodes the broker's JSON view
+// of the outcome into v.
+func Change(ctx context.Context, cl *client.Client, code int32, ext map[string]string, body []byte, idempotent bool, v any) error {
+	raw, err := cl.AdminChange(ctx, code, ext, body, idempotent)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("admin: answer to request %d: %w", code, err)
+	}
+	return nil
+}
+
 // ClusterList is the group as its leader sees it: members, roles, terms,
 // commit and applied indexes, each follower's lag.
 func ClusterList(ctx context.Context, cl *client.Client) (cluster.AdminCluster, error) {

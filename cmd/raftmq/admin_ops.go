@@ -194,13 +194,9 @@ func (e *adminEnv) topicRoute() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			raw, err := cl.AdminView(ctx, remoting.GetRouteInfoByTopic, map[string]string{"topic": topic}, nil)
-			if err != nil {
-				return explain(err, topic, "")
-			}
 			var v any
-			if err := json.Unmarshal(raw, &v); err != nil {
-				return err
+			if err := admin.View(ctx, cl, remoting.GetRouteInfoByTopic, map[string]string{"topic": topic}, &v); err != nil {
+				return explain(err, topic, "")
 			}
 			return printJSON(out, v)
 		})
@@ -520,13 +516,9 @@ func (e *adminEnv) producerConnection() *cobra.Command {
 	c := e.command("connection", "The producer group's connected clients (id, address, language, version), as their heartbeats told the node",
 		cobra.NoArgs, &asJSON, func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
 			h := remoting.ProducerConnectionRequestHeader{ProducerGroup: group}
-			raw, err := cl.AdminView(ctx, remoting.GetProducerConnectionList, h.Encode(), nil)
-			if err != nil {
-				return explain(err, "", group)
-			}
 			var v cluster.AdminProducerConnection
-			if err := json.Unmarshal(raw, &v); err != nil {
-				return err
+			if err := admin.View(ctx, cl, remoting.GetProducerConnectionList, h.Encode(), &v); err != nil {
+				return explain(err, "", group)
 			}
 			if asJSON {
 				return printJSON(out, v)
@@ -625,13 +617,9 @@ func (e *adminEnv) resetByTime() *cobra.Command {
 				return err
 			}
 			h := remoting.ResetOffsetRequestHeader{Topic: topic, Group: group, Timestamp: ts, IsForce: force}
-			raw, err := cl.AdminChange(ctx, remoting.InvokeBrokerToResetOffset, h.Encode(), nil, true)
-			if err != nil {
-				return explain(err, topic, group)
-			}
 			var v cluster.AdminReset
-			if err := json.Unmarshal(raw, &v); err != nil {
-				return err
+			if err := admin.Change(ctx, cl, remoting.InvokeBrokerToResetOffset, h.Encode(), nil, true, &v); err != nil {
+				return explain(err, topic, group)
 			}
 			if asJSON {
 				return printJSON(out, v)
@@ -786,12 +774,8 @@ func newImportConfigCmd(logger func() *slog.Logger) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			raw, err := cl.AdminChange(ctx, remoting.ImportConfig, nil, payload, true)
-			if err != nil {
-				return err
-			}
 			var v cluster.AdminImport
-			if err := json.Unmarshal(raw, &v); err != nil {
+			if err := admin.Change(ctx, cl, remoting.ImportConfig, nil, payload, true, &v); err != nil {
 				return err
 			}
 			if asJSON {
