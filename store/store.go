@@ -58,8 +58,9 @@ type Config struct {
 	IndexSlots      int
 	IndexMaxEntries int
 	// CQMaxOpenFiles bounds the consume-queue files kept open at once
-	// (consumequeue.Options.MaxOpenFiles: 0 for its default, 1,024;
-	// negative for no bound).
+	// (consumequeue.Options.MaxOpenFiles; negative for no bound). 0 sizes
+	// it from the process's descriptor limit
+	// (consumequeue.OpenFilesForProcess: half of it, 1,024 to 16,384).
 	CQMaxOpenFiles int
 	// DedupeWindow bounds how far apart (in store time) two sends with the
 	// same UNIQ_KEY count as one (default 10 minutes; negative disables).
@@ -279,8 +280,12 @@ func (s *Store) open() error {
 	// durable with one SyncFS, and recoverDerived cuts them back to the
 	// last checkpoint, so the queues' write path needs no sync of its own.
 	derived := s.derivedFS()
+	maxOpen := s.cfg.CQMaxOpenFiles
+	if maxOpen == 0 {
+		maxOpen = consumequeue.OpenFilesForProcess()
+	}
 	s.cqs, err = consumequeue.OpenSet(derived, s.path("consumequeue"), consumequeue.Options{
-		UnitsPerFile: s.cfg.CQUnitsPerFile, MaxOpenFiles: s.cfg.CQMaxOpenFiles, OwnerSyncsFS: true, Logger: s.log})
+		UnitsPerFile: s.cfg.CQUnitsPerFile, MaxOpenFiles: maxOpen, OwnerSyncsFS: true, Logger: s.log})
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}

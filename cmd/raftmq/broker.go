@@ -87,7 +87,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.Int64Var(&f.segmentSize, "segment-size", 1<<30, "commitlog segment size in bytes")
 	fl.Int64Var(&f.warmAhead, "warm-ahead", 0, "bytes of the commitlog segment zero-filled and synced ahead of the writer in sync mode (0: 64 MiB, -1: off)")
 	fl.Int64Var(&f.cacheWindow, "cache-window", 0, "bytes of the commitlog kept in the page cache behind its durable end; older pages are released (0: 1 GiB, -1: keep all)")
-	fl.IntVar(&f.cqOpenFiles, "cq-max-open-files", 0, "consume-queue files kept open at once; the least recently used close beyond it (0: 1,024, -1: no bound). Raise it above the number of queues written to within a second, within the process's file-descriptor limit")
+	fl.IntVar(&f.cqOpenFiles, "cq-max-open-files", 0, "consume-queue files kept open at once; the least recently used close beyond it (0: half the process's file-descriptor limit, 1,024 to 16,384; -1: no bound). Keep it above the number of queues written to within a second, within the descriptor limit")
 	fl.StringVar(&f.aclFile, "acl-file", "", "enable access control with this plain_acl.yml (RocketMQ's format): the group's ACL until it holds one, then proposed as the group's; requests must then be signed (AccessKey, Signature)")
 	fl.DurationVar(&f.clientRead, "client-read-timeout", 0, "a client frame must arrive within this once started, else the connection closes (0: 30 s, negative: none)")
 	fl.DurationVar(&f.clientIdle, "client-idle-timeout", 0, "close a client connection with no request in flight after this long without a frame (0: 120 s, negative: never)")

@@ -70,7 +70,7 @@ func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().DurationVar(&f.tick, "tick", raftlog.DefaultTickInterval, "raft tick")
 	cmd.Flags().Int64Var(&f.warmAhead, "warm-ahead", 0, "commitlog bytes zero-filled ahead of the writer in sync mode (0: 64 MiB, -1: off)")
 	cmd.Flags().Int64Var(&f.cacheWin, "cache-window", 0, "commitlog bytes kept in the page cache behind its durable end (0: 1 GiB, -1: keep all)")
-	cmd.Flags().IntVar(&f.cqOpenFiles, "cq-max-open-files", 0, "consume-queue files each broker keeps open (0: 1,024, -1: no bound)")
+	cmd.Flags().IntVar(&f.cqOpenFiles, "cq-max-open-files", 0, "consume-queue files each broker keeps open (0: half its file-descriptor limit, 1,024 to 16,384; -1: no bound)")
 	cmd.Flags().IntVar(&f.directIO, "direct-io", 0, "1: write commitlog appends with O_DIRECT, past the page cache (0: buffered writes, the default)")
 	cmd.Flags().DurationVar(&f.notify, "commit-notify-delay", 0, "how long a leader holds a commit-only append to a follower (0: 2ms, negative: never)")
 	addConfigFlags(cmd, configOptions{title: "raftmq cluster configuration: raftmq cluster --config FILE (YAML)",
