@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,12 +41,14 @@ var errCrashed = fmt.Errorf("crashed here: %w", vfs.ErrInjected)
 // since, after the file-system sync but before bbolt's commit, and just
 // after the commit. Every acknowledged message must then be in its queue
 // at the offset it was given, and every queue must hold exactly the
-// messages the log says (no unit lost, none extra).
+// messages the log says (no unit lost, none extra). At "mid-mark", sends
+// are applied while the checkpoint writes the queues' tails (which it does
+// beside Apply, after the capture), and the crash comes before the sync.
 func TestCrashMidCheckpointWithThousandsOfQueues(t *testing.T) {
 	const topics, queues = 256, 8
-	points := []string{"before-sync", "after-sync", "after-commit"}
-	for seed := uint64(0); seed < 6; seed++ {
-		point := points[seed%3]
+	points := []string{"before-sync", "after-sync", "after-commit", "mid-mark"}
+	for seed := uint64(0); seed < 8; seed++ {
+		point := points[seed%4]
 		t.Run(fmt.Sprintf("seed%d-%s", seed, point), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			mem := vfs.NewMem()
@@ -84,10 +88,30 @@ func TestCrashMidCheckpointWithThousandsOfQueues(t *testing.T) {
 				meta, err = os.ReadFile(filepath.Join(sa.cfg.Dir, "meta.db"))
 				require.NoError(t, err)
 			}
-			fs := &syncHookFS{FS: mem, hook: func(before bool) error {
+			// At "mid-mark", the checkpoint's first write to a consume
+			// queue (the capture is taken by then) starts sends beside it;
+			// the sync waits for them, then the process dies.
+			var marking atomic.Bool
+			var sendsDone chan struct{}
+			inj := vfs.InjectorFunc(func(op vfs.Op, path string) error {
+				if op == vfs.OpWrite && strings.Contains(path, "consumequeue") && marking.CompareAndSwap(true, false) {
+					sendsDone = make(chan struct{})
+					go func() {
+						defer close(sendsDone)
+						put(600)
+					}()
+				}
+				return nil
+			})
+			fs := &syncHookFS{FS: vfs.WithErrors(mem, inj), hook: func(before bool) error {
 				switch {
 				case !armed:
 					return nil
+				case before && point == "mid-mark":
+					require.NotNil(t, sendsDone, "the checkpoint wrote no consume queue")
+					<-sendsDone
+					snap()
+					return errCrashed
 				case before && point == "before-sync":
 					put(300) // applied after the capture, before the sync
 					snap()
@@ -113,6 +137,7 @@ func TestCrashMidCheckpointWithThousandsOfQueues(t *testing.T) {
 			}
 			put(1500)
 			armed = true
+			marking.Store(point == "mid-mark")
 			err := sa.Persist()
 			if point == "after-commit" {
 				require.NoError(t, err)
