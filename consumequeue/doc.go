@@ -85,7 +85,8 @@
 // the last file can hold unsynced units or an unsynced growth.
 //
 // With Options.OwnerSyncsFS, the owner makes everything durable with one
-// SyncFS per checkpoint (Set.MarkDirty, SyncFS, Set.SyncedByFS) and cuts
+// SyncFS per checkpoint (Set.MarkDirty, or Set.MarkFlushed beside the
+// writer, then SyncFS, Set.SyncedByFS) and cuts
 // the queues back to its last checkpoint after a crash, so the write path
 // issues no sync: a queue's directories and files are created, grown and
 // rolled over without one, and a file closed to make room in the cache is
@@ -163,7 +164,11 @@
 // A file is open (one descriptor and one read-only mapping) only while it is
 // in use. The queues of a Set share a cache of at most Options.MaxOpenFiles
 // open files (DefaultMaxOpenFiles, 1,024, unless set; a Queue opened alone
-// with OpenQueue has its own). A file opens on its first read or write and
+// with OpenQueue has its own). OpenFilesForProcess suggests a bound from the
+// process's descriptor limit (half of it, 1,024 to 16,384), which the store
+// uses by default: a miss costs an open, a mapping and closing another
+// file (~58 µs), so a Set whose active queues outnumber its open files
+// pays that on almost every spill and checkpoint write. A file opens on its first read or write and
 // stays open until the cache needs room: the least recently used files,
 // over all queues, are then closed (CLOCK's approximation of LRU, so that a
 // use costs one atomic load and no lock; without OwnerSyncsFS, files of
