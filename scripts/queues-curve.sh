@@ -11,7 +11,8 @@
 #   POINTS     total queue counts to measure (default "4 64 1024 8192"); a
 #              point may also be given as TOPICSxQUEUES, e.g. 1x1024
 #   CONSUME    the points (total queues) that also measure consumption
-#              (default "4 1024")
+#              (default "4 1024"; CONSUME=0 measures none, as for a
+#              quick A/B of produce)
 #   CONSUME_MSGS  messages each consume run reads (default 200000)
 #   NATS       0 skips NATS JetStream (default 1)
 #   BASE_PORT  the raftmq group's first client port (default 12911; the
