@@ -276,13 +276,18 @@ func (q *Queue) spillLocked(upTo int64) error {
 		}
 		n := min(upTo, s.base+q.perFile) - off // units
 		if end := off - s.base + n; end > s.units {
+			if h == nil {
+				if h, err = q.file(s); err != nil {
+					return q.spillFailed(start, err)
+				}
+			}
 			if err := q.growLocked(s, h, end); err != nil {
 				return q.spillFailed(start, err)
 			}
 		}
 		i := (off - start) * UnitSize
-		if _, err := h.f.WriteAt(pend[i:i+n*UnitSize], (off-s.base)*UnitSize); err != nil {
-			return q.spillFailed(start, fmt.Errorf("write %s: %w", q.path(s), err))
+		if err := q.writeUnits(s, h, pend[i:i+n*UnitSize], (off-s.base)*UnitSize); err != nil {
+			return q.spillFailed(start, err)
 		}
 		s.dirty = true
 		q.needSync.Store(true)
@@ -322,6 +327,35 @@ func (q *Queue) spillLocked(upTo int64) error {
 	return nil
 }
 
+// writeUnits writes b at byte at of s's file: through h, or, with h nil
+// (OwnerSyncsFS, the file closed and large enough), through a descriptor
+// opened for this write alone. That costs an open and a close, not the
+// mapping, the unmapping and the eviction of another queue's file that
+// reopening it in the cache would, and the owner's SyncFS covers the write
+// as any other. Readers that map the file meanwhile see the write through
+// the page cache; they read it only once disk has moved past it.
+func (q *Queue) writeUnits(s *segment, h *handle, b []byte, at int64) error {
+	path := q.path(s)
+	if h != nil {
+		if _, err := h.f.WriteAt(b, at); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		return nil
+	}
+	f, err := q.fs.OpenReadWrite(path)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	if _, err := f.WriteAt(b, at); err != nil {
+		_ = f.Close() // the write's error is the one to report
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", path, err)
+	}
+	return nil
+}
+
 // spillFailed makes err sticky after spillLocked wrote the units from
 // start up to disk: the units still in memory and visible stay there, the
 // others are dropped.
@@ -341,6 +375,11 @@ func (q *Queue) segmentForWriteLocked(off int64) (*segment, *handle, error) {
 	n := len(segs)
 	if n > 0 && off < segs[n-1].base+q.perFile {
 		s := segs[n-1]
+		if q.ownerSyncs && s.h.Load() == nil {
+			// Closed to make room: spillLocked writes through a
+			// short-lived descriptor rather than reopening and mapping it.
+			return s, nil, nil
+		}
 		h, err := q.file(s)
 		return s, h, err
 	}
