@@ -173,7 +173,9 @@
 // over all queues, are then closed (CLOCK's approximation of LRU, so that a
 // use costs one atomic load and no lock; without OwnerSyncsFS, files of
 // queues with unsynced writes are passed over once). The next read or
-// write reopens a closed file. Units in memory need no open file: a put
+// write reopens a closed file; with OwnerSyncsFS, a write that does not
+// grow the file goes through a descriptor opened for it alone instead (an
+// open and a close, no mapping, no other file closed for it). Units in memory need no open file: a put
 // or a Flush opens none, and closing a file leaves its queue's units in
 // memory. Without OwnerSyncsFS, closing a file that holds unsynced writes
 // fdatasyncs it first, so no file is closed while it still needs a sync (a
