@@ -157,7 +157,14 @@ func (s *retryState) consume(proc int, msgs []*client.MessageExt) client.Consume
 		s.mu.Lock()
 		n, planned := s.failures[v]
 		s.mu.Unlock()
-		o := history.Op{Process: proc, Kind: history.RetryDeliver, Group: RetryGroup, Topic: m.Topic, Queue: int(m.QueueID),
+		// The topic it was consumed from: a broker's retry copy comes from
+		// the group's retry topic (the client restores the original name,
+		// keeping it in RETRY_TOPIC).
+		from := m.Topic
+		if t, ok := m.Property(message.PropertyRetryTopic); ok && t != "" {
+			from = "%RETRY%" + RetryGroup
+		}
+		o := history.Op{Process: proc, Kind: history.RetryDeliver, Group: RetryGroup, Topic: from, Queue: int(m.QueueID),
 			Offset: m.QueueOffset, Value: v, Reconsume: int(m.ReconsumeTimes), Decision: history.DecisionSuccess,
 			Invoke: w.rec.now(), Outcome: history.OK}
 		if planned && int(m.ReconsumeTimes) < n {

@@ -218,9 +218,31 @@ func (b *builder) retrySend(value string, q, failures int, out history.Outcome) 
 		Failures: failures, MaxReconsume: 1, Attempt: 1, Invoke: 10 * ms, Complete: 20 * ms, Outcome: out})
 }
 
+// retryDeliver records a delivery by a broker: of the message itself at
+// reconsume count 0, else of a retry copy from the group's retry topic,
+// each at an offset of its own.
 func (b *builder) retryDeliver(value string, reconsume int, decision string, at int64) {
-	b.add(history.Op{Process: 3, Kind: history.RetryDeliver, Topic: retryTopic, Group: "rg", Value: value,
+	topic := retryTopic
+	if reconsume > 0 {
+		topic = "%RETRY%rg"
+	}
+	b.add(history.Op{Process: 3, Kind: history.RetryDeliver, Topic: topic, Group: "rg", Value: value, Offset: b.id,
 		Reconsume: reconsume, Decision: decision, Invoke: at * ms, Complete: at * ms, Outcome: history.OK})
+}
+
+// localRetry records the consumer's own retry of value's latest delivery
+// (its send-back failed): the same topic, queue and offset, the count
+// one higher.
+func (b *builder) localRetry(value string, decision string, at int64) {
+	for i := len(b.run.Ops) - 1; i >= 0; i-- {
+		if op := b.run.Ops[i]; op.Kind == history.RetryDeliver && op.Value == value {
+			op.Reconsume++
+			op.Decision, op.Invoke, op.Complete = decision, at*ms, at*ms
+			b.add(op)
+			return
+		}
+	}
+	panic("no delivery of " + value)
 }
 
 // retryHistory (max 1): z consumed at once, o after one failure, t failed
@@ -247,6 +269,24 @@ func TestRetryCheckerValid(t *testing.T) {
 	require.True(t, res.Valid, "%v", res.Errors)
 	require.Equal(t, int64(1), res.Counts["dead-lettered"])
 	require.Equal(t, int64(2), res.Counts["retried-values"])
+}
+
+// A consumer whose send-back failed retries by itself, past the maximum,
+// while the send-back, stored after all, takes the value to the
+// dead-letter queue: valid (RocketMQ's clients do the same).
+func TestRetryCheckerLocalRetries(t *testing.T) {
+	b := retryHistory()
+	b.localRetry("t", history.DecisionSuccess, 10050) // reconsume 2 > max 1, locally
+	res := checkRetry(&b.run, Options{}.withDefaults())
+	require.True(t, res.Valid, "%v", res.Errors)
+
+	// The same count from a broker's retry copy is a violation.
+	b = retryHistory()
+	b.retryDeliver("t", 2, history.DecisionSuccess, 20030)
+	res = checkRetry(&b.run, Options{}.withDefaults())
+	require.False(t, res.Valid)
+	require.Positive(t, res.Counts["consumed-past-max"])
+	require.Positive(t, res.Counts["consumed-and-dead"])
 }
 
 func TestRetryCheckerCatches(t *testing.T) {
