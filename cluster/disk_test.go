@@ -16,11 +16,12 @@ import (
 	"github.com/raftmq/raftmq/internal/vfs"
 )
 
-// A leader whose disk fills refuses sends with SERVICE_NOT_AVAILABLE and a
-// disk-full remark, and hands leadership to a member with space, which
-// takes the sends; the full node stays up, serves reads, and counts as
-// not full again once space frees.
-func TestDiskFullLeaderHandsOff(t *testing.T) {
+// fullLeader starts three brokers on memory file systems, creates topic T
+// and sends one message through the leader, then fills the leader's disk
+// (capacity 256 KiB past its use, below the 1 MiB minimum reserve) and
+// waits until the leader says it is full. It returns the group, the
+// leader, a connection to it and its file system.
+func fullLeader(t *testing.T) (*testBrokers, *Broker, *remoting.Conn, *vfs.MemFS) {
 	var mu sync.Mutex
 	fss := map[uint64]*vfs.MemFS{}
 	tb := startBrokersWith(t, func(c *Config) {
@@ -35,11 +36,19 @@ func TestDiskFullLeaderHandsOff(t *testing.T) {
 	c := dial(t, l.ClientAddr())
 	createTopicT(t, c)
 	require.Equal(t, remoting.Success, invoke(t, c, sendCmd("T", 0, "before", "u-before")).Code)
-
 	fs := fss[l.cfg.ID]
 	u, _ := fs.DiskUsage("/")
-	fs.SetCapacity(u.Used + 256<<10) // below the 1 MiB minimum reserve
+	fs.SetCapacity(u.Used + 256<<10)
 	require.Eventually(t, l.Replica().DiskFull, 2*time.Second, 10*time.Millisecond)
+	return tb, l, c, fs
+}
+
+// A leader whose disk fills refuses sends with SERVICE_NOT_AVAILABLE and a
+// disk-full remark, and hands leadership to a member with space, which
+// takes the sends; the full node stays up, serves reads, and counts as
+// not full again once space frees.
+func TestDiskFullLeaderHandsOff(t *testing.T) {
+	tb, l, c, fs := fullLeader(t)
 
 	// Refused with a clear answer until the hand-off, then forwarded.
 	start := time.Now()
@@ -75,24 +84,7 @@ func TestDiskFullLeaderHandsOff(t *testing.T) {
 // with a remark saying why (the send goes right after the flag turns on,
 // normally before the hand-off; if the hand-off won, it is forwarded).
 func TestDiskFullRefusalRemark(t *testing.T) {
-	var mu sync.Mutex
-	fss := map[uint64]*vfs.MemFS{}
-	tb := startBrokersWith(t, func(c *Config) {
-		mu.Lock()
-		defer mu.Unlock()
-		if fss[c.ID] == nil {
-			fss[c.ID] = vfs.NewMem()
-		}
-		c.FS = fss[c.ID]
-	})
-	l := tb.leader()
-	c := dial(t, l.ClientAddr())
-	createTopicT(t, c)
-	require.Equal(t, remoting.Success, invoke(t, c, sendCmd("T", 0, "before", "u-before")).Code)
-	fs := fss[l.cfg.ID]
-	u, _ := fs.DiskUsage("/")
-	fs.SetCapacity(u.Used + 256<<10)
-	require.Eventually(t, l.Replica().DiskFull, 2*time.Second, 10*time.Millisecond)
+	_, l, c, _ := fullLeader(t)
 	resp := invoke(t, c, sendCmd("T", 0, "refused", "u-refused"))
 	if resp.Code == remoting.Success {
 		// The hand-off already happened and the send was forwarded.
