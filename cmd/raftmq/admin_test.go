@@ -31,6 +31,20 @@ func cli(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// startProcesses starts three broker processes (this test binary) with
+// 8 MiB segments and args, stopped when the test ends, and waits for a
+// leader, which it returns.
+func startProcesses(t *testing.T, args ...string) (*localgroup.Group, uint64) {
+	t.Helper()
+	g := localgroup.New(localgroup.Config{Binary: os.Args[0], Env: []string{"RAFTMQ_TEST_MAIN=1"}, Dir: t.TempDir(),
+		BasePort: freeBasePort(t), Args: append([]string{"--segment-size", "8388608"}, args...)})
+	require.NoError(t, g.Start())
+	t.Cleanup(func() { _ = g.StopAll() })
+	leader, err := g.WaitLeader(15 * time.Second)
+	require.NoError(t, err)
+	return g, leader
+}
+
 // cliJSON runs a --json command and decodes its answer into v.
 func cliJSON(t *testing.T, v any, args ...string) {
 	t.Helper()
@@ -49,12 +63,7 @@ func TestAdminCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	g := localgroup.New(localgroup.Config{Binary: os.Args[0], Env: []string{"RAFTMQ_TEST_MAIN=1"}, Dir: t.TempDir(),
-		BasePort: freeBasePort(t), Args: []string{"--segment-size", "8388608"}})
-	require.NoError(t, g.Start())
-	defer g.StopAll()
-	_, err := g.WaitLeader(15 * time.Second)
-	require.NoError(t, err)
+	g, _ := startProcesses(t)
 	all := strings.Join(g.Addrs(), ",")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -293,12 +302,7 @@ func TestAdminClusterLag(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	g := localgroup.New(localgroup.Config{Binary: os.Args[0], Env: []string{"RAFTMQ_TEST_MAIN=1"}, Dir: t.TempDir(),
-		BasePort: freeBasePort(t), Args: []string{"--segment-size", "8388608"}})
-	require.NoError(t, g.Start())
-	defer g.StopAll()
-	leader, err := g.WaitLeader(15 * time.Second)
-	require.NoError(t, err)
+	g, leader := startProcesses(t)
 	down := leader%3 + 1
 	require.NoError(t, g.Stop(down, 10*time.Second))
 	all := strings.Join(g.Addrs(), ",")

@@ -19,7 +19,6 @@ import (
 
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/cluster"
-	"github.com/raftmq/raftmq/harness/localgroup"
 	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/jepsen/history"
 )
@@ -145,12 +144,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(run, history.ResultsFile), []byte(`{"valid":true}`), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(run, history.ReportFile), []byte(`<!DOCTYPE html><title>r</title><h1 id="report">chaos report of run-1</h1>`), 0o644))
 
-	g := localgroup.New(localgroup.Config{Binary: os.Args[0], Env: []string{"RAFTMQ_TEST_MAIN=1"}, Dir: t.TempDir(),
-		BasePort: freeBasePort(t), Args: []string{"--segment-size", "8388608", "--console-runs", runs}})
-	require.NoError(t, g.Start())
-	defer g.StopAll()
-	_, err := g.WaitLeader(15 * time.Second)
-	require.NoError(t, err)
+	g, _ := startProcesses(t, "--console-runs", runs)
 	all := strings.Join(g.Addrs(), ",")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -398,12 +392,7 @@ func TestConsoleACL(t *testing.T) {
 	}
 	aclFile := filepath.Join(t.TempDir(), "plain_acl.yml")
 	require.NoError(t, os.WriteFile(aclFile, []byte(consoleACL), 0o644))
-	g := localgroup.New(localgroup.Config{Binary: os.Args[0], Env: []string{"RAFTMQ_TEST_MAIN=1"}, Dir: t.TempDir(),
-		BasePort: freeBasePort(t), Args: []string{"--segment-size", "8388608", "--acl-file", aclFile}})
-	require.NoError(t, g.Start())
-	defer g.StopAll()
-	_, err := g.WaitLeader(15 * time.Second)
-	require.NoError(t, err)
+	g, _ := startProcesses(t, "--acl-file", aclFile)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cl, err := client.New(client.Options{Addrs: g.Addrs(), AccessKey: "operator", SecretKey: "operator-secret"})
