@@ -41,6 +41,13 @@ type clusterFlags struct {
 	restart bool
 	// tls: certificates in <data>/tls, TLS enforcing, mTLS between nodes.
 	tls bool
+	// brokerConfig is a broker config file every node reads (--config);
+	// with it, only the cluster flags given on the command line are
+	// passed on, so that the file's settings are not overridden by the
+	// cluster's defaults.
+	brokerConfig string
+	// changed reports whether a flag was given on the command line.
+	changed func(name string) bool
 }
 
 func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
@@ -54,6 +61,7 @@ func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
 			"applied index) until Ctrl-C, which stops all three cleanly. Ports: clients base-port+i-1,\n" +
 			"raft base-port+10+i-1, HTTP (/metrics, /status) base-port+20+i-1.",
 		RunE: func(c *cobra.Command, _ []string) error {
+			f.changed = c.Flags().Changed
 			return runCluster(c.Context(), logger(), f)
 		},
 	}
@@ -72,6 +80,7 @@ func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().Int64Var(&f.cacheWin, "cache-window", 0, "commitlog bytes kept in the page cache behind its durable end (0: 1 GiB, -1: keep all)")
 	cmd.Flags().IntVar(&f.cqOpenFiles, "cq-max-open-files", 0, "consume-queue files each broker keeps open (0: half its file-descriptor limit, 1,024 to 16,384; -1: no bound)")
 	cmd.Flags().IntVar(&f.directIO, "direct-io", 0, "1: write commitlog appends with O_DIRECT, past the page cache (0: buffered writes, the default)")
+	cmd.Flags().StringVar(&f.brokerConfig, "broker-config", "", "a broker config file (YAML, `raftmq broker --print-config`) every node reads; the cluster flags above are passed on only where given, so the file's settings hold")
 	cmd.Flags().DurationVar(&f.notify, "commit-notify-delay", 0, "how long a leader holds a commit-only append to a follower (0: 2ms, negative: never)")
 	addConfigFlags(cmd, configOptions{title: "raftmq cluster configuration: raftmq cluster --config FILE (YAML)",
 		intro: []string{"The local group `raftmq cluster` starts; for one node's settings see", "`raftmq broker --print-config`."}})
@@ -91,9 +100,10 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 	if f.groups < 1 {
 		return fmt.Errorf("cluster: --groups must be at least 1")
 	}
-	args := []string{"--flush", f.flush, "--segment-size", fmt.Sprint(f.segment), "--tick", f.tick.String(),
-		"--warm-ahead", fmt.Sprint(f.warmAhead), "--cache-window", fmt.Sprint(f.cacheWin), "--direct-io", fmt.Sprint(f.directIO),
-		"--commit-notify-delay", f.notify.String(), "--cq-max-open-files", fmt.Sprint(f.cqOpenFiles)}
+	args, err := f.brokerArgs()
+	if err != nil {
+		return err
+	}
 	var nodeArgs func(uint64) []string
 	var groupTLS *tls.Config
 	if f.tls {
@@ -215,6 +225,34 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 			last = time.Now()
 		}
 	}
+}
+
+// brokerArgs are the arguments every node gets from the cluster's flags:
+// all of them, or with --broker-config the file plus only those given on
+// the command line.
+func (f clusterFlags) brokerArgs() ([]string, error) {
+	passed := []struct{ name, value string }{
+		{"flush", f.flush}, {"segment-size", fmt.Sprint(f.segment)}, {"tick", f.tick.String()},
+		{"warm-ahead", fmt.Sprint(f.warmAhead)}, {"cache-window", fmt.Sprint(f.cacheWin)}, {"direct-io", fmt.Sprint(f.directIO)},
+		{"commit-notify-delay", f.notify.String()}, {"cq-max-open-files", fmt.Sprint(f.cqOpenFiles)},
+	}
+	var args []string
+	if f.brokerConfig != "" {
+		abs, err := filepath.Abs(f.brokerConfig)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: --broker-config: %w", err)
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return nil, fmt.Errorf("cluster: --broker-config: %w", err)
+		}
+		args = append(args, "--config", abs)
+	}
+	for _, p := range passed {
+		if f.brokerConfig == "" || (f.changed != nil && f.changed(p.name)) {
+			args = append(args, "--"+p.name, p.value)
+		}
+	}
+	return args, nil
 }
 
 // namesrvProc is a name server run as a process of its own.

@@ -324,3 +324,65 @@ func TestConfigAnchors(t *testing.T) {
 	require.Equal(t, uint64(1), cfg.PreferredLeader)
 	require.Len(t, cfg.Peers, 1)
 }
+
+// With --broker-config, a cluster passes the file to every node and only
+// the cluster flags given on the command line; without it, all of them.
+func TestClusterBrokerArgs(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "broker.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("flush: async\n"), 0o644))
+	f := clusterFlags{flush: "sync", segment: 1 << 30, tick: 50 * time.Millisecond}
+	all, err := f.brokerArgs()
+	require.NoError(t, err)
+	require.Contains(t, strings.Join(all, " "), "--flush sync --segment-size 1073741824 --tick 50ms")
+	require.NotContains(t, all, "--config")
+
+	f.brokerConfig = file
+	f.changed = func(name string) bool { return name == "tick" }
+	args, err := f.brokerArgs()
+	require.NoError(t, err)
+	require.Equal(t, []string{"--config", file, "--tick", "50ms"}, args)
+
+	f.brokerConfig = filepath.Join(t.TempDir(), "missing.yaml")
+	_, err = f.brokerArgs()
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// A local group started with --broker-config runs every node with the
+// file's settings: each node's /status shows them.
+func TestClusterStartsNodesFromBrokerConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "broker.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("disk-full-ratio: 0.93\nfileReservedTime: 12\n"), 0o644))
+	base := freeBasePort(t)
+	cmd := exec.Command(os.Args[0], "cluster", "--demo", "0", "--restart=false", "--data", filepath.Join(dir, "data"),
+		"--base-port", fmt.Sprint(base), "--broker-config", file)
+	cmd.Env = append(os.Environ(), "RAFTMQ_TEST_MAIN=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		_ = cmd.Wait()
+	}()
+	for i := 0; i < 3; i++ {
+		var st cluster.NodeStatus
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/status", base+20+i))
+			if err == nil {
+				err = json.NewDecoder(resp.Body).Decode(&st)
+				resp.Body.Close()
+				if err == nil && st.Status.Leader != 0 {
+					break
+				}
+			}
+			require.True(t, time.Now().Before(deadline), "node %d: no status: %v\n%s", i+1, err, out.String())
+			time.Sleep(50 * time.Millisecond)
+		}
+		require.Equal(t, 0.93, st.Retention.FullRatio, "node %d", i+1)
+		require.Equal(t, "12h0m0s", st.Retention.FileReservedTime, "node %d", i+1)
+	}
+}
