@@ -96,6 +96,52 @@
 //	|  16 |  4*n | position of each entry in the segment        |
 //	| ... |    4 | CRC-32C of everything before it              |
 //
+// # One writer
+//
+// The log has one writer at a time, and the code rests on it: Append,
+// AppendSync, TruncateSuffix and Reset must not run concurrently with each
+// other. In a broker the writer is raft's goroutine, through
+// raftlog.Storage: Storage.Append for the entries of each Ready (a conflict
+// truncates the suffix inside Append), and Storage.ApplySnapshot's Reset,
+// which runs on the applier goroutine while raft's goroutine waits for it
+// (the channel hand-off orders the two). A standalone store's writer is
+// whoever holds Standalone's mutex. Callers that append from several
+// goroutines (tests, benchmarks) serialise the calls themselves.
+//
+// The writer alone changes the end of the log: the active segment, its
+// entry positions and write position, the last index and term, the tail
+// cache's newest chunks, and its scratch buffers (encoding, direct-I/O
+// block). Readers (Entries, Term, Position, Scan, ReadAt, ReadMany,
+// FirstIndex, LastIndex, Segments, ...) may run on any goroutine,
+// concurrently with everything; they see the log under Log.mu's read lock,
+// and only what the writer has published under its write lock: an entry
+// becomes visible with the last index that covers it, after its bytes are
+// written, and a truncated entry disappears (from the tail cache first)
+// before its bytes change. So a reader never sees a half-written entry or
+// one a truncation removed.
+//
+// Three other actors touch the log beside the writer, none of them at its
+// end:
+//
+//   - DropPrefix (retention, via raftlog.Storage.Compact or a standalone
+//     store's retention, on the store's retention goroutine) may run
+//     concurrently with the writer: it removes whole segments below the
+//     active one, raises the first index and drops the tail cache's oldest
+//     chunks, all under Log.mu and flushMu, and never touches the active
+//     segment.
+//   - The flusher goroutine reads the last index and the active segment
+//     under Log.mu's read lock, fdatasyncs it holding flushMu (which
+//     everything that closes a segment file takes too), publishes the
+//     durable index under sm, and writes the lazy checkpoint (ckptMu
+//     serialises checkpoint writes with the writer's forced ones). It
+//     changes no log state but a sticky error after a failed sync.
+//   - The segment warm-up goroutine writes zeros ahead of the writer's end
+//     through a handle of its own, coordinated with the writer through
+//     Log.warm's mutex only (warm.go).
+//
+// Close must not run concurrently with the writer either; the writer's
+// owner stops writing first.
+//
 // # Recovery
 //
 // Open scans the last segment (and any segment without a valid sidecar),

@@ -181,9 +181,10 @@ func (s *segment) close() error {
 	return err
 }
 
-// Log is a segmented raft log. Appends, truncations and retention are
-// serialised by the caller's single writer or by Log's own lock; reads may
-// run concurrently with everything.
+// Log is a segmented raft log with one writer: Append, AppendSync,
+// TruncateSuffix and Reset must not run concurrently (see "One writer" in
+// the package documentation). DropPrefix and every read may run
+// concurrently with everything.
 type Log struct {
 	fs   vfs.FS
 	dir  string
