@@ -106,6 +106,18 @@ func (c *TLSConfig) load() (*tlsSet, error) {
 	return s, nil
 }
 
+// ServerTLS returns the TLS configuration c gives a client port, for a
+// server of the caller's (the name server): the certificate, and client
+// certificates checked against the CA per ClientAuth. It is nil without
+// TLS.
+func (c *TLSConfig) ServerTLS() (*tls.Config, error) {
+	s, err := c.load()
+	if err != nil || s == nil {
+		return nil, err
+	}
+	return s.server, nil
+}
+
 // raftTLS is the transport's TLS configuration, nil without TLS.
 func (s *tlsSet) raftTLS() *tls.Config {
 	if s == nil {

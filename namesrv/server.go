@@ -2,6 +2,7 @@ package namesrv
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +32,11 @@ type Config struct {
 	Now func() time.Time
 	// Logger gets registrations, expiries and refusals (discarded if nil).
 	Logger *slog.Logger
+	// TLS, if set, is the certificate Serve's port offers, and TLSMode
+	// which connections it takes (RocketMQ's disabled, permissive,
+	// enforcing; the first byte decides), as on a broker's client port.
+	TLS     *tls.Config
+	TLSMode remoting.TLSMode
 }
 
 // Server is a name server's state and request handler. Serve runs it on a
@@ -40,6 +46,9 @@ type Server struct {
 	expiry time.Duration
 	now    func() time.Time
 	log    *slog.Logger
+	// tls and tlsMode are Serve's port's TLS (Config.TLS, Config.TLSMode).
+	tls     *tls.Config
+	tlsMode remoting.TLSMode
 
 	mu struct {
 		sync.Mutex
@@ -63,7 +72,7 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{expiry: cfg.Expiry, now: cfg.Now, log: cfg.Logger}
+	s := &Server{expiry: cfg.Expiry, now: cfg.Now, log: cfg.Logger, tls: cfg.TLS, tlsMode: cfg.TLSMode}
 	s.mu.t = newTable()
 	s.mu.watched = map[*remoting.ServerConn]struct{}{}
 	return s
@@ -79,7 +88,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, scan time.Duration)
 	s.mu.Lock()
 	s.mu.scan, s.mu.listen = scan, ln.Addr().String()
 	s.mu.Unlock()
-	srv := &remoting.Server{Handler: s.Handle, Logger: s.log}
+	srv := &remoting.Server{Handler: s.Handle, Logger: s.log, TLS: s.tls, TLSMode: s.tlsMode}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	t := time.NewTicker(scan)

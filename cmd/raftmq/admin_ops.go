@@ -334,9 +334,9 @@ func (e *adminEnv) listNamesrvGroups(ctx context.Context, out io.Writer, nsAddr 
 	if len(addrs) == 0 {
 		return errors.New("no name server address")
 	}
-	c, err := remoting.Dial(ctx, addrs[0], remoting.Options{})
+	c, err := dialNamesrv(ctx, addrs[0])
 	if err != nil {
-		return fmt.Errorf("name server %s: %w", addrs[0], err)
+		return err
 	}
 	defer c.Close()
 	resp, err := c.Invoke(ctx, remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -133,6 +134,17 @@ func (f *brokerTLSFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.clientAuth, "tls-client-auth", "none", "client certificates on the client and HTTP ports: none, optional or require (signed by --tls-ca)")
 }
 
+// registerNamesrv adds the same flags to `raftmq namesrv`, for its one
+// port.
+func (f *brokerTLSFlags) registerNamesrv(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.mode, "tls-mode", "", "disabled, permissive (TLS and plaintext on one port) or enforcing (TLS only) (default: permissive with --tls-cert, else disabled)")
+	fl.StringVar(&f.cert, "tls-cert", "", "the name server's certificate (PEM)")
+	fl.StringVar(&f.key, "tls-key", "", "the certificate's key (PEM)")
+	fl.StringVar(&f.ca, "tls-ca", "", "the CA (PEM) that client certificates must be signed by")
+	fl.StringVar(&f.clientAuth, "tls-client-auth", "none", "client certificates: none, optional or require (signed by --tls-ca)")
+}
+
 // config returns the broker's TLS configuration, nil without TLS.
 func (f *brokerTLSFlags) config() (*cluster.TLSConfig, error) {
 	mode := remoting.TLSDisabled
@@ -181,4 +193,20 @@ func clusterTLS(data string, nodes int) (dir string, args []string, nodeArgs fun
 		return []string{"--tls-cert", filepath.Join(dir, fmt.Sprintf("n%d.pem", id)), "--tls-key", filepath.Join(dir, fmt.Sprintf("n%d-key.pem", id))}
 	}
 	return dir, args, nodeArgs, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// namesrvTLSArgs are the flags of the demo's name server with --tls: a
+// certificate of the demo CA in dir (issued once) and TLS enforcing.
+func namesrvTLSArgs(dir string) ([]string, error) {
+	cert, key := filepath.Join(dir, "namesrv.pem"), filepath.Join(dir, "namesrv-key.pem")
+	if _, err := os.Stat(cert); errors.Is(err, os.ErrNotExist) {
+		ca, err := certs.LoadCA(dir)
+		if err != nil {
+			return nil, fmt.Errorf("cluster --tls: %w", err)
+		}
+		if err := ca.WriteNode(dir, "namesrv", []string{"127.0.0.1", "localhost", "::1"}); err != nil {
+			return nil, fmt.Errorf("cluster --tls: %w", err)
+		}
+	}
+	return []string{"--tls-mode", "enforcing", "--tls-cert", cert, "--tls-key", key, "--tls-ca", filepath.Join(dir, "ca.pem")}, nil
 }

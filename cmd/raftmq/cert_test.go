@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -119,5 +120,35 @@ func TestClusterTLS(t *testing.T) {
 	defer plain.Close()
 	_, err = plain.Route(ctx, "demo", true)
 	require.Error(t, err)
+	stopClusterCmd(t, cmd, out)
+}
+
+// `raftmq cluster --tls --groups 2` runs its name server with TLS
+// enforcing too: the brokers register over TLS, a client with the CA
+// lists both groups, a plaintext one is refused.
+func TestClusterTLSNamesrv(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	base := freeBasePort(t)
+	ns := "127.0.0.1:" + strconv.Itoa(base+90)
+	cmd, out := startClusterCmd(t, dir, base, 0, "--tls", "--groups", "2", "--namesrv-port", strconv.Itoa(base+90))
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "group 2: leader elected") }, 30*time.Second, 50*time.Millisecond, out.String())
+
+	list := func(extra ...string) (string, error) {
+		c := exec.Command(os.Args[0], append([]string{"admin", "cluster", "list", "--namesrv", ns}, extra...)...)
+		c.Env = append(os.Environ(), "RAFTMQ_TEST_MAIN=1")
+		b, err := c.CombinedOutput()
+		return string(b), err
+	}
+	var got string
+	require.Eventually(t, func() bool {
+		var err error
+		got, err = list("--tls-ca", filepath.Join(dir, "tls", "ca.pem"))
+		return err == nil && strings.Contains(got, "raftmq-g1") && strings.Contains(got, "raftmq-g2")
+	}, 20*time.Second, 200*time.Millisecond, "over TLS: %s\n%s", got, out.String())
+	plain, err := list()
+	require.Error(t, err, plain)
 	stopClusterCmd(t, cmd, out)
 }

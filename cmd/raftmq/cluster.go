@@ -106,22 +106,25 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 	}
 	var nodeArgs func(uint64) []string
 	var groupTLS *tls.Config
+	var nsArgs []string // the name server's TLS flags
 	if f.tls {
-		if f.groups > 1 {
-			return fmt.Errorf("cluster: --tls runs one group (the name server does not serve TLS)")
-		}
 		dir, targs, nargs, ctls, err := clusterTLS(f.data, f.nodes)
 		if err != nil {
 			return err
 		}
 		args, nodeArgs, groupTLS = append(args, targs...), nargs, ctls
+		if f.groups > 1 {
+			if nsArgs, err = namesrvTLSArgs(dir); err != nil {
+				return err
+			}
+		}
 		fmt.Printf("raftmq: TLS enforcing, certificates in %s; clients: raftmq produce --tls-ca %s ...\n", dir, filepath.Join(dir, "ca.pem"))
 	}
 	var nsAddr string
 	if f.groups > 1 {
 		// Several groups share a name server, as RocketMQ's brokers do.
 		nsAddr = fmt.Sprintf("127.0.0.1:%d", f.namesrvPort)
-		ns, err := startNamesrv(self, nsAddr, filepath.Join(f.data, "namesrv.log"))
+		ns, err := startNamesrv(self, nsAddr, filepath.Join(f.data, "namesrv.log"), nsArgs...)
 		if err != nil {
 			return err
 		}
@@ -262,7 +265,7 @@ type namesrvProc struct {
 }
 
 // startNamesrv runs `raftmq namesrv` on addr and waits until it answers.
-func startNamesrv(binary, addr, logPath string) (*namesrvProc, error) {
+func startNamesrv(binary, addr, logPath string, args ...string) (*namesrvProc, error) {
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return nil, err
 	}
@@ -270,7 +273,7 @@ func startNamesrv(binary, addr, logPath string) (*namesrvProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(binary, "namesrv", "--listen", addr)
+	cmd := exec.Command(binary, append([]string{"namesrv", "--listen", addr}, args...)...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
 		lf.Close()

@@ -25,6 +25,7 @@ func newNamesrvCmd(logger func() *slog.Logger) *cobra.Command {
 		listen string
 		expiry time.Duration
 		scan   time.Duration
+		tf     brokerTLSFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "namesrv",
@@ -35,19 +36,31 @@ func newNamesrvCmd(logger func() *slog.Logger) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			log := logger()
+			tc, err := tf.config()
+			if err != nil {
+				return fmt.Errorf("namesrv: %w", err)
+			}
+			cfg := namesrv.Config{Expiry: expiry, Logger: log}
+			if cfg.TLS, err = tc.ServerTLS(); err != nil {
+				return fmt.Errorf("namesrv: %w", err)
+			}
+			if tc != nil {
+				cfg.TLSMode = tc.Mode
+			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return fmt.Errorf("namesrv: listen: %w", err)
 			}
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			log.Info("namesrv: serving", "listen", ln.Addr().String(), "expiry", expiry)
-			return namesrv.New(namesrv.Config{Expiry: expiry, Logger: log}).Serve(ctx, ln, scan)
+			log.Info("namesrv: serving", "listen", ln.Addr().String(), "expiry", expiry, "tls", cfg.TLSMode.String())
+			return namesrv.New(cfg).Serve(ctx, ln, scan)
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "0.0.0.0:9876", "address to serve on (RocketMQ's name servers use port 9876)")
 	cmd.Flags().DurationVar(&expiry, "expire", namesrv.DefaultExpiry, "how long a broker's registration lives without renewal")
 	cmd.Flags().DurationVar(&scan, "scan", 5*time.Second, "how often expired registrations are dropped")
+	tf.registerNamesrv(cmd)
 	addConfigFlags(cmd, configOptions{title: "raftmq name server configuration: raftmq namesrv --config FILE (YAML)"})
 	return cmd
 }
@@ -55,9 +68,9 @@ func newNamesrvCmd(logger func() *slog.Logger) *cobra.Command {
 // printClusterList asks a name server for GET_BROKER_CLUSTER_INFO and
 // prints each cluster's broker names with their addresses by broker id.
 func printClusterList(ctx context.Context, w io.Writer, addr string, asJSON bool) error {
-	c, err := remoting.Dial(ctx, addr, remoting.Options{})
+	c, err := dialNamesrv(ctx, addr)
 	if err != nil {
-		return fmt.Errorf("name server %s: %w", addr, err)
+		return err
 	}
 	defer c.Close()
 	resp, err := c.Invoke(ctx, remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
@@ -108,4 +121,23 @@ func printClusterList(ctx context.Context, w io.Writer, addr string, asJSON bool
 		}
 	}
 	return nil
+}
+
+// dialNamesrv connects to the name server at addr, over TLS when the
+// command's client TLS flags (--tls, --tls-ca, ...) ask for it.
+func dialNamesrv(ctx context.Context, addr string) (*remoting.Conn, error) {
+	cfg, err := clientTLS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var opts remoting.Options
+	if cfg != nil {
+		var d net.Dialer
+		opts.Dial = remoting.TLSDialer(d.DialContext, cfg)
+	}
+	c, err := remoting.Dial(ctx, addr, opts)
+	if err != nil {
+		return nil, fmt.Errorf("name server %s: %w", addr, err)
+	}
+	return c, nil
 }
