@@ -2,22 +2,17 @@ package raftlog
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
-	"go.etcd.io/raft/v3/tracker"
-	"google.golang.org/protobuf/proto"
 
-	"github.com/raftmq/raftmq/internal/mutant"
 	"github.com/raftmq/raftmq/internal/vfs"
 )
 
@@ -154,13 +149,14 @@ type Status struct {
 	Transferee uint64   `json:"transferee,omitempty"`
 }
 
-// Node runs one raft replica: a RawNode owned by a single goroutine, which
-// persists each Ready (one fsync for all its entries), sends messages and
-// hands the commit index to a second goroutine that applies it.
+// Node runs one raft replica: the owner goroutine of a Core (core.go),
+// which ticks it, steps messages and proposals into it and does the work
+// of each Ready (persist with one fsync for all its entries, send), plus an
+// applier goroutine that applies the commit index it hands over.
 type Node struct {
-	cfg Config
-	log *slog.Logger
-	rn  *raft.RawNode
+	cfg  Config
+	log  *slog.Logger
+	core *Core
 
 	propc  chan Proposal
 	recvc  chan *pb.Message
@@ -175,34 +171,19 @@ type Node struct {
 	applied atomic.Uint64
 	appTerm atomic.Uint64
 	err     atomic.Pointer[error]
-	// leaderTerm is the term in which this node is leader, 0 otherwise.
-	leaderTerm atomic.Uint64
-	// firstOwnIndex is the index of the first entry of leaderTerm.
-	firstOwnIndex atomic.Uint64
 	// tick is the current tick interval in nanoseconds.
 	tick atomic.Int64
-	// leaderChanges counts the leaders this node learnt of, one per term
-	// with a known leader; lastLead and lastLeadTerm (raft goroutine) are
-	// the last one.
-	leaderChanges          atomic.Uint64
-	lastLead, lastLeadTerm uint64
 	// stalled is set while a Ready waits for disk space (untilSpace).
 	stalled  atomic.Bool
 	stopOnce sync.Once
 
-	// reads are the pending ReadIndex requests by request context; owned
-	// by the raft goroutine. readSeq numbers them.
-	reads   map[uint64]chan uint64
-	readSeq uint64
 	// appliedc is closed (and replaced) whenever the applied index moves.
 	appliedMu sync.Mutex
 	appliedc  chan struct{}
 
-	// held are the commit-only appends held back per follower
-	// (Config.CommitNotifyDelay); heldTimer fires when they are due.
-	// Both are owned by the raft goroutine; heldc is heldTimer's channel
-	// while it is armed, nil otherwise.
-	held      map[uint64]*pb.Message
+	// heldTimer is the timer of the core's held commit-only appends
+	// (Config.CommitNotifyDelay), owned by the raft goroutine; heldc is
+	// its channel while it is armed, nil otherwise.
 	heldTimer Timer
 	heldc     <-chan time.Time
 
@@ -238,53 +219,14 @@ func (c *Config) fill() {
 // NewNode creates a node over its storage; Start runs it.
 func NewNode(cfg Config) (*Node, error) {
 	cfg.fill()
-	if cfg.ID == 0 {
-		return nil, errors.New("raftlog: node ID 0 is reserved")
-	}
-	hs, _, err := cfg.Storage.InitialState()
+	core, err := NewCore(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("raftlog: initial state: %w", err)
-	}
-	last, err := cfg.Storage.LastIndex()
-	if err != nil {
-		return nil, fmt.Errorf("raftlog: last index: %w", err)
-	}
-	// The commit index is persisted lazily; entries the state machine has
-	// applied were committed, so the commit index is at least that.
-	if cfg.Applied > hs.GetCommit() {
-		if cfg.Applied > last {
-			return nil, fmt.Errorf("raftlog: applied index %d beyond the last log index %d", cfg.Applied, last)
-		}
-		cfg.Storage.raiseCommit(cfg.Applied)
-	}
-	rc := &raft.Config{
-		ID:                        cfg.ID,
-		ElectionTick:              cfg.ElectionTick,
-		HeartbeatTick:             cfg.HeartbeatTick,
-		Storage:                   cfg.Storage,
-		Applied:                   cfg.Applied,
-		MaxSizePerMsg:             cfg.MaxSizePerMsg,
-		MaxInflightMsgs:           cfg.MaxInflightMsgs,
-		MaxCommittedSizePerReady:  64 << 20,
-		MaxUncommittedEntriesSize: 256 << 20,
-		CheckQuorum:               true,
-		PreVote:                   true,
-		StepDownOnRemoval:         true,
-		Logger:                    &slogRaftLogger{l: cfg.Logger.With("raft", cfg.ID)},
-	}
-	rn, err := raft.NewRawNode(rc)
-	if err != nil {
-		return nil, fmt.Errorf("raftlog: %w", err)
-	}
-	if last == 0 && len(cfg.Bootstrap) > 0 {
-		if err := rn.Bootstrap(cfg.Bootstrap); err != nil {
-			return nil, fmt.Errorf("raftlog: bootstrap: %w", err)
-		}
+		return nil, err
 	}
 	n := &Node{
 		cfg:    cfg,
 		log:    cfg.Logger,
-		rn:     rn,
+		core:   core,
 		propc:  make(chan Proposal, 4096),
 		recvc:  make(chan *pb.Message, 4096),
 		ctlc:   make(chan func(), 64),
@@ -292,7 +234,6 @@ func NewNode(cfg Config) (*Node, error) {
 		applyc: make(chan applyWork, 1024),
 		stopc:  make(chan struct{}),
 		done:   make(chan struct{}),
-		reads:  map[uint64]chan uint64{},
 
 		appliedc: make(chan struct{}),
 	}
@@ -388,21 +329,7 @@ func (n *Node) control(ctx context.Context, f func()) error {
 // that is not a voting member is refused (raft would drop it silently).
 func (n *Node) TransferLeader(ctx context.Context, to uint64) error {
 	var err error
-	if cerr := n.control(ctx, func() {
-		st := n.rn.Status()
-		if st.RaftState != raft.StateLeader {
-			err = fmt.Errorf("raftlog: node %d is not the leader (leader is %d)", n.cfg.ID, st.Lead)
-			return
-		}
-		if _, ok := st.Config.Voters.IDs()[to]; !ok {
-			err = fmt.Errorf("raftlog: node %d is not a voting member of the group", to)
-			return
-		}
-		if to == n.cfg.ID {
-			return // already leads
-		}
-		n.rn.TransferLeader(to)
-	}); cerr != nil {
+	if cerr := n.control(ctx, func() { err = n.core.TransferLeader(to) }); cerr != nil {
 		return cerr
 	}
 	return err
@@ -411,7 +338,7 @@ func (n *Node) TransferLeader(ctx context.Context, to uint64) error {
 // ProposeConfChange proposes a membership change.
 func (n *Node) ProposeConfChange(ctx context.Context, cc *pb.ConfChangeV2) error {
 	var err error
-	if cerr := n.control(ctx, func() { err = n.rn.ProposeConfChange(cc) }); cerr != nil {
+	if cerr := n.control(ctx, func() { err = n.core.ProposeConfChange(cc) }); cerr != nil {
 		return cerr
 	}
 	if err != nil {
@@ -423,7 +350,7 @@ func (n *Node) ProposeConfChange(ctx context.Context, cc *pb.ConfChangeV2) error
 // Campaign makes this node start an election (tests, preferred leader).
 func (n *Node) Campaign(ctx context.Context) error {
 	var err error
-	if cerr := n.control(ctx, func() { err = n.rn.Campaign() }); cerr != nil {
+	if cerr := n.control(ctx, func() { err = n.core.Campaign() }); cerr != nil {
 		return cerr
 	}
 	return err
@@ -441,19 +368,14 @@ func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
 	ch := make(chan uint64, 1)
 	var id uint64
 	if err := n.control(ctx, func() {
-		n.readSeq++
-		id = n.readSeq
-		n.reads[id] = ch
-		var rctx [8]byte
-		binary.BigEndian.PutUint64(rctx[:], id)
-		n.rn.ReadIndex(rctx[:])
+		id = n.core.ReadIndex(func(index uint64) { ch <- index })
 	}); err != nil {
 		return 0, err
 	}
 	forget := func() {
 		// The raft goroutine may be gone; forgetting is best effort.
 		select {
-		case n.ctlc <- func() { delete(n.reads, id) }:
+		case n.ctlc <- func() { n.core.ForgetRead(id) }:
 		default:
 		}
 	}
@@ -498,36 +420,18 @@ func (n *Node) setApplied(index, term uint64) {
 	n.appliedMu.Unlock()
 }
 
-// answerReads hands the read states of a Ready to their waiters.
-func (n *Node) answerReads(rs []raft.ReadState) {
-	for _, r := range rs {
-		if len(r.RequestCtx) != 8 {
-			continue
-		}
-		id := binary.BigEndian.Uint64(r.RequestCtx)
-		if ch, ok := n.reads[id]; ok {
-			ch <- r.Index
-			delete(n.reads, id)
-		}
-	}
-}
-
 // ReportUnreachable tells raft a message to id could not be sent.
 func (n *Node) ReportUnreachable(id uint64) {
 	select {
-	case n.ctlc <- func() { n.rn.ReportUnreachable(id) }:
+	case n.ctlc <- func() { n.core.ReportUnreachable(id) }:
 	default: // raft finds out by itself; never block the transport
 	}
 }
 
 // ReportSnapshot tells raft whether a snapshot reached id.
 func (n *Node) ReportSnapshot(id uint64, failure bool) {
-	st := raft.SnapshotFinish
-	if failure {
-		st = raft.SnapshotFailure
-	}
 	select {
-	case n.ctlc <- func() { n.rn.ReportSnapshot(id, st) }:
+	case n.ctlc <- func() { n.core.ReportSnapshot(id, failure) }:
 	case <-n.stopc:
 	}
 }
@@ -548,37 +452,14 @@ func (n *Node) Applied() uint64 { return n.applied.Load() }
 // raft goroutine waits for disk space (DiskStalled) is not ready: it
 // cannot replicate, and the others are about to elect a new leader.
 func (n *Node) LeaderReady() bool {
-	t := n.leaderTerm.Load()
-	return t != 0 && n.appTerm.Load() == t && n.applied.Load() >= n.firstOwnIndex.Load() && !n.stalled.Load()
+	t := n.core.LeaderTerm()
+	return t != 0 && n.appTerm.Load() == t && n.applied.Load() >= n.core.FirstOwnIndex() && !n.stalled.Load()
 }
 
 // IsLeader reports whether this node currently believes it leads.
-func (n *Node) IsLeader() bool { return n.leaderTerm.Load() != 0 }
+func (n *Node) IsLeader() bool { return n.core.LeaderTerm() != 0 }
 
-func (n *Node) publishStatus() {
-	bs := n.rn.BasicStatus()
-	st := &Status{
-		ID: n.cfg.ID, Term: bs.GetTerm(), Vote: bs.GetVote(), Leader: bs.Lead, Role: bs.RaftState.String(),
-		Commit: bs.GetCommit(), Transferee: bs.LeadTransferee,
-	}
-	st.LastIndex, _ = n.cfg.Storage.LastIndex()
-	li := n.rn.Status()
-	for id := range li.Config.Voters.IDs() {
-		st.Voters = append(st.Voters, id)
-	}
-	slices.Sort(st.Voters)
-	if bs.RaftState == raft.StateLeader {
-		st.Progress = make(map[uint64]uint64, len(li.Progress))
-		for id, pr := range li.Progress {
-			st.Progress[id] = pr.Match
-			if pr.RecentActive {
-				st.Active = append(st.Active, id)
-			}
-		}
-		slices.Sort(st.Active)
-	}
-	n.status.Store(st)
-}
+func (n *Node) publishStatus() { n.status.Store(n.core.Status()) }
 
 func (n *Node) run() {
 	defer n.wg.Done()
@@ -590,7 +471,7 @@ func (n *Node) run() {
 	for {
 		select {
 		case <-ticker.Chan():
-			n.rn.Tick()
+			n.core.Tick()
 			if statusEvery++; statusEvery%4 == 0 {
 				n.publishStatus()
 			}
@@ -613,12 +494,14 @@ func (n *Node) run() {
 			ticker.Reset(d)
 		case <-n.heldc:
 			n.heldc = nil
-			n.sendHeld()
+			if msgs := n.core.FireHeld(); len(msgs) > 0 {
+				n.transport.Send(msgs)
+			}
 		case <-n.stopc:
 			n.dropPending()
 			return
 		}
-		for n.rn.HasReady() {
+		for n.core.HasReady() {
 			if err := n.handleReady(); err != nil {
 				n.fail(err)
 				n.dropPending()
@@ -628,11 +511,7 @@ func (n *Node) run() {
 	}
 }
 
-func (n *Node) step(m *pb.Message) {
-	if err := n.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) && !errors.Is(err, raft.ErrStepLocalMsg) {
-		n.log.Debug("raftlog: step", "type", m.GetType(), "from", m.GetFrom(), "err", err)
-	}
-}
+func (n *Node) step(m *pb.Message) { n.core.Step(m) }
 
 // propose collects every queued proposal (up to MaxProposalBytes) into one
 // MsgProp, so that they share one Ready and one fsync.
@@ -653,8 +532,7 @@ func (n *Node) propose(first Proposal) {
 	for i, p := range batch {
 		ents[i] = &pb.Entry{Data: p.Data}
 	}
-	err := n.rn.Step(&pb.Message{Type: pb.MessageType_MsgProp.Enum(), From: proto.Uint64(n.cfg.ID), Entries: ents})
-	if err != nil {
+	if err := n.core.Propose(ents); err != nil {
 		for _, p := range batch {
 			if p.Dropped != nil {
 				p.Dropped(err)
@@ -676,28 +554,12 @@ func (n *Node) dropPending() {
 	}
 }
 
-// hold keeps m back if it is an append carrying only a commit index, to a
-// follower in replicate state, and holding is on (Config.CommitNotifyDelay);
-// it reports whether it did. A newer held append to the same follower
-// replaces the older one.
-func (n *Node) hold(m *pb.Message) bool {
-	if n.cfg.CommitNotifyDelay < 0 || m.GetType() != pb.MessageType_MsgApp || len(m.GetEntries()) != 0 {
-		return false
-	}
-	replicating := false
-	n.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-		if id == m.GetTo() {
-			replicating = pr.State == tracker.StateReplicate
-		}
-	})
-	if !replicating {
-		return false
-	}
-	if n.held == nil {
-		n.held = make(map[uint64]*pb.Message)
-	}
-	n.held[m.GetTo()] = m
-	if n.heldc == nil {
+// handleReady does the work of one Ready (Core.Ready): send, install,
+// persist, send what waited for the fsync, hand the commit index to the
+// applier, advance.
+func (n *Node) handleReady() error {
+	w := n.core.Ready()
+	if n.core.HeldTimerArmed() && n.heldc == nil {
 		if n.heldTimer == nil {
 			n.heldTimer = n.cfg.Clock.NewTimer(n.cfg.CommitNotifyDelay)
 		} else {
@@ -705,146 +567,74 @@ func (n *Node) hold(m *pb.Message) bool {
 		}
 		n.heldc = n.heldTimer.Chan()
 	}
-	return true
-}
-
-// supersede drops the append held for m's follower if m, about to be sent,
-// is an append of the same term that tells it the same commit index or a
-// later one. (A heartbeat carries a commit index too, but not always the
-// whole of it; the held append is not worth the reasoning.)
-func (n *Node) supersede(m *pb.Message) {
-	if len(n.held) == 0 || m.GetType() != pb.MessageType_MsgApp {
-		return
-	}
-	if h := n.held[m.GetTo()]; h != nil && m.GetTerm() == h.GetTerm() && m.GetCommit() >= h.GetCommit() {
-		delete(n.held, m.GetTo())
-	}
-}
-
-// sendHeld sends the held appends that nothing has superseded.
-func (n *Node) sendHeld() {
-	if len(n.held) == 0 {
-		return
-	}
-	msgs := make([]*pb.Message, 0, len(n.held))
-	for _, m := range n.held {
-		msgs = append(msgs, m)
-	}
-	clear(n.held)
-	n.transport.Send(msgs)
-}
-
-// sendsEarly reports whether a message may go out before this Ready's
-// entries are durable: the leader's appends, heartbeats and snapshots
-// (the leader writes its log in parallel with replicating it; raft thesis
-// §10.2.1). Responses and votes wait for the fsync.
-func sendsEarly(m *pb.Message) bool {
-	switch m.GetType() {
-	case pb.MessageType_MsgApp, pb.MessageType_MsgHeartbeat, pb.MessageType_MsgSnap, pb.MessageType_MsgTimeoutNow:
-		return true
-	}
-	return false
-}
-
-func (n *Node) handleReady() error {
-	rd := n.rn.Ready()
-	if rd.SoftState != nil {
-		n.roleChanged(rd.SoftState)
-	}
-	n.answerReads(rd.ReadStates)
-	var late []*pb.Message
-	if len(rd.Messages) > 0 {
-		early := make([]*pb.Message, 0, len(rd.Messages))
-		for _, m := range rd.Messages {
-			switch {
-			case !sendsEarly(m):
-				late = append(late, m)
-			case n.hold(m):
-			default:
-				n.supersede(m)
-				early = append(early, m)
-			}
-		}
-		if len(early) > 0 {
-			n.transport.Send(early)
-			if len(rd.Entries) > 0 {
-				// The transport's writers are now runnable on this P; let
-				// them put the appends on the wire before this goroutine
-				// blocks in the fsync below, rather than after a thread
-				// steals them or the fsync returns (one send at a time:
-				// p50 -35..-55 us on 2 vCPUs).
-				runtime.Gosched()
-			}
+	if len(w.Send) > 0 {
+		n.transport.Send(w.Send)
+		if len(w.Entries) > 0 {
+			// The transport's writers are now runnable on this P; let
+			// them put the appends on the wire before this goroutine
+			// blocks in the fsync below, rather than after a thread
+			// steals them or the fsync returns (one send at a time:
+			// p50 -35..-55 us on 2 vCPUs).
+			runtime.Gosched()
 		}
 	}
-	if rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot) {
+	if w.Snapshot != nil {
 		done := make(chan error, 1)
 		select {
-		case n.applyc <- applyWork{snap: rd.Snapshot, done: done}:
+		case n.applyc <- applyWork{snap: w.Snapshot, done: done}:
 		case <-n.stopc:
 			return ErrStopped
 		}
 		if err := <-done; err != nil {
-			return fmt.Errorf("raftlog: install snapshot at %d: %w", rd.Snapshot.GetMetadata().GetIndex(), err)
+			return fmt.Errorf("raftlog: install snapshot at %d: %w", w.Snapshot.GetMetadata().GetIndex(), err)
 		}
-		n.log.Info("raftlog: installed snapshot", "index", rd.Snapshot.GetMetadata().GetIndex(), "term", rd.Snapshot.GetMetadata().GetTerm())
+		n.log.Info("raftlog: installed snapshot", "index", w.Snapshot.GetMetadata().GetIndex(), "term", w.Snapshot.GetMetadata().GetTerm())
 	}
 	// A new term or vote is made durable before the entries of this Ready,
 	// so that on disk the term is never behind the log (OpenStorage
 	// checks it).
-	if rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState) {
-		if err := n.untilSpace("term and vote", func() error { return n.cfg.Storage.SetHardState(rd.HardState) }); err != nil {
+	if w.HardState != nil {
+		if err := n.untilSpace("term and vote", func() error { return n.cfg.Storage.SetHardState(w.HardState) }); err != nil {
 			return err
 		}
 	}
-	if len(rd.Entries) > 0 {
+	if len(w.Entries) > 0 {
 		start := time.Now()
-		if err := n.untilSpace("entries", func() error { return n.cfg.Storage.Append(rd.Entries) }); err != nil {
+		if err := n.untilSpace("entries", func() error { return n.cfg.Storage.Append(w.Entries) }); err != nil {
 			return err
 		}
 		if n.cfg.PersistDuration != nil {
 			n.cfg.PersistDuration(time.Since(start))
 		}
-		if lt := n.leaderTerm.Load(); lt != 0 && n.firstOwnIndex.Load() == 0 {
-			for _, e := range rd.Entries {
-				if e.GetTerm() == lt {
-					n.firstOwnIndex.Store(e.GetIndex())
-					break
-				}
-			}
-		}
+		n.core.Appended(w.Entries)
 		if n.cfg.OnAppend != nil {
-			n.cfg.OnAppend(rd.Entries)
+			n.cfg.OnAppend(w.Entries)
 		}
 	}
-	if len(late) > 0 {
-		n.transport.Send(late)
+	if len(w.After) > 0 {
+		n.transport.Send(w.After)
 	}
-	if k := len(rd.CommittedEntries); k > 0 {
-		for _, e := range rd.CommittedEntries {
+	if w.Commit > 0 {
+		for _, e := range w.Committed {
 			if err := n.applyConfChange(e); err != nil {
 				return err
 			}
 		}
-		last := rd.CommittedEntries[k-1]
 		select {
-		case n.applyc <- applyWork{index: last.GetIndex(), term: last.GetTerm()}:
+		case n.applyc <- applyWork{index: w.Commit, term: w.CommitTerm}:
 		case <-n.stopc:
 			return ErrStopped
 		}
 	}
-	if mutant.Enabled && n.cfg.UnsafeAckBeforeCommit && len(rd.Entries) > 0 && n.leaderTerm.Load() != 0 {
-		// The ack-before-commit mutant: a leader applies (and so answers)
-		// what it has appended, without waiting for a quorum.
-		last := rd.Entries[len(rd.Entries)-1]
+	if w.AckIndex > 0 {
 		select {
-		case n.applyc <- applyWork{index: last.GetIndex(), term: last.GetTerm()}:
+		case n.applyc <- applyWork{index: w.AckIndex, term: w.AckTerm}:
 		case <-n.stopc:
 			return ErrStopped
 		}
 	}
-	n.rn.Advance(rd)
-	if rd.SoftState != nil || rd.HardState != nil {
+	n.core.Advance()
+	if w.StatusChanged {
 		n.publishStatus()
 	}
 	return nil
@@ -891,26 +681,9 @@ func (n *Node) untilSpace(what string, write func() error) error {
 }
 
 // stepWhileStalled steps a message received while a Ready waits for disk
-// space, so that a stalled node learns of a newer term and its leader, and
-// a stalled leader stops claiming to lead once another is elected (its
-// broker then forwards sends to the new leader instead of refusing them).
-// etcd raft allows Step between Ready and Advance (its own node does it);
-// whatever the step produces goes out with the next Ready, after this one
-// is persisted. Appends that carry entries, and snapshots, are dropped:
-// raft sends them again, and holding them in memory while the disk is
-// full would only grow the unstable log.
+// space (Core.StepWhileStalled) and publishes the status it leads to.
 func (n *Node) stepWhileStalled(m *pb.Message) {
-	switch {
-	case m.GetType() == pb.MessageType_MsgSnap,
-		m.GetType() == pb.MessageType_MsgApp && len(m.GetEntries()) > 0:
-		return
-	}
-	n.step(m)
-	if bs := n.rn.BasicStatus(); bs.RaftState != raft.StateLeader && n.leaderTerm.Load() != 0 {
-		n.leaderTerm.Store(0)
-		n.firstOwnIndex.Store(0)
-		n.log.Info("raftlog: role (while waiting for space)", "role", bs.RaftState.String(), "leader", bs.Lead, "term", bs.GetTerm())
-	}
+	n.core.StepWhileStalled(m)
 	n.publishStatus()
 }
 
@@ -918,55 +691,20 @@ func (n *Node) stepWhileStalled(m *pb.Message) {
 // persist a Ready (see untilSpace).
 func (n *Node) DiskStalled() bool { return n.stalled.Load() }
 
-func (n *Node) roleChanged(ss *raft.SoftState) {
-	if ss.RaftState != raft.StateLeader {
-		clear(n.held) // another term's appends: nothing to tell anyone
-	}
-	bs := n.rn.BasicStatus()
-	if ss.RaftState == raft.StateLeader {
-		if n.leaderTerm.Load() != bs.GetTerm() {
-			n.firstOwnIndex.Store(0)
-			n.leaderTerm.Store(bs.GetTerm())
-		}
-	} else {
-		n.leaderTerm.Store(0)
-		n.firstOwnIndex.Store(0)
-	}
-	if ss.Lead != 0 && (ss.Lead != n.lastLead || bs.GetTerm() != n.lastLeadTerm) {
-		n.lastLead, n.lastLeadTerm = ss.Lead, bs.GetTerm()
-		n.leaderChanges.Add(1)
-	}
-	n.log.Info("raftlog: role", "role", ss.RaftState.String(), "leader", ss.Lead, "term", bs.GetTerm())
-}
-
 // LeaderChanges returns how many leaders this node has learnt of since it
 // started: one per term in which it knew a leader.
-func (n *Node) LeaderChanges() uint64 { return n.leaderChanges.Load() }
+func (n *Node) LeaderChanges() uint64 { return n.core.LeaderChanges() }
 
 func (n *Node) applyConfChange(e *pb.Entry) error {
-	var cc pb.ConfChangeI
-	switch e.GetType() {
-	case pb.EntryType_EntryConfChange:
-		var c pb.ConfChange
-		if err := proto.Unmarshal(e.GetData(), &c); err != nil {
-			return fmt.Errorf("raftlog: decode membership change at %d: %w", e.GetIndex(), err)
-		}
-		cc = &c
-	case pb.EntryType_EntryConfChangeV2:
-		var c pb.ConfChangeV2
-		if err := proto.Unmarshal(e.GetData(), &c); err != nil {
-			return fmt.Errorf("raftlog: decode membership change at %d: %w", e.GetIndex(), err)
-		}
-		cc = &c
-	default:
-		return nil
+	cc, cs, err := n.core.ApplyConfChange(e)
+	if err != nil || cs == nil {
+		return err
 	}
-	cs := n.rn.ApplyConfChange(cc)
 	if err := n.untilSpace("membership", func() error { return n.cfg.Storage.SetConfState(cs) }); err != nil {
 		return err
 	}
 	if n.cfg.OnConfChange != nil {
-		n.cfg.OnConfChange(cc.AsV2(), cs)
+		n.cfg.OnConfChange(cc, cs)
 	}
 	return nil
 }

@@ -352,8 +352,8 @@ func (g *stepGroup) waitApplied(id, index uint64) {
 func (g *stepGroup) held(id uint64) map[uint64]uint64 {
 	out := map[uint64]uint64{}
 	g.onRaft(id, func(n *Node) {
-		for to, m := range n.held {
-			out[to] = m.GetCommit()
+		for to, c := range n.core.Held() {
+			out[to] = c
 		}
 	})
 	return out
@@ -412,18 +412,18 @@ func TestHeldCommitOnlyAppends(t *testing.T) {
 		run: func(t *testing.T, g *stepGroup, cx uint64) {
 			var term uint64
 			g.onRaft(1, func(n *Node) {
-				term = n.rn.BasicStatus().GetTerm()
+				term = n.core.rn.BasicStatus().GetTerm()
 				m := &pb.Message{Type: pb.MessageType_MsgApp.Enum(), From: proto.Uint64(1), To: proto.Uint64(2),
 					Term: proto.Uint64(term), Index: proto.Uint64(cx), LogTerm: proto.Uint64(term), Commit: proto.Uint64(cx + 1)}
-				require.True(t, n.hold(m))
+				require.True(t, n.core.hold(m))
 			})
 			require.Equal(t, map[uint64]uint64{2: cx + 1, 3: cx}, g.held(1))
 			// An older append (of an earlier commit) does not supersede it;
 			// one of another term does not either.
 			g.onRaft(1, func(n *Node) {
-				n.supersede(&pb.Message{Type: pb.MessageType_MsgApp.Enum(), To: proto.Uint64(2), Term: proto.Uint64(term), Commit: proto.Uint64(cx)})
-				n.supersede(&pb.Message{Type: pb.MessageType_MsgApp.Enum(), To: proto.Uint64(3), Term: proto.Uint64(term + 1), Commit: proto.Uint64(cx + 5)})
-				n.supersede(&pb.Message{Type: pb.MessageType_MsgHeartbeat.Enum(), To: proto.Uint64(3), Term: proto.Uint64(term), Commit: proto.Uint64(cx + 5)})
+				n.core.supersede(&pb.Message{Type: pb.MessageType_MsgApp.Enum(), To: proto.Uint64(2), Term: proto.Uint64(term), Commit: proto.Uint64(cx)})
+				n.core.supersede(&pb.Message{Type: pb.MessageType_MsgApp.Enum(), To: proto.Uint64(3), Term: proto.Uint64(term + 1), Commit: proto.Uint64(cx + 5)})
+				n.core.supersede(&pb.Message{Type: pb.MessageType_MsgHeartbeat.Enum(), To: proto.Uint64(3), Term: proto.Uint64(term), Commit: proto.Uint64(cx + 5)})
 			})
 			require.Equal(t, map[uint64]uint64{2: cx + 1, 3: cx}, g.held(1))
 			require.True(t, g.fireHeld(1))
@@ -433,14 +433,14 @@ func TestHeldCommitOnlyAppends(t *testing.T) {
 		name: "only appends without entries to replicating followers are held",
 		run: func(t *testing.T, g *stepGroup, cx uint64) {
 			g.onRaft(1, func(n *Node) {
-				term := n.rn.BasicStatus().GetTerm()
+				term := n.core.rn.BasicStatus().GetTerm()
 				withEntries := &pb.Message{Type: pb.MessageType_MsgApp.Enum(), To: proto.Uint64(2), Term: proto.Uint64(term),
 					Commit: proto.Uint64(cx), Entries: []*pb.Entry{{Data: []byte("z")}}}
-				require.False(t, n.hold(withEntries))
+				require.False(t, n.core.hold(withEntries))
 				hb := &pb.Message{Type: pb.MessageType_MsgHeartbeat.Enum(), To: proto.Uint64(2), Term: proto.Uint64(term)}
-				require.False(t, n.hold(hb))
+				require.False(t, n.core.hold(hb))
 				stranger := &pb.Message{Type: pb.MessageType_MsgApp.Enum(), To: proto.Uint64(9), Term: proto.Uint64(term), Commit: proto.Uint64(cx)}
-				require.False(t, n.hold(stranger), "a node not in the progress table is not replicating")
+				require.False(t, n.core.hold(stranger), "a node not in the progress table is not replicating")
 			})
 		},
 	}, {
