@@ -39,8 +39,8 @@ import (
 // anything that rewrites its tail other than an append (TruncateSuffix
 // zeroes from the cut, which clears blkOK). The segment header, the seal
 // and recovery's repairs are written through the buffered handle, as
-// before; they never race a direct write (all writes are under Log.mu,
-// and the kernel writes back and drops the cached pages of a range before
+// before; they never race a direct write (the log has one writer, and
+// the kernel writes back and drops the cached pages of a range before
 // a direct write to it).
 //
 // Reads: Entries, Term, ReadAt and ReadMany look in the tail cache first,
@@ -70,11 +70,12 @@ import (
 // larger appends use a buffer of their own.
 const directAppendKeep = 1 << 20
 
-// writeLocked writes p at s.end: a plain WriteAt, or, with DirectIO, the
-// block write described above. Caller holds mu; s.end is not advanced. A
+// writeEnd writes p at s.end: a plain WriteAt, or, with DirectIO, the
+// block write described above. Called by the writer (with or without mu);
+// s.end is not advanced. A
 // segment whose size is not a multiple of 4 KiB (made with another
 // SegmentSize) is written the plain way, so no block write passes its end.
-func (l *Log) writeLocked(s *segment, p []byte) error {
+func (l *Log) writeEnd(s *segment, p []byte) error {
 	if l.opts.DirectIO <= 0 || s.size%vfs.DirectAlign != 0 {
 		if _, err := s.f.WriteAt(p, s.end); err != nil {
 			return fmt.Errorf("commitlog: write %s at %d: %w", s.path, s.end, err)
@@ -95,11 +96,11 @@ func (l *Log) writeLocked(s *segment, p []byte) error {
 	}
 	n := len(s.blk) + len(p)
 	size := int(alignUp(int64(n), a))
-	w := l.mu.dbuf
+	w := l.w.dbuf
 	if cap(w) < size {
 		w = vfs.AlignedBuffer(size)
 		if size <= directAppendKeep {
-			l.mu.dbuf = w
+			l.w.dbuf = w
 		}
 	}
 	w = w[:size]

@@ -109,16 +109,27 @@
 // goroutines (tests, benchmarks) serialise the calls themselves.
 //
 // The writer alone changes the end of the log: the active segment, its
-// entry positions and write position, the last index and term, the tail
-// cache's newest chunks, and its scratch buffers (encoding, direct-I/O
-// block). Readers (Entries, Term, Position, Scan, ReadAt, ReadMany,
-// FirstIndex, LastIndex, Segments, ...) may run on any goroutine,
-// concurrently with everything; they see the log under Log.mu's read lock,
-// and only what the writer has published under its write lock: an entry
-// becomes visible with the last index that covers it, after its bytes are
-// written, and a truncated entry disappears (from the tail cache first)
-// before its bytes change. So a reader never sees a half-written entry or
-// one a truncation removed.
+// entry positions and write position, the last index and term, and the
+// tail cache's newest chunks; readers see those under Log.mu, which the
+// writer takes to change them, and the writer, being their only writer,
+// reads them without it. Its scratch buffers (encoding, direct-I/O block)
+// and its pointer to the active segment are its own (Log.w), under no
+// lock. An append encodes and writes its entries past the end readers see
+// without holding Log.mu, then takes the write lock once to publish them
+// (positions, end, last index, tail cache chunk); only a segment roll, a
+// truncation and a reset hold it while they change files.
+//
+// Readers (Entries, Term, Position, Scan, ReadAt, ReadMany, FirstIndex,
+// LastIndex, Segments, ...) may run on any goroutine, concurrently with
+// everything, under Log.mu's read lock. They see only what the writer has
+// published: an entry becomes visible with the last index that covers it,
+// after its bytes are written, and a truncated entry disappears (from the
+// tail cache first) before its bytes change. So a reader never sees a
+// half-written entry or one a truncation removed.
+//
+// The rule is checked in race-detector builds (the tests'): a writing call
+// made while another is under way panics. Without -race the check is not
+// compiled in.
 //
 // Three other actors touch the log beside the writer, none of them at its
 // end:
@@ -140,7 +151,8 @@
 //     Log.warm's mutex only (warm.go).
 //
 // Close must not run concurrently with the writer either; the writer's
-// owner stops writing first.
+// owner stops writing first. (An append that races Close anyway fails: it
+// finds the log closed when it publishes, or its file closed.)
 //
 // # Recovery
 //

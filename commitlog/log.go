@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/raftmq/raftmq/internal/mutant"
@@ -191,6 +192,9 @@ type Log struct {
 	opts Options
 	log  *slog.Logger
 
+	// mu guards what readers see. The writer changes last, lastTerm, the
+	// segments' pos, end and sealed, and the tail cache only under its
+	// write lock, and, being their only writer, reads them without it.
 	mu struct {
 		sync.RWMutex
 		segs     []*segment
@@ -199,13 +203,23 @@ type Log struct {
 		lastTerm uint64
 		werr     error // sticky write error
 		closed   bool
-		wbuf     []byte // reused encoding buffer (tail cache off)
-		dbuf     []byte // reused aligned buffer of direct appends
 		// tail is the tail cache (tail.go): chunks of consecutive
 		// entries, oldest first, tailBytes in all.
 		tail      []tailChunk
 		tailBytes int
 	}
+
+	// w is the writer's own state, used by the writer alone and guarded
+	// by no lock (see "One writer" in the package documentation).
+	w struct {
+		active *segment // the last segment, where appends go; nil if none
+		wbuf   []byte   // reused encoding buffer (tail cache off)
+		dbuf   []byte   // reused aligned buffer of direct appends
+		busy   atomic.Bool
+	}
+	// refusing is set, under mu, once the log refuses writes (mu.closed or
+	// mu.werr set), so the writer need not take mu to check.
+	refusing atomic.Bool
 
 	// flushMu is held while syncing a segment file, and by anything that
 	// closes segment files, so the flusher never syncs a closed file. (The
@@ -255,6 +269,7 @@ func Open(fs vfs.FS, dir string, opts Options) (*Log, error) {
 		l.closeFiles()
 		return nil, err
 	}
+	l.setActiveLocked() // no other goroutine yet
 	l.sm.durable = l.mu.last
 	l.wg.Add(1)
 	go l.flushLoop()
@@ -284,6 +299,7 @@ func (l *Log) Close() error {
 		return ErrClosed
 	}
 	l.mu.closed = true
+	l.refusing.Store(true)
 	l.mu.Unlock()
 	close(l.done)
 	l.wg.Wait()
@@ -367,17 +383,18 @@ func (l *Log) Append(ents ...Entry) error {
 	if len(ents) == 0 {
 		return nil
 	}
-	l.mu.Lock()
+	if raceEnabled {
+		l.enterWriter()
+		defer l.exitWriter()
+	}
+	// mu.last is the writer's to change: no lock is needed to read it, and
+	// nothing can move it between this test and the truncation.
 	if ents[0].Index <= l.mu.last {
-		l.mu.Unlock()
-		if err := l.TruncateSuffix(ents[0].Index); err != nil {
+		if err := l.truncateSuffix(ents[0].Index); err != nil {
 			return err
 		}
-		l.mu.Lock()
 	}
-	err := l.appendLocked(ents)
-	l.mu.Unlock()
-	if err != nil {
+	if err := l.appendEntries(ents); err != nil {
 		return err
 	}
 	if l.opts.Flush == FlushSync {
@@ -398,12 +415,31 @@ func (l *Log) AppendSync(ents ...Entry) error {
 	return l.waitDurable(ents[len(ents)-1].Index)
 }
 
-func (l *Log) appendLocked(ents []Entry) error {
+// refusal returns why the log refuses writes (nil if it does not). Caller
+// holds mu.
+func (l *Log) refusalLocked() error {
 	if l.mu.closed {
 		return ErrClosed
 	}
 	if l.mu.werr != nil {
 		return fmt.Errorf("commitlog: refusing writes after an earlier failure: %w", l.mu.werr)
+	}
+	return nil
+}
+
+// appendEntries writes ents, which follow the last entry, and publishes
+// them. Called by the writer, without mu: the bytes go past the end
+// readers see, and mu's write lock is taken only to publish them (the new
+// positions, end and last index, and the tail cache's chunk), after they
+// are written.
+func (l *Log) appendEntries(ents []Entry) error {
+	if l.refusing.Load() {
+		l.mu.RLock()
+		err := l.refusalLocked()
+		l.mu.RUnlock()
+		if err != nil {
+			return err
+		}
 	}
 	next := l.mu.last + 1
 	for i := range ents {
@@ -417,12 +453,12 @@ func (l *Log) appendLocked(ents []Entry) error {
 			return fmt.Errorf("%w: entry %d is %d bytes, segment room is %d", ErrEntryTooLarge, ents[i].Index, EncodedSize(len(ents[i].Data)), max)
 		}
 	}
-	buf := l.mu.wbuf
-	defer func() { l.mu.wbuf = buf[:0] }()
+	buf := l.w.wbuf
+	defer func() { l.w.wbuf = buf[:0] }()
 	for len(ents) > 0 {
-		s, err := l.activeSegmentLocked(ents[0])
+		s, err := l.activeSegment(ents[0])
 		if err != nil {
-			return l.failUnlessNoSpace(err)
+			return err
 		}
 		// Take as many entries as fit in this segment.
 		room := s.size - s.end
@@ -442,18 +478,30 @@ func (l *Log) appendLocked(ents []Entry) error {
 			buf = make([]byte, total)
 		}
 		buf = buf[:total]
-		l.warmReserveLocked(s, s.end, s.end+int64(total))
+		l.warmReserve(s, s.end, s.end+int64(total))
 		off := 0
 		for i := 0; i < n; i++ {
 			putEntry(buf[off:], &ents[i])
 			off += EncodedSize(len(ents[i].Data))
 		}
-		if err := l.writeLocked(s, buf); err != nil {
+		if err := l.writeEnd(s, buf); err != nil {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if rerr := l.refusalLocked(); rerr != nil {
+				return rerr // closed or failed meanwhile; the write error follows from it
+			}
 			return l.failUnlessNoSpace(err)
 		}
 		var offs []uint32
 		if l.opts.TailCache > 0 {
 			offs = make([]uint32, n)
+		}
+		// Publish. A log closed or failed since the check above keeps
+		// the bytes unpublished, as if the write had not returned.
+		l.mu.Lock()
+		if err := l.refusalLocked(); err != nil {
+			l.mu.Unlock()
+			return err
 		}
 		off = 0
 		for i := 0; i < n; i++ {
@@ -470,6 +518,7 @@ func (l *Log) appendLocked(ents []Entry) error {
 		s.end += int64(total)
 		l.mu.last = ents[n-1].Index
 		l.mu.lastTerm = ents[n-1].Term
+		l.mu.Unlock()
 		ents = ents[n:]
 	}
 	return nil
@@ -479,6 +528,7 @@ func (l *Log) appendLocked(ents []Entry) error {
 func (l *Log) fail(err error) error {
 	if l.mu.werr == nil {
 		l.mu.werr = err
+		l.refusing.Store(true)
 		l.log.Error("commitlog: write failure; refusing further writes", "err", err)
 	}
 	return err
@@ -496,23 +546,43 @@ func (l *Log) failUnlessNoSpace(err error) error {
 	return l.fail(err)
 }
 
-// activeSegmentLocked returns the segment the entry e goes into, sealing
-// the current segment and creating a new one if e does not fit.
-func (l *Log) activeSegmentLocked(e Entry) (*segment, error) {
+// activeSegment returns the segment the entry e goes into, sealing the
+// current segment and creating a new one if e does not fit. Called by the
+// writer; a roll (rare) holds mu throughout, as it changes the segment
+// list.
+func (l *Log) activeSegment(e Entry) (*segment, error) {
 	sz := int64(EncodedSize(len(e.Data)))
-	n := len(l.mu.segs)
-	if n > 0 {
-		s := l.mu.segs[n-1]
-		if s.end+sz <= s.size {
-			return s, nil
-		}
+	s := l.w.active
+	if s != nil && s.end+sz <= s.size {
+		return s, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.refusalLocked(); err != nil {
+		return nil, err
+	}
+	base := int64(0)
+	if s != nil {
 		l.warmRetargetLocked(nil)
 		if err := l.sealLocked(s); err != nil {
-			return nil, err
+			return nil, l.failUnlessNoSpace(err)
 		}
-		return l.createSegmentLocked(s.base+s.size, e.Index, SegmentHeaderSize)
+		base = s.base + s.size
 	}
-	return l.createSegmentLocked(0, e.Index, SegmentHeaderSize)
+	s, err := l.createSegmentLocked(base, e.Index, SegmentHeaderSize)
+	if err != nil {
+		return nil, l.failUnlessNoSpace(err)
+	}
+	return s, nil
+}
+
+// setActiveLocked points the writer at the last segment after the
+// segment list changed. Called by the writer (or recovery) with mu held.
+func (l *Log) setActiveLocked() {
+	l.w.active = nil
+	if n := len(l.mu.segs); n > 0 {
+		l.w.active = l.mu.segs[n-1]
+	}
 }
 
 // sealLocked writes the seal, syncs the segment and writes its sidecar.
@@ -521,8 +591,8 @@ func (l *Log) sealLocked(s *segment) error {
 		var b [sealSize]byte
 		binary.BigEndian.PutUint32(b[sealOffMagic:], sealMagic)
 		binary.BigEndian.PutUint32(b[sealOffLeft:], uint32(left))
-		l.warmReserveLocked(s, s.end, s.end+sealSize)
-		if err := l.writeLocked(s, b[:]); err != nil {
+		l.warmReserve(s, s.end, s.end+sealSize)
+		if err := l.writeEnd(s, b[:]); err != nil {
 			return fmt.Errorf("%w (the seal)", err)
 		}
 	}
@@ -587,6 +657,7 @@ func (l *Log) createSegmentLocked(base int64, first uint64, start int64) (*segme
 	}
 	s.data = s.m.Bytes()
 	l.mu.segs = append(l.mu.segs, s)
+	l.w.active = s
 	l.warmRetargetLocked(s)
 	return s, nil
 }
@@ -707,6 +778,17 @@ func (l *Log) syncOnce() {
 
 // TruncateSuffix removes entries with index >= from (raft log conflict).
 func (l *Log) TruncateSuffix(from uint64) error {
+	if raceEnabled {
+		l.enterWriter()
+		defer l.exitWriter()
+	}
+	return l.truncateSuffix(from)
+}
+
+// truncateSuffix is TruncateSuffix, for the writer (Append's conflicts
+// included). It holds flushMu, so the flusher syncs no file it changes,
+// and mu, so readers see the log before or after the cut.
+func (l *Log) truncateSuffix(from uint64) error {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
 	l.mu.Lock()
@@ -756,6 +838,7 @@ func (l *Log) TruncateSuffix(from uint64) error {
 		}
 	}
 	l.mu.segs = l.mu.segs[:k+1]
+	l.setActiveLocked()
 	cut := int64(s.pos[from-s.first])
 	if from == s.first && k > 0 {
 		// s empties: remove it and reopen the previous segment for writes,
@@ -764,6 +847,7 @@ func (l *Log) TruncateSuffix(from uint64) error {
 			return l.fail(err)
 		}
 		l.mu.segs = l.mu.segs[:k]
+		l.setActiveLocked()
 		prev := l.mu.segs[k-1]
 		if err := zeroFrom(prev, prev.end); err != nil {
 			return l.fail(err)
@@ -869,6 +953,10 @@ func (l *Log) DropPrefix(index uint64) (int64, error) {
 // having index next and going at global position pos (as on the leader the
 // snapshot came from).
 func (l *Log) Reset(next uint64, pos int64) error {
+	if raceEnabled {
+		l.enterWriter()
+		defer l.exitWriter()
+	}
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
 	l.mu.Lock()
@@ -896,6 +984,7 @@ func (l *Log) Reset(next uint64, pos int64) error {
 		}
 	}
 	l.mu.segs = nil
+	l.w.active = nil
 	if _, err := l.createSegmentLocked(base, next, start); err != nil {
 		return l.fail(err)
 	}
@@ -1105,3 +1194,17 @@ func (l *Log) Segments() []SegmentInfo {
 	}
 	return out
 }
+
+// enterWriter and exitWriter bracket every writing call (Append,
+// AppendSync, TruncateSuffix, Reset) in race-detector builds. A call made
+// while another is under way, on another goroutine, breaks the log's
+// single-writer rule: it panics before touching anything, rather than
+// leaving the race detector to find the damage (or not). Calls made one
+// after the other from different goroutines are fine.
+func (l *Log) enterWriter() {
+	if !l.w.busy.CompareAndSwap(false, true) {
+		panic("commitlog: two goroutines write the log at once; Append, AppendSync, TruncateSuffix and Reset have one writer (see the package documentation)")
+	}
+}
+
+func (l *Log) exitWriter() { l.w.busy.Store(false) }

@@ -26,13 +26,13 @@ import (
 // coordination, all under Log.warm's mutex:
 //
 //   - end is the writer's end in the target segment: before every write
-//     into a segment (appendLocked, sealLocked), the writer calls
-//     warmReserveLocked, which raises end to the end of the range about to
+//     into a segment (appendEntries, sealLocked), the writer calls
+//     warmReserve, which raises end to the end of the range about to
 //     be written.
 //   - The warmer claims a range [lo, hi) of the target segment only with
 //     lo >= end rounded up to a block (so it never touches a block the
 //     writer has put bytes in), and publishes the claim before it writes.
-//   - warmReserveLocked first waits until no claim on the same segment
+//   - warmReserve first waits until no claim on the same segment
 //     overlaps the range to be written. The warmer drops its claim right
 //     after its WriteAt (before its fdatasync), so the writer waits at most
 //     for one chunk to be copied into the page cache, and only when it has
@@ -46,7 +46,7 @@ import (
 // with warmRetargetLocked, under Log.mu: it resets end and the zeroed mark
 // to the new write position (truncating a file also frees the blocks that
 // were warmed past the cut). A claim in flight on the old target keeps
-// being honoured by warmReserveLocked, which compares file paths, not
+// being honoured by warmReserve, which compares file paths, not
 // targets. DropPrefix never removes the active segment and needs nothing;
 // Close stops the warmer, between two chunks, before it closes the files.
 //
@@ -244,10 +244,10 @@ func (l *Log) warmRetargetLocked(s *segment) {
 	}
 }
 
-// warmReserveLocked is called, with Log.mu held, before the writer writes
-// [lo, hi) of s. It waits until no warm-up claim overlaps the range and
+// warmReserve is called by the writer (with or without Log.mu) before it
+// writes [lo, hi) of s. It waits until no warm-up claim overlaps the range and
 // moves the writer's end past it, so no later claim can.
-func (l *Log) warmReserveLocked(s *segment, lo, hi int64) {
+func (l *Log) warmReserve(s *segment, lo, hi int64) {
 	w := &l.warm
 	if w.ahead <= 0 {
 		return
