@@ -1,0 +1,793 @@
+package raftlog
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"hash"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"testing/cryptotest"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/raftmq/raftmq/commitlog"
+	"github.com/raftmq/raftmq/internal/vfs"
+)
+
+// The simulated group: three Cores driven from one goroutine, each over a
+// real Storage (commitlog plus raftstate) on its own MemFS, which a crash
+// replaces by its CrashClone (synced data survives, unsynced writes survive
+// at random, possibly torn); an in-memory network the simulator schedules
+// (delay, loss, duplication, reordering, partitions); a simulated clock in
+// milliseconds; a client proposing values. One seed decides everything,
+// raft's own randomised election timeouts included (raft draws them from
+// crypto/rand, which cryptotest.SetGlobalRandom makes a seeded stream), so
+// a seed replays exactly: `go test ./raftlog -run TestSim -sim.seed N -v`.
+
+var (
+	simSeed  = flag.Uint64("sim.seed", 0, "TestSim: run only this seed (seeds start at 1) and, with -v, print its trace")
+	simSeeds = flag.Int("sim.seeds", 0, "TestSim: how many seeds to run (default 300; 40 with -short)")
+	simFirst = flag.Uint64("sim.first", 1, "TestSim: the first seed to run")
+)
+
+// simNode is one replica under a test's control: a Core and the owner's
+// work for it, done synchronously (the same steps, in the same order, as
+// Node.handleReady).
+type simNode struct {
+	id     uint64
+	peers  []raft.Peer
+	timing Timing
+	fs     *vfs.MemFS
+	clog   *commitlog.Log
+	st     *Storage
+	core   *Core
+	up     bool
+
+	// applied is the state machine's applied index; data what it applied
+	// (normal entries with data), by index. Both are lost in a crash and
+	// rebuilt from the log.
+	applied uint64
+	data    map[uint64]string
+	// heldAt is when the held-append timer fires (-1: not armed);
+	// nextTick when the node ticks next. Simulated milliseconds.
+	heldAt, nextTick int64
+	heldDelay        int64
+
+	// send carries the node's messages; onApply sees every entry it
+	// applies, onAppend every Work's entries once durable. restore, if
+	// set, installs a snapshot (else snapshots are an error).
+	send     func(from uint64, msgs []*pb.Message)
+	onApply  func(n *simNode, e *pb.Entry)
+	onAppend func(n *simNode, ents []*pb.Entry)
+	restore  func(n *simNode, s *pb.Snapshot) error
+	// snapData, if set, is the Storage's SnapshotData.
+	snapData func() (uint64, []byte, error)
+	// works, if not nil, records every Work handed out (step tests).
+	works *[]Work
+	// forgetVote is the vote-not-durable mutant (simHooks.forgetVote).
+	forgetVote bool
+}
+
+func simLogOptions() commitlog.Options {
+	return commitlog.Options{SegmentSize: 16 << 10, WarmAhead: -1, CheckpointInterval: time.Hour, CacheWindow: -1, TailCache: 64 << 10}
+}
+
+// open opens the node's storage on n.fs and builds its core (applied 0:
+// the state machine is rebuilt from the log).
+func (n *simNode) open() error {
+	l, err := commitlog.Open(n.fs, "/n/log", simLogOptions())
+	if err != nil {
+		return fmt.Errorf("node %d: open log: %w", n.id, err)
+	}
+	st, err := OpenStorage(n.fs, "/n", l)
+	if err != nil {
+		l.Close()
+		return fmt.Errorf("node %d: open storage: %w", n.id, err)
+	}
+	st.SnapshotData = n.snapData
+	c, err := NewCore(Config{ID: n.id, Storage: st, Bootstrap: n.peers, Timing: n.timing,
+		MaxSizePerMsg: 8 << 10, MaxInflightMsgs: 16, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		st.Close()
+		l.Close()
+		return fmt.Errorf("node %d: %w", n.id, err)
+	}
+	n.clog, n.st, n.core, n.up = l, st, c, true
+	n.applied, n.data, n.heldAt = 0, map[uint64]string{}, -1
+	return nil
+}
+
+// crash drops the node as a power loss would: its file system becomes
+// what a crash leaves of it (rng decides which unsynced writes survive).
+func (n *simNode) crash(rng *rand.Rand) {
+	crashed := n.fs.CrashClone(rng, 0.5)
+	n.st.Close()
+	n.clog.Close() // on the old file system, which nothing reads again
+	n.fs, n.up, n.core = crashed, false, nil
+}
+
+func (n *simNode) close() {
+	if n.up {
+		n.st.Close()
+		n.clog.Close()
+		n.up = false
+	}
+}
+
+// handle does the work of every Ready the core has, at time now.
+func (n *simNode) handle(now int64) error {
+	for n.core.HasReady() {
+		w := n.core.Ready()
+		if n.works != nil {
+			*n.works = append(*n.works, w)
+		}
+		if n.core.HeldTimerArmed() && n.heldAt < 0 {
+			n.heldAt = now + n.heldDelay
+		}
+		if len(w.Send) > 0 {
+			n.send(n.id, w.Send)
+		}
+		if w.Snapshot != nil {
+			if n.restore == nil {
+				return fmt.Errorf("node %d: snapshot at %d without a restore", n.id, w.Snapshot.GetMetadata().GetIndex())
+			}
+			if err := n.restore(n, w.Snapshot); err != nil {
+				return fmt.Errorf("node %d: install snapshot: %w", n.id, err)
+			}
+			n.applied = w.Snapshot.GetMetadata().GetIndex()
+		}
+		if w.HardState != nil {
+			hs := w.HardState
+			if n.forgetVote {
+				hs = proto.CloneOf(hs)
+				hs.Vote = proto.Uint64(0)
+			}
+			if err := n.st.SetHardState(hs); err != nil {
+				return fmt.Errorf("node %d: %w", n.id, err)
+			}
+		}
+		if len(w.Entries) > 0 {
+			if err := n.st.Append(w.Entries); err != nil {
+				return fmt.Errorf("node %d: %w", n.id, err)
+			}
+			n.core.Appended(w.Entries)
+			if n.onAppend != nil {
+				n.onAppend(n, w.Entries)
+			}
+		}
+		if len(w.After) > 0 {
+			n.send(n.id, w.After)
+		}
+		for _, e := range w.Committed {
+			_, cs, err := n.core.ApplyConfChange(e)
+			if err != nil {
+				return err
+			}
+			if cs != nil {
+				if err := n.st.SetConfState(cs); err != nil {
+					return fmt.Errorf("node %d: %w", n.id, err)
+				}
+			}
+		}
+		if w.Commit > 0 {
+			if err := n.applyTo(w.Commit); err != nil {
+				return err
+			}
+		}
+		n.core.Advance()
+	}
+	return nil
+}
+
+// applyTo applies the log up to index (the sim's state machine: it
+// records the data of each entry).
+func (n *simNode) applyTo(index uint64) error {
+	if index <= n.applied {
+		return nil
+	}
+	ents, err := n.st.Entries(n.applied+1, index+1, math.MaxUint64)
+	if err != nil {
+		return fmt.Errorf("node %d: apply up to %d: %w", n.id, index, err)
+	}
+	for _, e := range ents {
+		if e.GetType() == pb.EntryType_EntryNormal && len(e.GetData()) > 0 {
+			n.data[e.GetIndex()] = string(e.GetData())
+		}
+		if n.onApply != nil {
+			n.onApply(n, e)
+		}
+	}
+	n.applied = index
+	return nil
+}
+
+// fireHeld fires the held-append timer if it is due at now.
+func (n *simNode) fireHeld(now int64) {
+	if n.heldAt >= 0 && now >= n.heldAt {
+		n.heldAt = -1
+		if msgs := n.core.FireHeld(); len(msgs) > 0 {
+			n.send(n.id, msgs)
+		}
+	}
+}
+
+// simMsg is a message in flight.
+type simMsg struct {
+	at  int64
+	seq uint64
+	m   *pb.Message
+}
+
+// simHooks plant known-bad behaviour in the simulator's owner, to prove
+// its checks catch it. They exist only in this test file.
+type simHooks struct {
+	// ackBeforeCommit acknowledges a proposal as soon as the leader that
+	// took it has appended it, without waiting for a quorum.
+	ackBeforeCommit bool
+	// forgetVote persists every hard state with no vote: a node that
+	// crashes after voting may vote again in the same term.
+	forgetVote bool
+}
+
+// commitRec is the first application of a log index anywhere.
+type commitRec struct {
+	term uint64
+	data string
+	// atTerm is the applying node's term then: the entry was committed in
+	// that term or an earlier one, so every leader of a later term has it.
+	atTerm uint64
+}
+
+type sim struct {
+	seed  uint64
+	rng   *rand.Rand
+	hooks simHooks
+	now   int64
+	nodes []*simNode
+
+	net    []simMsg
+	seq    uint64
+	side   map[uint64]int // partition: nodes talk only within a side
+	drop   float64
+	dup    float64
+	delay  int64
+	jitter float64
+
+	// The client: proposals by value, the node that took each, acks.
+	nextVal  int
+	tookBy   map[string]uint64
+	acked    map[string]bool
+	ackOrder []string
+
+	leaderOf map[uint64]uint64 // term -> leader
+	crashAt  map[uint64]int64  // node -> when a scheduled crash happens
+	commits  map[uint64]commitRec
+	err      error
+
+	h     hash.Hash
+	trace *strings.Builder
+	// Counters for the report.
+	elections, crashes, applies int
+}
+
+func (s *sim) logf(format string, args ...any) {
+	var w io.Writer = s.h
+	if s.trace != nil {
+		w = io.MultiWriter(s.h, s.trace)
+	}
+	fmt.Fprintf(w, "%6d ", s.now)
+	fmt.Fprintf(w, format, args...)
+	io.WriteString(w, "\n")
+}
+
+func (s *sim) failf(format string, args ...any) {
+	if s.err == nil {
+		s.err = fmt.Errorf("t=%dms: %s", s.now, fmt.Sprintf(format, args...))
+		s.logf("FAIL %v", s.err)
+	}
+}
+
+func msgString(m *pb.Message) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %d->%d t%d i%d lt%d c%d", strings.TrimPrefix(m.GetType().String(), "Msg"), m.GetFrom(), m.GetTo(),
+		m.GetTerm(), m.GetIndex(), m.GetLogTerm(), m.GetCommit())
+	if k := len(m.GetEntries()); k > 0 {
+		fmt.Fprintf(&b, " ents=%d..%d", m.GetEntries()[0].GetIndex(), m.GetEntries()[k-1].GetIndex())
+	}
+	if m.GetReject() {
+		fmt.Fprintf(&b, " reject hint=%d", m.GetRejectHint())
+	}
+	return b.String()
+}
+
+// connected reports whether a and b can talk (same side of a partition).
+func (s *sim) connected(a, b uint64) bool { return s.side[a] == s.side[b] }
+
+func (s *sim) sendFrom(from uint64, msgs []*pb.Message) {
+	for _, m := range msgs {
+		if m.GetType() == pb.MessageType_MsgVoteResp && !m.GetReject() && s.crashAt[from] == 0 && s.rng.Float64() < 0.1 {
+			// Crashes right after a vote are where durability of the
+			// vote matters: schedule one.
+			s.crashAt[from] = s.now + 1 + s.rng.Int64N(5)
+		}
+		if s.rng.Float64() < s.drop {
+			s.logf("drop %s", msgString(m))
+			continue
+		}
+		copies := 1
+		if s.rng.Float64() < s.dup {
+			copies = 2
+		}
+		for range copies {
+			d := int64(1)
+			if s.delay > 1 {
+				d += s.rng.Int64N(s.delay)
+			}
+			if s.rng.Float64() < s.jitter {
+				d += s.rng.Int64N(10 * (s.delay + 1)) // a straggler: reorders
+			}
+			s.seq++
+			// The receiver must not share the sender's message (raft keeps
+			// entries it steps).
+			s.net = append(s.net, simMsg{at: s.now + d, seq: s.seq, m: proto.CloneOf(m)})
+		}
+	}
+}
+
+func (s *sim) node(id uint64) *simNode { return s.nodes[id-1] }
+
+func newSim(seed uint64, hooks simHooks, verbose bool) (*sim, error) {
+	s := &sim{seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), hooks: hooks, side: map[uint64]int{},
+		tookBy: map[string]uint64{}, crashAt: map[uint64]int64{}, acked: map[string]bool{}, leaderOf: map[uint64]uint64{},
+		commits: map[uint64]commitRec{}, h: sha256.New()}
+	if verbose {
+		s.trace = &strings.Builder{}
+	}
+	peers := []raft.Peer{{ID: 1}, {ID: 2}, {ID: 3}}
+	for id := uint64(1); id <= 3; id++ {
+		n := &simNode{id: id, peers: peers, fs: vfs.NewMem(), heldDelay: 2,
+			timing: Timing{ElectionTick: 10, HeartbeatTick: 2, CommitNotifyDelay: 2 * time.Millisecond}}
+		n.send = s.sendFrom
+		n.forgetVote = hooks.forgetVote
+		n.onApply = s.onApply
+		n.onAppend = s.onAppend
+		n.nextTick = s.rng.Int64N(10)
+		if err := n.open(); err != nil {
+			return nil, err
+		}
+		s.nodes = append(s.nodes, n)
+	}
+	return s, nil
+}
+
+func (s *sim) close() {
+	for _, n := range s.nodes {
+		n.close()
+	}
+}
+
+func (s *sim) onApply(n *simNode, e *pb.Entry) {
+	s.applies++
+	data := ""
+	if e.GetType() == pb.EntryType_EntryNormal {
+		data = string(e.GetData())
+	}
+	if r, ok := s.commits[e.GetIndex()]; ok {
+		if r.term != e.GetTerm() || r.data != data {
+			s.failf("node %d applied %d (term %d, %q), another node applied term %d, %q there", n.id, e.GetIndex(),
+				e.GetTerm(), data, r.term, r.data)
+		}
+	} else {
+		s.commits[e.GetIndex()] = commitRec{term: e.GetTerm(), data: data, atTerm: n.core.BasicStatus().GetTerm()}
+	}
+	if data != "" && s.tookBy[data] == n.id && !s.acked[data] && !s.hooks.ackBeforeCommit {
+		s.ack(data, n.id)
+	}
+}
+
+func (s *sim) onAppend(n *simNode, ents []*pb.Entry) {
+	if !s.hooks.ackBeforeCommit || n.core.LeaderTerm() == 0 {
+		return
+	}
+	for _, e := range ents {
+		if d := string(e.GetData()); d != "" && s.tookBy[d] == n.id && !s.acked[d] {
+			s.ack(d, n.id)
+		}
+	}
+}
+
+func (s *sim) ack(data string, id uint64) {
+	s.acked[data] = true
+	s.ackOrder = append(s.ackOrder, data)
+	s.logf("ack %s by %d", data, id)
+}
+
+// check runs the invariants that hold after every step.
+func (s *sim) check() {
+	for _, n := range s.nodes {
+		if !n.up {
+			continue
+		}
+		t := n.core.LeaderTerm()
+		if t == 0 {
+			continue
+		}
+		l, ok := s.leaderOf[t]
+		if ok {
+			if l != n.id {
+				s.failf("two leaders in term %d: %d and %d", t, l, n.id)
+			}
+			continue
+		}
+		s.leaderOf[t] = n.id
+		s.elections++
+		s.logf("leader %d term %d", n.id, t)
+		// Every entry applied anywhere, committed before this term, is in
+		// the new leader's log.
+		idxs := make([]uint64, 0, len(s.commits))
+		for i := range s.commits {
+			idxs = append(idxs, i)
+		}
+		slices.Sort(idxs)
+		for _, i := range idxs {
+			r := s.commits[i]
+			if r.atTerm >= t {
+				continue
+			}
+			got, err := n.st.Term(i)
+			if err != nil || got != r.term {
+				s.failf("leader %d of term %d lacks applied entry %d (term %d, %q): has term %d, %v", n.id, t, i, r.term, r.data, got, err)
+				return
+			}
+		}
+	}
+}
+
+// step advances the simulation by one millisecond.
+func (s *sim) step(chaos bool) {
+	s.now++
+	if chaos {
+		s.faults()
+		if s.rng.Float64() < 0.04 {
+			s.propose()
+		}
+	}
+	// Deliver what is due, in (time, send order).
+	var due []simMsg
+	rest := s.net[:0]
+	for _, m := range s.net {
+		if m.at <= s.now {
+			due = append(due, m)
+		} else {
+			rest = append(rest, m)
+		}
+	}
+	s.net = rest
+	slices.SortFunc(due, func(a, b simMsg) int {
+		if a.at != b.at {
+			return int(a.at - b.at)
+		}
+		return int(int64(a.seq) - int64(b.seq))
+	})
+	for _, dm := range due {
+		m := dm.m
+		to := s.node(m.GetTo())
+		if !to.up || !s.connected(m.GetFrom(), m.GetTo()) {
+			continue
+		}
+		s.logf("recv %s", msgString(m))
+		to.core.Step(m)
+		if err := to.handle(s.now); err != nil {
+			s.failf("%v", err)
+			return
+		}
+	}
+	for _, n := range s.nodes {
+		if !n.up {
+			continue
+		}
+		if s.now >= n.nextTick {
+			n.nextTick += 10
+			n.core.Tick()
+			if err := n.handle(s.now); err != nil {
+				s.failf("%v", err)
+				return
+			}
+		}
+		n.fireHeld(s.now)
+	}
+	s.check()
+}
+
+// faults draws this millisecond's faults: partitions, crashes, restarts,
+// and changes of the network's quality.
+func (s *sim) faults() {
+	switch r := s.rng.Float64(); {
+	case r < 0.002:
+		clear(s.side)
+		s.logf("heal")
+	case r < 0.004:
+		clear(s.side)
+		lone := uint64(1 + s.rng.IntN(3))
+		s.side[lone] = 1
+		s.logf("isolate %d", lone)
+	}
+	crash := uint64(0)
+	if s.rng.Float64() < 0.001 {
+		crash = uint64(1 + s.rng.IntN(3))
+	}
+	for id := uint64(1); id <= 3; id++ {
+		if at := s.crashAt[id]; at != 0 && at <= s.now {
+			crash = id
+			delete(s.crashAt, id)
+		}
+	}
+	if n := s.node(max(crash, 1)); crash != 0 && n.up {
+		n.crash(s.rng)
+		s.crashes++
+		s.logf("crash %d", crash)
+	}
+	for _, n := range s.nodes {
+		if !n.up && s.rng.Float64() < 0.02 {
+			s.restart(n)
+		}
+	}
+	if s.rng.Float64() < 0.002 {
+		s.drop = s.rng.Float64() * 0.1
+		s.dup = s.rng.Float64() * 0.05
+		s.delay = 1 + s.rng.Int64N(20)
+		s.jitter = s.rng.Float64() * 0.05
+		s.logf("network drop=%.3f dup=%.3f delay=%d jitter=%.3f", s.drop, s.dup, s.delay, s.jitter)
+	}
+}
+
+func (s *sim) restart(n *simNode) {
+	if err := n.open(); err != nil {
+		s.failf("restart: %v", err)
+		return
+	}
+	n.nextTick = s.now + s.rng.Int64N(10)
+	s.logf("restart %d", n.id)
+	if err := n.handle(s.now); err != nil {
+		s.failf("%v", err)
+	}
+}
+
+// propose is the client: it offers a new value to a node picked at
+// random (a follower forwards it to its leader, if it knows one).
+func (s *sim) propose() {
+	n := s.node(uint64(1 + s.rng.IntN(3)))
+	if !n.up {
+		return
+	}
+	s.nextVal++
+	v := fmt.Sprintf("v%d", s.nextVal)
+	err := n.core.Propose([]*pb.Entry{{Data: []byte(v)}})
+	s.logf("propose %s to %d: %v", v, n.id, err)
+	if err == nil {
+		s.tookBy[v] = n.id
+	}
+	if err := n.handle(s.now); err != nil {
+		s.failf("%v", err)
+	}
+}
+
+// run plays the seed: a chaotic phase, then a healed one in which every
+// acknowledged value must reach every node.
+func (s *sim) run(chaosMs, healMs int64) error {
+	s.delay = 5
+	for s.now < chaosMs && s.err == nil {
+		s.step(true)
+	}
+	clear(s.side)
+	s.drop, s.dup, s.delay, s.jitter = 0, 0, 3, 0
+	for _, n := range s.nodes {
+		if !n.up && s.err == nil {
+			s.restart(n)
+		}
+	}
+	s.logf("heal all")
+	for end := s.now + healMs; s.now < end && s.err == nil; {
+		s.step(false)
+	}
+	if s.err != nil {
+		return s.err
+	}
+	// Every node applied the same entries, and every acknowledged value.
+	ref := s.nodes[0]
+	for _, n := range s.nodes {
+		has := make(map[string]bool, len(n.data))
+		for _, v := range n.data {
+			has[v] = true
+		}
+		for _, v := range s.ackOrder {
+			if !has[v] {
+				s.failf("value %s was acknowledged but node %d never applied it (applied %d)", v, n.id, n.applied)
+				return s.err
+			}
+		}
+		lim := min(n.applied, ref.applied)
+		for i, d := range n.data {
+			if i <= lim && ref.data[i] != d {
+				s.failf("nodes %d and %d applied %q and %q at %d", n.id, ref.id, d, ref.data[i], i)
+				return s.err
+			}
+		}
+	}
+	return nil
+}
+
+// simOutcome is a finished seed.
+type simOutcome struct {
+	seed  uint64
+	err   error
+	hash  string
+	trace string
+	s     *sim
+}
+
+// runSeed plays one seed and returns its outcome; raft's randomness is
+// seeded from it for the duration.
+func runSeed(t *testing.T, seed uint64, hooks simHooks, verbose bool) simOutcome {
+	t.Helper()
+	cryptotest.SetGlobalRandom(t, seed)
+	s, err := newSim(seed, hooks, verbose)
+	if err != nil {
+		return simOutcome{seed: seed, err: err}
+	}
+	defer s.close()
+	err = s.run(1500, 1500)
+	out := simOutcome{seed: seed, err: err, hash: hex.EncodeToString(s.h.Sum(nil)), s: s}
+	if s.trace != nil {
+		out.trace = s.trace.String()
+	}
+	return out
+}
+
+func replayCommand(seed uint64) string {
+	return fmt.Sprintf("go test ./raftlog -run 'TestSim$' -sim.seed %d -v", seed)
+}
+
+// TestSim runs the simulated group over many seeds (-sim.seeds, from
+// -sim.first) or one (-sim.seed, with its trace under -v).
+func TestSim(t *testing.T) {
+	if *simSeed != 0 {
+		out := runSeed(t, *simSeed, simHooks{}, testing.Verbose())
+		if testing.Verbose() {
+			t.Logf("trace of seed %d:\n%s", *simSeed, out.trace)
+		}
+		t.Logf("seed %d: hash %s, %d elections, %d crashes, %d values acknowledged", *simSeed, out.hash,
+			out.s.elections, out.s.crashes, len(out.s.ackOrder))
+		if out.err != nil {
+			t.Fatalf("seed %d: %v", *simSeed, out.err)
+		}
+		return
+	}
+	seeds := *simSeeds
+	if seeds == 0 {
+		seeds = 300
+		if testing.Short() {
+			seeds = 40
+		}
+	}
+	start := time.Now()
+	last := start
+	var elections, crashes, acks int
+	for i := range seeds {
+		seed := *simFirst + uint64(i)
+		out := runSeed(t, seed, simHooks{}, false)
+		if out.err != nil {
+			t.Fatalf("seed %d failed: %v\nreplay: %s", seed, out.err, replayCommand(seed))
+		}
+		elections += out.s.elections
+		crashes += out.s.crashes
+		acks += len(out.s.ackOrder)
+		if time.Since(last) > 10*time.Second {
+			last = time.Now()
+			t.Logf("%d/%d seeds, %.0f seeds/min", i+1, seeds, float64(i+1)/time.Since(start).Minutes())
+		}
+	}
+	t.Logf("%d seeds in %v: %d elections, %d crashes, %d values acknowledged", seeds, time.Since(start).Round(time.Millisecond),
+		elections, crashes, acks)
+	if acks == 0 || elections == 0 {
+		t.Fatal("the simulation neither elected nor acknowledged anything")
+	}
+}
+
+// The same seed gives the same history, byte for byte.
+func TestSimDeterministic(t *testing.T) {
+	for _, seed := range []uint64{1, 7, 42} {
+		a := runSeed(t, seed, simHooks{}, false)
+		b := runSeed(t, seed, simHooks{}, false)
+		require := func(ok bool, f string, args ...any) {
+			if !ok {
+				t.Fatalf(f, args...)
+			}
+		}
+		require(a.err == nil && b.err == nil, "seed %d: %v / %v", seed, a.err, b.err)
+		require(a.hash == b.hash, "seed %d ran twice gave two histories: %s and %s", seed, a.hash, b.hash)
+		require(a.s.applies > 0, "seed %d applied nothing", seed)
+	}
+	c := runSeed(t, 2, simHooks{}, false)
+	if c.hash == runSeed(t, 1, simHooks{}, false).hash {
+		t.Fatal("seeds 1 and 2 gave the same history")
+	}
+}
+
+// The simulator catches a leader that acknowledges a proposal once it has
+// appended it, before a quorum holds it.
+func TestSimCatchesAckBeforeCommit(t *testing.T) {
+	const budget = 100
+	for seed := uint64(1); seed <= budget; seed++ {
+		out := runSeed(t, seed, simHooks{ackBeforeCommit: true}, false)
+		if out.err != nil {
+			t.Logf("seed %d caught it: %v", seed, out.err)
+			return
+		}
+	}
+	t.Fatalf("no seed among %d caught the ack-before-commit mutant", budget)
+}
+
+// The simulator catches a node that forgets its vote in a crash.
+func TestSimCatchesForgottenVote(t *testing.T) {
+	const budget = 500
+	for seed := uint64(1); seed <= budget; seed++ {
+		out := runSeed(t, seed, simHooks{forgetVote: true}, false)
+		if out.err != nil {
+			t.Logf("seed %d caught it: %v", seed, out.err)
+			return
+		}
+	}
+	t.Fatalf("no seed among %d caught the forgotten-vote mutant", budget)
+}
+
+// simEncodeApplied and simDecodeApplied are a state machine's snapshot in
+// the step tests: the applied data by index, and the log position after.
+func simEncodeApplied(data map[uint64]string, pos int64) []byte {
+	idxs := make([]uint64, 0, len(data))
+	for i := range data {
+		idxs = append(idxs, i)
+	}
+	slices.Sort(idxs)
+	b := binary.AppendVarint(nil, pos)
+	for _, i := range idxs {
+		b = binary.AppendUvarint(b, i)
+		b = binary.AppendUvarint(b, uint64(len(data[i])))
+		b = append(b, data[i]...)
+	}
+	return b
+}
+
+func simDecodeApplied(b []byte) (map[uint64]string, int64, error) {
+	pos, k := binary.Varint(b)
+	if k <= 0 {
+		return nil, 0, errors.New("bad snapshot")
+	}
+	b = b[k:]
+	out := map[uint64]string{}
+	for len(b) > 0 {
+		i, k1 := binary.Uvarint(b)
+		if k1 <= 0 {
+			return nil, 0, errors.New("bad snapshot")
+		}
+		l, k2 := binary.Uvarint(b[k1:])
+		if k2 <= 0 || uint64(len(b[k1+k2:])) < l {
+			return nil, 0, errors.New("bad snapshot")
+		}
+		out[i] = string(b[k1+k2 : k1+k2+int(l)])
+		b = b[k1+k2+int(l):]
+	}
+	return out, pos, nil
+}
