@@ -709,9 +709,11 @@ func (n *Node) applyConfChange(e *pb.Entry) error {
 	return nil
 }
 
-// applier applies commit indexes in order, coalescing queued ones.
+// applier applies commit indexes in order, coalescing queued ones
+// (coalesceApply).
 func (n *Node) applier() {
 	defer n.wg.Done()
+	var batch []applyWork
 	for {
 		var w applyWork
 		select {
@@ -719,27 +721,33 @@ func (n *Node) applier() {
 		case <-n.stopc:
 			return
 		}
+		batch = append(batch[:0], w)
 		if w.snap == nil {
-			// Coalesce: take the newest commit index queued behind it.
+			// Take what is queued behind it, up to a snapshot.
 		drain:
 			for {
 				select {
 				case w2 := <-n.applyc:
+					batch = append(batch, w2)
 					if w2.snap != nil {
-						if err := n.applyTo(w.index, w.term); err != nil {
-							w2.done <- err
-							return
-						}
-						w = w2
 						break drain
 					}
-					w = w2
 				default:
 					break drain
 				}
 			}
 		}
-		if w.snap != nil {
+		ws := coalesceApply(batch)
+		for i, w := range ws {
+			if w.snap == nil {
+				if err := n.applyTo(w.index, w.term); err != nil {
+					if i+1 < len(ws) && ws[i+1].snap != nil {
+						ws[i+1].done <- err // handleReady waits for it
+					}
+					return
+				}
+				continue
+			}
 			err := n.cfg.SM.Restore(w.snap)
 			if err == nil {
 				md := w.snap.GetMetadata()
@@ -749,12 +757,24 @@ func (n *Node) applier() {
 			if err != nil {
 				return
 			}
-			continue
-		}
-		if err := n.applyTo(w.index, w.term); err != nil {
-			return
 		}
 	}
+}
+
+// coalesceApply replaces each run of commit indexes in ws by its last (the
+// newest: applying up to it applies the others), in place; snapshots stay
+// where they are. The applier calls it on what it found queued, so that
+// commits queued while an Apply runs become one Apply.
+func coalesceApply(ws []applyWork) []applyWork {
+	out := ws[:0]
+	for _, w := range ws {
+		if k := len(out); k > 0 && w.snap == nil && out[k-1].snap == nil {
+			out[k-1] = w
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 func (n *Node) applyTo(index, term uint64) error {

@@ -3,11 +3,14 @@ package raftlog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/cryptotest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -18,12 +21,14 @@ import (
 	"github.com/raftmq/raftmq/internal/vfs"
 )
 
-// The tests in this file drive nodes step by step: a hand-driven clock
-// (every tick and every timer firing is a call of the test), an in-memory
-// network whose messages are delivered only when the test says so, and a
-// barrier after each step that waits until the node's raft goroutine has
-// handled it and every Ready it produced. Nothing waits on wall-clock time
-// except the bounds that fail a hung test.
+// The first tests in this file drive Nodes (the owner goroutine and the
+// applier) step by step: a hand-driven clock (every tick and every timer
+// firing is a call of the test), an in-memory network whose messages are
+// delivered only when the test says so, and a barrier after each step that
+// waits until the node's raft goroutine has handled it and every Ready it
+// produced. Nothing waits on wall-clock time except the bounds that fail a
+// hung test. The subtle paths of replication itself are tested further
+// down on Cores, with no goroutine and no barrier.
 
 // stepTimeout bounds every single step; a step that takes longer means the
 // node is stuck, and the test fails instead of hanging.
@@ -191,15 +196,6 @@ func (g *stepGroup) settle(id uint64) {
 	require.NoError(g.t, n.control(ctx, func() {}), "node %d: barrier", id)
 }
 
-// onRaft runs f on node id's raft goroutine (to read its owned state).
-func (g *stepGroup) onRaft(id uint64, f func(n *Node)) {
-	g.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
-	defer cancel()
-	n := g.nodes[id]
-	require.NoError(g.t, n.control(ctx, func() { f(n) }))
-}
-
 // outbox returns and forgets what the nodes sent, by sender in id order.
 func (g *stepGroup) outbox() []*pb.Message {
 	g.net.mu.Lock()
@@ -240,23 +236,6 @@ func (g *stepGroup) deliver() {
 		}
 	}
 	g.t.Fatal("the group kept sending for 1000 rounds")
-}
-
-// tick advances node id's clock by k ticks, one step each.
-func (g *stepGroup) tick(id uint64, k int) {
-	g.t.Helper()
-	g.clocks[id].mu.Lock()
-	tk := g.clocks[id].ticker
-	g.clocks[id].mu.Unlock()
-	require.NotNil(g.t, tk, "node %d has not started its ticker", id)
-	for range k {
-		select {
-		case tk.c <- time.Unix(0, 0):
-		case <-time.After(stepTimeout):
-			g.t.Fatalf("node %d did not take a tick within %v", id, stepTimeout)
-		}
-		g.settle(id)
-	}
 }
 
 // fireHeld fires node id's held-append timer if it is armed and reports
@@ -312,26 +291,6 @@ func (g *stepGroup) elect(id uint64) {
 	require.True(g.t, g.nodes[id].IsLeader(), "node %d did not become leader", id)
 }
 
-// electAmong ticks the given nodes in turn, delivering after each round,
-// until one of them leads (their election timeouts run out; etcd raft
-// randomises them), and returns it.
-func (g *stepGroup) electAmong(ids ...uint64) uint64 {
-	g.t.Helper()
-	for range 200 {
-		for _, id := range ids {
-			g.tick(id, 1)
-		}
-		g.quiet()
-		for _, id := range ids {
-			if g.nodes[id].IsLeader() {
-				return id
-			}
-		}
-	}
-	g.t.Fatalf("none of %v became leader in 200 ticks", ids)
-	return 0
-}
-
 // propose queues data on node id and waits until the node has stepped it.
 func (g *stepGroup) propose(id uint64, data string, dropped func(error)) {
 	g.t.Helper()
@@ -346,209 +305,6 @@ func (g *stepGroup) waitApplied(id, index uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 	defer cancel()
 	require.NoError(g.t, g.nodes[id].WaitApplied(ctx, index))
-}
-
-// held returns the commit index of the append node id holds per follower.
-func (g *stepGroup) held(id uint64) map[uint64]uint64 {
-	out := map[uint64]uint64{}
-	g.onRaft(id, func(n *Node) {
-		for to, c := range n.core.Held() {
-			out[to] = c
-		}
-	})
-	return out
-}
-
-// commitOnly returns the appends without entries in msgs, by recipient
-// (the last one each).
-func commitOnly(msgs []*pb.Message, from uint64) map[uint64]uint64 {
-	out := map[uint64]uint64{}
-	for _, m := range msgs {
-		if m.GetFrom() == from && m.GetType() == pb.MessageType_MsgApp && len(m.GetEntries()) == 0 {
-			out[m.GetTo()] = m.GetCommit()
-		}
-	}
-	return out
-}
-
-// Commit-only appends (Config.CommitNotifyDelay), step by step. Each case
-// starts from a leader (1) that has committed an entry x and holds the
-// appends telling followers 2 and 3 so.
-func TestHeldCommitOnlyAppends(t *testing.T) {
-	cases := []struct {
-		name string
-		run  func(t *testing.T, g *stepGroup, cx uint64)
-	}{{
-		name: "the timer sends them",
-		run: func(t *testing.T, g *stepGroup, cx uint64) {
-			require.True(t, g.fireHeld(1))
-			msgs := g.outbox()
-			require.Equal(t, map[uint64]uint64{2: cx, 3: cx}, commitOnly(msgs, 1))
-			require.Empty(t, g.held(1))
-			g.net.mu.Lock()
-			g.net.out[1] = msgs // put them back for delivery
-			g.net.mu.Unlock()
-			g.deliver()
-			require.Equal(t, cx, g.nodes[2].Status().Commit, "the follower learns the commit from the held append")
-			require.Equal(t, cx, g.nodes[3].Status().Commit)
-		},
-	}, {
-		name: "a later append carries the commit and drops them",
-		run: func(t *testing.T, g *stepGroup, cx uint64) {
-			g.propose(1, "y", nil)
-			msgs := g.outbox()
-			for _, m := range msgs {
-				if m.GetFrom() == 1 && m.GetType() == pb.MessageType_MsgApp {
-					require.NotEmpty(t, m.GetEntries(), "an append without entries went out to %d", m.GetTo())
-					require.GreaterOrEqual(t, m.GetCommit(), cx)
-				}
-			}
-			require.Empty(t, g.held(1), "the append with entries superseded the held ones")
-			require.True(t, g.fireHeld(1))
-			require.Empty(t, commitOnly(g.outbox(), 1), "the timer sent a superseded append")
-		},
-	}, {
-		name: "a newer commit replaces the held one",
-		run: func(t *testing.T, g *stepGroup, cx uint64) {
-			var term uint64
-			g.onRaft(1, func(n *Node) {
-				term = n.core.rn.BasicStatus().GetTerm()
-				m := &pb.Message{Type: pb.MessageType_MsgApp.Enum(), From: proto.Uint64(1), To: proto.Uint64(2),
-					Term: proto.Uint64(term), Index: proto.Uint64(cx), LogTerm: proto.Uint64(term), Commit: proto.Uint64(cx + 1)}
-				require.True(t, n.core.hold(m))
-			})
-			require.Equal(t, map[uint64]uint64{2: cx + 1, 3: cx}, g.held(1))
-			// An older append (of an earlier commit) does not supersede it;
-			// one of another term does not either.
-			g.onRaft(1, func(n *Node) {
-				n.core.supersede(&pb.Message{Type: pb.MessageType_MsgApp.Enum(), To: proto.Uint64(2), Term: proto.Uint64(term), Commit: proto.Uint64(cx)})
-				n.core.supersede(&pb.Message{Type: pb.MessageType_MsgApp.Enum(), To: proto.Uint64(3), Term: proto.Uint64(term + 1), Commit: proto.Uint64(cx + 5)})
-				n.core.supersede(&pb.Message{Type: pb.MessageType_MsgHeartbeat.Enum(), To: proto.Uint64(3), Term: proto.Uint64(term), Commit: proto.Uint64(cx + 5)})
-			})
-			require.Equal(t, map[uint64]uint64{2: cx + 1, 3: cx}, g.held(1))
-			require.True(t, g.fireHeld(1))
-			require.Equal(t, map[uint64]uint64{2: cx + 1, 3: cx}, commitOnly(g.outbox(), 1), "one append per follower, the newest")
-		},
-	}, {
-		name: "only appends without entries to replicating followers are held",
-		run: func(t *testing.T, g *stepGroup, cx uint64) {
-			g.onRaft(1, func(n *Node) {
-				term := n.core.rn.BasicStatus().GetTerm()
-				withEntries := &pb.Message{Type: pb.MessageType_MsgApp.Enum(), To: proto.Uint64(2), Term: proto.Uint64(term),
-					Commit: proto.Uint64(cx), Entries: []*pb.Entry{{Data: []byte("z")}}}
-				require.False(t, n.core.hold(withEntries))
-				hb := &pb.Message{Type: pb.MessageType_MsgHeartbeat.Enum(), To: proto.Uint64(2), Term: proto.Uint64(term)}
-				require.False(t, n.core.hold(hb))
-				stranger := &pb.Message{Type: pb.MessageType_MsgApp.Enum(), To: proto.Uint64(9), Term: proto.Uint64(term), Commit: proto.Uint64(cx)}
-				require.False(t, n.core.hold(stranger), "a node not in the progress table is not replicating")
-			})
-		},
-	}, {
-		name: "leadership loss clears them",
-		run: func(t *testing.T, g *stepGroup, cx uint64) {
-			g.net.mu.Lock()
-			g.net.cut[1] = true
-			g.net.mu.Unlock()
-			g.tick(1, 2*10) // CheckQuorum: an isolated leader steps down within two election timeouts
-			require.False(t, g.nodes[1].IsLeader())
-			require.Empty(t, g.held(1))
-			g.outbox()
-			require.True(t, g.fireHeld(1))
-			require.Empty(t, commitOnly(g.outbox(), 1), "an ex-leader sent a held append")
-		},
-	}}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			g := newStepGroup(t, 3)
-			g.t = t
-			g.elect(1)
-			g.propose(1, "x", nil)
-			msgs := g.outbox()
-			var cx uint64
-			for _, m := range msgs {
-				if m.GetType() == pb.MessageType_MsgApp && len(m.GetEntries()) > 0 {
-					cx = m.GetEntries()[len(m.GetEntries())-1].GetIndex()
-				}
-			}
-			require.NotZero(t, cx, "the leader sent no append with x")
-			g.net.mu.Lock()
-			g.net.out[1] = msgs
-			g.net.mu.Unlock()
-			g.deliver() // appends out, answers back: the leader commits x
-			require.Equal(t, cx, g.nodes[1].Status().Commit)
-			require.Empty(t, commitOnly(g.outbox(), 1), "a commit-only append went out at once")
-			require.Equal(t, map[uint64]uint64{2: cx, 3: cx}, g.held(1))
-			require.Less(t, g.nodes[2].Status().Commit, cx, "the follower learnt the commit without an append")
-			tc.run(t, g, cx)
-		})
-	}
-}
-
-// A leader that loses its leadership with proposals in flight never
-// applies them as if committed: the entries it appended alone are replaced
-// by the new leader's, and proposals made while no leader is known are
-// refused through Dropped.
-func TestLeaderChangeWithProposalsInFlight(t *testing.T) {
-	g := newStepGroup(t, 3)
-	g.elect(1)
-	g.propose(1, "before", nil)
-	g.quiet()
-	commit := g.nodes[1].Status().Commit
-	oldTerm := g.nodes[1].Status().Term
-
-	// Node 1 is cut off with a proposal only it has.
-	g.net.mu.Lock()
-	g.net.cut[1] = true
-	g.net.mu.Unlock()
-	g.propose(1, "lost", nil)
-	g.outbox()
-	last1, err := g.nodes[1].cfg.Storage.LastIndex()
-	require.NoError(t, err)
-	require.Greater(t, last1, commit, "the old leader appended the proposal")
-	lostIndex := last1
-
-	// 2 and 3 elect one of them, which commits its own entries over that
-	// index.
-	nl := g.electAmong(2, 3)
-	g.propose(nl, "won", nil)
-	g.propose(nl, "won2", nil)
-	g.quiet()
-	newCommit := g.nodes[nl].Status().Commit
-	require.GreaterOrEqual(t, newCommit, lostIndex)
-
-	// The old leader, still alone, steps down (CheckQuorum) and, knowing
-	// no leader, refuses a proposal.
-	g.tick(1, 2*10)
-	require.False(t, g.nodes[1].IsLeader())
-	require.Equal(t, uint64(0), g.nodes[1].Status().Leader)
-	var dropped error
-	g.propose(1, "refused", func(err error) { dropped = err })
-	require.ErrorIs(t, dropped, raft.ErrProposalDropped)
-
-	// Reconnected, it learns of leader 2 and its log is overwritten.
-	g.net.mu.Lock()
-	g.net.cut[1] = false
-	g.net.mu.Unlock()
-	g.outbox()
-	g.tick(nl, 2) // a heartbeat
-	g.quiet()
-	require.Equal(t, nl, g.nodes[1].Status().Leader)
-	require.Greater(t, g.nodes[1].Status().Term, oldTerm)
-	for _, id := range g.ids {
-		g.waitApplied(id, newCommit)
-	}
-	ref, _ := g.sms[nl].snapshot()
-	for _, id := range g.ids {
-		data, _ := g.sms[id].snapshot()
-		for idx, d := range data {
-			require.NotEqual(t, "lost", d, "node %d applied the lost proposal at %d", id, idx)
-			require.NotEqual(t, "refused", d, "node %d applied a refused proposal at %d", id, idx)
-		}
-		require.Equal(t, ref, data, "node %d applied other entries than the leader", id)
-	}
-	term, err := g.nodes[1].cfg.Storage.Term(lostIndex)
-	require.NoError(t, err)
-	require.Greater(t, term, oldTerm, "the old leader's entry at that index was replaced")
 }
 
 // The applier coalesces commit indexes queued while it applies: three
@@ -590,58 +346,531 @@ func TestApplyCoalescing(t *testing.T) {
 	}
 }
 
+// The tests below drive Cores directly, single-threaded: each node is a
+// Core over a real Storage on a MemFS whose owner (simNode.handle, the
+// same steps as Node.handleReady) runs inside the test's own calls. A
+// message goes nowhere until the test delivers it, a tick or a timer
+// firing is a call, and raft's randomised election timeouts come from a
+// seeded stream, so there is nothing to wait for and no barrier.
+
+// coreGroup is a group of Cores driven by the test.
+type coreGroup struct {
+	t     *testing.T
+	ids   []uint64
+	nodes map[uint64]*simNode
+	works map[uint64]*[]Work
+	out   []*pb.Message
+	cut   map[uint64]bool
+}
+
+func newCoreGroup(t *testing.T, size int) *coreGroup {
+	t.Helper()
+	cryptotest.SetGlobalRandom(t, 1)
+	g := &coreGroup{t: t, nodes: map[uint64]*simNode{}, works: map[uint64]*[]Work{}, cut: map[uint64]bool{}}
+	var peers []raft.Peer
+	for i := 1; i <= size; i++ {
+		g.ids = append(g.ids, uint64(i))
+		peers = append(peers, raft.Peer{ID: uint64(i)})
+	}
+	for _, id := range g.ids {
+		n := &simNode{id: id, peers: peers, fs: vfs.NewMem(), heldDelay: 1,
+			timing: Timing{ElectionTick: 10, HeartbeatTick: 2, CommitNotifyDelay: time.Millisecond}}
+		n.send = func(_ uint64, msgs []*pb.Message) {
+			for _, m := range msgs {
+				g.out = append(g.out, proto.CloneOf(m))
+			}
+		}
+		g.works[id] = &[]Work{}
+		n.works = g.works[id]
+		require.NoError(t, n.open())
+		t.Cleanup(n.close)
+		g.nodes[id] = n
+	}
+	for _, id := range g.ids {
+		g.handle(id)
+	}
+	return g
+}
+
+func (g *coreGroup) core(id uint64) *Core { return g.nodes[id].core }
+
+func (g *coreGroup) handle(id uint64) {
+	g.t.Helper()
+	require.NoError(g.t, g.nodes[id].handle(0))
+}
+
+// outbox returns and forgets what the nodes sent, in order.
+func (g *coreGroup) outbox() []*pb.Message {
+	msgs := g.out
+	g.out = nil
+	return msgs
+}
+
+// deliver steps every sent message into its recipient (dropping those to
+// or from a cut node), in send order, until nothing more is sent.
+func (g *coreGroup) deliver() {
+	g.t.Helper()
+	for range 1000 {
+		msgs := g.outbox()
+		if len(msgs) == 0 {
+			return
+		}
+		for _, m := range msgs {
+			if g.cut[m.GetFrom()] || g.cut[m.GetTo()] {
+				continue
+			}
+			g.core(m.GetTo()).Step(m)
+			g.handle(m.GetTo())
+		}
+	}
+	g.t.Fatal("the group kept sending for 1000 rounds")
+}
+
+func (g *coreGroup) tick(id uint64, k int) {
+	g.t.Helper()
+	for range k {
+		g.core(id).Tick()
+		g.handle(id)
+	}
+}
+
+// fireHeld fires node id's held-append timer if armed, and reports
+// whether it was.
+func (g *coreGroup) fireHeld(id uint64) bool {
+	n := g.nodes[id]
+	if n.heldAt < 0 {
+		return false
+	}
+	n.fireHeld(n.heldAt)
+	return true
+}
+
+// quiet delivers everything, firing held-append timers, until the group
+// sends nothing more.
+func (g *coreGroup) quiet() {
+	g.t.Helper()
+	for range 100 {
+		g.deliver()
+		fired := false
+		for _, id := range g.ids {
+			if g.fireHeld(id) {
+				fired = true
+			}
+		}
+		if !fired {
+			return
+		}
+	}
+	g.t.Fatal("held appends kept coming for 100 rounds")
+}
+
+func (g *coreGroup) elect(id uint64) {
+	g.t.Helper()
+	require.NoError(g.t, g.core(id).Campaign())
+	g.handle(id)
+	g.quiet()
+	require.NotZero(g.t, g.core(id).LeaderTerm(), "node %d did not become leader", id)
+}
+
+// electAmong ticks the given nodes in turn, delivering after each round,
+// until one of them leads, and returns it.
+func (g *coreGroup) electAmong(ids ...uint64) uint64 {
+	g.t.Helper()
+	for range 200 {
+		for _, id := range ids {
+			g.tick(id, 1)
+		}
+		g.quiet()
+		for _, id := range ids {
+			if g.core(id).LeaderTerm() != 0 {
+				return id
+			}
+		}
+	}
+	g.t.Fatalf("none of %v became leader in 200 ticks", ids)
+	return 0
+}
+
+func (g *coreGroup) propose(id uint64, data ...string) error {
+	g.t.Helper()
+	ents := make([]*pb.Entry, len(data))
+	for i, d := range data {
+		ents[i] = &pb.Entry{Data: []byte(d)}
+	}
+	err := g.core(id).Propose(ents)
+	g.handle(id)
+	return err
+}
+
+func (g *coreGroup) status(id uint64) *Status { return g.core(id).Status() }
+
+// commitOnly returns the appends without entries in msgs, by recipient
+// (the last one each).
+func commitOnly(msgs []*pb.Message, from uint64) map[uint64]uint64 {
+	out := map[uint64]uint64{}
+	for _, m := range msgs {
+		if m.GetFrom() == from && m.GetType() == pb.MessageType_MsgApp && len(m.GetEntries()) == 0 {
+			out[m.GetTo()] = m.GetCommit()
+		}
+	}
+	return out
+}
+
+// Commit-only appends (Config.CommitNotifyDelay), step by step. Each case
+// starts from a leader (1) that has committed an entry x and holds the
+// appends telling followers 2 and 3 so.
+func TestHeldCommitOnlyAppends(t *testing.T) {
+	cases := []struct {
+		name string
+		run  func(t *testing.T, g *coreGroup, cx uint64)
+	}{{
+		name: "the timer sends them",
+		run: func(t *testing.T, g *coreGroup, cx uint64) {
+			require.True(t, g.fireHeld(1))
+			msgs := g.outbox()
+			require.Equal(t, map[uint64]uint64{2: cx, 3: cx}, commitOnly(msgs, 1))
+			require.Empty(t, g.core(1).Held())
+			require.False(t, g.core(1).HeldTimerArmed())
+			g.out = msgs // put them back for delivery
+			g.deliver()
+			require.Equal(t, cx, g.status(2).Commit, "the follower learns the commit from the held append")
+			require.Equal(t, cx, g.status(3).Commit)
+		},
+	}, {
+		name: "a later append carries the commit and drops them",
+		run: func(t *testing.T, g *coreGroup, cx uint64) {
+			require.NoError(t, g.propose(1, "y"))
+			msgs := g.outbox()
+			for _, m := range msgs {
+				if m.GetFrom() == 1 && m.GetType() == pb.MessageType_MsgApp {
+					require.NotEmpty(t, m.GetEntries(), "an append without entries went out to %d", m.GetTo())
+					require.GreaterOrEqual(t, m.GetCommit(), cx)
+				}
+			}
+			require.Empty(t, g.core(1).Held(), "the append with entries superseded the held ones")
+			require.True(t, g.fireHeld(1))
+			require.Empty(t, commitOnly(g.outbox(), 1), "the timer sent a superseded append")
+		},
+	}, {
+		name: "a newer commit replaces the held one",
+		run: func(t *testing.T, g *coreGroup, cx uint64) {
+			c := g.core(1)
+			term := c.BasicStatus().GetTerm()
+			m := &pb.Message{Type: pb.MessageType_MsgApp.Enum(), From: proto.Uint64(1), To: proto.Uint64(2),
+				Term: proto.Uint64(term), Index: proto.Uint64(cx), LogTerm: proto.Uint64(term), Commit: proto.Uint64(cx + 1)}
+			require.True(t, c.hold(m))
+			require.Equal(t, map[uint64]uint64{2: cx + 1, 3: cx}, c.Held())
+			// An older append (of an earlier commit) does not supersede it;
+			// one of another term does not either, nor a heartbeat.
+			c.supersede(&pb.Message{Type: pb.MessageType_MsgApp.Enum(), To: proto.Uint64(2), Term: proto.Uint64(term), Commit: proto.Uint64(cx)})
+			c.supersede(&pb.Message{Type: pb.MessageType_MsgApp.Enum(), To: proto.Uint64(3), Term: proto.Uint64(term + 1), Commit: proto.Uint64(cx + 5)})
+			c.supersede(&pb.Message{Type: pb.MessageType_MsgHeartbeat.Enum(), To: proto.Uint64(3), Term: proto.Uint64(term), Commit: proto.Uint64(cx + 5)})
+			require.Equal(t, map[uint64]uint64{2: cx + 1, 3: cx}, c.Held())
+			require.True(t, g.fireHeld(1))
+			msgs := g.outbox()
+			require.Equal(t, map[uint64]uint64{2: cx + 1, 3: cx}, commitOnly(msgs, 1), "one append per follower, the newest")
+			require.Len(t, msgs, 2)
+			require.Equal(t, uint64(2), msgs[0].GetTo(), "held appends go out in recipient order")
+		},
+	}, {
+		name: "only appends without entries to replicating followers are held",
+		run: func(t *testing.T, g *coreGroup, cx uint64) {
+			c := g.core(1)
+			term := c.BasicStatus().GetTerm()
+			withEntries := &pb.Message{Type: pb.MessageType_MsgApp.Enum(), To: proto.Uint64(2), Term: proto.Uint64(term),
+				Commit: proto.Uint64(cx), Entries: []*pb.Entry{{Data: []byte("z")}}}
+			require.False(t, c.hold(withEntries))
+			hb := &pb.Message{Type: pb.MessageType_MsgHeartbeat.Enum(), To: proto.Uint64(2), Term: proto.Uint64(term)}
+			require.False(t, c.hold(hb))
+			stranger := &pb.Message{Type: pb.MessageType_MsgApp.Enum(), To: proto.Uint64(9), Term: proto.Uint64(term), Commit: proto.Uint64(cx)}
+			require.False(t, c.hold(stranger), "a node not in the progress table is not replicating")
+		},
+	}, {
+		name: "leadership loss clears them",
+		run: func(t *testing.T, g *coreGroup, cx uint64) {
+			g.cut[1] = true
+			g.tick(1, 2*10) // CheckQuorum: an isolated leader steps down within two election timeouts
+			require.Zero(t, g.core(1).LeaderTerm())
+			require.Empty(t, g.core(1).Held())
+			g.outbox()
+			require.True(t, g.fireHeld(1), "the timer stays armed; it finds nothing to send")
+			require.Empty(t, commitOnly(g.outbox(), 1), "an ex-leader sent a held append")
+		},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newCoreGroup(t, 3)
+			g.elect(1)
+			require.NoError(t, g.propose(1, "x"))
+			msgs := g.outbox()
+			var cx uint64
+			for _, m := range msgs {
+				if m.GetType() == pb.MessageType_MsgApp && len(m.GetEntries()) > 0 {
+					cx = m.GetEntries()[len(m.GetEntries())-1].GetIndex()
+				}
+			}
+			require.NotZero(t, cx, "the leader sent no append with x")
+			g.out = msgs
+			g.deliver() // appends out, answers back: the leader commits x
+			require.Equal(t, cx, g.status(1).Commit)
+			require.Empty(t, commitOnly(g.outbox(), 1), "a commit-only append went out at once")
+			require.Equal(t, map[uint64]uint64{2: cx, 3: cx}, g.core(1).Held())
+			require.True(t, g.core(1).HeldTimerArmed())
+			require.Less(t, g.status(2).Commit, cx, "the follower learnt the commit without an append")
+			tc.run(t, g, cx)
+		})
+	}
+}
+
+// The early/late split: a leader's appends leave before its own entries
+// are durable, a follower's answers only after.
+func TestEarlyAndLateMessages(t *testing.T) {
+	g := newCoreGroup(t, 3)
+	g.elect(1)
+	*g.works[1], *g.works[2] = nil, nil
+	require.NoError(t, g.propose(1, "x"))
+	w := (*g.works[1])[0]
+	require.NotEmpty(t, w.Entries)
+	require.NotEmpty(t, w.Send, "the leader's appends wait for its fsync")
+	for _, m := range w.Send {
+		require.Equal(t, pb.MessageType_MsgApp, m.GetType())
+	}
+	g.deliver()
+	for _, w := range *g.works[2] {
+		if len(w.Entries) == 0 {
+			continue
+		}
+		require.Empty(t, w.Send, "a follower sent something before its entries were durable")
+		require.NotEmpty(t, w.After)
+		for _, m := range w.After {
+			require.Equal(t, pb.MessageType_MsgAppResp, m.GetType())
+		}
+	}
+}
+
+// A leader that loses its leadership with proposals in flight never
+// applies them as if committed: the entries it appended alone are replaced
+// by the new leader's, and proposals made while no leader is known are
+// refused.
+func TestLeaderChangeWithProposalsInFlight(t *testing.T) {
+	g := newCoreGroup(t, 3)
+	g.elect(1)
+	require.NoError(t, g.propose(1, "before"))
+	g.quiet()
+	commit := g.status(1).Commit
+	oldTerm := g.status(1).Term
+
+	// Node 1 is cut off with a proposal only it has.
+	g.cut[1] = true
+	require.NoError(t, g.propose(1, "lost"))
+	g.outbox()
+	lostIndex, err := g.nodes[1].st.LastIndex()
+	require.NoError(t, err)
+	require.Greater(t, lostIndex, commit, "the old leader appended the proposal")
+
+	// 2 and 3 elect one of them, which commits its own entries over that
+	// index.
+	nl := g.electAmong(2, 3)
+	require.NoError(t, g.propose(nl, "won"))
+	require.NoError(t, g.propose(nl, "won2"))
+	g.quiet()
+	newCommit := g.status(nl).Commit
+	require.GreaterOrEqual(t, newCommit, lostIndex)
+
+	// The old leader, still alone, steps down (CheckQuorum) and, knowing
+	// no leader, refuses a proposal.
+	g.tick(1, 2*10)
+	require.Zero(t, g.core(1).LeaderTerm())
+	require.Equal(t, uint64(0), g.status(1).Leader)
+	require.ErrorIs(t, g.propose(1, "refused"), raft.ErrProposalDropped)
+
+	// Reconnected, it learns of the new leader and its log is overwritten.
+	g.cut[1] = false
+	g.outbox()
+	g.tick(nl, 2) // a heartbeat
+	g.quiet()
+	require.Equal(t, nl, g.status(1).Leader)
+	require.Greater(t, g.status(1).Term, oldTerm)
+	ref := g.nodes[nl].data
+	for _, id := range g.ids {
+		n := g.nodes[id]
+		require.GreaterOrEqual(t, n.applied, newCommit, "node %d", id)
+		for idx, d := range n.data {
+			require.NotEqual(t, "lost", d, "node %d applied the lost proposal at %d", id, idx)
+			require.NotEqual(t, "refused", d, "node %d applied a refused proposal at %d", id, idx)
+		}
+		require.Equal(t, ref, n.data, "node %d applied other entries than the leader", id)
+	}
+	term, err := g.nodes[1].st.Term(lostIndex)
+	require.NoError(t, err)
+	require.Greater(t, term, oldTerm, "the old leader's entry at that index was replaced")
+}
+
+// Each Ready hands over its own commit index; the applier coalesces those
+// queued behind a running Apply into one (coalesceApply), never across a
+// snapshot.
+func TestCoreApplyCoalescing(t *testing.T) {
+	g := newCoreGroup(t, 1)
+	g.elect(1)
+	*g.works[1] = nil
+	var queue []applyWork
+	for _, d := range []string{"b", "c", "d", "e"} {
+		require.NoError(t, g.propose(1, d))
+	}
+	for _, w := range *g.works[1] {
+		if w.Commit > 0 {
+			queue = append(queue, applyWork{index: w.Commit, term: w.CommitTerm})
+		}
+	}
+	require.Len(t, queue, 4, "one commit index per Ready")
+	last := queue[3]
+	require.Equal(t, []applyWork{last}, coalesceApply(slices.Clone(queue)))
+
+	snap := applyWork{snap: &pb.Snapshot{}}
+	mixed := []applyWork{queue[0], queue[1], snap, queue[2], queue[3]}
+	got := coalesceApply(mixed)
+	require.Len(t, got, 3)
+	require.Equal(t, queue[1], got[0])
+	require.NotNil(t, got[1].snap, "the snapshot is applied in its place")
+	require.Equal(t, queue[3], got[2])
+}
+
 // PreVote: a follower cut off from the leader campaigns without raising
 // its term, so when it comes back it does not depose the leader.
 // CheckQuorum: a leader cut off from the others steps down after an
 // election timeout of ticks without hearing from a quorum, not before.
 func TestPreVoteAndCheckQuorum(t *testing.T) {
 	t.Run("prevote", func(t *testing.T) {
-		g := newStepGroup(t, 3)
-		g.t = t
+		g := newCoreGroup(t, 3)
 		g.elect(1)
-		term := g.nodes[1].Status().Term
-		g.net.mu.Lock()
-		g.net.cut[3] = true
-		g.net.mu.Unlock()
+		term := g.status(1).Term
+		g.cut[3] = true
 		g.tick(3, 5*10) // far past any randomised election timeout
 		g.deliver()
-		require.Equal(t, raft.StatePreCandidate.String(), g.nodes[3].Status().Role)
-		require.Equal(t, term, g.nodes[3].Status().Term, "a pre-candidate raised its term")
+		require.Equal(t, raft.StatePreCandidate.String(), g.status(3).Role)
+		require.Equal(t, term, g.status(3).Term, "a pre-candidate raised its term")
 
-		g.net.mu.Lock()
-		g.net.cut[3] = false
-		g.net.mu.Unlock()
+		g.cut[3] = false
 		g.tick(3, 2*10) // pre-votes reach 1 and 2 now, which still follow 1
 		g.deliver()
 		g.tick(1, 2) // the leader's heartbeat brings 3 back
 		g.quiet()
 		for _, id := range g.ids {
-			st := g.nodes[id].Status()
+			st := g.status(id)
 			require.Equal(t, term, st.Term, "node %d: term moved", id)
 			require.Equal(t, uint64(1), st.Leader, "node %d: leader", id)
 		}
-		require.True(t, g.nodes[1].IsLeader())
+		require.NotZero(t, g.core(1).LeaderTerm())
 	})
 	t.Run("checkquorum", func(t *testing.T) {
-		g := newStepGroup(t, 3)
-		g.t = t
+		g := newCoreGroup(t, 3)
 		g.elect(1)
-		term := g.nodes[1].Status().Term
-		g.net.mu.Lock()
-		g.net.cut[1] = true
-		g.net.mu.Unlock()
+		term := g.status(1).Term
+		g.cut[1] = true
 		steps := 0
-		for g.nodes[1].IsLeader() {
+		for g.core(1).LeaderTerm() != 0 {
 			require.Less(t, steps, 2*10, "an isolated leader still leads after two election timeouts")
 			g.tick(1, 1)
 			steps++
 		}
 		require.GreaterOrEqual(t, steps, 10, "the leader stepped down before an election timeout")
-		st := g.nodes[1].Status()
+		st := g.status(1)
 		require.Equal(t, raft.StateFollower.String(), st.Role)
 		require.Equal(t, term, st.Term, "stepping down does not raise the term")
-		require.False(t, g.nodes[1].LeaderReady())
 		// The connected majority is untouched until its own timeout.
-		require.Equal(t, uint64(1), g.nodes[2].Status().Leader)
+		require.Equal(t, uint64(1), g.status(2).Leader)
 	})
+}
+
+// Snapshot hand-off: a follower behind the leader's compaction point gets
+// a snapshot, sent before the leader's own writes like an append; the
+// follower installs it before persisting anything of that Ready, answers
+// only after, and then follows the log from the snapshot on.
+func TestSnapshotHandoff(t *testing.T) {
+	g := newCoreGroup(t, 3)
+	for _, id := range g.ids {
+		n := g.nodes[id]
+		n.restore = func(n *simNode, s *pb.Snapshot) error {
+			data, pos, err := simDecodeApplied(s.GetData())
+			if err != nil {
+				return err
+			}
+			if err := n.st.ApplySnapshot(s.GetMetadata(), pos); err != nil {
+				return err
+			}
+			n.data = data
+			return nil
+		}
+		n.snapData = func() (uint64, []byte, error) {
+			pos, err := n.clog.Position(n.applied + 1)
+			if err != nil {
+				pos = n.clog.EndPosition()
+			}
+			return n.applied, simEncodeApplied(n.data, pos), nil
+		}
+		n.st.SnapshotData = n.snapData
+	}
+	g.elect(1)
+	g.cut[3] = true
+	pad := strings.Repeat("p", 900)
+	for i := range 60 { // several 16 KiB segments
+		require.NoError(t, g.propose(1, fmt.Sprintf("%d%s", i, pad)))
+		g.quiet()
+	}
+	l1 := g.nodes[1]
+	behind, err := g.nodes[3].st.LastIndex()
+	require.NoError(t, err)
+	compact, err := l1.st.Compact(l1.applied)
+	require.NoError(t, err)
+	require.Greater(t, compact, behind+1, "the leader did not compact past the follower")
+
+	*g.works[1], *g.works[3] = nil, nil
+	g.cut[3] = false
+	g.tick(1, 2) // a heartbeat: 3 answers, the leader finds it needs a snapshot
+	var snapIndex uint64
+	for range 100 {
+		msgs := g.outbox()
+		if len(msgs) == 0 {
+			break
+		}
+		for _, m := range msgs {
+			g.core(m.GetTo()).Step(m)
+			g.handle(m.GetTo())
+			if m.GetType() == pb.MessageType_MsgSnap {
+				snapIndex = m.GetSnapshot().GetMetadata().GetIndex()
+				g.core(m.GetFrom()).ReportSnapshot(m.GetTo(), false) // as the transport does once sent
+				g.handle(m.GetFrom())
+			}
+		}
+	}
+	require.NotZero(t, snapIndex, "no snapshot was sent")
+	sentEarly := false
+	for _, w := range *g.works[1] {
+		for _, m := range w.After {
+			require.NotEqual(t, pb.MessageType_MsgSnap, m.GetType(), "a snapshot waited for the leader's fsync")
+		}
+		for _, m := range w.Send {
+			sentEarly = sentEarly || m.GetType() == pb.MessageType_MsgSnap
+		}
+	}
+	require.True(t, sentEarly)
+	installed := false
+	for _, w := range *g.works[3] {
+		if w.Snapshot == nil {
+			continue
+		}
+		installed = true
+		require.Equal(t, snapIndex, w.Snapshot.GetMetadata().GetIndex())
+		require.Empty(t, w.Send, "the follower sent before installing")
+		require.NotEmpty(t, w.After, "the follower did not answer the snapshot")
+	}
+	require.True(t, installed, "the follower's Ready carried no snapshot")
+	first, err := g.nodes[3].st.FirstIndex()
+	require.NoError(t, err)
+	require.Equal(t, snapIndex+1, first, "the follower's log does not continue after the snapshot")
+
+	require.NoError(t, g.propose(1, "after"))
+	g.quiet()
+	require.Equal(t, g.nodes[1].applied, g.nodes[3].applied)
+	require.Equal(t, g.nodes[1].data, g.nodes[3].data, "the follower's state differs from the leader's")
 }
