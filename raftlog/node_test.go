@@ -874,3 +874,62 @@ func TestSnapshotHandoff(t *testing.T) {
 	require.Equal(t, g.nodes[1].applied, g.nodes[3].applied)
 	require.Equal(t, g.nodes[1].data, g.nodes[3].data, "the follower's state differs from the leader's")
 }
+
+// A leader whose Ready waits for disk space (the owner neither persists
+// nor advances) still hears the group through StepWhileStalled: it learns
+// of a newer leader and stops claiming to lead, while appends with entries
+// are dropped rather than grown in memory. Once the write succeeds it
+// follows the new leader, whose log replaces its unpersisted entry.
+func TestStepWhileStalled(t *testing.T) {
+	g := newCoreGroup(t, 3)
+	g.elect(1)
+	g.quiet()
+	g.cut[1] = true
+	c1 := g.core(1)
+	require.NoError(t, c1.Propose([]*pb.Entry{{Data: []byte("stuck")}}))
+	w := c1.Ready() // the disk is full: not persisted, not advanced
+	require.NotEmpty(t, w.Entries)
+	stuckIndex := w.Entries[0].GetIndex()
+	oldTerm := g.status(1).Term
+
+	nl := g.electAmong(2, 3)
+	require.NoError(t, g.propose(nl, "new"))
+	g.quiet()
+	g.cut[1] = false
+	// An append with entries from the new leader is dropped unread: the
+	// stalled node does not even learn the new term from it.
+	newTerm := g.status(nl).Term
+	app := &pb.Message{Type: pb.MessageType_MsgApp.Enum(), From: proto.Uint64(nl), To: proto.Uint64(1),
+		Term: proto.Uint64(newTerm), Index: proto.Uint64(stuckIndex - 1), LogTerm: proto.Uint64(oldTerm),
+		Commit: proto.Uint64(stuckIndex - 1), Entries: []*pb.Entry{{Index: proto.Uint64(stuckIndex), Term: proto.Uint64(newTerm), Data: []byte("x")}}}
+	require.False(t, c1.StepWhileStalled(app))
+	require.Equal(t, oldTerm, g.status(1).Term, "the stalled node stepped an append with entries")
+	require.NotZero(t, c1.LeaderTerm())
+	// A heartbeat is stepped.
+	g.tick(nl, 2)
+	steppedDown := false
+	for _, m := range g.outbox() {
+		if m.GetTo() == 1 {
+			steppedDown = c1.StepWhileStalled(m) || steppedDown
+		}
+	}
+	require.True(t, steppedDown, "the stalled leader did not step down")
+	require.Zero(t, c1.LeaderTerm())
+	require.Equal(t, nl, g.status(1).Leader)
+	require.Greater(t, g.status(1).Term, oldTerm)
+
+	// Space again: the stalled Work is done, then the rest.
+	require.NoError(t, g.nodes[1].do(w, 0))
+	g.handle(1)
+	g.tick(nl, 2)
+	g.quiet()
+	require.NoError(t, g.propose(nl, "after"))
+	g.quiet()
+	require.Equal(t, g.nodes[nl].data, g.nodes[1].data)
+	term, err := g.nodes[1].st.Term(stuckIndex)
+	require.NoError(t, err)
+	require.Greater(t, term, oldTerm, "the stuck entry was not replaced")
+	for _, d := range g.nodes[1].data {
+		require.NotEqual(t, "stuck", d)
+	}
+}

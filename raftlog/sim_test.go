@@ -129,65 +129,72 @@ func (n *simNode) close() {
 // handle does the work of every Ready the core has, at time now.
 func (n *simNode) handle(now int64) error {
 	for n.core.HasReady() {
-		w := n.core.Ready()
-		if n.works != nil {
-			*n.works = append(*n.works, w)
+		if err := n.do(n.core.Ready(), now); err != nil {
+			return err
 		}
-		if n.core.HeldTimerArmed() && n.heldAt < 0 {
-			n.heldAt = now + n.heldDelay
-		}
-		if len(w.Send) > 0 {
-			n.send(n.id, w.Send)
-		}
-		if w.Snapshot != nil {
-			if n.restore == nil {
-				return fmt.Errorf("node %d: snapshot at %d without a restore", n.id, w.Snapshot.GetMetadata().GetIndex())
-			}
-			if err := n.restore(n, w.Snapshot); err != nil {
-				return fmt.Errorf("node %d: install snapshot: %w", n.id, err)
-			}
-			n.applied = w.Snapshot.GetMetadata().GetIndex()
-		}
-		if w.HardState != nil {
-			hs := w.HardState
-			if n.forgetVote {
-				hs = proto.CloneOf(hs)
-				hs.Vote = proto.Uint64(0)
-			}
-			if err := n.st.SetHardState(hs); err != nil {
-				return fmt.Errorf("node %d: %w", n.id, err)
-			}
-		}
-		if len(w.Entries) > 0 {
-			if err := n.st.Append(w.Entries); err != nil {
-				return fmt.Errorf("node %d: %w", n.id, err)
-			}
-			n.core.Appended(w.Entries)
-			if n.onAppend != nil {
-				n.onAppend(n, w.Entries)
-			}
-		}
-		if len(w.After) > 0 {
-			n.send(n.id, w.After)
-		}
-		for _, e := range w.Committed {
-			_, cs, err := n.core.ApplyConfChange(e)
-			if err != nil {
-				return err
-			}
-			if cs != nil {
-				if err := n.st.SetConfState(cs); err != nil {
-					return fmt.Errorf("node %d: %w", n.id, err)
-				}
-			}
-		}
-		if w.Commit > 0 {
-			if err := n.applyTo(w.Commit); err != nil {
-				return err
-			}
-		}
-		n.core.Advance()
 	}
+	return nil
+}
+
+// do does w, a Work the core handed out, and advances.
+func (n *simNode) do(w Work, now int64) error {
+	if n.works != nil {
+		*n.works = append(*n.works, w)
+	}
+	if n.core.HeldTimerArmed() && n.heldAt < 0 {
+		n.heldAt = now + n.heldDelay
+	}
+	if len(w.Send) > 0 {
+		n.send(n.id, w.Send)
+	}
+	if w.Snapshot != nil {
+		if n.restore == nil {
+			return fmt.Errorf("node %d: snapshot at %d without a restore", n.id, w.Snapshot.GetMetadata().GetIndex())
+		}
+		if err := n.restore(n, w.Snapshot); err != nil {
+			return fmt.Errorf("node %d: install snapshot: %w", n.id, err)
+		}
+		n.applied = w.Snapshot.GetMetadata().GetIndex()
+	}
+	if w.HardState != nil {
+		hs := w.HardState
+		if n.forgetVote {
+			hs = proto.CloneOf(hs)
+			hs.Vote = proto.Uint64(0)
+		}
+		if err := n.st.SetHardState(hs); err != nil {
+			return fmt.Errorf("node %d: %w", n.id, err)
+		}
+	}
+	if len(w.Entries) > 0 {
+		if err := n.st.Append(w.Entries); err != nil {
+			return fmt.Errorf("node %d: %w", n.id, err)
+		}
+		n.core.Appended(w.Entries)
+		if n.onAppend != nil {
+			n.onAppend(n, w.Entries)
+		}
+	}
+	if len(w.After) > 0 {
+		n.send(n.id, w.After)
+	}
+	for _, e := range w.Committed {
+		_, cs, err := n.core.ApplyConfChange(e)
+		if err != nil {
+			return err
+		}
+		if cs != nil {
+			if err := n.st.SetConfState(cs); err != nil {
+				return fmt.Errorf("node %d: %w", n.id, err)
+			}
+		}
+	}
+	if w.Commit > 0 {
+		if err := n.applyTo(w.Commit); err != nil {
+			return err
+		}
+	}
+	n.core.Advance()
 	return nil
 }
 
