@@ -11,7 +11,10 @@
 #      log, bytes scanned with CRCs, how long the store's open took). Done
 #      twice: as kill -9 leaves the page cache, then with the page cache
 #      dropped first (as after a power loss; COLD=0 skips it, and it is
-#      skipped unless /proc/sys/vm/drop_caches is writable).
+#      skipped unless /proc/sys/vm/drop_caches is writable). Recovery
+#      scans only the last segment (sealed ones load their index sidecar),
+#      so a follower is then stopped and `raftmq store inspect` times a
+#      scan of its whole log (cold, as above).
 #   3. wipe: producers alone for DURATION (the baseline), then one follower
 #      loses its data and is replaced as an operator replaces a node whose
 #      disk was lost (a raft member must never lose its log, so it cannot
@@ -319,12 +322,39 @@ recover_once() {
   echo "   every node applied the leader's commit index $(since "$t0")s after the restart"
 }
 
+# full_scan stops a follower and times `raftmq store inspect` on its data,
+# which reads the whole log and checks every entry's CRC (and decodes its
+# messages): the rate of a scan of all of it, from the disk when the page
+# cache was dropped.
+full_scan() {
+  local l f t0 el b
+  l=$(wait_leader)
+  f=$((l % 3 + 1))
+  kill9_node "$f"
+  local how="as the page cache holds it"
+  if [ "$COLD" = 1 ] && [ -w /proc/sys/vm/drop_caches ]; then
+    sync
+    echo 3 >/proc/sys/vm/drop_caches
+    how="page cache dropped first"
+  fi
+  t0=$(now)
+  "$BIN" store inspect "$data/n$f" --json >"$data/inspect.json" 2>>"$data/bench.err" 9>&- || echo "   store inspect failed: $(tail -1 "$data/bench.err")"
+  el=$(since "$t0")
+  b=$(grep -oE '"bytes":[0-9]+' "$data/inspect.json" | awk -F: '{ s += $2 } END { printf "%.0f", s }')
+  echo "-- full scan: raftmq store inspect of n$f ($how): commit log $(mb "$b") MB in ${el}s: $(awk -v b="$b" -v s="$el" 'BEGIN { printf "%.0f", b / s / 1e6 }') MB/s" \
+    "(every entry's CRC checked and its messages decoded; also the consume queues, index and bbolt)"
+  echo "== restart $(date -u +%FT%TZ)" >>"$data/n$f/broker.log"
+  start_node "$f"
+  wait_all_applied
+}
+
 recover() {
   echo "== recover: kill -9 of all three nodes, restart, time to serving  [$(stamp)]"
   recover_once warm
   if [ "$COLD" = 1 ]; then
     if [ -w /proc/sys/vm/drop_caches ]; then recover_once cold; else echo "   (cold recovery skipped: /proc/sys/vm/drop_caches is not writable)"; fi
   fi
+  full_scan
 }
 
 wipe() {
