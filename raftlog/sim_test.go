@@ -76,12 +76,15 @@ type simNode struct {
 	snapData func() (uint64, []byte, error)
 	// works, if not nil, records every Work handed out (step tests).
 	works *[]Work
+	// durableSM keeps the state machine in a snapshot file across
+	// crashes (see simSMFile), for the simulator's compactions.
+	durableSM bool
 	// forgetVote is the vote-not-durable mutant (simHooks.forgetVote).
 	forgetVote bool
 }
 
 func simLogOptions() commitlog.Options {
-	return commitlog.Options{SegmentSize: 16 << 10, WarmAhead: -1, CheckpointInterval: time.Hour, CacheWindow: -1, TailCache: 64 << 10}
+	return commitlog.Options{SegmentSize: 4 << 10, WarmAhead: -1, CheckpointInterval: time.Hour, CacheWindow: -1, TailCache: 64 << 10}
 }
 
 // open opens the node's storage on n.fs and builds its core (applied 0:
@@ -97,7 +100,15 @@ func (n *simNode) open() error {
 		return fmt.Errorf("node %d: open storage: %w", n.id, err)
 	}
 	st.SnapshotData = n.snapData
-	c, err := NewCore(Config{ID: n.id, Storage: st, Bootstrap: n.peers, Timing: n.timing,
+	applied, data := uint64(0), map[uint64]string{}
+	if n.durableSM {
+		if applied, data, err = loadSM(n.fs, st); err != nil {
+			st.Close()
+			l.Close()
+			return fmt.Errorf("node %d: %w", n.id, err)
+		}
+	}
+	c, err := NewCore(Config{ID: n.id, Storage: st, Applied: applied, Bootstrap: n.peers, Timing: n.timing,
 		MaxSizePerMsg: 8 << 10, MaxInflightMsgs: 16, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		st.Close()
@@ -105,8 +116,102 @@ func (n *simNode) open() error {
 		return fmt.Errorf("node %d: %w", n.id, err)
 	}
 	n.clog, n.st, n.core, n.up = l, st, c, true
-	n.applied, n.data, n.heldAt = 0, map[uint64]string{}, -1
+	n.applied, n.data, n.heldAt = applied, data, -1
 	return nil
+}
+
+// With durableSM, a node's state machine survives crashes as a snapshot
+// file, "sm" (a raftpb.Snapshot whose data is simEncodeApplied's), written
+// atomically before the log is compacted below it or reset to it.
+const simSMFile = "sm"
+
+// loadSM reads the state machine's file, if any, and finishes an install
+// a crash cut short: when the log does not hold the snapshot's entry, it
+// is reset to continue after it, as Storage.ApplySnapshot would have.
+func loadSM(fs vfs.FS, st *Storage) (uint64, map[uint64]string, error) {
+	b, err := vfs.ReadFile(fs, vfs.Join("/n", simSMFile))
+	if err != nil {
+		return 0, map[uint64]string{}, nil // none yet
+	}
+	var snap pb.Snapshot
+	if err := proto.Unmarshal(b, &snap); err != nil {
+		return 0, nil, fmt.Errorf("decode %s: %w", simSMFile, err)
+	}
+	data, pos, err := simDecodeApplied(snap.GetData())
+	if err != nil {
+		return 0, nil, err
+	}
+	md := snap.GetMetadata()
+	if t, err := st.Term(md.GetIndex()); err != nil || t != md.GetTerm() {
+		if err := st.ApplySnapshot(md, pos); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+			return 0, nil, fmt.Errorf("finish snapshot install: %w", err)
+		}
+	}
+	return md.GetIndex(), data, nil
+}
+
+// saveSM writes the state machine as of md.Index durably.
+func (n *simNode) saveSM(md *pb.SnapshotMetadata, pos int64) error {
+	b, err := proto.Marshal(&pb.Snapshot{Metadata: md, Data: simEncodeApplied(n.data, pos)})
+	if err != nil {
+		return err
+	}
+	return vfs.WriteFileAtomic(n.fs, "/n", simSMFile, b)
+}
+
+// nextPos is the log position of the entry after index.
+func (n *simNode) nextPos(index uint64) int64 {
+	if pos, err := n.clog.Position(index + 1); err == nil {
+		return pos
+	}
+	return n.clog.EndPosition()
+}
+
+// snapshotData is Storage.SnapshotData with durableSM: the state machine
+// as applied now.
+func (n *simNode) snapshotData() (uint64, []byte, error) {
+	return n.applied, simEncodeApplied(n.data, n.nextPos(n.applied)), nil
+}
+
+// installDurable installs a snapshot from the leader: the state machine
+// file first, then the log reset (loadSM finishes it after a crash).
+func (n *simNode) installDurable(_ *simNode, s *pb.Snapshot) error {
+	data, pos, err := simDecodeApplied(s.GetData())
+	if err != nil {
+		return err
+	}
+	n.data = data
+	b, err := proto.Marshal(s)
+	if err != nil {
+		return err
+	}
+	if err := vfs.WriteFileAtomic(n.fs, "/n", simSMFile, b); err != nil {
+		return err
+	}
+	if err := n.st.ApplySnapshot(s.GetMetadata(), pos); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+		return err
+	}
+	return nil
+}
+
+// compact saves the state machine and drops the log segments it covers.
+func (n *simNode) compact() (uint64, error) {
+	if n.applied == 0 {
+		return 0, nil
+	}
+	term, err := n.st.Term(n.applied)
+	if err != nil {
+		return 0, err
+	}
+	_, cs, err := n.st.InitialState()
+	if err != nil {
+		return 0, err
+	}
+	md := &pb.SnapshotMetadata{Index: proto.Uint64(n.applied), Term: proto.Uint64(term), ConfState: cs}
+	if err := n.saveSM(md, n.nextPos(n.applied)); err != nil {
+		return 0, err
+	}
+	return n.st.Compact(n.applied)
 }
 
 // crash drops the node as a power loss would: its file system becomes
@@ -230,11 +335,14 @@ func (n *simNode) fireHeld(now int64) {
 	}
 }
 
-// simMsg is a message in flight.
+// simMsg is a message in flight, or (report set) the transport telling a
+// leader whether its snapshot reached m.To.
 type simMsg struct {
-	at  int64
-	seq uint64
-	m   *pb.Message
+	at     int64
+	seq    uint64
+	m      *pb.Message
+	report bool
+	failed bool
 }
 
 // simHooks plant known-bad behaviour in the simulator's owner, to prove
@@ -292,7 +400,7 @@ type sim struct {
 	h     hash.Hash
 	trace *strings.Builder
 	// Counters for the report.
-	elections, crashes, applies, reads int
+	elections, crashes, applies, reads, installs int
 }
 
 func (s *sim) logf(format string, args ...any) {
@@ -337,6 +445,7 @@ func (s *sim) sendFrom(from uint64, msgs []*pb.Message) {
 		}
 		if s.rng.Float64() < s.drop {
 			s.logf("drop %s", msgString(m))
+			s.reportSnap(m, true)
 			continue
 		}
 		copies := 1
@@ -361,6 +470,17 @@ func (s *sim) sendFrom(from uint64, msgs []*pb.Message) {
 
 func (s *sim) node(id uint64) *simNode { return s.nodes[id-1] }
 
+// reportSnap queues, for a snapshot message, the transport's report of
+// whether it arrived (raft's leader waits for it, or for the follower's
+// answer, before it replicates to that follower again).
+func (s *sim) reportSnap(m *pb.Message, failed bool) {
+	if m.GetType() != pb.MessageType_MsgSnap {
+		return
+	}
+	s.seq++
+	s.net = append(s.net, simMsg{at: s.now + 1, seq: s.seq, m: m, report: true, failed: failed})
+}
+
 func newSim(seed uint64, hooks simHooks, verbose bool) (*sim, error) {
 	s := &sim{seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), hooks: hooks, side: map[uint64]int{},
 		tookBy: map[string]uint64{}, crashAt: map[uint64]int64{}, acked: map[string]bool{}, leaderOf: map[uint64]uint64{},
@@ -374,6 +494,13 @@ func newSim(seed uint64, hooks simHooks, verbose bool) (*sim, error) {
 			timing: Timing{ElectionTick: 10, HeartbeatTick: 2, CommitNotifyDelay: 2 * time.Millisecond}}
 		n.send = s.sendFrom
 		n.forgetVote = hooks.forgetVote
+		n.durableSM = true
+		n.restore = func(n *simNode, snap *pb.Snapshot) error {
+			s.installs++
+			s.logf("install snapshot %d on %d", snap.GetMetadata().GetIndex(), n.id)
+			return n.installDurable(n, snap)
+		}
+		n.snapData = n.snapshotData
 		n.onApply = s.onApply
 		n.onAppend = s.onAppend
 		n.nextTick = s.rng.Int64N(10)
@@ -400,7 +527,7 @@ func (s *sim) onApply(n *simNode, e *pb.Entry) {
 	if r, ok := s.commits[e.GetIndex()]; ok {
 		if r.term != e.GetTerm() || r.data != data {
 			s.failf("node %d applied %d (term %d, %q), another node applied term %d, %q there", n.id, e.GetIndex(),
-				e.GetTerm(), data, r.term, r.data)
+				e.GetTerm(), short(data), r.term, short(r.data))
 		}
 	} else {
 		s.commits[e.GetIndex()] = commitRec{term: e.GetTerm(), data: data, atTerm: n.core.BasicStatus().GetTerm()}
@@ -421,11 +548,21 @@ func (s *sim) onAppend(n *simNode, ents []*pb.Entry) {
 	}
 }
 
+var simPad = strings.Repeat("x", 200)
+
+// short is a value without its padding.
+func short(v string) string {
+	if i := strings.IndexByte(v, '.'); i >= 0 {
+		return v[:i]
+	}
+	return v
+}
+
 func (s *sim) ack(data string, id, index uint64) {
 	s.acked[data] = true
 	s.maxAcked = max(s.maxAcked, index)
 	s.ackOrder = append(s.ackOrder, data)
-	s.logf("ack %s by %d", data, id)
+	s.logf("ack %s by %d", short(data), id)
 }
 
 // check runs the invariants that hold after every step.
@@ -455,14 +592,15 @@ func (s *sim) check() {
 			idxs = append(idxs, i)
 		}
 		slices.Sort(idxs)
+		first, _ := n.st.FirstIndex()
 		for _, i := range idxs {
 			r := s.commits[i]
-			if r.atTerm >= t {
-				continue
+			if r.atTerm >= t || i < first {
+				continue // committed later, or compacted into its snapshot
 			}
 			got, err := n.st.Term(i)
 			if err != nil || got != r.term {
-				s.failf("leader %d of term %d lacks applied entry %d (term %d, %q): has term %d, %v", n.id, t, i, r.term, r.data, got, err)
+				s.failf("leader %d of term %d lacks applied entry %d (term %d, %q): has term %d, %v", n.id, t, i, r.term, short(r.data), got, err)
 				return
 			}
 		}
@@ -500,8 +638,21 @@ func (s *sim) step(chaos bool) {
 	})
 	for _, dm := range due {
 		m := dm.m
+		if dm.report {
+			if from := s.node(m.GetFrom()); from.up {
+				s.logf("snapshot report %d->%d failed=%v", m.GetFrom(), m.GetTo(), dm.failed)
+				from.core.ReportSnapshot(m.GetTo(), dm.failed)
+				if err := from.handle(s.now); err != nil {
+					s.failf("%v", err)
+					return
+				}
+			}
+			continue
+		}
 		to := s.node(m.GetTo())
 		if !to.up || !s.connected(m.GetFrom(), m.GetTo()) {
+			s.logf("lost %s", msgString(m))
+			s.reportSnap(m, true)
 			continue
 		}
 		s.logf("recv %s", msgString(m))
@@ -510,6 +661,7 @@ func (s *sim) step(chaos bool) {
 			s.failf("%v", err)
 			return
 		}
+		s.reportSnap(m, false)
 	}
 	for _, n := range s.nodes {
 		if !n.up {
@@ -561,6 +713,15 @@ func (s *sim) faults() {
 			s.restart(n)
 		}
 	}
+	if s.rng.Float64() < 0.004 {
+		if n := s.node(uint64(1 + s.rng.IntN(3))); n.up {
+			at, err := n.compact()
+			if err != nil {
+				s.failf("node %d: compact: %v", n.id, err)
+			}
+			s.logf("compact %d: log now starts after %d", n.id, at)
+		}
+	}
 	if s.rng.Float64() < 0.002 {
 		s.drop = s.rng.Float64() * 0.1
 		s.dup = s.rng.Float64() * 0.05
@@ -590,9 +751,10 @@ func (s *sim) propose() {
 		return
 	}
 	s.nextVal++
-	v := fmt.Sprintf("v%d", s.nextVal)
+	// Values are padded so that compactions find whole segments to drop.
+	v := fmt.Sprintf("v%d.%s", s.nextVal, simPad)
 	err := n.core.Propose([]*pb.Entry{{Data: []byte(v)}})
-	s.logf("propose %s to %d: %v", v, n.id, err)
+	s.logf("propose %s to %d: %v", short(v), n.id, err)
 	if err == nil {
 		s.tookBy[v] = n.id
 	}
@@ -657,14 +819,14 @@ func (s *sim) run(chaosMs, healMs int64) error {
 		}
 		for _, v := range s.ackOrder {
 			if !has[v] {
-				s.failf("value %s was acknowledged but node %d never applied it (applied %d)", v, n.id, n.applied)
+				s.failf("value %s was acknowledged but node %d never applied it (applied %d)", short(v), n.id, n.applied)
 				return s.err
 			}
 		}
 		lim := min(n.applied, ref.applied)
 		for i, d := range n.data {
 			if i <= lim && ref.data[i] != d {
-				s.failf("nodes %d and %d applied %q and %q at %d", n.id, ref.id, d, ref.data[i], i)
+				s.failf("nodes %d and %d applied %q and %q at %d", n.id, ref.id, short(d), short(ref.data[i]), i)
 				return s.err
 			}
 		}
@@ -727,7 +889,7 @@ func TestSim(t *testing.T) {
 	}
 	start := time.Now()
 	last := start
-	var elections, crashes, acks, reads int
+	var elections, crashes, acks, reads, installs int
 	for i := range seeds {
 		seed := *simFirst + uint64(i)
 		out := runSeed(t, seed, simHooks{}, false)
@@ -738,15 +900,16 @@ func TestSim(t *testing.T) {
 		crashes += out.s.crashes
 		acks += len(out.s.ackOrder)
 		reads += out.s.reads
+		installs += out.s.installs
 		if time.Since(last) > 10*time.Second {
 			last = time.Now()
 			t.Logf("%d/%d seeds, %.0f seeds/min", i+1, seeds, float64(i+1)/time.Since(start).Minutes())
 		}
 	}
-	t.Logf("%d seeds in %v: %d elections, %d crashes, %d values acknowledged, %d reads answered", seeds,
-		time.Since(start).Round(time.Millisecond), elections, crashes, acks, reads)
-	if acks == 0 || elections == 0 || reads == 0 {
-		t.Fatal("the simulation elected, acknowledged or read nothing")
+	t.Logf("%d seeds in %v: %d elections, %d crashes, %d values acknowledged, %d reads answered, %d snapshots installed", seeds,
+		time.Since(start).Round(time.Millisecond), elections, crashes, acks, reads, installs)
+	if acks == 0 || elections == 0 || reads == 0 || installs == 0 {
+		t.Fatal("the simulation elected, acknowledged, read or installed nothing")
 	}
 }
 
