@@ -308,7 +308,9 @@ func (s *Storage) SetConfState(cs *pb.ConfState) error {
 }
 
 // Append writes entries to the log, truncating a conflicting suffix, and
-// makes them durable unless the log is in FlushAsync mode.
+// makes them durable unless the log is in FlushAsync mode. It makes its
+// caller the commitlog's one writer (commitlog/doc.go, "One writer"):
+// raft's goroutine, and no other while it appends.
 func (s *Storage) Append(ents []*pb.Entry) error {
 	if len(ents) == 0 {
 		return nil
@@ -427,7 +429,8 @@ func (s *Storage) Snapshot() (*pb.Snapshot, error) {
 
 // Compact drops whole log segments below index (index must be applied).
 // It records the new compaction point durably before deleting anything, and
-// returns it.
+// returns it. It may run on any goroutine, concurrently with Append: the
+// commitlog's DropPrefix never touches the segment being written.
 func (s *Storage) Compact(index uint64) (uint64, error) {
 	keep := uint64(0) // first index that remains
 	for _, sg := range s.log.Segments() {
@@ -460,7 +463,9 @@ func (s *Storage) Compact(index uint64) (uint64, error) {
 
 // ApplySnapshot records a snapshot's metadata and resets the log so the
 // next entry is Index+1 at global position pos (carried in the snapshot's
-// data by the application).
+// data by the application). The reset writes the log: the caller must be
+// its one writer for the call, so raft's goroutine waits for it when it
+// hands the install to another goroutine (Node does, to the applier).
 func (s *Storage) ApplySnapshot(md *pb.SnapshotMetadata, pos int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

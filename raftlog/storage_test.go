@@ -1,9 +1,13 @@
 package raftlog
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/raft/v3"
@@ -199,4 +203,160 @@ func TestStateBehindLogIsCorrupt(t *testing.T) {
 	_, err = OpenStorage(fs, "/n", l)
 	require.ErrorIs(t, err, ErrStateCorrupt)
 	require.ErrorContains(t, err, "term 3 but the log's entry 12 has term 5")
+}
+
+// The commitlog's single-writer rule as a broker uses it (commitlog/doc.go,
+// "One writer"): raft's goroutine appends (conflicts truncate), hands a
+// snapshot install to another goroutine and waits for it, retention
+// compacts on a third, and readers call raft.Storage's methods on others.
+// Every entry a reader gets is one that was written at its index and term,
+// and none that a completed truncation or snapshot removed. Under -race it
+// also checks that nobody touches the log's writer state unordered.
+func TestStorageReadersDuringWrites(t *testing.T) {
+	dir := t.TempDir() // real files
+	l, err := commitlog.Open(vfs.Default(), vfs.Join(dir, "log"), commitlog.Options{SegmentSize: 4096})
+	require.NoError(t, err)
+	s, err := OpenStorage(vfs.Default(), dir, l)
+	require.NoError(t, err)
+	type cut struct{ from, term uint64 }
+	var (
+		evMu   sync.Mutex
+		events []cut
+		stop   atomic.Bool
+		wg     sync.WaitGroup
+		reads  atomic.Int64
+		snaps  atomic.Int64
+		cuts   atomic.Int64
+	)
+	fail := func(format string, args ...any) {
+		stop.Store(true)
+		t.Errorf(format, args...)
+	}
+	record := func(c cut) {
+		evMu.Lock()
+		events = append(events, c)
+		evMu.Unlock()
+	}
+	require.NoError(t, s.SetHardState(hardState(1, 0, 0)))
+	install := make(chan func() error)
+	installed := make(chan error)
+
+	// The applier: installs the snapshots raft's goroutine hands it.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for f := range install {
+			installed <- f()
+		}
+	}()
+	// Raft's goroutine.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(install)
+		rng := rand.New(rand.NewPCG(7, 7))
+		term, next := uint64(1), uint64(1)
+		start := time.Now()
+		// Run for 400 ms, and on a loaded machine until there were a
+		// few truncations and snapshots (within 15 s).
+		for !stop.Load() && (time.Since(start) < 400*time.Millisecond || snaps.Load() < 3 || cuts.Load() < 3) && time.Since(start) < 15*time.Second {
+			first, _ := s.FirstIndex()
+			switch r := rng.IntN(100); {
+			case r < 3 && next > 50:
+				term++
+				idx := next + 10
+				md := &pb.SnapshotMetadata{Index: proto.Uint64(idx), Term: proto.Uint64(term), ConfState: &pb.ConfState{Voters: []uint64{1}}}
+				pos := l.EndPosition() + 4096
+				install <- func() error { return s.ApplySnapshot(md, pos) }
+				if err := <-installed; err != nil {
+					fail("install snapshot at %d: %v", idx, err)
+					return
+				}
+				snaps.Add(1)
+				record(cut{from: idx + 1, term: term})
+				next = idx + 1
+				continue
+			case r < 8 && next > first+6:
+				term++
+				from := next - 1 - uint64(rng.IntN(5))
+				if err := s.SetHardState(hardState(term, 0, 0)); err != nil {
+					fail("hard state: %v", err)
+					return
+				}
+				es := ents(from, from+uint64(rng.IntN(4)), term)
+				if err := s.Append(es); err != nil {
+					fail("conflicting append at %d: %v", from, err)
+					return
+				}
+				record(cut{from: from, term: term})
+				cuts.Add(1)
+				next = from + uint64(len(es))
+				continue
+			}
+			es := ents(next, next+uint64(rng.IntN(8)), term)
+			if err := s.Append(es); err != nil {
+				fail("append at %d: %v", next, err)
+				return
+			}
+			next += uint64(len(es))
+		}
+		stop.Store(true)
+	}()
+	// Retention.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !stop.Load() {
+			if last, _ := s.LastIndex(); last > 100 {
+				if _, err := s.Compact(last - 100); err != nil {
+					fail("compact: %v", err)
+					return
+				}
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	// Readers.
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				evMu.Lock()
+				evs := append([]cut(nil), events...)
+				evMu.Unlock()
+				first, _ := s.FirstIndex()
+				last, _ := s.LastIndex()
+				if last < first {
+					continue
+				}
+				es, err := s.Entries(first, last+1, 1<<20)
+				if err != nil && !errors.Is(err, raft.ErrCompacted) && !errors.Is(err, raft.ErrUnavailable) {
+					fail("entries [%d, %d]: %v", first, last, err)
+					return
+				}
+				for _, e := range es {
+					var i, tm uint64
+					if _, err := fmt.Sscanf(string(e.GetData()), "e%d-t%d-", &i, &tm); err != nil || i != e.GetIndex() || tm != e.GetTerm() {
+						fail("entry %d term %d holds %q", e.GetIndex(), e.GetTerm(), e.GetData()[:min(16, len(e.GetData()))])
+						return
+					}
+					for _, c := range evs {
+						if i >= c.from && tm < c.term {
+							fail("entry %d term %d: removed by a cut from %d in term %d", i, tm, c.from, c.term)
+							return
+						}
+					}
+				}
+				reads.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Positive(t, reads.Load())
+	require.Positive(t, snaps.Load())
+	require.Positive(t, cuts.Load())
+	t.Logf("%d reads, %d truncations, %d snapshots", reads.Load(), cuts.Load(), snaps.Load())
+	require.NoError(t, s.Close())
+	require.NoError(t, l.Close())
 }

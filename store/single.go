@@ -73,6 +73,7 @@ func (sa *Standalone) appendApply(body []byte) (Result, error) {
 	if err := sa.CheckWrite(len(body)); err != nil {
 		return Result{}, err
 	}
+	// sa.mu makes its holder the log's one writer (commitlog/doc.go).
 	idx := sa.clog.LastIndex() + 1
 	if err := sa.clog.AppendSync(commitlog.Entry{Index: idx, Term: 1, Data: body}); err != nil {
 		return Result{}, fmt.Errorf("store: append: %w", err)
