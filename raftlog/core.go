@@ -48,15 +48,19 @@ package raftlog
 // its responses, Work.Committed/Commit a MsgStorageApply, and Appended is
 // the place an append's completion is reported. Going async would mean:
 // setting raft.Config.AsyncStorageWrites in NewCore; Ready builds Work from
-// the two storage messages instead of from the Ready's fields (Send stays
-// the messages to peers, still split early/late in the same way, the late
-// ones now carried by the append message); Advance becomes a no-op; and
-// Appended(ents) becomes StepStorageAppendResp, which steps the response
-// into raft (and records firstOwnIndex as now). The owner then hands
-// Work's persistence half to a writer goroutine and goes on stepping and
-// ticking while the device writes, which lets the next Ready's entries
-// overlap the previous fsync. The held appends, the role tracking and the
-// read table do not change.
+// the two storage messages instead of from the Ready's fields: Send stays
+// the messages to peers that need no local write (held appends still taken
+// out), and After becomes the append message's Responses, raft's own
+// version of the early/late split; Advance no longer calls the RawNode
+// (raft forbids it in that mode); and Appended(ents) also steps the
+// append's MsgStorageAppendResp into raft (and records firstOwnIndex as
+// now), with a matching call for MsgStorageApplyResp once the applier is
+// done. The owner then hands Work's persistence half to a writer goroutine
+// and goes on stepping and ticking while the device writes, so the next
+// Ready's entries overlap the previous fsync; a leader counts its own copy
+// towards the quorum only once the append response is stepped, as it does
+// now on Advance. The held appends, the role tracking and the read table
+// do not change.
 
 import (
 	"encoding/binary"
