@@ -63,17 +63,49 @@ const applyChunk = 8 << 20
 // the flush they are invisible, and the applied index does not move past
 // their entries (see Apply).
 type applyBatch struct {
-	// queues are the consume queues holding buffered units.
-	queues map[*consumequeue.Queue]struct{}
+	// queues are the consume queues holding buffered units, each once
+	// (applyQueue.batchGen).
+	queues []*consumequeue.Queue
+	// gen counts flushes (from 1, set by the first enqueue): a queue is in
+	// queues when its applyQueue.batchGen is gen.
+	gen uint64
 	// queued lists the messages with a UNIQ_KEY queued since the last flush,
 	// in physical-offset order. Their units are not in the consume queues
 	// yet, so queueOffsetOf cannot find them; deduplication looks here
 	// first, so that a retry in the same batch as its original is still
 	// recognised.
 	queued []queuedMsg
-	// topic is the last topic applied: consecutive messages of one topic
-	// share its string instead of allocating one each.
-	topic string
+	// topics is what Apply keeps of each topic it applied messages to, so
+	// that a message costs one map lookup, not one per table (topic config,
+	// consume queue, queue offset, dirty marks, this batch): with thousands
+	// of queues each lookup is a cache miss. It holds existing topics only.
+	topics map[string]*applyTopic
+}
+
+// applyTopic is Apply's copy of a topic's config, valid while
+// Store.topicsVersion is version (every change of the topic table bumps it
+// under applyMu, which Apply holds), and its queues.
+type applyTopic struct {
+	// name is the topic, shared by the results of all its messages (no
+	// string allocated per message).
+	name        string
+	version     uint64
+	perm        int32
+	writeQueues int32
+	// queues, by queue id, holds at least writeQueues slots.
+	queues []applyQueue
+}
+
+// applyQueue is Apply's handle on one consume queue. A Set never forgets
+// a queue it opened, so q stays valid for the Store's life.
+type applyQueue struct {
+	q *consumequeue.Queue // nil until the queue's first unit
+	// dirtyGen is the state.dirtyGen in which the queue was last marked
+	// dirty: it is in state.dirtyQueues when the two are equal.
+	dirtyGen uint64
+	// batchGen is the applyBatch.gen in which the queue was last added to
+	// applyBatch.queues.
+	batchGen uint64
 }
 
 type queuedMsg struct{ phy, queueOffset int64 }
@@ -163,12 +195,14 @@ func (s *Store) Apply(upTo uint64) ([]Result, error) {
 func (s *Store) flushQueuesLocked() error {
 	b := &s.batch
 	var errs []error
-	for q := range b.queues {
+	for _, q := range b.queues {
 		if err := q.Flush(); err != nil {
 			errs = append(errs, fmt.Errorf("store: write consume queue: %w", err))
 		}
 	}
 	clear(b.queues)
+	b.queues = b.queues[:0]
+	b.gen++
 	b.queued = b.queued[:0]
 	return errors.Join(errs...)
 }
@@ -229,26 +263,25 @@ func (s *Store) applyMessages(payload []byte, base int64, dedupe bool) ([]Messag
 }
 
 func (s *Store) applyMessage(v *message.View, phy int64, dedupeOK bool) (MessageResult, error) {
-	b := &s.batch
-	if string(v.Topic) != b.topic { // compares without allocating
-		b.topic = string(v.Topic)
+	t := s.applyTopicOf(v.Topic)
+	var topic string
+	if t != nil {
+		topic = t.name
+	} else {
+		topic = string(v.Topic)
 	}
-	topic := b.topic
 	mr := MessageResult{Topic: topic, QueueID: v.QueueID, PhyOffset: phy, Size: int32(v.Size), StoreTimestamp: v.StoreTimestamp, StoreHost: v.StoreHost}
 	uniq, _ := message.PropertyValue(v.Properties, message.PropertyUniqKey)
 	mr.UniqKey = uniq
-	s.state.mu.RLock()
-	tc, ok := s.state.topics[topic]
-	s.state.mu.RUnlock()
 	switch {
-	case !ok:
+	case t == nil:
 		mr.Err = fmt.Errorf("%w: %q", ErrUnknownTopic, topic)
 		return mr, nil
-	case tc.Perm&offsets.PermWrite == 0:
+	case t.perm&offsets.PermWrite == 0:
 		mr.Err = fmt.Errorf("%w: %q", ErrNotWritable, topic)
 		return mr, nil
-	case v.QueueID < 0 || v.QueueID >= tc.WriteQueueNums:
-		mr.Err = fmt.Errorf("%w: queue %d of %q (%d write queues)", ErrBadQueue, v.QueueID, topic, tc.WriteQueueNums)
+	case v.QueueID < 0 || v.QueueID >= t.writeQueues:
+		mr.Err = fmt.Errorf("%w: queue %d of %q (%d write queues)", ErrBadQueue, v.QueueID, topic, t.writeQueues)
 		return mr, nil
 	}
 	var uniqKey string // the index key of the UNIQ_KEY, built once for the lookup and the Put
@@ -274,7 +307,7 @@ func (s *Store) applyMessage(v *message.View, phy int64, dedupeOK bool) (Message
 		tags, _ := message.PropertyBytes(v.Properties, message.PropertyTags)
 		tagsCode = message.TagsCodeBytes(tags)
 	}
-	qo, err := s.enqueue(topic, v.QueueID, phy, int32(v.Size), tagsCode)
+	qo, err := s.enqueue(t, v.QueueID, phy, int32(v.Size), tagsCode)
 	if err != nil {
 		return mr, err
 	}
@@ -292,7 +325,7 @@ func (s *Store) applyMessage(v *message.View, phy int64, dedupeOK bool) (Message
 		s.state.mu.Unlock()
 	}
 	if dedupe {
-		b.queued = append(b.queued, queuedMsg{phy: phy, queueOffset: qo})
+		s.batch.queued = append(s.batch.queued, queuedMsg{phy: phy, queueOffset: qo})
 	}
 	mr.QueueOffset = qo
 	if uniq != "" {
@@ -315,27 +348,71 @@ func (s *Store) applyMessage(v *message.View, phy int64, dedupeOK bool) (Message
 	return mr, nil
 }
 
-// enqueue appends a unit to a consume queue (buffered until the chunk's
-// flush) and returns its queue offset.
-func (s *Store) enqueue(topic string, queueID int32, phy int64, size int32, tagsCode int64) (int64, error) {
-	k := queueKey{topic, queueID}
-	q, err := s.cqs.Queue(topic, queueID, true)
-	if err != nil {
-		return 0, fmt.Errorf("store: open consume queue: %w", err)
+// applyTopicOf returns Apply's record of the topic named name, nil if
+// there is no such topic. It reads the topic table only when the table
+// changed since the record was made.
+func (s *Store) applyTopicOf(name []byte) *applyTopic {
+	b := &s.batch
+	ver := s.topicsVersion.Load()
+	t := b.topics[string(name)] // no allocation
+	if t != nil && t.version == ver {
+		return t
 	}
-	s.state.mu.Lock()
-	qo := s.state.queues[k]
-	s.state.queues[k] = qo + 1
-	s.state.dirtyQueues[k] = true
-	s.state.mu.Unlock()
-	if err := q.PutBuffered(qo, phy, size, tagsCode); err != nil {
+	s.state.mu.RLock()
+	tc, ok := s.state.topics[string(name)]
+	s.state.mu.RUnlock()
+	if !ok {
+		if t != nil {
+			delete(b.topics, t.name)
+		}
+		return nil
+	}
+	if t == nil {
+		if b.topics == nil {
+			b.topics = make(map[string]*applyTopic)
+		}
+		t = &applyTopic{name: tc.TopicName}
+		b.topics[t.name] = t
+	}
+	t.version, t.perm, t.writeQueues = ver, tc.Perm, tc.WriteQueueNums
+	if n := int(tc.WriteQueueNums); n > len(t.queues) {
+		t.queues = append(t.queues, make([]applyQueue, n-len(t.queues))...)
+	}
+	return t
+}
+
+// enqueue appends a unit to a consume queue of t (queueID is one of its
+// write queues), buffered until the chunk's flush, and returns its queue
+// offset.
+func (s *Store) enqueue(t *applyTopic, queueID int32, phy int64, size int32, tagsCode int64) (int64, error) {
+	h := &t.queues[queueID]
+	if h.q == nil {
+		q, err := s.cqs.Queue(t.name, queueID, true)
+		if err != nil {
+			return 0, fmt.Errorf("store: open consume queue: %w", err)
+		}
+		h.q = q
+	}
+	k := queueKey{t.name, queueID}
+	st := s.state
+	st.mu.Lock()
+	qo := st.queues[k]
+	st.queues[k] = qo + 1
+	if h.dirtyGen != st.dirtyGen {
+		st.dirtyQueues[k] = true
+		h.dirtyGen = st.dirtyGen
+	}
+	st.mu.Unlock()
+	if err := h.q.PutBuffered(qo, phy, size, tagsCode); err != nil {
 		return 0, fmt.Errorf("store: dispatch to consume queue: %w", err)
 	}
-	b := &s.batch
-	if b.queues == nil {
-		b.queues = make(map[*consumequeue.Queue]struct{})
+	if b := &s.batch; h.batchGen != b.gen || b.gen == 0 {
+		if b.gen == 0 {
+			b.gen = 1
+		}
+		h.batchGen = b.gen
+		b.queues = append(b.queues, h.q)
 	}
-	b.queues[q] = struct{}{}
 	return qo, nil
 }
 

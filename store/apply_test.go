@@ -11,6 +11,7 @@ import (
 
 	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/internal/vfs"
+	"github.com/raftmq/raftmq/offsets"
 )
 
 // A retry in the same entry as its original is recognised: the index serves
@@ -198,4 +199,49 @@ func TestApplyWriteErrorIsSticky(t *testing.T) {
 			require.True(t, rs[0].Duplicate, "the failed batch was applied on restart")
 		})
 	}
+}
+
+// Apply keeps a record of each topic and queue it applied messages to (one
+// map lookup per message); a change of the topic table (creation with other
+// queues or permissions, deletion) is seen by the next message, and a
+// queue written after a checkpoint is in the next one.
+func TestApplyFollowsTopicChanges(t *testing.T) {
+	cfg := testConfig(t, vfs.NewMem())
+	sa := openSA(t, cfg)
+	createTopic(t, sa, "t", 2)
+	put := func(q int32, i int) MessageResult {
+		t.Helper()
+		rs, err := sa.Put(msg("t", q, i, "", ""))
+		require.NoError(t, err)
+		require.Len(t, rs, 1)
+		return rs[0]
+	}
+	require.NoError(t, put(1, 0).Err)
+	require.ErrorIs(t, put(3, 1).Err, ErrBadQueue)
+
+	createTopic(t, sa, "t", 4) // more queues
+	r := put(3, 2)
+	require.NoError(t, r.Err)
+	require.Equal(t, int64(0), r.QueueOffset)
+	require.Equal(t, int64(1), put(1, 3).QueueOffset)
+
+	tc := offsets.NewTopicConfig("t", 4)
+	tc.Perm = offsets.PermRead
+	require.NoError(t, sa.Exec(&Command{Op: OpCreateTopic, Topic: &tc}))
+	require.ErrorIs(t, put(1, 4).Err, ErrNotWritable)
+
+	require.NoError(t, sa.Exec(&Command{Op: OpDeleteTopic, Name: "t"}))
+	require.ErrorIs(t, put(1, 5).Err, ErrUnknownTopic)
+
+	createTopic(t, sa, "t", 4)
+	require.NoError(t, sa.Persist())
+	require.Equal(t, int64(2), put(1, 6).QueueOffset) // queue 1 dirty again after the checkpoint
+	require.Equal(t, int64(1), put(3, 7).QueueOffset)
+	require.NoError(t, sa.Close())
+
+	sa = openSA(t, cfg)
+	defer sa.Close()
+	require.Equal(t, int64(3), sa.MaxOffset("t", 1))
+	require.Equal(t, int64(2), sa.MaxOffset("t", 3))
+	require.Equal(t, int64(3), put(1, 8).QueueOffset)
 }

@@ -41,7 +41,10 @@ type state struct {
 	dirtySched    map[int32]bool
 	dirtyTxns     map[int64]bool
 	dirtyACL      bool
-	persisted     uint64 // applied index at the last persist
+	// dirtyGen counts clearDirty calls (from 1), so that Apply marks a
+	// queue dirty once per checkpoint (applyQueue.dirtyGen).
+	dirtyGen  uint64
+	persisted uint64 // applied index at the last persist
 }
 
 func loadState(db *offsets.DB) (*state, error) {
@@ -118,6 +121,7 @@ func (st *state) clearDirty() {
 	st.dirtySched = map[int32]bool{}
 	st.dirtyTxns = map[int64]bool{}
 	st.dirtyACL = false
+	st.dirtyGen++
 }
 
 // stateDelta is what changed in state since the last checkpoint, copied
