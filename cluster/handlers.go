@@ -421,9 +421,11 @@ func (b *Broker) prepareSend(conn *remoting.ServerConn, req *remoting.Command) (
 		if err != nil {
 			return nil, nil, b.refuse(conn, req, remoting.MessageIllegal, err.Error())
 		}
-		if _, ok := b.rep.Store().Topic(sys); sys != "" && !ok {
-			tc := systemTopic(sys)
-			return nil, &tc, nil
+		if sys != "" {
+			if _, ok := b.rep.Store().Topic(sys); !ok {
+				tc := systemTopic(sys)
+				return nil, &tc, nil
+			}
 		}
 	}
 	return msgs, nil, nil
