@@ -315,8 +315,19 @@ recover_once() {
   l=$(wait_leader)
   echo "   serving after the restart of all three: first acknowledged send $(cat "$data/send.t")s, first answered pull $(cat "$data/pull.t")s (leader n$l)"
   for i in 1 2 3; do
-    line=$(sed -n '/^== restart/h; /^== restart/!H; ${x;p}' "$data/n$i/broker.log" | grep -a 'msg="store: opened"' | tail -1)
+    sed -n '/^== restart/h; /^== restart/!H; ${x;p}' "$data/n$i/broker.log" >"$data/restart.log"
+    line=$({ grep -a 'msg="store: opened"' "$data/restart.log" || true; } | tail -1)
     echo "   n$i: $(echo "$line" | grep -oE '(clean_start|took|segments|log_bytes|scanned_bytes|scan_mb_per_s)=[^ ]*' | tr '\n' ' ')"
+    # Where the open's time went, from the log lines' times (ms after
+    # the first line): the consume queues cut back, the index recovered.
+    awk '
+      function ms(l) { if (match(l, /T[0-9:.]+Z/)) { split(substr(l, RSTART + 1, RLENGTH - 2), t, ":"); return (t[1] * 3600 + t[2] * 60 + t[3]) * 1000 } return -1 }
+      /^time=/ && t0 == "" { t0 = ms($0) }
+      /cutting consume queue back/ { n++; if (c0 == "") c0 = ms($0); c1 = ms($0) }
+      /msg="index: recovered"/ { ix = ms($0); if (match($0, /indexCount=[0-9]+/)) cnt = substr($0, RSTART, RLENGTH) }
+      /msg="store: opened"/ { op = ms($0); exit }
+      END { if (t0 != "" && op != "") printf "       %d queues cut back at %d-%d ms, index recovered at %d ms (%s), store opened at %d ms\n", n, c0 - t0, c1 - t0, ix - t0, cnt, op - t0 }
+    ' "$data/restart.log"
   done
   wait_all_applied
   echo "   every node applied the leader's commit index $(since "$t0")s after the restart"
@@ -340,7 +351,7 @@ full_scan() {
   t0=$(now)
   "$BIN" store inspect "$data/n$f" --json >"$data/inspect.json" 2>>"$data/bench.err" 9>&- || echo "   store inspect failed: $(tail -1 "$data/bench.err")"
   el=$(since "$t0")
-  b=$(grep -oE '"bytes":[0-9]+' "$data/inspect.json" | awk -F: '{ s += $2 } END { printf "%.0f", s }')
+  b=$({ grep -oE '"bytes": *[0-9]+' "$data/inspect.json" || true; } | awk -F: '{ s += $2 } END { printf "%.0f", s }')
   echo "-- full scan: raftmq store inspect of n$f ($how): commit log $(mb "$b") MB in ${el}s: $(awk -v b="$b" -v s="$el" 'BEGIN { printf "%.0f", b / s / 1e6 }') MB/s" \
     "(every entry's CRC checked and its messages decoded; also the consume queues, index and bbolt)"
   echo "== restart $(date -u +%FT%TZ)" >>"$data/n$f/broker.log"
