@@ -326,7 +326,11 @@ recover_once() {
       /cutting consume queue back/ { n++; if (c0 == "") c0 = ms($0); c1 = ms($0) }
       /msg="index: recovered"/ { ix = ms($0); if (match($0, /indexCount=[0-9]+/)) cnt = substr($0, RSTART, RLENGTH) }
       /msg="store: opened"/ { op = ms($0); exit }
-      END { if (t0 != "" && op != "") printf "       %d queues cut back at %d-%d ms, index recovered at %d ms (%s), store opened at %d ms\n", n, c0 - t0, c1 - t0, ix - t0, cnt, op - t0 }
+      END {
+        if (t0 == "" || op == "") exit
+        if (n > 0) printf "       %d queues cut back at %d-%d ms,", n, c0 - t0, c1 - t0; else printf "       no queue cut back,"
+        printf " index recovered at %d ms (%s), store opened at %d ms after its first log line\n", ix - t0, cnt, op - t0
+      }
     ' "$data/restart.log"
   done
   wait_all_applied
