@@ -415,8 +415,8 @@ func (l *Log) AppendSync(ents ...Entry) error {
 	return l.waitDurable(ents[len(ents)-1].Index)
 }
 
-// refusal returns why the log refuses writes (nil if it does not). Caller
-// holds mu.
+// refusalLocked returns why the log refuses writes (nil if it does not).
+// Caller holds mu.
 func (l *Log) refusalLocked() error {
 	if l.mu.closed {
 		return ErrClosed

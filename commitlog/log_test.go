@@ -226,7 +226,7 @@ func TestDropPrefixAndReset(t *testing.T) {
 
 func TestGroupCommitConcurrent(t *testing.T) {
 	l := openT(t, vfs.NewMem(), Options{SegmentSize: 1 << 20})
-	var mu sync.Mutex // callers serialise index assignment; Append itself is safe
+	var mu sync.Mutex // the log has one writer: callers serialise Append (and index assignment)
 	next := uint64(1)
 	var wg sync.WaitGroup
 	for w := 0; w < 16; w++ {
