@@ -181,7 +181,11 @@ func (s *Store) Apply(upTo uint64) ([]Result, error) {
 	if len(results) > 0 {
 		s.notify()
 	}
-	if time.Since(s.lastPersist) >= s.cfg.PersistInterval {
+	every := time.Duration(s.persistEvery.Load())
+	if every == 0 {
+		every = s.cfg.PersistInterval
+	}
+	if time.Since(s.lastPersist) >= every {
 		s.lastPersist = time.Now()
 		s.kickPersist()
 	}

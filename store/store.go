@@ -156,6 +156,9 @@ type Store struct {
 	// consume queues and the index have one writer at a time.
 	applyMu     sync.Mutex
 	lastPersist time.Time
+	// persistEvery is the time from one checkpoint to the next that Apply
+	// asks for (checkpointInterval; nanoseconds, 0 until the first).
+	persistEvery atomic.Int64
 	// batch is Apply's state between consume-queue flushes (applyMu).
 	batch applyBatch
 	// dedupeTab is the dedupe table a snapshot install left (dedupe.go;
@@ -390,7 +393,27 @@ func (s *Store) Persist() error {
 		s.applyMu.Unlock()
 		return err
 	}
+	s.persistEvery.Store(int64(checkpointInterval(s.cfg.PersistInterval, len(cp.queues))))
 	return s.commit(cp)
+}
+
+// checkpointQueues is how many consume queues' tails a checkpoint writes
+// per PersistInterval at most, on average: a checkpoint that wrote more
+// than that pushes the next one back in proportion (checkpointInterval).
+const checkpointQueues = 2048
+
+// maxPersistStretch bounds that: a checkpoint at least every
+// maxPersistStretch intervals.
+const maxPersistStretch = 8
+
+// checkpointInterval returns the time from a checkpoint that wrote the
+// tails of written consume queues to the next one: every interval, or
+// longer when there were more than checkpointQueues, so that the
+// checkpoints' cost stays about checkpointQueues pwrites (and their share
+// of the index and bbolt work) per interval however many queues are
+// active. A crash replays up to one such interval of entries.
+func checkpointInterval(interval time.Duration, written int) time.Duration {
+	return interval * time.Duration(min(max(written/checkpointQueues, 1), maxPersistStretch))
 }
 
 // persistLocked is Persist for a caller that holds persistMu and applyMu
