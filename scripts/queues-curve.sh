@@ -23,6 +23,12 @@
 #              bench tool sends a count, not for a time (below)
 #   PEERS_WORK scratch directory for the NATS binaries (default
 #              /tmp/peers-work, as ../shared/tools/peers/nats/run.sh)
+#   BIN        the raftmq binary to measure (default: ./raftmq, built
+#              first). Comparing two builds: run the script with each
+#              binary in turn, alternating, and compare the ratios, e.g.
+#                for b in /tmp/old/raftmq ./raftmq /tmp/old/raftmq ./raftmq; do
+#                  BIN=$b DURATION=10s POINTS="4 1024 8192" NATS=0 CONSUME=0 ./scripts/queues-curve.sh
+#                done
 #
 # Layout. Up to 64 queues a point is one topic (1x4, 1x64); above that it
 # is topics of 8 queues (1024 = 128x8, 8192 = 1024x8). That is how a
@@ -82,6 +88,7 @@ NATS_PORT=${NATS_PORT:-15222}
 NATS_RATE=${NATS_RATE:-30000}
 CONSUME_MSGS=${CONSUME_MSGS:-200000}
 PEERS_WORK=${PEERS_WORK:-/tmp/peers-work}
+BIN=${BIN:-}
 NATSCLI_VERSION=v0.5.1 # its nats-server and nats.go are those of run.sh's go.mod
 peers=../shared/tools/peers/nats
 bin=$PEERS_WORK/bin
@@ -149,7 +156,7 @@ record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$results"; }
 fresh_group() {
   stop_group
   rm -rf "$data/group"
-  ./raftmq cluster --demo 0 --data "$data/group" --base-port "$BASE_PORT" >"$data/cluster.log" 2>&1 &
+  "$raftmq" cluster --demo 0 --data "$data/group" --base-port "$BASE_PORT" >"$data/cluster.log" 2>&1 &
   group=$!
   for _ in $(seq 1 80); do
     grep -aq 'leader elected' "$data/cluster.log" && break
@@ -164,7 +171,7 @@ fresh_group() {
 raftmq_bench() {
   local point=$1 figure=$2 out rate
   shift 2
-  if ! out=$(./raftmq bench "$@" --addr "$addrs" 2>"$data/bench.err"); then
+  if ! out=$("$raftmq" bench "$@" --addr "$addrs" 2>"$data/bench.err"); then
     echo "  raftmq $figure failed:"; tail -3 "$data/bench.err" | sed 's/^/    /'
     record "$point" raftmq "$figure" ""
     return
@@ -244,8 +251,14 @@ nats_pub() {
   [ -n "${5:-}" ] || last_rate=${rate:-$guess}
 }
 
-echo "== build"
-go build -o raftmq ./cmd/raftmq
+if [ -n "$BIN" ]; then
+  raftmq=$BIN
+  echo "== measuring $raftmq"
+else
+  echo "== build"
+  go build -o raftmq ./cmd/raftmq
+  raftmq=./raftmq
+fi
 if [ "$NATS" != 0 ]; then
   if [ -d "$peers" ] &&
     (cd "$peers" && go build -o "$bin/nats-server" github.com/nats-io/nats-server/v2) &&
@@ -274,7 +287,7 @@ for point in $POINTS; do
   consume=0
   for c in $CONSUME; do [ "$c" = "$total" ] && consume=1; done
   if [ "$consume" = 1 ]; then
-    if ./raftmq bench produce --addr "$addrs" --topic fill --topics "$topics" --queues "$queues" --messages "$CONSUME_MSGS" \
+    if "$raftmq" bench produce --addr "$addrs" --topic fill --topics "$topics" --queues "$queues" --messages "$CONSUME_MSGS" \
       --batch 32 --window 64 --size 1024 --duration 10m >"$data/fill.out" 2>"$data/bench.err"; then
       echo "  filled $topics topic(s) fill* with $CONSUME_MSGS messages to consume"
       raftmq_bench "$point" consume consume --topic fill --topics "$topics" --queues "$queues"
