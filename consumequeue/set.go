@@ -134,6 +134,12 @@ func (s *Set) Queue(topic string, queueID int32, create bool) (*Queue, error) {
 	return q, nil
 }
 
+// Find returns the queue of topic/queueID, or nil without an error if the
+// Set has none (Queue without create returns ErrNoQueue, an allocation a
+// caller that polls for queues that may not exist can do without). A
+// closed Set is ErrClosed.
+func (s *Set) Find(topic string, queueID int32) (*Queue, error) { return s.lookup(topic, queueID) }
+
 // lookup returns the open queue of topic/queueID, nil if there is none, or
 // ErrClosed.
 func (s *Set) lookup(topic string, queueID int32) (*Queue, error) {

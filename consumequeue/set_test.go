@@ -158,3 +158,21 @@ func TestConcurrentReaders(t *testing.T) {
 		require.NoError(t, q.Close())
 	})
 }
+
+// Find returns nil without an error for a queue the Set does not have,
+// the queue once it exists, and ErrClosed after Close.
+func TestSetFind(t *testing.T) {
+	s, err := OpenSet(vfs.NewMem(), "/cq", testOpts(t, 7))
+	require.NoError(t, err)
+	q, err := s.Find("t", 1)
+	require.NoError(t, err)
+	require.Nil(t, q)
+	made, err := s.Queue("t", 1, true)
+	require.NoError(t, err)
+	q, err = s.Find("t", 1)
+	require.NoError(t, err)
+	require.Same(t, made, q)
+	require.NoError(t, s.Close())
+	_, err = s.Find("t", 1)
+	require.ErrorIs(t, err, ErrClosed)
+}

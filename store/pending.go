@@ -1,7 +1,6 @@
 package store
 
 import (
-	"errors"
 	"fmt"
 	"math"
 
@@ -14,12 +13,13 @@ import (
 // from: what the leader's scheduler looks at, from the queue's cursor
 // (ScheduleOffset). Only applied units are visible.
 func (s *Store) ScheduleUnits(q int32, from int64, limit int) ([]consumequeue.Unit, error) {
-	cq, err := s.cqs.Queue(schedule.Topic, q, false)
-	if errors.Is(err, consumequeue.ErrNoQueue) || cq == nil {
-		return nil, nil
-	}
+	// Called for every schedule queue every 10 ms: most do not exist.
+	cq, err := s.cqs.Find(schedule.Topic, q)
 	if err != nil {
 		return nil, fmt.Errorf("store: schedule queue %d: %w", q, err)
+	}
+	if cq == nil {
+		return nil, nil
 	}
 	from = max(from, cq.MinOffset())
 	end := min(cq.MaxOffset(), from+int64(limit))
