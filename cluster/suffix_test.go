@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
 )
 
@@ -105,4 +107,42 @@ func TestConflictingSuffixNeverReachesDerivedState(t *testing.T) {
 		require.NoError(t, err, "node %d", id)
 		require.Equal(t, "new-leader-03", string(m.Body))
 	}
+}
+
+// A follower whose data directory is wiped and that restarts as a member
+// of its group has lost entries the group committed on it, which raft
+// cannot repair in place: the node stops with ErrLogLost and what to do,
+// rather than crashing the process, and the rest of the group goes on.
+func TestWipedFollowerStopsWithErrLogLost(t *testing.T) {
+	g := newGroup(t, 5)
+	l := g.leader(5 * time.Second)
+	createTopic(t, l, "T", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := range 20 {
+		_, err := l.Send(ctx, []*message.Message{testMsg("T", 0, fmt.Sprintf("before-%02d", i))})
+		require.NoError(t, err)
+	}
+	g.waitConverged(10 * time.Second)
+	var f uint64
+	for id := uint64(1); id <= 3; id++ {
+		if g.rep(id) != l {
+			f = id
+			break
+		}
+	}
+	g.stop(f)
+	require.NoError(t, os.RemoveAll(g.dirs[f]))
+	require.NoError(t, os.MkdirAll(g.dirs[f], 0o755))
+	g.start(f)
+	r := g.rep(f)
+	select {
+	case <-r.Node().Done():
+	case <-time.After(15 * time.Second):
+		t.Fatal("the wiped follower kept running")
+	}
+	require.ErrorIs(t, r.Node().Err(), raftlog.ErrLogLost)
+	require.Contains(t, r.Node().Err().Error(), "admin node remove")
+	_, err := l.Send(ctx, []*message.Message{testMsg("T", 0, "after")})
+	require.NoError(t, err, "the other two go on")
 }

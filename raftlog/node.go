@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -464,6 +465,7 @@ func (n *Node) publishStatus() { n.status.Store(n.core.Status()) }
 func (n *Node) run() {
 	defer n.wg.Done()
 	defer close(n.done)
+	defer n.recoverLostLog()
 	ticker := n.cfg.Clock.NewTicker(n.cfg.TickInterval)
 	defer ticker.Stop()
 	n.tick.Store(int64(n.cfg.TickInterval))
@@ -512,6 +514,29 @@ func (n *Node) run() {
 }
 
 func (n *Node) step(m *pb.Message) { n.core.Step(m) }
+
+// ErrLogLost stops a node whose log lacks entries the group has already
+// committed on it: raft's durability rule was broken underneath it (its
+// data directory wiped, replaced or restored from an older copy).
+var ErrLogLost = errors.New("raftlog: this node lost log entries the group had committed on it")
+
+// recoverLostLog turns raft's panic at a leader's commit index beyond this
+// node's log into ErrLogLost with what the operator can do about it, so
+// that the node stops with an error instead of a crash. Any other panic
+// goes on.
+func (n *Node) recoverLostLog() {
+	r := recover()
+	if r == nil {
+		return
+	}
+	msg := fmt.Sprint(r)
+	if !strings.Contains(msg, "is out of range [lastIndex(") {
+		panic(r)
+	}
+	n.fail(fmt.Errorf("%w (%s): raft cannot repair that in place; remove the node from the group (raftmq admin node remove %d), empty its data directory, add it back (raftmq admin node add ID=CLIENT/RAFT) and start it with --join",
+		ErrLogLost, msg, n.cfg.ID))
+	n.dropPending()
+}
 
 // propose collects every queued proposal (up to MaxProposalBytes) into one
 // MsgProp, so that they share one Ready and one fsync.
