@@ -63,6 +63,7 @@ package raftlog
 // do not change.
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -428,19 +429,9 @@ func (c *Core) FireHeld() []*pb.Message {
 	}
 	// Map order is random: send in recipient order, so that a replay sends
 	// the same bytes.
-	slices.SortFunc(msgs, func(a, b *pb.Message) int { return compareUint64(a.GetTo(), b.GetTo()) })
+	slices.SortFunc(msgs, func(a, b *pb.Message) int { return cmp.Compare(a.GetTo(), b.GetTo()) })
 	clear(c.held)
 	return msgs
-}
-
-func compareUint64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Held returns the commit index of the append held per follower.

@@ -265,19 +265,7 @@ func (g *stepGroup) fireHeld(id uint64) bool {
 // sends nothing more.
 func (g *stepGroup) quiet() {
 	g.t.Helper()
-	for range 100 {
-		g.deliver()
-		fired := false
-		for _, id := range g.ids {
-			if g.fireHeld(id) {
-				fired = true
-			}
-		}
-		if !fired {
-			return
-		}
-	}
-	g.t.Fatal("held appends kept coming for 100 rounds")
+	quiet(g.t, g.ids, g.deliver, g.fireHeld)
 }
 
 // elect makes id campaign and lets the group settle with id as leader.
@@ -449,11 +437,18 @@ func (g *coreGroup) fireHeld(id uint64) bool {
 // sends nothing more.
 func (g *coreGroup) quiet() {
 	g.t.Helper()
+	quiet(g.t, g.ids, g.deliver, g.fireHeld)
+}
+
+// quiet delivers everything and fires every node's held-append timer,
+// round after round, until no timer was armed.
+func quiet(t *testing.T, ids []uint64, deliver func(), fireHeld func(id uint64) bool) {
+	t.Helper()
 	for range 100 {
-		g.deliver()
+		deliver()
 		fired := false
-		for _, id := range g.ids {
-			if g.fireHeld(id) {
+		for _, id := range ids {
+			if fireHeld(id) {
 				fired = true
 			}
 		}
@@ -461,7 +456,7 @@ func (g *coreGroup) quiet() {
 			return
 		}
 	}
-	g.t.Fatal("held appends kept coming for 100 rounds")
+	t.Fatal("held appends kept coming for 100 rounds")
 }
 
 func (g *coreGroup) elect(id uint64) {

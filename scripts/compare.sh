@@ -20,30 +20,10 @@ data=$(mktemp -d "${TMPDIR:-/tmp}/raftmq-compare.XXXXXX")
 reports=bench-results/compare-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$reports"
 runs=0
-group=""
 
-stop_group() {
-  if [ -n "$group" ]; then
-    kill -INT "$group" 2>/dev/null || true
-    wait "$group" 2>/dev/null || true
-    group=""
-  fi
-}
+. scripts/group.sh
 trap 'stop_group; rm -rf "$data"' EXIT
 
-# fresh_group starts a new three-node group in $data and waits for a leader.
-fresh_group() {
-  stop_group
-  rm -rf "$data/group"
-  ./raftmq cluster --demo 0 --data "$data/group" >"$data/cluster.log" 2>&1 &
-  group=$!
-  for _ in $(seq 1 80); do
-    grep -aq 'leader elected' "$data/cluster.log" && break
-    sleep 0.25
-  done
-  grep -a 'leader elected' "$data/cluster.log" || { cat "$data/cluster.log"; exit 1; }
-  sleep 5 # let the warm-up zero ahead before the first run
-}
 
 # run prints one bench result and each process's CPU per message.
 run() {

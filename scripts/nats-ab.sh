@@ -24,29 +24,10 @@ NATS_SYNC=${NATS_SYNC:-default}
 peers=../shared/tools/peers
 data=$(mktemp -d "${TMPDIR:-/tmp}/raftmq-natsab.XXXXXX")
 out=$data/results.txt
-group=""
 
-stop_group() {
-  if [ -n "$group" ]; then
-    kill -INT "$group" 2>/dev/null || true
-    wait "$group" 2>/dev/null || true
-    group=""
-  fi
-}
+. scripts/group.sh
 trap 'stop_group; rm -rf "$data/group"' EXIT
 
-fresh_group() {
-  stop_group
-  rm -rf "$data/group"
-  ./raftmq cluster --demo 0 --base-port 13811 --data "$data/group" ${BROKER_CONFIG:+--broker-config "$BROKER_CONFIG"} >"$data/cluster.log" 2>&1 &
-  group=$!
-  for _ in $(seq 1 80); do
-    grep -aq 'leader elected' "$data/cluster.log" && break
-    sleep 0.25
-  done
-  grep -aq 'leader elected' "$data/cluster.log" || { cat "$data/cluster.log"; exit 1; }
-  sleep 5 # the warm-up zeroes ahead before the first run
-}
 
 bench() {
   ./raftmq bench produce --addr 127.0.0.1:13811,127.0.0.1:13812,127.0.0.1:13813 --duration "$DURATION" --json "$@" 2>/dev/null | tail -1
@@ -63,7 +44,7 @@ for r in $(seq 1 "$ROUNDS"); do
   SYNC=$NATS_SYNC SYNC_DUR=$DURATION ASYNC_DUR=$DURATION QUIET_WAIT=0 "$peers/nats/run.sh" 2>&1 |
     awk -v r="$r" '/^(sync|async) / { m = $1; rate = ""; p50 = ""; for (i = 1; i <= NF; i++) { if ($i == "msgs/s") rate = $(i-1); if ($i ~ /^p50=/) { p50 = $i; sub("p50=", "", p50); sub("us", "", p50) } } print "nats " r " " m " rate=" rate " p50_us=" p50 }' | tee -a "$out"
   echo "== round $r: raftmq"
-  fresh_group
+  fresh_group --base-port 13811 ${BROKER_CONFIG:+--broker-config "$BROKER_CONFIG"}
   bench --window 1 | awk -v r="$r" '{ print "raftmq " r " sync " $0 }' | tee -a "$out"
   bench --window 1000 --auto-batch | awk -v r="$r" '{ print "raftmq " r " async " $0 }' | tee -a "$out"
   stop_group

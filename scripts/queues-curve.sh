@@ -40,7 +40,7 @@
 # topics and queues (bench produce --topics/--queues), so all queues get
 # the same share.
 #
-# Each point starts a fresh three-node group (as compare.sh's fresh_group)
+# Each point starts a fresh three-node group (fresh_group, scripts/group.sh)
 # and first sends exactly one message to each queue (bench produce
 # --messages N, window 1000): what the first message to a queue costs
 # (creating its files), given as queues per second. Then it sends for
@@ -98,22 +98,15 @@ results=$data/results.tsv # point, system, figure, msgs/s
 : >"$results"
 addrs="127.0.0.1:$BASE_PORT,127.0.0.1:$((BASE_PORT + 1)),127.0.0.1:$((BASE_PORT + 2))"
 nurls="nats://127.0.0.1:$NATS_PORT,nats://127.0.0.1:$((NATS_PORT + 1)),nats://127.0.0.1:$((NATS_PORT + 2))"
-group=""
 npids=()
 
-stop_group() {
-  if [ -n "$group" ]; then
-    kill -INT "$group" 2>/dev/null || true
-    wait "$group" 2>/dev/null || true
-    group=""
-  fi
-}
 stop_nats() {
   local p
   for p in "${npids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
   for p in "${npids[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
   npids=()
 }
+. scripts/group.sh
 trap 'stop_group; stop_nats; rm -rf "$data"' EXIT
 
 # seconds converts a Go-style duration (500ms, 10s, 2m) to seconds.
@@ -151,20 +144,6 @@ own_ticks() { sed 's/^.*) //' "/proc/$$/stat" | awk '{ print $12 + $13 + $14 + $
 
 record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$results"; }
 
-# fresh_group starts a new three-node group and waits for a leader (as
-# compare.sh's fresh_group does).
-fresh_group() {
-  stop_group
-  rm -rf "$data/group"
-  "$raftmq" cluster --demo 0 --data "$data/group" --base-port "$BASE_PORT" >"$data/cluster.log" 2>&1 &
-  group=$!
-  for _ in $(seq 1 80); do
-    grep -aq 'leader elected' "$data/cluster.log" && break
-    sleep 0.25
-  done
-  grep -aq 'leader elected' "$data/cluster.log" || { cat "$data/cluster.log"; exit 1; }
-  sleep 5 # let the warm-up zero ahead before the first run
-}
 
 # raftmq_bench runs one bench, prints its result line (and the topic
 # creation summary) and records its msgs/s as figure $2 of point $1.
@@ -259,6 +238,7 @@ else
   go build -o raftmq ./cmd/raftmq
   raftmq=./raftmq
 fi
+GROUP_BIN=$raftmq
 if [ "$NATS" != 0 ]; then
   if [ -d "$peers" ] &&
     (cd "$peers" && go build -o "$bin/nats-server" github.com/nats-io/nats-server/v2) &&
@@ -281,7 +261,7 @@ for point in $POINTS; do
   record "$point" info total "$total"
   echo "== $total queues: $topics topic(s) x $queues queues (load1 before: $load)"
   t0=$(date +%s.%N) b0=$(busy_ticks) o0=$(own_ticks)
-  fresh_group
+  fresh_group --base-port "$BASE_PORT"
   raftmq_bench "$point" touch produce --topics "$topics" --queues "$queues" --messages "$total" --window 1000 --size 1024 --duration 10m
   raftmq_bench "$point" produce produce --topics "$topics" --queues "$queues" --window 1000 --size 1024 --duration "$DURATION"
   consume=0

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -315,19 +316,9 @@ func (s *Store) buildDedupeTable(end int64) (dedupeTable, int64, error) {
 		}
 	}
 	for _, hits := range t {
-		slices.SortFunc(hits, func(a, b dedupeHit) int { return -cmpInt64(a.PhyOffset, b.PhyOffset) })
+		slices.SortFunc(hits, func(a, b dedupeHit) int { return cmp.Compare(b.PhyOffset, a.PhyOffset) })
 	}
 	return t, cutoff, nil
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // dedupeRecordAt parses the message at a queue offset; ok is false when
