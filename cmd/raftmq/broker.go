@@ -113,7 +113,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.faultEndpoint, "fault-endpoint", false, "accept FAULT (9005) requests: tick-rate and clock skew (chaos testing; binaries built with -tags mutant only)")
 	fl.BoolVar(&f.powerLoss, "power-loss", false, "keep unsynced writes in process memory, so kill -9 loses them as a power cut would (chaos testing)")
 	fl.StringVar(&f.mutants, "mutant", "", mutantFlagHelp("known-bad behaviours for harness self-tests"))
-	f.tls.register(cmd)
+	f.tls.register(cmd, brokerTLSHelp)
 	fl.StringArrayVar(&f.routes, "route", nil, "dial a peer at other addresses than its membership ones, as ID=CLIENTADDR/RAFTADDR (proxies)")
 	f.ret.register(fl)
 	f.console.register(fl)

@@ -125,24 +125,36 @@ type brokerTLSFlags struct {
 	mode, cert, key, ca, clientAuth string
 }
 
-func (f *brokerTLSFlags) register(cmd *cobra.Command) {
-	fl := cmd.Flags()
-	fl.StringVar(&f.mode, "tls-mode", "", "client and HTTP ports: disabled, permissive (TLS and plaintext on one port) or enforcing (TLS only) (default: permissive with --tls-cert, else disabled)")
-	fl.StringVar(&f.cert, "tls-cert", "", "this node's certificate (PEM), for every port; with it the raft port is mutual TLS")
-	fl.StringVar(&f.key, "tls-key", "", "the certificate's key (PEM)")
-	fl.StringVar(&f.ca, "tls-ca", "", "the group's CA (PEM): verifies peers on the raft port, client certificates, and the node's own TLS connections")
-	fl.StringVar(&f.clientAuth, "tls-client-auth", "none", "client certificates on the client and HTTP ports: none, optional or require (signed by --tls-ca)")
-}
+// tlsHelp is the help of each --tls-* server flag.
+type tlsHelp struct{ mode, cert, key, ca, clientAuth string }
 
-// registerNamesrv adds the same flags to `raftmq namesrv`, for its one
-// port.
-func (f *brokerTLSFlags) registerNamesrv(cmd *cobra.Command) {
+// brokerTLSHelp and namesrvTLSHelp are the broker's (client, HTTP and raft
+// ports) and the name server's (one port).
+var (
+	brokerTLSHelp = tlsHelp{
+		mode:       "client and HTTP ports: disabled, permissive (TLS and plaintext on one port) or enforcing (TLS only) (default: permissive with --tls-cert, else disabled)",
+		cert:       "this node's certificate (PEM), for every port; with it the raft port is mutual TLS",
+		key:        "the certificate's key (PEM)",
+		ca:         "the group's CA (PEM): verifies peers on the raft port, client certificates, and the node's own TLS connections",
+		clientAuth: "client certificates on the client and HTTP ports: none, optional or require (signed by --tls-ca)",
+	}
+	namesrvTLSHelp = tlsHelp{
+		mode:       "disabled, permissive (TLS and plaintext on one port) or enforcing (TLS only) (default: permissive with --tls-cert, else disabled)",
+		cert:       "the name server's certificate (PEM)",
+		key:        "the certificate's key (PEM)",
+		ca:         "the CA (PEM) that client certificates must be signed by",
+		clientAuth: "client certificates: none, optional or require (signed by --tls-ca)",
+	}
+)
+
+// register adds the --tls-* flags to cmd with help h.
+func (f *brokerTLSFlags) register(cmd *cobra.Command, h tlsHelp) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.mode, "tls-mode", "", "disabled, permissive (TLS and plaintext on one port) or enforcing (TLS only) (default: permissive with --tls-cert, else disabled)")
-	fl.StringVar(&f.cert, "tls-cert", "", "the name server's certificate (PEM)")
-	fl.StringVar(&f.key, "tls-key", "", "the certificate's key (PEM)")
-	fl.StringVar(&f.ca, "tls-ca", "", "the CA (PEM) that client certificates must be signed by")
-	fl.StringVar(&f.clientAuth, "tls-client-auth", "none", "client certificates: none, optional or require (signed by --tls-ca)")
+	fl.StringVar(&f.mode, "tls-mode", "", h.mode)
+	fl.StringVar(&f.cert, "tls-cert", "", h.cert)
+	fl.StringVar(&f.key, "tls-key", "", h.key)
+	fl.StringVar(&f.ca, "tls-ca", "", h.ca)
+	fl.StringVar(&f.clientAuth, "tls-client-auth", "none", h.clientAuth)
 }
 
 // config returns the broker's TLS configuration, nil without TLS.

@@ -60,7 +60,7 @@ func newNamesrvCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().StringVar(&listen, "listen", "0.0.0.0:9876", "address to serve on (RocketMQ's name servers use port 9876)")
 	cmd.Flags().DurationVar(&expiry, "expire", namesrv.DefaultExpiry, "how long a broker's registration lives without renewal")
 	cmd.Flags().DurationVar(&scan, "scan", 5*time.Second, "how often expired registrations are dropped")
-	tf.registerNamesrv(cmd)
+	tf.register(cmd, namesrvTLSHelp)
 	addConfigFlags(cmd, configOptions{title: "raftmq name server configuration: raftmq namesrv --config FILE (YAML)"})
 	return cmd
 }
