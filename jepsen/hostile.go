@@ -107,6 +107,9 @@ func (e *env) hostile(ev history.Event) (*fault, error) {
 		}
 		if before > 0 {
 			f.ev.Measures["rss-anon-before-bytes"], f.ev.Measures["rss-anon-peak-bytes"] = before, peak.Load()
+			if e.powerLoss {
+				f.ev.Measures["rss-anon-holds-files"] = 1
+			}
 		}
 		e.log("hostile clients healed", "node", n, "dials", a.dials.Load(), "closedByNode", a.closed.Load(),
 			"rssAnonBeforeMiB", before>>20, "rssAnonPeakMiB", peak.Load()>>20)

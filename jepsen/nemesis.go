@@ -104,6 +104,9 @@ type env struct {
 	// diskTmpfs: the nodes' data is on tmpfs mounts (disk-full nemesis);
 	// otherwise that nemesis sets a virtual ballast (nemesis_disk.go).
 	diskTmpfs bool
+	// powerLoss: the brokers run with --power-loss, so every open file's
+	// content sits in their anonymous memory (vfs.LazyFS's overlay).
+	powerLoss bool
 }
 
 func (e *env) nodes() []int {

@@ -287,7 +287,8 @@ func (t *test) run(ctx context.Context, meta *history.Meta) (err error) {
 		args = append(args, "--transaction-timeout", txnTimeout.String(), "--transaction-check-interval", txnCheckInterval.String())
 	}
 	t.env = &env{rec: t.rec, rng: rng, down: map[int]bool{}, corrupted: map[int]bool{}, joinArgs: map[int]bool{},
-		log: func(msg string, a ...any) { t.log.Info("jepsen: "+msg, a...) }}
+		powerLoss: slices.Contains(o.Nemesis, NemPowerLoss),
+		log:       func(msg string, a ...any) { t.log.Info("jepsen: "+msg, a...) }}
 	t.g = localgroup.New(localgroup.Config{
 		Binary: t.bin, Env: o.Env, Dir: filepath.Join(o.Out, "nodes"), BasePort: o.BasePort, Nodes: 3,
 		Args: args, Host: nodeIP,

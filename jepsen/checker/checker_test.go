@@ -586,6 +586,14 @@ func TestHostileClientsMemoryBound(t *testing.T) {
 	b.run.Events = append(b.run.Events, hostile)
 	c = requireInvalid(t, check(t, &b.run), AvailabilityChecker)
 	assert.Contains(t, c.Errors[0], "grew the node's anonymous memory by 1025 MiB (bound 1024 MiB)")
+
+	// A broker in power-loss mode holds its open files in that memory:
+	// the growth is recorded, not judged.
+	hostile.Measures["rss-anon-holds-files"] = 1
+	b = validBuilder()
+	b.run.Events = append(b.run.Events, hostile)
+	c = requireValid(t, check(t, &b.run), AvailabilityChecker)
+	assert.Equal(t, int64(1025), c.Counts["hostile-rss-growth-max-mib"])
 }
 
 func TestHostileStallsClosedByDeadline(t *testing.T) {
