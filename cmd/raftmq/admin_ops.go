@@ -334,20 +334,8 @@ func (e *adminEnv) listNamesrvGroups(ctx context.Context, out io.Writer, nsAddr 
 	if len(addrs) == 0 {
 		return errors.New("no name server address")
 	}
-	c, err := dialNamesrv(ctx, addrs[0])
+	ci, err := namesrvClusterInfo(ctx, addrs[0])
 	if err != nil {
-		return err
-	}
-	defer c.Close()
-	resp, err := c.Invoke(ctx, remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
-	if err != nil {
-		return fmt.Errorf("name server %s: %w", addrs[0], err)
-	}
-	if resp.Code != remoting.Success {
-		return fmt.Errorf("name server %s answered %d: %s", addrs[0], resp.Code, resp.Remark)
-	}
-	var ci remoting.ClusterInfo
-	if err := remoting.DecodeJSON(resp.Body, &ci); err != nil {
 		return err
 	}
 	// A group is registered under its broker name and, with failover

@@ -40,7 +40,7 @@ type brokerFlags struct {
 	cqOpenFiles int
 	maxTimer    time.Duration
 	aclFile     string
-	tls         brokerTLSFlags // --tls-* (cert.go)
+	tls         serverTLSFlags // --tls-* (cert.go)
 	clientRead  time.Duration
 	clientIdle  time.Duration
 	maxConns    int

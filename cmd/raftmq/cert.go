@@ -120,8 +120,8 @@ func clientTLS(ctx context.Context) (*tls.Config, error) {
 	return client.LoadTLS(client.TLSFiles{CAFile: f.ca, CertFile: f.cert, KeyFile: f.key})
 }
 
-// brokerTLSFlags are a broker's --tls-* flags.
-type brokerTLSFlags struct {
+// serverTLSFlags are the --tls-* flags of a server: a broker or a name server.
+type serverTLSFlags struct {
 	mode, cert, key, ca, clientAuth string
 }
 
@@ -148,7 +148,7 @@ var (
 )
 
 // register adds the --tls-* flags to cmd with help h.
-func (f *brokerTLSFlags) register(cmd *cobra.Command, h tlsHelp) {
+func (f *serverTLSFlags) register(cmd *cobra.Command, h tlsHelp) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.mode, "tls-mode", "", h.mode)
 	fl.StringVar(&f.cert, "tls-cert", "", h.cert)
@@ -158,7 +158,7 @@ func (f *brokerTLSFlags) register(cmd *cobra.Command, h tlsHelp) {
 }
 
 // config returns the broker's TLS configuration, nil without TLS.
-func (f *brokerTLSFlags) config() (*cluster.TLSConfig, error) {
+func (f *serverTLSFlags) config() (*cluster.TLSConfig, error) {
 	mode := remoting.TLSDisabled
 	switch {
 	case f.mode != "":

@@ -71,17 +71,17 @@ func mustRead(t *testing.T, dir, name string) []byte {
 // disabled without one; the mode needs the files, and the files go
 // together.
 func TestBrokerTLSFlags(t *testing.T) {
-	cfg, err := (&brokerTLSFlags{clientAuth: "none"}).config()
+	cfg, err := (&serverTLSFlags{clientAuth: "none"}).config()
 	require.NoError(t, err)
 	require.Nil(t, cfg)
-	cfg, err = (&brokerTLSFlags{cert: "c", key: "k", ca: "ca", clientAuth: "require"}).config()
+	cfg, err = (&serverTLSFlags{cert: "c", key: "k", ca: "ca", clientAuth: "require"}).config()
 	require.NoError(t, err)
 	require.Equal(t, remoting.TLSPermissive, cfg.Mode)
 	require.Equal(t, tls.RequireAndVerifyClientCert, cfg.ClientAuth)
-	cfg, err = (&brokerTLSFlags{mode: "enforcing", cert: "c", key: "k", ca: "ca", clientAuth: "none"}).config()
+	cfg, err = (&serverTLSFlags{mode: "enforcing", cert: "c", key: "k", ca: "ca", clientAuth: "none"}).config()
 	require.NoError(t, err)
 	require.Equal(t, remoting.TLSEnforcing, cfg.Mode)
-	for _, f := range []brokerTLSFlags{
+	for _, f := range []serverTLSFlags{
 		{mode: "enforcing", clientAuth: "none"},
 		{mode: "strict", cert: "c", key: "k", ca: "ca", clientAuth: "none"},
 		{cert: "c", key: "k", clientAuth: "none"},

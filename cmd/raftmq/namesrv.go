@@ -25,7 +25,7 @@ func newNamesrvCmd(logger func() *slog.Logger) *cobra.Command {
 		listen string
 		expiry time.Duration
 		scan   time.Duration
-		tf     brokerTLSFlags
+		tf     serverTLSFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "namesrv",
@@ -68,20 +68,8 @@ func newNamesrvCmd(logger func() *slog.Logger) *cobra.Command {
 // printClusterList asks a name server for GET_BROKER_CLUSTER_INFO and
 // prints each cluster's broker names with their addresses by broker id.
 func printClusterList(ctx context.Context, w io.Writer, addr string, asJSON bool) error {
-	c, err := dialNamesrv(ctx, addr)
+	ci, err := namesrvClusterInfo(ctx, addr)
 	if err != nil {
-		return err
-	}
-	defer c.Close()
-	resp, err := c.Invoke(ctx, remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
-	if err != nil {
-		return fmt.Errorf("name server %s: %w", addr, err)
-	}
-	if resp.Code != remoting.Success {
-		return fmt.Errorf("name server %s answered %d: %s", addr, resp.Code, resp.Remark)
-	}
-	var ci remoting.ClusterInfo
-	if err := remoting.DecodeJSON(resp.Body, &ci); err != nil {
 		return err
 	}
 	if asJSON {
@@ -123,12 +111,14 @@ func printClusterList(ctx context.Context, w io.Writer, addr string, asJSON bool
 	return nil
 }
 
-// dialNamesrv connects to the name server at addr, over TLS when the
-// command's client TLS flags (--tls, --tls-ca, ...) ask for it.
-func dialNamesrv(ctx context.Context, addr string) (*remoting.Conn, error) {
+// namesrvClusterInfo asks the name server at addr for every cluster and
+// broker it knows (GET_BROKER_CLUSTER_INFO), over TLS when the command's
+// client TLS flags (--tls, --tls-ca, ...) ask for it.
+func namesrvClusterInfo(ctx context.Context, addr string) (remoting.ClusterInfo, error) {
+	var ci remoting.ClusterInfo
 	cfg, err := clientTLS(ctx)
 	if err != nil {
-		return nil, err
+		return ci, err
 	}
 	var opts remoting.Options
 	if cfg != nil {
@@ -137,7 +127,18 @@ func dialNamesrv(ctx context.Context, addr string) (*remoting.Conn, error) {
 	}
 	c, err := remoting.Dial(ctx, addr, opts)
 	if err != nil {
-		return nil, fmt.Errorf("name server %s: %w", addr, err)
+		return ci, fmt.Errorf("name server %s: %w", addr, err)
 	}
-	return c, nil
+	defer c.Close()
+	resp, err := c.Invoke(ctx, remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
+	if err != nil {
+		return ci, fmt.Errorf("name server %s: %w", addr, err)
+	}
+	if resp.Code != remoting.Success {
+		return ci, fmt.Errorf("name server %s answered %d: %s", addr, resp.Code, resp.Remark)
+	}
+	if err := remoting.DecodeJSON(resp.Body, &ci); err != nil {
+		return ci, fmt.Errorf("name server %s: %w", addr, err)
+	}
+	return ci, nil
 }
