@@ -66,8 +66,8 @@ type applyBatch struct {
 	// queues are the consume queues holding buffered units, each once
 	// (applyQueue.batchGen).
 	queues []*consumequeue.Queue
-	// gen counts flushes (from 1, set by the first enqueue): a queue is in
-	// queues when its applyQueue.batchGen is gen.
+	// gen counts flushes (from 1, set by Open): a queue is in queues when
+	// its applyQueue.batchGen is gen.
 	gen uint64
 	// queued lists the messages with a UNIQ_KEY queued since the last flush,
 	// in physical-offset order. Their units are not in the consume queues
@@ -410,10 +410,7 @@ func (s *Store) enqueue(t *applyTopic, queueID int32, phy int64, size int32, tag
 	if err := h.q.PutBuffered(qo, phy, size, tagsCode); err != nil {
 		return 0, fmt.Errorf("store: dispatch to consume queue: %w", err)
 	}
-	if b := &s.batch; h.batchGen != b.gen || b.gen == 0 {
-		if b.gen == 0 {
-			b.gen = 1
-		}
+	if b := &s.batch; h.batchGen != b.gen {
 		h.batchGen = b.gen
 		b.queues = append(b.queues, h.q)
 	}

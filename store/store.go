@@ -201,6 +201,7 @@ func Open(cfg Config) (*Store, error) {
 	}
 	s := &Store{cfg: cfg, fs: cfg.FS, log: cfg.Logger, changed: make(chan struct{}), stop: make(chan struct{}), persistKick: make(chan struct{}, 1)}
 	s.space.t0 = time.Now()
+	s.batch.gen = 1 // an applyQueue's batchGen 0: in no batch yet
 	opening := time.Now()
 	if err := s.open(); err != nil {
 		s.closeAll()
