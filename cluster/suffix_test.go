@@ -28,10 +28,7 @@ func TestConflictingSuffixNeverReachesDerivedState(t *testing.T) {
 	createTopic(t, old, "T", 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for i := range 10 {
-		_, err := old.Send(ctx, []*message.Message{testMsg("T", int32(i%2), fmt.Sprintf("committed-%02d", i))})
-		require.NoError(t, err)
-	}
+	sendEach(t, ctx, old, 2, "committed", 10)
 	g.waitConverged(10 * time.Second)
 	oldID := old.Node().Status().ID
 	var others []uint64
@@ -76,10 +73,7 @@ func TestConflictingSuffixNeverReachesDerivedState(t *testing.T) {
 		}
 		return false
 	}, 10*time.Second, 5*time.Millisecond)
-	for i := range 10 {
-		_, err := nl.Send(ctx, []*message.Message{testMsg("T", int32(i%2), fmt.Sprintf("new-leader-%02d", i))})
-		require.NoError(t, err)
-	}
+	sendEach(t, ctx, nl, 2, "new-leader", 10)
 	g.net.heal()
 	g.waitConverged(15 * time.Second)
 	g.checkAgreement()
@@ -119,10 +113,7 @@ func TestWipedFollowerStopsWithErrLogLost(t *testing.T) {
 	createTopic(t, l, "T", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for i := range 20 {
-		_, err := l.Send(ctx, []*message.Message{testMsg("T", 0, fmt.Sprintf("before-%02d", i))})
-		require.NoError(t, err)
-	}
+	sendEach(t, ctx, l, 1, "before", 20)
 	g.waitConverged(10 * time.Second)
 	var f uint64
 	for id := uint64(1); id <= 3; id++ {
@@ -145,4 +136,15 @@ func TestWipedFollowerStopsWithErrLogLost(t *testing.T) {
 	require.Contains(t, r.Node().Err().Error(), "admin node remove")
 	_, err := l.Send(ctx, []*message.Message{testMsg("T", 0, "after")})
 	require.NoError(t, err, "the other two go on")
+}
+
+// sendEach sends n messages to topic T through r, one at a time, message i
+// to queue i%queues with body and unique key prefix-i (two digits), and
+// requires each to be acknowledged.
+func sendEach(t *testing.T, ctx context.Context, r *Replica, queues int32, prefix string, n int) {
+	t.Helper()
+	for i := range n {
+		_, err := r.Send(ctx, []*message.Message{testMsg("T", int32(i)%queues, fmt.Sprintf("%s-%02d", prefix, i))})
+		require.NoError(t, err)
+	}
 }
