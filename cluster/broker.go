@@ -96,7 +96,7 @@ type Config struct {
 	// name of its own, so that RocketMQ clients' send retries reach a live
 	// node when the leader dies (see FailoverBrokerName).
 	FailoverRoutes bool
-	// SendTimeout bounds the wait for commit (DefaultWaitTimeout when
+	// SendTimeout bounds the wait for commit (raftlog.DefaultWaitTimeout when
 	// zero); the replica's WaitTimeout is this.
 	SendTimeout time.Duration
 	// LeaderWait bounds how long a request that needs the leader waits
@@ -221,7 +221,7 @@ func Start(cfg Config) (*Broker, error) {
 		cfg.ClusterName = "DefaultCluster"
 	}
 	if cfg.SendTimeout <= 0 {
-		cfg.SendTimeout = DefaultWaitTimeout
+		cfg.SendTimeout = raftlog.DefaultWaitTimeout
 	}
 	if cfg.MaxFrame <= 0 {
 		cfg.MaxFrame = remoting.DefaultMaxFrame

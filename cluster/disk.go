@@ -191,7 +191,7 @@ func (r *Replica) untilSpace(what string, write func() error) error {
 	wait := 10 * time.Millisecond
 	for {
 		select {
-		case <-r.stopc:
+		case <-r.node.Stopping():
 			return err
 		case <-time.After(wait):
 		}

@@ -2,13 +2,10 @@ package cluster
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,10 +31,11 @@ type ReplicaConfig struct {
 	// Raft is raft's timing, passed to raftlog as it is (raftlog owns
 	// the defaults).
 	Raft raftlog.Timing
-	// MaxBatchBytes bounds the messages packed into one entry (default 1 MiB).
+	// MaxBatchBytes bounds the messages packed into one entry (raftlog's
+	// default when zero).
 	MaxBatchBytes int
 	// WaitTimeout bounds how long a SendAsync waits for its entry to
-	// apply (DefaultWaitTimeout when zero).
+	// apply (raftlog.DefaultWaitTimeout when zero).
 	WaitTimeout time.Duration
 	// Metrics receives observations (may be nil).
 	Metrics *Metrics
@@ -49,6 +47,11 @@ type ReplicaConfig struct {
 
 // Replica is one node of a group: the store, the raft log over its
 // commitlog, and the raft node. Send and Exec replicate; reads go to Store.
+//
+// A send is encoded here (encodeSend) on the caller's goroutine, queued
+// with raftlog.Node.Submit, packed into an entry, proposed, persisted and
+// tracked by the node's owner goroutine, and answered by Apply on the
+// node's applier goroutine once the store has applied its entry.
 type Replica struct {
 	cfg  ReplicaConfig
 	log  *slog.Logger
@@ -58,54 +61,20 @@ type Replica struct {
 	// started is node once OpenReplica made it, for the store's retention
 	// loop, which runs from store.Open on.
 	started atomic.Pointer[raftlog.Node]
-	pend    *pending
-	sendc   chan *sendReq
-	epoch   uint64
-	seq     atomic.Uint64
-	stopc   chan struct{}
-	wg      sync.WaitGroup
 	met     *Metrics
 }
 
-// sendReq is one request for the batcher: message records or a command.
-type sendReq struct {
-	records []byte // encoded records, for messages
-	count   int
-	cmd     []byte // command JSON payload, for commands; else an internal entry's payload
-	kind    byte   // cmd's entry kind: store.KindCommand when 0
-	w       *waiter
-}
-
 const pendingSnapName = "snapshot.pending"
-
-// DefaultWaitTimeout is ReplicaConfig.WaitTimeout's default, and so
-// Config.SendTimeout's.
-const DefaultWaitTimeout = 5 * time.Second
 
 // OpenReplica opens the store and raft state in cfg.Store.Dir.
 func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.MaxBatchBytes <= 0 {
-		cfg.MaxBatchBytes = 1 << 20
-	}
-	if cfg.WaitTimeout <= 0 {
-		cfg.WaitTimeout = DefaultWaitTimeout
-	}
 	if cfg.Store.FS == nil {
 		cfg.Store.FS = vfs.Default()
 	}
-	r := &Replica{cfg: cfg, log: cfg.Logger, pend: newPending(), sendc: make(chan *sendReq, 8192), stopc: make(chan struct{}), met: cfg.Metrics}
-	if r.met != nil {
-		r.pend.onCommit = func(d time.Duration) { r.met.Commit.Observe(d.Seconds()) }
-	}
-	var eb [8]byte
-	_, _ = rand.Read(eb[:])
-	r.epoch = binary.BigEndian.Uint64(eb[:]) &^ 0xFFFFFFFF
-	if r.epoch == 0 {
-		r.epoch = 1 << 32
-	}
+	r := &Replica{cfg: cfg, log: cfg.Logger, met: cfg.Metrics}
 	scfg := cfg.Store
 	scfg.Logger = cfg.Logger
 	// Retention goes through the raft storage, which records its
@@ -148,13 +117,20 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 		}
 	}
 	node, err := raftlog.NewNode(raftlog.Config{
-		ID:                    cfg.ID,
-		Storage:               r.rs,
-		SM:                    r,
-		Applied:               st.AppliedIndex(),
-		Bootstrap:             cfg.Bootstrap,
-		Timing:                cfg.Raft,
-		OnAppend:              r.pend.appended,
+		ID:            cfg.ID,
+		Storage:       r.rs,
+		SM:            r,
+		Applied:       st.AppliedIndex(),
+		Bootstrap:     cfg.Bootstrap,
+		Timing:        cfg.Raft,
+		MaxBatchBytes: cfg.MaxBatchBytes,
+		WaitTimeout:   cfg.WaitTimeout,
+		Framing: raftlog.Framing{
+			AppendHeader: store.AppendBodyHeader,
+			BatchID:      batchIDOf,
+			HeaderSize:   store.BodyHeaderSize,
+			Merge:        store.KindMessages,
+		},
 		UnsafeAckBeforeCommit: mutant.Enabled && scfg.Mutants.AckBeforeCommit,
 		OnConfChange:          cfg.OnConfChange,
 		PersistDuration: func(d time.Duration) {
@@ -174,35 +150,16 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 	return r, nil
 }
 
-// Start starts raft, sending its messages through t, and the batcher.
-func (r *Replica) Start(t raftlog.Transport) {
-	r.node.Start(t)
-	r.wg.Add(2)
-	go r.batcher()
-	go r.janitor()
-}
+// Start starts raft, sending its messages through t.
+func (r *Replica) Start(t raftlog.Transport) { r.node.Start(t) }
 
-// Close stops raft and closes the store. Outstanding requests fail.
+// Close stops raft and closes the store. Outstanding requests fail (the
+// node fails them as it stops).
 func (r *Replica) Close() error {
-	select {
-	case <-r.stopc:
-	default:
-		close(r.stopc)
-	}
 	r.st.StopWaiting() // an apply waiting for disk space must not hold up Stop
 	if r.node != nil {
 		r.node.Stop()
 	}
-	r.wg.Wait()
-	for drained := false; !drained; {
-		select {
-		case q := <-r.sendc:
-			q.w.finish(outcome{err: ErrStopping})
-		default:
-			drained = true
-		}
-	}
-	r.pend.failAll(ErrStopping)
 	var err error
 	if r.rs != nil {
 		err = r.rs.Close()
@@ -222,14 +179,20 @@ func (r *Replica) Store() *store.Store { return r.st }
 // Step hands a raft message from a peer to the node.
 func (r *Replica) Step(m *pb.Message) { r.node.Step(m) }
 
-// Apply implements raftlog.StateMachine.
-func (r *Replica) Apply(index uint64) error {
+// Apply implements raftlog.StateMachine: it applies the committed entries
+// and answers the requests of this node's batches among them.
+func (r *Replica) Apply(index uint64, batches []*raftlog.Batch) error {
 	start := time.Now()
 	rs, err := r.st.Apply(index)
 	if r.met != nil {
 		r.met.applied(start)
 	}
-	r.pend.applied(rs, start)
+	answerBatches(batches, rs, err == nil, func(b *raftlog.Batch) {
+		if r.met != nil {
+			r.met.Commit.Observe(start.Sub(b.Proposed).Seconds())
+			r.met.BatchSize.Observe(float64(len(b.Requests)))
+		}
+	})
 	return err
 }
 
@@ -280,7 +243,7 @@ func (r *Replica) Send(ctx context.Context, msgs []*message.Message) ([]store.Me
 	if err != nil {
 		return nil, err
 	}
-	o, err := r.submit(ctx, &sendReq{records: recs, count: len(msgs), w: newWaiter(len(msgs))})
+	o, err := r.submit(ctx, store.KindMessages, recs, len(msgs))
 	return o.msgs, err
 }
 
@@ -297,12 +260,7 @@ func (r *Replica) SendAsync(msgs []*message.Message, done func([]store.MessageRe
 		return err
 	}
 	w := newAsyncWaiter(len(msgs), func(o outcome) { done(o.msgs, o.err) })
-	select {
-	case r.sendc <- &sendReq{records: recs, count: len(msgs), w: w}:
-		return nil
-	case <-r.stopc:
-		return ErrStopping
-	}
+	return r.node.Submit(context.Background(), &raftlog.Request{Kind: store.KindMessages, Data: recs, Waiter: w, Expires: true})
 }
 
 // encodeSend stamps and checks msgs and encodes them as records.
@@ -340,7 +298,7 @@ func (r *Replica) Exec(ctx context.Context, c *store.Command) error {
 	if err != nil {
 		return err
 	}
-	_, err = r.submit(ctx, &sendReq{cmd: body[store.BodyHeaderSize:], w: newWaiter(0)})
+	_, err = r.submit(ctx, store.KindCommand, body[store.BodyHeaderSize:], 0)
 	return err
 }
 
@@ -356,123 +314,24 @@ func (r *Replica) ProposeInternal(ctx context.Context, kind byte, payload []byte
 	if kind != store.KindSchedule && kind != store.KindTxn {
 		return nil, fmt.Errorf("cluster: propose internal entry of kind %d", kind)
 	}
-	o, err := r.submit(ctx, &sendReq{cmd: payload, kind: kind, count: records, w: newWaiter(records)})
+	o, err := r.submit(ctx, kind, payload, records)
 	return o.msgs, err
 }
 
-func (r *Replica) submit(ctx context.Context, q *sendReq) (outcome, error) {
-	select {
-	case r.sendc <- q:
-	case <-ctx.Done():
-		return outcome{}, ctx.Err()
-	case <-r.stopc:
-		return outcome{}, ErrStopping
+// submit queues data as a request of an entry of kind, expecting count
+// message results, and waits for its outcome.
+func (r *Replica) submit(ctx context.Context, kind byte, data []byte, count int) (outcome, error) {
+	w := newWaiter(count)
+	if err := r.node.Submit(ctx, &raftlog.Request{Kind: kind, Data: data, Waiter: w}); err != nil {
+		return outcome{}, err
 	}
 	select {
-	case o := <-q.w.ch:
+	case o := <-w.ch:
 		return o, o.err
 	case <-ctx.Done():
 		return outcome{}, ctx.Err()
-	case <-r.stopc:
+	case <-r.node.Done():
 		return outcome{}, ErrStopping
-	}
-}
-
-func (r *Replica) nextBatchID() uint64 { return r.epoch | (r.seq.Add(1) & 0xFFFFFFFF) }
-
-// batcher packs queued sends into entries: every request waiting when it
-// looks is packed (messages into one entry up to MaxBatchBytes; each
-// command alone), so that load turns into large entries rather than many.
-func (r *Replica) batcher() {
-	defer r.wg.Done()
-	var next *sendReq
-	var gathered []*sendReq
-	for {
-		q := next
-		next = nil
-		if q == nil {
-			select {
-			case q = <-r.sendc:
-			case <-r.stopc:
-				return
-			}
-		}
-		if q.cmd != nil {
-			id := r.nextBatchID()
-			kind := q.kind
-			if kind == 0 {
-				kind = store.KindCommand
-			}
-			body := append(store.AppendBodyHeader(make([]byte, 0, store.BodyHeaderSize+len(q.cmd)), kind, id), q.cmd...)
-			r.propose(&batch{id: id, waiters: []*waiter{q.w}}, body)
-			continue
-		}
-		// Gather first, then copy every request's records once into a
-		// body of the right size (appending as they come would regrow
-		// and recopy a body of up to MaxBatchBytes several times).
-		reqs := append(gathered[:0], q)
-		size := len(q.records)
-	gather:
-		for size < r.cfg.MaxBatchBytes {
-			select {
-			case q2 := <-r.sendc:
-				if q2.cmd != nil || size+len(q2.records) > r.cfg.MaxBatchBytes {
-					next = q2
-					break gather
-				}
-				reqs = append(reqs, q2)
-				size += len(q2.records)
-			default:
-				break gather
-			}
-		}
-		b := &batch{id: r.nextBatchID(), waiters: make([]*waiter, len(reqs))}
-		body := store.AppendBodyHeader(make([]byte, 0, store.BodyHeaderSize+size), store.KindMessages, b.id)
-		for i, q := range reqs {
-			body = append(body, q.records...)
-			b.waiters[i] = q.w
-		}
-		clear(reqs) // drop the references until the next batch
-		gathered = reqs[:0]
-		r.propose(b, body)
-	}
-}
-
-func (r *Replica) propose(b *batch, body []byte) {
-	b.created = time.Now()
-	r.pend.add(b)
-	if r.met != nil {
-		r.met.BatchSize.Observe(float64(len(b.waiters)))
-	}
-	err := r.node.Propose(context.Background(), raftlog.Proposal{Data: body, Dropped: func(err error) {
-		r.pend.drop(b.id, fmt.Errorf("%w: %w", ErrDropped, err))
-	}})
-	if err != nil {
-		r.pend.drop(b.id, fmt.Errorf("%w: %w", ErrDropped, err))
-	}
-}
-
-// janitor fails proposals that never reached the log (raft accepted them,
-// then lost leadership before writing them), and times out asynchronous
-// sends waiting longer than WaitTimeout (to a tenth of it).
-func (r *Replica) janitor() {
-	defer r.wg.Done()
-	every := min(r.cfg.WaitTimeout/10, time.Second)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	timedOut := fmt.Errorf("not applied within %v: %w", r.cfg.WaitTimeout, context.DeadlineExceeded)
-	var lastExpire time.Time
-	for {
-		select {
-		case now := <-t.C:
-			r.pend.timeout(now.Add(-r.cfg.WaitTimeout), timedOut)
-			if now.Sub(lastExpire) >= time.Second {
-				lastExpire = now
-				r.pend.expire(now.Add(-30*time.Second), ErrLost)
-			}
-		case <-r.stopc:
-			return
-		}
 	}
 }
 

@@ -2,6 +2,8 @@ package raftlog
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,20 +27,15 @@ type Transport interface {
 // StateMachine is the application the committed log is applied to. Both
 // methods are called from the node's applier goroutine, in log order.
 type StateMachine interface {
-	// Apply applies every committed entry up to and including index.
-	Apply(index uint64) error
+	// Apply applies every committed entry up to and including index and
+	// answers the requests of batches, the entries this node proposed
+	// whose index is at most index: a batch whose index now holds an entry
+	// with another id was overwritten (fail it with ErrLost).
+	Apply(index uint64, batches []*Batch) error
 	// Restore installs a snapshot from the leader. It must make the log
 	// continue after the snapshot (Storage.ApplySnapshot) and replace the
 	// application state with the snapshot's.
 	Restore(snap *pb.Snapshot) error
-}
-
-// Proposal is an entry to replicate. Dropped, if set, is called from the
-// raft goroutine when raft refuses the proposal (no leader, not leader,
-// leadership transfer in progress, node stopping).
-type Proposal struct {
-	Data    []byte
-	Dropped func(error)
 }
 
 // Defaults of Timing's fields. They are declared here only: cluster passes
@@ -48,6 +45,8 @@ const (
 	DefaultElectionTick      = 10
 	DefaultHeartbeatTick     = 2
 	DefaultCommitNotifyDelay = 2 * time.Millisecond
+	// DefaultWaitTimeout is Config.WaitTimeout's default.
+	DefaultWaitTimeout = 5 * time.Second
 )
 
 // Timing is the node's timing. Zero fields take the defaults above.
@@ -107,15 +106,22 @@ type Config struct {
 	// raft's flow control per follower.
 	MaxSizePerMsg   uint64
 	MaxInflightMsgs int
-	// MaxProposalBytes bounds the entries collected into one proposal
-	// step (default 4 MiB).
+	// MaxProposalBytes bounds the requests collected into one proposal
+	// step (default 4 MiB), MaxBatchBytes the data of requests packed into
+	// one entry (default 1 MiB).
 	MaxProposalBytes int
+	MaxBatchBytes    int
+	// Framing is the entry format requests are packed in (see Request).
+	Framing Framing
+	// WaitTimeout is how long a request with Expires waits before it fails
+	// with a deadline error (DefaultWaitTimeout when zero).
+	WaitTimeout time.Duration
+	// BatchEpoch is the high half of this node's batch ids (random when
+	// zero): ids differ from those of entries written before a restart.
+	BatchEpoch uint64
 	// PersistDuration, if set, observes the time of each Ready's append
 	// plus fsync.
 	PersistDuration func(time.Duration)
-	// OnAppend, if set, is called from the raft goroutine with the entries
-	// of each Ready once they are durable.
-	OnAppend func(ents []*pb.Entry)
 	// UnsafeAckBeforeCommit makes a leader apply (and so acknowledge) the
 	// entries it has appended before a quorum holds them. It exists only
 	// for the ack-before-commit mutant (internal/mutant) that proves the
@@ -159,7 +165,7 @@ type Node struct {
 	log  *slog.Logger
 	core *Core
 
-	propc  chan Proposal
+	propc  chan *Request
 	recvc  chan *pb.Message
 	ctlc   chan func()
 	tickc  chan time.Duration
@@ -188,12 +194,16 @@ type Node struct {
 	heldTimer Timer
 	heldc     <-chan time.Time
 
+	// reqs is the owner goroutine's table of proposed batches.
+	reqs *batchTable
+
 	// transport is set by Start, before the raft goroutine runs.
 	transport Transport
 }
 
 type applyWork struct {
 	index, term uint64
+	batches     []*Batch // this node's entries up to index
 	snap        *pb.Snapshot
 	done        chan error
 }
@@ -212,6 +222,20 @@ func (c *Config) fill() {
 	if c.MaxProposalBytes <= 0 {
 		c.MaxProposalBytes = 4 << 20
 	}
+	if c.MaxBatchBytes <= 0 {
+		c.MaxBatchBytes = 1 << 20
+	}
+	if c.Framing.AppendHeader == nil {
+		c.Framing = Framing{AppendHeader: appendPlainHeader, BatchID: plainBatchID, HeaderSize: plainHeaderSize}
+	}
+	if c.WaitTimeout <= 0 {
+		c.WaitTimeout = DefaultWaitTimeout
+	}
+	for c.BatchEpoch&^0xFFFFFFFF == 0 {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		c.BatchEpoch = binary.BigEndian.Uint64(b[:])
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -228,7 +252,7 @@ func NewNode(cfg Config) (*Node, error) {
 		cfg:    cfg,
 		log:    cfg.Logger,
 		core:   core,
-		propc:  make(chan Proposal, 4096),
+		propc:  make(chan *Request, 8192),
 		recvc:  make(chan *pb.Message, 4096),
 		ctlc:   make(chan func(), 64),
 		tickc:  make(chan time.Duration, 1),
@@ -237,6 +261,7 @@ func NewNode(cfg Config) (*Node, error) {
 		done:   make(chan struct{}),
 
 		appliedc: make(chan struct{}),
+		reqs:     newBatchTable(cfg.Framing, cfg.MaxBatchBytes, cfg.WaitTimeout, cfg.BatchEpoch),
 	}
 	n.applied.Store(cfg.Applied)
 	if cfg.Applied > 0 {
@@ -265,6 +290,10 @@ func (n *Node) Stop() {
 	n.wg.Wait()
 }
 
+// Stopping is closed as soon as the node is asked to stop (Stop or a fatal
+// error), before its goroutines have ended: for work the applier waits on.
+func (n *Node) Stopping() <-chan struct{} { return n.stopc }
+
 // Done is closed when the node has stopped, by Stop or by a fatal error.
 func (n *Node) Done() <-chan struct{} { return n.done }
 
@@ -283,16 +312,31 @@ func (n *Node) fail(err error) {
 	n.stopOnce.Do(func() { close(n.stopc) })
 }
 
-// Propose queues an entry. It blocks while the proposal queue is full.
-func (n *Node) Propose(ctx context.Context, p Proposal) error {
+// Submit queues a request (see Request). It blocks while the queue is
+// full. An error means the request was not queued and its Waiter is never
+// called; otherwise it gets its outcome, failures from the node and
+// success from the state machine.
+func (n *Node) Submit(ctx context.Context, q *Request) error {
 	select {
-	case n.propc <- p:
-		return nil
+	case <-n.stopc:
+		return ErrStopped
+	default:
+	}
+	select {
+	case n.propc <- q:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-n.stopc:
 		return ErrStopped
 	}
+	// The owner drains the queue after it closes done; a request queued
+	// after that drain is failed here.
+	select {
+	case <-n.done:
+		n.dropQueued()
+	default:
+	}
+	return nil
 }
 
 // Step hands a message from a peer to raft. It blocks while the receive
@@ -462,9 +506,12 @@ func (n *Node) IsLeader() bool { return n.core.LeaderTerm() != 0 }
 
 func (n *Node) publishStatus() { n.status.Store(n.core.Status()) }
 
+// run is the owner goroutine: it ticks the core, steps messages into it,
+// packs and proposes queued requests, does each Ready's work and tracks
+// the batches it proposed until they are answered.
 func (n *Node) run() {
 	defer n.wg.Done()
-	defer close(n.done)
+	defer n.exit()
 	defer n.recoverLostLog()
 	ticker := n.cfg.Clock.NewTicker(n.cfg.TickInterval)
 	defer ticker.Stop()
@@ -477,6 +524,7 @@ func (n *Node) run() {
 			if statusEvery++; statusEvery%4 == 0 {
 				n.publishStatus()
 			}
+			n.reqs.sweep(n.cfg.Clock.Now(), n.applied.Load())
 		case m := <-n.recvc:
 			n.step(m)
 			for i := 0; i < 1024; i++ {
@@ -488,8 +536,8 @@ func (n *Node) run() {
 				}
 				break
 			}
-		case p := <-n.propc:
-			n.propose(p)
+		case q := <-n.propc:
+			n.propose(q)
 		case f := <-n.ctlc:
 			f()
 		case d := <-n.tickc:
@@ -500,13 +548,11 @@ func (n *Node) run() {
 				n.transport.Send(msgs)
 			}
 		case <-n.stopc:
-			n.dropPending()
 			return
 		}
 		for n.core.HasReady() {
 			if err := n.handleReady(); err != nil {
 				n.fail(err)
-				n.dropPending()
 				return
 			}
 		}
@@ -535,44 +581,57 @@ func (n *Node) recoverLostLog() {
 	}
 	n.fail(fmt.Errorf("%w (%s): raft cannot repair that in place; remove the node from the group (raftmq admin node remove %d), empty its data directory, add it back (raftmq admin node add ID=CLIENT/RAFT) and start it with --join",
 		ErrLogLost, msg, n.cfg.ID))
-	n.dropPending()
 }
 
-// propose collects every queued proposal (up to MaxProposalBytes) into one
-// MsgProp, so that they share one Ready and one fsync.
-func (n *Node) propose(first Proposal) {
-	batch := []Proposal{first}
+// exit ends the owner goroutine: requests still queued fail with
+// ErrStopped, as do proposed entries never persisted here; entries
+// persisted but not applied may yet commit (on another node), so theirs
+// fail with ErrOutcomeUnknown.
+func (n *Node) exit() {
+	close(n.done)
+	n.dropQueued()
+	applied := n.applied.Load()
+	for _, b := range n.reqs.live {
+		if b.settled || (b.Index != 0 && b.Index <= applied) {
+			continue
+		}
+		if b.Index == 0 {
+			b.Fail(ErrStopped)
+		} else {
+			b.Fail(fmt.Errorf("node stopped before applying entry %d: %w", b.Index, ErrOutcomeUnknown))
+		}
+	}
+	n.reqs.stop()
+}
+
+// propose collects the queued requests (up to MaxProposalBytes) and packs
+// them into entries, proposed in one MsgProp so that they share one Ready
+// and one fsync.
+func (n *Node) propose(first *Request) {
+	reqs := []*Request{first}
 	size := len(first.Data)
 	for size < n.cfg.MaxProposalBytes {
 		select {
-		case p := <-n.propc:
-			batch = append(batch, p)
-			size += len(p.Data)
+		case q := <-n.propc:
+			reqs = append(reqs, q)
+			size += len(q.Data)
 			continue
 		default:
 		}
 		break
 	}
-	ents := make([]*pb.Entry, len(batch))
-	for i, p := range batch {
-		ents[i] = &pb.Entry{Data: p.Data}
-	}
+	ents, bs := n.reqs.pack(reqs, n.cfg.Clock.Now())
 	if err := n.core.Propose(ents); err != nil {
-		for _, p := range batch {
-			if p.Dropped != nil {
-				p.Dropped(err)
-			}
-		}
+		n.reqs.dropped(bs, err)
 	}
 }
 
-func (n *Node) dropPending() {
+// dropQueued fails the requests still queued.
+func (n *Node) dropQueued() {
 	for {
 		select {
-		case p := <-n.propc:
-			if p.Dropped != nil {
-				p.Dropped(ErrStopped)
-			}
+		case q := <-n.propc:
+			q.Waiter.Fail(ErrStopped)
 		default:
 			return
 		}
@@ -614,6 +673,7 @@ func (n *Node) handleReady() error {
 			return fmt.Errorf("raftlog: install snapshot at %d: %w", w.Snapshot.GetMetadata().GetIndex(), err)
 		}
 		n.log.Info("raftlog: installed snapshot", "index", w.Snapshot.GetMetadata().GetIndex(), "term", w.Snapshot.GetMetadata().GetTerm())
+		n.reqs.snapshotted(w.Snapshot.GetMetadata().GetIndex())
 	}
 	// A new term or vote is made durable before the entries of this Ready,
 	// so that on disk the term is never behind the log (OpenStorage
@@ -632,9 +692,7 @@ func (n *Node) handleReady() error {
 			n.cfg.PersistDuration(time.Since(start))
 		}
 		n.core.Appended(w.Entries)
-		if n.cfg.OnAppend != nil {
-			n.cfg.OnAppend(w.Entries)
-		}
+		n.reqs.appended(w.Entries)
 	}
 	if len(w.After) > 0 {
 		n.transport.Send(w.After)
@@ -646,14 +704,14 @@ func (n *Node) handleReady() error {
 			}
 		}
 		select {
-		case n.applyc <- applyWork{index: w.Commit, term: w.CommitTerm}:
+		case n.applyc <- applyWork{index: w.Commit, term: w.CommitTerm, batches: n.reqs.take(w.Commit)}:
 		case <-n.stopc:
 			return ErrStopped
 		}
 	}
 	if w.AckIndex > 0 {
 		select {
-		case n.applyc <- applyWork{index: w.AckIndex, term: w.AckTerm}:
+		case n.applyc <- applyWork{index: w.AckIndex, term: w.AckTerm, batches: n.reqs.take(w.AckIndex)}:
 		case <-n.stopc:
 			return ErrStopped
 		}
@@ -671,8 +729,9 @@ func (n *Node) handleReady() error {
 // advanced nor acknowledged meanwhile: a follower stops answering appends
 // (raft tolerates a silent member), a leader stops heartbeating and loses
 // its leadership to a member that can write. Other errors return at once.
-// The stall is logged once when it starts and once when it ends, and
-// DiskStalled reports it.
+// Meanwhile queued requests are refused (ErrDropped) and the proposed ones
+// still time out. The stall is logged once when it starts and once when it
+// ends, and DiskStalled reports it.
 func (n *Node) untilSpace(what string, write func() error) error {
 	err := write()
 	if !vfs.IsNoSpace(err) {
@@ -685,12 +744,23 @@ func (n *Node) untilSpace(what string, write func() error) error {
 	wait := 10 * time.Millisecond
 	t := n.cfg.Clock.NewTimer(wait)
 	defer t.Stop()
+	// Requests keep their timeouts, and new ones are refused rather than
+	// left queued behind the stall.
+	sweep := n.cfg.Clock.NewTicker(n.cfg.WaitTimeout / 10)
+	defer sweep.Stop()
+	refused := fmt.Errorf("%w: the node cannot persist (disk full)", ErrDropped)
 	for tries := 1; ; tries++ {
 		select {
 		case <-n.stopc:
 			return ErrStopped
 		case m := <-n.recvc:
 			n.stepWhileStalled(m)
+			continue
+		case q := <-n.propc:
+			q.Waiter.Fail(refused)
+			continue
+		case <-sweep.Chan():
+			n.reqs.sweep(n.cfg.Clock.Now(), n.applied.Load())
 			continue
 		case <-t.Chan():
 		}
@@ -765,7 +835,7 @@ func (n *Node) applier() {
 		ws := coalesceApply(batch)
 		for i, w := range ws {
 			if w.snap == nil {
-				if err := n.applyTo(w.index, w.term); err != nil {
+				if err := n.applyTo(w.index, w.term, w.batches); err != nil {
 					if i+1 < len(ws) && ws[i+1].snap != nil {
 						ws[i+1].done <- err // handleReady waits for it
 					}
@@ -794,6 +864,7 @@ func coalesceApply(ws []applyWork) []applyWork {
 	out := ws[:0]
 	for _, w := range ws {
 		if k := len(out); k > 0 && w.snap == nil && out[k-1].snap == nil {
+			w.batches = append(out[k-1].batches, w.batches...)
 			out[k-1] = w
 			continue
 		}
@@ -802,11 +873,15 @@ func coalesceApply(ws []applyWork) []applyWork {
 	return out
 }
 
-func (n *Node) applyTo(index, term uint64) error {
+func (n *Node) applyTo(index, term uint64, batches []*Batch) error {
 	if index <= n.applied.Load() {
+		// Applied already (the ack-before-commit mutant applies early).
+		for _, b := range batches {
+			b.Fail(fmt.Errorf("entry %d applied before its commit was handed over: %w", b.Index, ErrOutcomeUnknown))
+		}
 		return nil
 	}
-	if err := n.cfg.SM.Apply(index); err != nil {
+	if err := n.cfg.SM.Apply(index, batches); err != nil {
 		n.fail(fmt.Errorf("raftlog: apply up to %d: %w", index, err))
 		return err
 	}

@@ -2,6 +2,7 @@ package raftlog
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
@@ -39,6 +40,7 @@ const stepTimeout = 10 * time.Second
 // value over synchronously, so when they return the raft goroutine has
 // taken it.
 type handClock struct {
+	now    atomic.Int64 // nanoseconds since the Unix epoch
 	mu     sync.Mutex
 	ticker *handTicker
 	timers []*handTimer
@@ -58,7 +60,7 @@ type handTimer struct {
 func (h *handTimer) Chan() <-chan time.Time   { return h.c }
 func (h *handTimer) Reset(time.Duration) bool { return h.armed.Swap(true) }
 func (h *handTimer) Stop() bool               { return h.armed.Swap(false) }
-func (c *handClock) Now() time.Time           { return time.Unix(0, 0) }
+func (c *handClock) Now() time.Time           { return time.Unix(0, c.now.Load()) }
 func (c *handClock) NewTicker(time.Duration) Ticker {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -101,13 +103,14 @@ type recSM struct {
 	mu      sync.Mutex
 	applied uint64
 	data    map[uint64]string
+	ids     map[uint64]uint64 // batch id by index
 	calls   []uint64
 	// With gate set, Apply announces itself on started and waits for gate.
 	gate    chan struct{}
 	started chan uint64
 }
 
-func (s *recSM) Apply(index uint64) error {
+func (s *recSM) Apply(index uint64, batches []*Batch) error {
 	s.mu.Lock()
 	s.calls = append(s.calls, index)
 	gate, started := s.gate, s.started
@@ -123,11 +126,21 @@ func (s *recSM) Apply(index uint64) error {
 		return err
 	}
 	for _, e := range ents {
-		if e.GetType() == pb.EntryType_EntryNormal && len(e.GetData()) > 0 {
-			s.data[e.GetIndex()] = string(e.GetData())
+		if e.GetType() == pb.EntryType_EntryNormal && len(e.GetData()) >= plainHeaderSize {
+			s.data[e.GetIndex()] = string(e.GetData()[plainHeaderSize:])
+			s.ids[e.GetIndex()] = binary.BigEndian.Uint64(e.GetData()[1:plainHeaderSize])
 		}
 	}
 	s.applied = index
+	for _, b := range batches {
+		if id, ok := s.ids[b.Index]; ok && id == b.ID {
+			for _, q := range b.Requests {
+				q.Waiter.(*testWaiter).answer(nil, b.Index)
+			}
+		} else {
+			b.Fail(ErrLost)
+		}
+	}
 	return nil
 }
 
@@ -164,7 +177,7 @@ func newStepGroup(t *testing.T, size int) *stepGroup {
 	}
 	for _, id := range g.ids {
 		st, _ := openStorage(t, vfs.NewMem())
-		g.sms[id] = &recSM{st: st, data: map[uint64]string{}}
+		g.sms[id] = &recSM{st: st, data: map[uint64]string{}, ids: map[uint64]uint64{}}
 		g.clocks[id] = &handClock{}
 		n, err := NewNode(Config{ID: id, Storage: st, SM: g.sms[id], Bootstrap: peers, Clock: g.clocks[id],
 			Timing: Timing{ElectionTick: 10, HeartbeatTick: 2, CommitNotifyDelay: time.Millisecond}})
@@ -279,12 +292,65 @@ func (g *stepGroup) elect(id uint64) {
 	require.True(g.t, g.nodes[id].IsLeader(), "node %d did not become leader", id)
 }
 
+// testWaiter records a request's outcome: the first of an answer from
+// recSM or a failure from the node.
+type testWaiter struct {
+	done  chan struct{}
+	once  sync.Once
+	err   error
+	index uint64
+}
+
+func newTestWaiter() *testWaiter { return &testWaiter{done: make(chan struct{})} }
+
+func (w *testWaiter) Fail(err error) { w.answer(err, 0) }
+
+func (w *testWaiter) answer(err error, index uint64) {
+	w.once.Do(func() { w.err, w.index = err, index; close(w.done) })
+}
+
+// outcome returns the request's outcome, and false if it has none yet.
+func (w *testWaiter) outcome() (uint64, error, bool) {
+	select {
+	case <-w.done:
+		return w.index, w.err, true
+	default:
+		return 0, nil, false
+	}
+}
+
 // propose queues data on node id and waits until the node has stepped it.
-func (g *stepGroup) propose(id uint64, data string, dropped func(error)) {
+func (g *stepGroup) propose(id uint64, data string) *testWaiter {
+	g.t.Helper()
+	return g.submit(id, &Request{Data: []byte(data)})
+}
+
+// submit queues q on node id, with a new testWaiter, and waits until the
+// node has stepped it.
+func (g *stepGroup) submit(id uint64, q *Request) *testWaiter {
 	g.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 	defer cancel()
-	require.NoError(g.t, g.nodes[id].Propose(ctx, Proposal{Data: []byte(data), Dropped: dropped}))
+	w := newTestWaiter()
+	q.Waiter = w
+	require.NoError(g.t, g.nodes[id].Submit(ctx, q))
+	g.settle(id)
+	return w
+}
+
+// tick advances node id's clock by d and ticks it once.
+func (g *stepGroup) tick(id uint64, d time.Duration) {
+	g.t.Helper()
+	c := g.clocks[id]
+	now := c.now.Add(int64(d))
+	c.mu.Lock()
+	tk := c.ticker
+	c.mu.Unlock()
+	select {
+	case tk.c <- time.Unix(0, now):
+	case <-time.After(stepTimeout):
+		g.t.Fatalf("node %d did not take its tick within %v", id, stepTimeout)
+	}
 	g.settle(id)
 }
 
@@ -300,7 +366,7 @@ func (g *stepGroup) waitApplied(id, index uint64) {
 func TestApplyCoalescing(t *testing.T) {
 	g := newStepGroup(t, 1)
 	g.elect(1)
-	g.propose(1, "a", nil)
+	g.propose(1, "a")
 	g.waitApplied(1, g.nodes[1].Status().Commit)
 	sm := g.sms[1]
 	sm.mu.Lock()
@@ -308,7 +374,7 @@ func TestApplyCoalescing(t *testing.T) {
 	sm.calls = nil
 	sm.mu.Unlock()
 
-	g.propose(1, "b", nil)
+	g.propose(1, "b")
 	first := g.nodes[1].Status().Commit
 	select {
 	case idx := <-sm.started:
@@ -317,7 +383,7 @@ func TestApplyCoalescing(t *testing.T) {
 		t.Fatal("the applier did not start applying b")
 	}
 	for _, d := range []string{"c", "d", "e"} {
-		g.propose(1, d, nil) // each its own Ready, its own commit index
+		g.propose(1, d) // each its own Ready, its own commit index
 	}
 	last := g.nodes[1].Status().Commit
 	require.Equal(t, first+3, last)

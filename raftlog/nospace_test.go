@@ -21,8 +21,8 @@ func (nopTransport) Send([]*pb.Message) {}
 
 type countingSM struct{ applied atomic.Uint64 }
 
-func (c *countingSM) Apply(index uint64) error     { c.applied.Store(index); return nil }
-func (c *countingSM) Restore(s *pb.Snapshot) error { return nil }
+func (c *countingSM) Apply(index uint64, _ []*Batch) error { c.applied.Store(index); return nil }
+func (c *countingSM) Restore(s *pb.Snapshot) error         { return nil }
 
 // A raft state write that fails for lack of space leaves the state as it
 // was, so that the retry writes it (not "unchanged, nothing to do").
@@ -69,12 +69,12 @@ func TestNodeWaitsForSpace(t *testing.T) {
 	defer n.Stop()
 	require.Eventually(t, n.IsLeader, 5*time.Second, 5*time.Millisecond)
 	ctx := context.Background()
-	require.NoError(t, n.Propose(ctx, Proposal{Data: []byte("a")}))
+	require.NoError(t, n.Submit(ctx, &Request{Data: []byte("a"), Waiter: newTestWaiter()}))
 	require.Eventually(t, func() bool { return sm.applied.Load() >= 3 }, 5*time.Second, 5*time.Millisecond)
 	before := sm.applied.Load()
 
 	tg.Arm(vfs.OpWrite, vfs.OpCreate)
-	require.NoError(t, n.Propose(ctx, Proposal{Data: []byte("b")}))
+	require.NoError(t, n.Submit(ctx, &Request{Data: []byte("b"), Waiter: newTestWaiter()}))
 	require.Eventually(t, n.DiskStalled, 5*time.Second, 5*time.Millisecond)
 	require.False(t, n.LeaderReady(), "a leader waiting for space is not ready")
 	time.Sleep(100 * time.Millisecond)
