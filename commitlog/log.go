@@ -380,21 +380,11 @@ func (l *Log) segForLocked(i uint64) (*segment, error) {
 // first (a raft log conflict). It does not wait for durability; see
 // AppendSync and Sync.
 func (l *Log) Append(ents ...Entry) error {
-	if len(ents) == 0 {
-		return nil
-	}
 	if raceEnabled {
 		l.enterWriter()
 		defer l.exitWriter()
 	}
-	// mu.last is the writer's to change: no lock is needed to read it, and
-	// nothing can move it between this test and the truncation.
-	if ents[0].Index <= l.mu.last {
-		if err := l.truncateSuffix(ents[0].Index); err != nil {
-			return err
-		}
-	}
-	if err := l.appendEntries(ents); err != nil {
+	if err := l.append(ents); err != nil || len(ents) == 0 {
 		return err
 	}
 	if l.opts.Flush == FlushSync {
@@ -403,14 +393,39 @@ func (l *Log) Append(ents ...Entry) error {
 	return nil
 }
 
-// AppendSync appends and, in FlushSync mode, waits until the entries are
-// synced (group commit with concurrent callers).
+// append is Append without waking the flusher.
+func (l *Log) append(ents []Entry) error {
+	if len(ents) == 0 {
+		return nil
+	}
+	// mu.last is the writer's to change: no lock is needed to read it, and
+	// nothing can move it between this test and the truncation.
+	if ents[0].Index <= l.mu.last {
+		if err := l.truncateSuffix(ents[0].Index); err != nil {
+			return err
+		}
+	}
+	return l.appendEntries(ents)
+}
+
+// AppendSync appends and, in FlushSync mode, syncs the entries before it
+// returns. The writer syncs them itself, on its own goroutine: with one
+// writer there is nobody to share an fdatasync with, and handing it to the
+// flusher would only add a goroutine switch each way. A checkpoint that
+// falls due is left to the flusher.
 func (l *Log) AppendSync(ents ...Entry) error {
-	if err := l.Append(ents...); err != nil {
+	if raceEnabled {
+		l.enterWriter()
+		defer l.exitWriter()
+	}
+	if err := l.append(ents); err != nil || len(ents) == 0 {
 		return err
 	}
 	if l.opts.Flush == FlushAsync {
 		return nil
+	}
+	if l.syncActive() {
+		l.kickFlusher()
 	}
 	return l.waitDurable(ents[len(ents)-1].Index)
 }
@@ -729,8 +744,26 @@ func (l *Log) flushLoop() {
 	}
 }
 
-// syncOnce syncs the active segment and publishes the new durable index.
+// syncOnce syncs the active segment, publishes the new durable index and
+// writes a checkpoint when one is due.
 func (l *Log) syncOnce() {
+	if l.syncActive() {
+		l.mu.RLock()
+		target := l.mu.last
+		l.mu.RUnlock()
+		if d := l.durableIndex(); d < target {
+			target = d
+		}
+		if err := l.writeCheckpoint(target, ckptLazy); err != nil {
+			l.log.Warn("commitlog: checkpoint write failed", "err", err)
+		}
+	}
+}
+
+// syncActive syncs the active segment up to the last entry and publishes
+// the new durable index (an error goes to the waiters and fails the log).
+// It reports whether a checkpoint is due.
+func (l *Log) syncActive() (ckptDue bool) {
 	l.flushMu.Lock()
 	l.mu.RLock()
 	target := l.mu.last
@@ -743,7 +776,7 @@ func (l *Log) syncOnce() {
 	l.mu.RUnlock()
 	if s == nil || target <= l.durableIndex() {
 		l.flushMu.Unlock()
-		return
+		return l.ckptDue()
 	}
 	err := s.f.Sync()
 	if err != nil {
@@ -756,7 +789,7 @@ func (l *Log) syncOnce() {
 		l.sm.err = err
 		l.sm.cond.Broadcast()
 		l.sm.Unlock()
-		return
+		return false
 	}
 	// Publish under flushMu, so a concurrent TruncateSuffix (which holds
 	// flushMu) cannot have lowered durable in between.
@@ -765,15 +798,18 @@ func (l *Log) syncOnce() {
 		l.sm.durable = target
 	}
 	l.sm.cond.Broadcast()
-	due := time.Since(l.sm.ckptTime) >= l.opts.CheckpointInterval && l.sm.durable > l.sm.ckpt
 	l.sm.Unlock()
 	l.releaseCacheLocked(end)
 	l.flushMu.Unlock()
-	if due {
-		if err := l.writeCheckpoint(target, ckptLazy); err != nil {
-			l.log.Warn("commitlog: checkpoint write failed", "err", err)
-		}
-	}
+	return l.ckptDue()
+}
+
+// ckptDue reports whether the checkpoint is older than CheckpointInterval
+// and behind the durable index.
+func (l *Log) ckptDue() bool {
+	l.sm.Lock()
+	defer l.sm.Unlock()
+	return time.Since(l.sm.ckptTime) >= l.opts.CheckpointInterval && l.sm.durable > l.sm.ckpt
 }
 
 // TruncateSuffix removes entries with index >= from (raft log conflict).
