@@ -140,12 +140,16 @@
 //     active one, raises the first index and drops the tail cache's oldest
 //     chunks, all under Log.mu and flushMu, and never touches the active
 //     segment.
-//   - The flusher goroutine reads the last index and the active segment
+//   - The sync (syncActive) reads the last index and the active segment
 //     under Log.mu's read lock, fdatasyncs it holding flushMu (which
-//     everything that closes a segment file takes too), publishes the
-//     durable index under sm, and writes the lazy checkpoint (ckptMu
-//     serialises checkpoint writes with the writer's forced ones). It
-//     changes no log state but a sticky error after a failed sync.
+//     everything that closes a segment file takes too) and publishes the
+//     durable index under sm. AppendSync runs it on the writer's own
+//     goroutine (with one writer there is no group commit to gain from a
+//     hand-off); the flusher goroutine runs it after a plain Append, for
+//     Sync, and every FlushInterval in FlushAsync mode, and writes the
+//     lazy checkpoint when one is due (ckptMu serialises checkpoint writes
+//     with the writer's forced ones). The sync changes no log state but a
+//     sticky error after a failed fdatasync.
 //   - The segment warm-up goroutine writes zeros ahead of the writer's end
 //     through a handle of its own, coordinated with the writer through
 //     Log.warm's mutex only (warm.go).
