@@ -140,6 +140,15 @@ func RunCampaign(ctx context.Context, base Options, scs []Scenario) (CampaignSum
 			}
 		case !res.Valid:
 			fmt.Fprintf(base.Progress, "campaign:   INVALID: %s\n", strings.Join(invalidCheckers(res), ", "))
+			// The run directory may not outlive the machine (a CI run):
+			// the first violations go to the log as well.
+			for _, n := range invalidCheckers(res) {
+				c := res.Checkers[n]
+				for _, e := range c.Errors[:min(len(c.Errors), 5)] {
+					fmt.Fprintf(base.Progress, "campaign:     %s: %s\n", n, e)
+				}
+				fmt.Fprintf(base.Progress, "campaign:     %s counts: %v\n", n, c.Counts)
+			}
 		default:
 			fmt.Fprintf(base.Progress, "campaign:   valid (%d ops, %d faults)\n", totalOps(res), totalFaults(res))
 		}
