@@ -243,7 +243,7 @@ func (r *Replica) Send(ctx context.Context, msgs []*message.Message) ([]store.Me
 	if err != nil {
 		return nil, err
 	}
-	o, err := r.submit(ctx, store.KindMessages, recs, len(msgs))
+	o, err := r.submit(ctx, &raftlog.Request{Kind: store.KindMessages, Data: recs, Headroom: true}, len(msgs))
 	return o.msgs, err
 }
 
@@ -260,10 +260,12 @@ func (r *Replica) SendAsync(msgs []*message.Message, done func([]store.MessageRe
 		return err
 	}
 	w := newAsyncWaiter(len(msgs), func(o outcome) { done(o.msgs, o.err) })
-	return r.node.Submit(context.Background(), &raftlog.Request{Kind: store.KindMessages, Data: recs, Waiter: w, Expires: true})
+	return r.node.Submit(context.Background(), &raftlog.Request{Kind: store.KindMessages, Data: recs, Headroom: true, Waiter: w, Expires: true})
 }
 
-// encodeSend stamps and checks msgs and encodes them as records.
+// encodeSend stamps and checks msgs and encodes them as records, after
+// store.BodyHeaderSize bytes of room for the entry header (see
+// raftlog.Request.Headroom).
 func (r *Replica) encodeSend(msgs []*message.Message) ([]byte, error) {
 	if !r.node.IsLeader() {
 		return nil, ErrNotLeader
@@ -275,7 +277,8 @@ func (r *Replica) encodeSend(msgs []*message.Message) ([]byte, error) {
 	if err := r.checkSpace(est); err != nil {
 		return nil, err
 	}
-	recs := make([]byte, 0, est)
+	// The records follow room for the entry header (raftlog.Request.Headroom).
+	recs := make([]byte, store.BodyHeaderSize, store.BodyHeaderSize+est)
 	for i, m := range msgs {
 		r.st.StoreStamp(m)
 		if err := r.st.CheckMessage(m); err != nil {
@@ -298,7 +301,7 @@ func (r *Replica) Exec(ctx context.Context, c *store.Command) error {
 	if err != nil {
 		return err
 	}
-	_, err = r.submit(ctx, store.KindCommand, body[store.BodyHeaderSize:], 0)
+	_, err = r.submit(ctx, &raftlog.Request{Kind: store.KindCommand, Data: body, Headroom: true}, 0)
 	return err
 }
 
@@ -314,15 +317,16 @@ func (r *Replica) ProposeInternal(ctx context.Context, kind byte, payload []byte
 	if kind != store.KindSchedule && kind != store.KindTxn {
 		return nil, fmt.Errorf("cluster: propose internal entry of kind %d", kind)
 	}
-	o, err := r.submit(ctx, kind, payload, records)
+	o, err := r.submit(ctx, &raftlog.Request{Kind: kind, Data: payload}, records)
 	return o.msgs, err
 }
 
-// submit queues data as a request of an entry of kind, expecting count
-// message results, and waits for its outcome.
-func (r *Replica) submit(ctx context.Context, kind byte, data []byte, count int) (outcome, error) {
+// submit queues q, expecting count message results, and waits for its
+// outcome.
+func (r *Replica) submit(ctx context.Context, q *raftlog.Request, count int) (outcome, error) {
 	w := newWaiter(count)
-	if err := r.node.Submit(ctx, &raftlog.Request{Kind: kind, Data: data, Waiter: w}); err != nil {
+	q.Waiter = w
+	if err := r.node.Submit(ctx, q); err != nil {
 		return outcome{}, err
 	}
 	select {

@@ -279,6 +279,7 @@ func (b *Broker) proposeDelivery(ctx context.Context, d *schedule.Delivery, msgs
 		b.log.Warn("cluster: schedule: encode delivery", "queue", d.Queue, "err", err)
 		return
 	}
+	recs = recs[store.BodyHeaderSize:] // after the room for a header of their own
 	payload := append(schedule.AppendDelivery(make([]byte, 0, 64+len(recs)), d), recs...)
 	pctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
 	defer cancel()

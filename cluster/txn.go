@@ -84,6 +84,7 @@ func (b *Broker) endTxn(ctx context.Context, half int64, rec txn.Record, action 
 	if err != nil {
 		return err
 	}
+	recs = recs[store.BodyHeaderSize:] // after the room for a header of their own
 	payload := append(txn.AppendOp(make([]byte, 0, 32+len(recs)), &txn.Op{Action: action, HalfOffset: half, Now: now}), recs...)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.SendTimeout)
 	defer cancel()

@@ -21,8 +21,12 @@ type Request struct {
 	// Framing.Merge share an entry (their Data concatenated, up to
 	// Config.MaxBatchBytes); any other kind is an entry of its own.
 	Kind byte
-	// Data is the request's part of the entry body, after the header.
-	Data []byte
+	// Data is the request's part of the entry body, after the header;
+	// with Headroom, it starts with Framing.HeaderSize bytes kept free for
+	// the header, so that an entry of this request alone is built in place
+	// rather than copied.
+	Data     []byte
+	Headroom bool
 	// Waiter learns of the failures the node decides (Fail); success is
 	// the state machine's to report, from Apply.
 	Waiter Waiter
@@ -137,17 +141,26 @@ func (t *batchTable) pack(reqs []*Request, now time.Time) ([]*pb.Entry, []*Batch
 	var ents []*pb.Entry
 	var bs []*Batch
 	for i := 0; i < len(reqs); {
-		j, size := i+1, len(reqs[i].Data)
+		j, size := i+1, len(t.payload(reqs[i]))
 		if reqs[i].Kind == t.framing.Merge {
-			for j < len(reqs) && reqs[j].Kind == t.framing.Merge && size+len(reqs[j].Data) <= t.maxBatch {
-				size += len(reqs[j].Data)
+			for j < len(reqs) && reqs[j].Kind == t.framing.Merge && size+len(t.payload(reqs[j])) <= t.maxBatch {
+				size += len(t.payload(reqs[j]))
 				j++
 			}
 		}
 		b := &Batch{ID: t.nextID(), Requests: reqs[i:j:j], Proposed: now}
-		body := t.framing.AppendHeader(make([]byte, 0, t.framing.HeaderSize+size), reqs[i].Kind, b.ID)
+		var body []byte
+		if q := reqs[i]; j == i+1 && q.Headroom {
+			// In place: the header goes into the room kept for it.
+			t.framing.AppendHeader(q.Data[:0], q.Kind, b.ID)
+			body = q.Data
+		} else {
+			body = t.framing.AppendHeader(make([]byte, 0, t.framing.HeaderSize+size), q.Kind, b.ID)
+			for _, q := range b.Requests {
+				body = append(body, t.payload(q)...)
+			}
+		}
 		for _, q := range b.Requests {
-			body = append(body, q.Data...)
 			q.Data = nil // the entry holds it now
 		}
 		t.byID[b.ID] = b
@@ -157,6 +170,14 @@ func (t *batchTable) pack(reqs []*Request, now time.Time) ([]*pb.Entry, []*Batch
 		i = j
 	}
 	return ents, bs
+}
+
+// payload is q's part of an entry body.
+func (t *batchTable) payload(q *Request) []byte {
+	if q.Headroom {
+		return q.Data[t.framing.HeaderSize:]
+	}
+	return q.Data
 }
 
 // dropped fails batches raft refused.

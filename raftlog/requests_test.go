@@ -42,6 +42,27 @@ func TestPackRequests(t *testing.T) {
 	require.Len(t, tb.live, 4)
 }
 
+// A request with headroom alone becomes its entry in place; merged with
+// others, only its payload (after the room) is copied.
+func TestPackRequestsWithHeadroom(t *testing.T) {
+	tb := newBatchTable(Framing{AppendHeader: appendPlainHeader, BatchID: plainBatchID, HeaderSize: plainHeaderSize},
+		1<<20, time.Second, 1<<32)
+	room := func(data string) *Request {
+		b := append(make([]byte, plainHeaderSize), data...)
+		return &Request{Data: b, Headroom: true, Waiter: newTestWaiter()}
+	}
+	alone := room("alone")
+	backing := &alone.Data[0]
+	ents, bs := tb.pack([]*Request{alone, {Kind: 1, Data: []byte("cmd"), Waiter: newTestWaiter()}, room("x"), {Data: []byte("y"), Waiter: newTestWaiter()}, room("z")}, time.Unix(1, 0))
+	require.Len(t, ents, 3)
+	require.Same(t, backing, &ents[0].GetData()[0], "a lone request with headroom was copied")
+	require.Equal(t, "alone", string(ents[0].GetData()[plainHeaderSize:]))
+	require.Equal(t, bs[0].ID, plainBatchID(ents[0].GetData()))
+	require.Equal(t, "cmd", string(ents[1].GetData()[plainHeaderSize:]))
+	require.Equal(t, "xyz", string(ents[2].GetData()[plainHeaderSize:]))
+	require.Equal(t, bs[2].ID, plainBatchID(ents[2].GetData()))
+}
+
 // A request is answered by the state machine at the index its entry was
 // applied at, on the leader that proposed it.
 func TestRequestsAnsweredAtTheirIndex(t *testing.T) {
