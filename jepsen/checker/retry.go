@@ -45,7 +45,9 @@ type retrySum struct {
 // Topic is the one it was consumed from: the topic, or the group's retry
 // topic for a broker's retry), queue and offset as an earlier delivery of
 // the value with a lower count: the two rules about the maximum above do
-// not count their successes.
+// not count their successes, and a value past the maximum that a local
+// retry consumed need not be in the dead-letter queue (its send-back
+// failed, so the broker may never have stored it).
 //
 // Values whose sends were only indeterminate are judged only if they were
 // delivered.
@@ -117,6 +119,7 @@ func checkRetry(run *history.Run, opts Options) history.CheckerResult {
 		}
 		successes := map[int]int{} // reconsume count -> successful deliveries
 		brokerSuccesses := 0       // of them, deliveries not local retries
+		localSuccesses := 0        // and local retries
 		failedAt := map[int]bool{}
 		type at struct {
 			topic  string
@@ -133,7 +136,9 @@ func checkRetry(run *history.Run, opts Options) history.CheckerResult {
 			}
 			if d.Decision == history.DecisionSuccess {
 				successes[d.Reconsume]++
-				if !local {
+				if local {
+					localSuccesses++
+				} else {
 					brokerSuccesses++
 				}
 			} else {
@@ -178,6 +183,12 @@ func checkRetry(run *history.Run, opts Options) history.CheckerResult {
 			consumedPastMax++
 			r.errorf("%s: %s was consumed with reconsume count %v, past the maximum %d: it should have been dead-lettered",
 				topic, v, sortedInts(successes), s.max)
+		}
+		if localSuccesses > 0 {
+			// Its last send-back failed and the consumer took it itself:
+			// consumed, not lost, and in the dead-letter queue only if
+			// that send-back was stored after all.
+			continue
 		}
 		if okDLQ && !inDLQ && failedAt[s.max] {
 			notDead++
