@@ -81,6 +81,12 @@ type simNode struct {
 	durableSM bool
 	// forgetVote is the vote-not-durable mutant (simHooks.forgetVote).
 	forgetVote bool
+	// newReqs, if set, makes the node's request table (Node's batchTable,
+	// lost in a crash) at each open; the simulator then proposes through
+	// it, and answer answers the batches each commit hands over.
+	newReqs func() *batchTable
+	reqs    *batchTable
+	answer  func(n *simNode, bs []*Batch, applied []*pb.Entry)
 }
 
 func simLogOptions() commitlog.Options {
@@ -117,6 +123,9 @@ func (n *simNode) open() error {
 	}
 	n.clog, n.st, n.core, n.up = l, st, c, true
 	n.applied, n.data, n.heldAt = applied, data, -1
+	if n.newReqs != nil {
+		n.reqs = n.newReqs()
+	}
 	return nil
 }
 
@@ -260,6 +269,9 @@ func (n *simNode) do(w Work, now int64) error {
 			return fmt.Errorf("node %d: install snapshot: %w", n.id, err)
 		}
 		n.applied = w.Snapshot.GetMetadata().GetIndex()
+		if n.reqs != nil {
+			n.reqs.snapshotted(n.applied)
+		}
 	}
 	if w.HardState != nil {
 		hs := w.HardState
@@ -276,6 +288,9 @@ func (n *simNode) do(w Work, now int64) error {
 			return fmt.Errorf("node %d: %w", n.id, err)
 		}
 		n.core.Appended(w.Entries)
+		if n.reqs != nil {
+			n.reqs.appended(w.Entries)
+		}
 		if n.onAppend != nil {
 			n.onAppend(n, w.Entries)
 		}
@@ -295,8 +310,16 @@ func (n *simNode) do(w Work, now int64) error {
 		}
 	}
 	if w.Commit > 0 {
-		if err := n.applyTo(w.Commit); err != nil {
+		var bs []*Batch
+		if n.reqs != nil {
+			bs = n.reqs.take(w.Commit)
+		}
+		applied, err := n.applyTo(w.Commit)
+		if err != nil {
 			return err
+		}
+		if n.answer != nil {
+			n.answer(n, bs, applied)
 		}
 	}
 	n.core.Advance()
@@ -304,14 +327,14 @@ func (n *simNode) do(w Work, now int64) error {
 }
 
 // applyTo applies the log up to index (the sim's state machine: it
-// records the data of each entry).
-func (n *simNode) applyTo(index uint64) error {
+// records the data of each entry) and returns the entries it applied.
+func (n *simNode) applyTo(index uint64) ([]*pb.Entry, error) {
 	if index <= n.applied {
-		return nil
+		return nil, nil
 	}
 	ents, err := n.st.Entries(n.applied+1, index+1, math.MaxUint64)
 	if err != nil {
-		return fmt.Errorf("node %d: apply up to %d: %w", n.id, index, err)
+		return nil, fmt.Errorf("node %d: apply up to %d: %w", n.id, index, err)
 	}
 	for _, e := range ents {
 		if e.GetType() == pb.EntryType_EntryNormal && len(e.GetData()) > 0 {
@@ -322,7 +345,7 @@ func (n *simNode) applyTo(index uint64) error {
 		}
 	}
 	n.applied = index
-	return nil
+	return ents, nil
 }
 
 // fireHeld fires the held-append timer if it is due at now.
@@ -357,6 +380,12 @@ type simHooks struct {
 	// staleReads answers a read with the node's own commit index, with
 	// no ReadIndex round.
 	staleReads bool
+	// answerByIndex answers a batch from whatever entry its index holds,
+	// without comparing batch ids.
+	answerByIndex bool
+	// lostWhenApplied fails a batch whose entry was applied with ErrLost,
+	// a definite failure that is not true.
+	lostWhenApplied bool
 }
 
 // commitRec is the first application of a log index anywhere.
@@ -383,10 +412,13 @@ type sim struct {
 	delay  int64
 	jitter float64
 
-	// The client: proposals by value, the node that took each, acks.
+	// The client: proposals by value, the node that took each, acks,
+	// values failed definitely (ErrLost, ErrDropped) and values applied.
 	nextVal  int
 	tookBy   map[string]uint64
 	acked    map[string]bool
+	failed   map[string]error
+	applied  map[string]bool
 	ackOrder []string
 	// maxAcked is the highest log index of an acknowledged value: a read
 	// started after it must be answered with an index at least as high.
@@ -484,6 +516,7 @@ func (s *sim) reportSnap(m *pb.Message, failed bool) {
 func newSim(seed uint64, hooks simHooks, verbose bool) (*sim, error) {
 	s := &sim{seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), hooks: hooks, side: map[uint64]int{},
 		tookBy: map[string]uint64{}, crashAt: map[uint64]int64{}, acked: map[string]bool{}, leaderOf: map[uint64]uint64{},
+		failed: map[string]error{}, applied: map[string]bool{},
 		commits: map[uint64]commitRec{}, h: sha256.New()}
 	if verbose {
 		s.trace = &strings.Builder{}
@@ -503,6 +536,11 @@ func newSim(seed uint64, hooks simHooks, verbose bool) (*sim, error) {
 		n.snapData = n.snapshotData
 		n.onApply = s.onApply
 		n.onAppend = s.onAppend
+		n.newReqs = func() *batchTable {
+			return newBatchTable(Framing{AppendHeader: appendPlainHeader, BatchID: plainBatchID, HeaderSize: plainHeaderSize},
+				1<<10, simWait*time.Millisecond, s.rng.Uint64()|1<<32)
+		}
+		n.answer = s.answer
 		n.nextTick = s.rng.Int64N(10)
 		if err := n.open(); err != nil {
 			return nil, err
@@ -518,11 +556,102 @@ func (s *sim) close() {
 	}
 }
 
+// simWait is the request table's WaitTimeout, in simulated milliseconds.
+const simWait = 3000
+
+// simValues are the client's values in an entry's data: after the header,
+// one or more (packed together) of the form "v<n>.<padding of x>".
+func simValues(data []byte) []string {
+	if len(data) <= plainHeaderSize {
+		return nil
+	}
+	rest := string(data[plainHeaderSize:])
+	var vs []string
+	for rest != "" {
+		i := strings.IndexByte(rest[1:], 'v')
+		if i < 0 {
+			vs = append(vs, rest)
+			break
+		}
+		vs = append(vs, rest[:i+1])
+		rest = rest[i+1:]
+	}
+	return vs
+}
+
+// simWaiter is a request's waiter: it acknowledges the value, or records
+// a definite failure, and checks that neither contradicts the log.
+type simWaiter struct {
+	s    *sim
+	v    string
+	node uint64
+	done bool
+}
+
+func (w *simWaiter) Fail(err error) {
+	if w.done {
+		return
+	}
+	w.done = true
+	w.s.logf("fail %s on %d: %v", short(w.v), w.node, err)
+	if errors.Is(err, ErrLost) || errors.Is(err, ErrDropped) {
+		w.s.failed[w.v] = err
+		if w.s.applied[w.v] {
+			w.s.failf("%s failed definitely on %d (%v), but it was applied", short(w.v), w.node, err)
+		}
+	}
+}
+
+func (w *simWaiter) ok(index uint64) {
+	if w.done {
+		return
+	}
+	w.done = true
+	if r := w.s.commits[index]; !slices.Contains(simValues([]byte(r.data)), w.v) {
+		w.s.failf("%s answered on %d with index %d, which holds other values", short(w.v), w.node, index)
+	}
+	w.s.ack(w.v, w.node, index)
+}
+
+// answer is the state machine's side of the request table (as
+// cluster.Replica.Apply): a batch whose index the apply covered gets an
+// answer, from its entry if the ids match, else ErrLost.
+func (s *sim) answer(n *simNode, bs []*Batch, applied []*pb.Entry) {
+	for _, b := range bs {
+		i := slices.IndexFunc(applied, func(e *pb.Entry) bool { return e.GetIndex() == b.Index })
+		switch {
+		case i < 0:
+			b.Fail(ErrOutcomeUnknown)
+		case plainBatchID(applied[i].GetData()) == b.ID || (s.hooks.answerByIndex && applied[i].GetType() == pb.EntryType_EntryNormal):
+			if s.hooks.ackBeforeCommit {
+				continue // acknowledged on append
+			}
+			if s.hooks.lostWhenApplied {
+				b.Fail(ErrLost)
+				continue
+			}
+			for _, q := range b.Requests {
+				q.Waiter.(*simWaiter).ok(b.Index)
+			}
+		default:
+			b.Fail(ErrLost)
+		}
+	}
+}
+
 func (s *sim) onApply(n *simNode, e *pb.Entry) {
 	s.applies++
 	data := ""
 	if e.GetType() == pb.EntryType_EntryNormal {
 		data = string(e.GetData())
+	}
+	if e.GetType() == pb.EntryType_EntryNormal {
+		for _, v := range simValues(e.GetData()) {
+			s.applied[v] = true
+			if err := s.failed[v]; err != nil {
+				s.failf("node %d applied %s at %d, which failed definitely (%v)", n.id, short(v), e.GetIndex(), err)
+			}
+		}
 	}
 	if r, ok := s.commits[e.GetIndex()]; ok {
 		if r.term != e.GetTerm() || r.data != data {
@@ -532,9 +661,6 @@ func (s *sim) onApply(n *simNode, e *pb.Entry) {
 	} else {
 		s.commits[e.GetIndex()] = commitRec{term: e.GetTerm(), data: data, atTerm: n.core.BasicStatus().GetTerm()}
 	}
-	if data != "" && s.tookBy[data] == n.id && !s.acked[data] && !s.hooks.ackBeforeCommit {
-		s.ack(data, n.id, e.GetIndex())
-	}
 }
 
 func (s *sim) onAppend(n *simNode, ents []*pb.Entry) {
@@ -542,8 +668,10 @@ func (s *sim) onAppend(n *simNode, ents []*pb.Entry) {
 		return
 	}
 	for _, e := range ents {
-		if d := string(e.GetData()); d != "" && s.tookBy[d] == n.id && !s.acked[d] {
-			s.ack(d, n.id, e.GetIndex())
+		for _, d := range simValues(e.GetData()) {
+			if s.tookBy[d] == n.id && !s.acked[d] {
+				s.ack(d, n.id, e.GetIndex())
+			}
 		}
 	}
 }
@@ -670,6 +798,7 @@ func (s *sim) step(chaos bool) {
 		if s.now >= n.nextTick {
 			n.nextTick += 10
 			n.core.Tick()
+			n.reqs.sweep(time.UnixMilli(s.now), n.applied)
 			if err := n.handle(s.now); err != nil {
 				s.failf("%v", err)
 				return
@@ -750,13 +879,21 @@ func (s *sim) propose() {
 	if !n.up {
 		return
 	}
-	s.nextVal++
-	// Values are padded so that compactions find whole segments to drop.
-	v := fmt.Sprintf("v%d.%s", s.nextVal, simPad)
-	err := n.core.Propose([]*pb.Entry{{Data: []byte(v)}})
-	s.logf("propose %s to %d: %v", short(v), n.id, err)
-	if err == nil {
+	// One to three requests at once, packed by the node's request table
+	// (into one entry if they fit), some of them timing out.
+	var reqs []*Request
+	for range 1 + s.rng.IntN(3) {
+		s.nextVal++
+		// Values are padded so that compactions find whole segments to drop.
+		v := fmt.Sprintf("v%d.%s", s.nextVal, simPad)
 		s.tookBy[v] = n.id
+		reqs = append(reqs, &Request{Data: []byte(v), Expires: s.rng.IntN(2) == 0, Waiter: &simWaiter{s: s, v: v, node: n.id}})
+	}
+	ents, bs := n.reqs.pack(reqs, time.UnixMilli(s.now))
+	err := n.core.Propose(ents)
+	s.logf("propose %d values in %d entries to %d: %v", len(reqs), len(ents), n.id, err)
+	if err != nil {
+		n.reqs.dropped(bs, err)
 	}
 	if err := n.handle(s.now); err != nil {
 		s.failf("%v", err)
@@ -814,8 +951,10 @@ func (s *sim) run(chaosMs, healMs int64) error {
 	ref := s.nodes[0]
 	for _, n := range s.nodes {
 		has := make(map[string]bool, len(n.data))
-		for _, v := range n.data {
-			has[v] = true
+		for _, d := range n.data {
+			for _, v := range simValues([]byte(d)) {
+				has[v] = true
+			}
 		}
 		for _, v := range s.ackOrder {
 			if !has[v] {
@@ -1012,4 +1151,28 @@ func simDecodeApplied(b []byte) (map[uint64]string, int64, error) {
 		b = b[k1+k2+int(l):]
 	}
 	return out, pos, nil
+}
+
+// Answering a batch from whatever its index holds, without comparing
+// batch ids, acknowledges values a new leader overwrote: the simulator
+// must catch it.
+func TestSimCatchesAnswerByIndex(t *testing.T) {
+	const budget = 200
+	for seed := uint64(1); seed <= budget; seed++ {
+		out := runSeed(t, seed, simHooks{answerByIndex: true}, false)
+		if out.err != nil {
+			t.Logf("seed %d caught it: %v", seed, out.err)
+			return
+		}
+	}
+	t.Fatalf("no seed among %d caught the answer-by-index mutant", budget)
+}
+
+// A definite failure (ErrLost, ErrDropped) of a value some node applied is
+// a lie the simulator must catch.
+func TestSimCatchesFalseDefiniteFailures(t *testing.T) {
+	out := runSeed(t, 1, simHooks{lostWhenApplied: true}, false)
+	if out.err == nil || !strings.Contains(out.err.Error(), "failed definitely") {
+		t.Fatalf("a value applied and failed as lost was not caught: %v", out.err)
+	}
 }
