@@ -289,7 +289,7 @@ func TestGroupElectsAndReplicates(t *testing.T) {
 // carries the commit index too, replaces them. After the last send the held
 // appends go out when the delay ends, so the followers still learn of it.
 func TestCommitOnlyAppendsAreHeld(t *testing.T) {
-	const delay = 300 * time.Millisecond // far longer than a send takes, even on a loaded machine
+	const delay = time.Second // far longer than a send takes, even on a loaded machine (300 ms was not, once)
 	g := newGroupWith(t, 1, delay)
 	l := g.leader(5 * time.Second)
 	createTopic(t, l, "T", 1)
