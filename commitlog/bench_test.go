@@ -12,7 +12,7 @@ import (
 
 // Benchmarks run on the real file system (b.TempDir), with real fsync.
 
-func benchLog(b *testing.B, opts Options) *Log {
+func benchLog(b *testing.B, opts Options) (*Log, *Writer) {
 	b.Helper()
 	if opts.SegmentSize == 0 {
 		opts.SegmentSize = 256 << 20
@@ -22,7 +22,7 @@ func benchLog(b *testing.B, opts Options) *Log {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { l.Close() })
-	return l
+	return l, writerT(b, l)
 }
 
 // BenchmarkAppendSyncGroupCommit: 64 writers, each appending one 1 KiB
@@ -30,7 +30,7 @@ func benchLog(b *testing.B, opts Options) *Log {
 func BenchmarkAppendSyncGroupCommit(b *testing.B) {
 	for _, writers := range []int{1, 64} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
-			l := benchLog(b, Options{Flush: FlushSync})
+			l, lw := benchLog(b, Options{Flush: FlushSync})
 			data := make([]byte, 1024)
 			var mu sync.Mutex
 			next := uint64(1)
@@ -50,7 +50,7 @@ func BenchmarkAppendSyncGroupCommit(b *testing.B) {
 						mu.Lock()
 						e := Entry{Index: next, Term: 1, Data: data}
 						next++
-						err := l.Append(e)
+						err := lw.Append(e)
 						mu.Unlock()
 						if err == nil {
 							err = l.waitDurable(e.Index)
@@ -84,11 +84,11 @@ func BenchmarkAppendSyncLatency(b *testing.B) {
 		warm int64
 	}{{"warm=off", -1}, {"warm=on", 0}} {
 		b.Run(bc.name, func(b *testing.B) {
-			l := benchLog(b, Options{Flush: FlushSync, WarmAhead: bc.warm})
+			l, w := benchLog(b, Options{Flush: FlushSync, WarmAhead: bc.warm})
 			data := make([]byte, 1024)
 			// The first entry creates the segment; then let the warmer get
 			// ahead.
-			if err := l.AppendSync(Entry{Index: 1, Term: 1, Data: data}); err != nil {
+			if err := w.AppendSync(Entry{Index: 1, Term: 1, Data: data}); err != nil {
 				b.Fatal(err)
 			}
 			for !l.warmIdle() {
@@ -101,7 +101,7 @@ func BenchmarkAppendSyncLatency(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				t0 := time.Now()
-				if err := l.AppendSync(Entry{Index: uint64(i + 2), Term: 1, Data: data}); err != nil {
+				if err := w.AppendSync(Entry{Index: uint64(i + 2), Term: 1, Data: data}); err != nil {
 					b.Fatal(err)
 				}
 				d := time.Since(t0)
@@ -134,7 +134,7 @@ func BenchmarkAppendSyncLatency(b *testing.B) {
 func BenchmarkAppendAsync(b *testing.B) {
 	for _, batch := range []int{1, 32} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			l := benchLog(b, Options{Flush: FlushAsync})
+			_, w := benchLog(b, Options{Flush: FlushAsync})
 			data := make([]byte, 1024)
 			ents := make([]Entry, batch)
 			next := uint64(1)
@@ -146,7 +146,7 @@ func BenchmarkAppendAsync(b *testing.B) {
 					ents[k] = Entry{Index: next, Term: 1, Data: data}
 					next++
 				}
-				if err := l.Append(ents[:n]...); err != nil {
+				if err := w.Append(ents[:n]...); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -166,18 +166,19 @@ func BenchmarkRecoveryScan(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	w := writerT(b, l)
 	data := make([]byte, 1024)
 	var ents []Entry
 	for i := uint64(1); i <= total/1064; i++ {
 		ents = append(ents, Entry{Index: i, Term: 1, Data: data})
 		if len(ents) == 256 {
-			if err := l.Append(ents...); err != nil {
+			if err := w.Append(ents...); err != nil {
 				b.Fatal(err)
 			}
 			ents = ents[:0]
 		}
 	}
-	if err := l.Append(ents...); err != nil {
+	if err := w.Append(ents...); err != nil {
 		b.Fatal(err)
 	}
 	if err := l.Sync(); err != nil {
@@ -203,14 +204,14 @@ func BenchmarkRecoveryScan(b *testing.B) {
 
 // BenchmarkReadAt: 1 KiB reads by physical position from the page cache.
 func BenchmarkReadAt(b *testing.B) {
-	l := benchLog(b, Options{Flush: FlushAsync})
+	l, w := benchLog(b, Options{Flush: FlushAsync})
 	data := make([]byte, 1024)
 	const n = 10000
 	var ents []Entry
 	for i := uint64(1); i <= n; i++ {
 		ents = append(ents, Entry{Index: i, Term: 1, Data: data})
 	}
-	if err := l.Append(ents...); err != nil {
+	if err := w.Append(ents...); err != nil {
 		b.Fatal(err)
 	}
 	pos := make([]int64, 32)

@@ -47,10 +47,11 @@ func TestCacheWindowReleasesSyncedPages(t *testing.T) {
 	l, err := Open(vfs.Default(), dir, Options{SegmentSize: seg, CacheWindow: DropChunk, WarmAhead: -1, DirectIO: -1})
 	require.NoError(t, err)
 	defer l.Close()
+	w := writerT(t, l)
 	const size = 64 << 10
 	n := uint64(56<<20) / uint64(EncodedSize(size))
 	for i := uint64(1); i <= n; i++ {
-		require.NoError(t, l.AppendSync(Entry{Index: i, Term: 1, Data: body(i, size)}))
+		require.NoError(t, w.AppendSync(Entry{Index: i, Term: 1, Data: body(i, size)}))
 		if i == n/4 {
 			// Read the first quarter through the log's own mapping before
 			// it is released, so the release has mapped pages to unmap.
@@ -80,8 +81,9 @@ func TestCacheWindowOff(t *testing.T) {
 	l, err := Open(vfs.Default(), dir, Options{SegmentSize: 64 << 20, CacheWindow: -1, WarmAhead: -1, DirectIO: -1})
 	require.NoError(t, err)
 	defer l.Close()
+	w := writerT(t, l)
 	for i := uint64(1); i <= 600; i++ {
-		require.NoError(t, l.AppendSync(Entry{Index: i, Term: 1, Data: body(i, 64<<10)}))
+		require.NoError(t, w.AppendSync(Entry{Index: i, Term: 1, Data: body(i, 64<<10)}))
 	}
 	require.Greater(t, resident(t, filepath.Join(dir, segmentName(0)), 0, 32<<20), 0.95)
 }

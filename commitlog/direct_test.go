@@ -32,12 +32,13 @@ func TestDirectAppendsBypassPageCache(t *testing.T) {
 	opts := Options{SegmentSize: seg, TailCache: 256 << 10, DirectIO: 1, CacheWindow: -1}
 	l, err := Open(vfs.Default(), dir, opts)
 	require.NoError(t, err)
+	w := writerT(t, l)
 	rng := rand.New(rand.NewPCG(3, 3))
 	size := func(i uint64) int { return int(i*7919) % 3000 }
 	next := uint64(1)
 	for l.EndPosition() < seg+seg/2 { // into the second segment
 		n := uint64(1 + rng.IntN(40))
-		require.NoError(t, l.AppendSync(mkEntries(next, next+n-1, 1, size)...))
+		require.NoError(t, w.AppendSync(mkEntries(next, next+n-1, 1, size)...))
 		next += n
 	}
 	last := next - 1
@@ -66,11 +67,11 @@ func TestDirectAppendsBypassPageCache(t *testing.T) {
 	check(l)
 	// A conflicting suffix replaced through the direct path reads back too.
 	cut := last - 30
-	require.NoError(t, l.TruncateSuffix(cut))
+	require.NoError(t, w.TruncateSuffix(cut))
 	next, last = cut, cut-1
 	for range 3 {
 		n := uint64(1 + rng.IntN(40))
-		require.NoError(t, l.AppendSync(mkEntries(next, next+n-1, 1, size)...))
+		require.NoError(t, w.AppendSync(mkEntries(next, next+n-1, 1, size)...))
 		next += n
 	}
 	last = next - 1

@@ -20,11 +20,12 @@ func goldenLog(t *testing.T) *vfs.MemFS {
 	fs := vfs.NewMem()
 	l, err := Open(fs, "/log", Options{SegmentSize: 4096})
 	require.NoError(t, err)
+	w := writerT(t, l)
 	var ents []Entry
 	for i := uint64(1); i <= 9; i++ {
 		ents = append(ents, Entry{Index: i, Term: 1 + i/5, Type: uint32(i % 3), Data: bytes.Repeat([]byte{byte('a' + i)}, int(i*100))})
 	}
-	require.NoError(t, l.AppendSync(ents...))
+	require.NoError(t, w.AppendSync(ents...))
 	require.NoError(t, l.Close())
 	return fs
 }
@@ -78,8 +79,11 @@ func TestGoldenFiles(t *testing.T) {
 // accepts must read back consistently.
 func FuzzOpenSegment(f *testing.F) {
 	fs := vfs.NewMem()
-	l, _ := Open(fs, "/log", Options{SegmentSize: 4096})
-	_ = l.AppendSync(Entry{Index: 1, Term: 1, Data: []byte("hello")}, Entry{Index: 2, Term: 2, Data: []byte("world")})
+	l, err := Open(fs, "/log", Options{SegmentSize: 4096})
+	if err != nil {
+		f.Fatal(err)
+	}
+	_ = writerT(f, l).AppendSync(Entry{Index: 1, Term: 1, Data: []byte("hello")}, Entry{Index: 2, Term: 2, Data: []byte("world")})
 	_ = l.Close()
 	seg, _ := vfs.ReadFile(fs, "/log/"+segmentName(0))
 	f.Add(seg[SegmentHeaderSize:200], uint64(0))
@@ -98,6 +102,7 @@ func FuzzOpenSegment(f *testing.F) {
 			return
 		}
 		defer l.Close()
+		w := writerT(t, l)
 		last := l.LastIndex()
 		if last >= l.FirstIndex() {
 			if _, err := l.Entries(l.FirstIndex(), last+1, 1<<20); err != nil {
@@ -107,7 +112,7 @@ func FuzzOpenSegment(f *testing.F) {
 				t.Fatalf("accepted log fails verification: %v", err)
 			}
 		}
-		if err := l.AppendSync(Entry{Index: last + 1, Term: 1 << 40, Data: []byte("x")}); err != nil {
+		if err := w.AppendSync(Entry{Index: last + 1, Term: 1 << 40, Data: []byte("x")}); err != nil {
 			t.Fatalf("append after recovery: %v", err)
 		}
 	})

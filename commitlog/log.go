@@ -182,10 +182,11 @@ func (s *segment) close() error {
 	return err
 }
 
-// Log is a segmented raft log with one writer: Append, AppendSync,
-// TruncateSuffix and Reset must not run concurrently (see "One writer" in
-// the package documentation). DropPrefix and every read may run
-// concurrently with everything.
+// Log is a segmented raft log with one writer. A Log itself only reads
+// (and drops whole segments from the front, syncs and closes): the
+// writing methods are on the Writer handle that Log.Writer hands out to
+// one owner at a time (see "One writer" in the package documentation).
+// DropPrefix and every read may run concurrently with everything.
 type Log struct {
 	fs   vfs.FS
 	dir  string
@@ -203,6 +204,7 @@ type Log struct {
 		lastTerm uint64
 		werr     error // sticky write error
 		closed   bool
+		writer   bool // a Writer handle is out (Log.Writer)
 		// tail is the tail cache (tail.go): chunks of consecutive
 		// entries, oldest first, tailBytes in all.
 		tail      []tailChunk
@@ -375,25 +377,7 @@ func (l *Log) segForLocked(i uint64) (*segment, error) {
 	return nil, fmt.Errorf("%w: index %d not found in segments", ErrUnavailable, i)
 }
 
-// Append writes entries at the end of the log. If the first entry's index is
-// not past the last entry, the log's suffix from that index is truncated
-// first (a raft log conflict). It does not wait for durability; see
-// AppendSync and Sync.
-func (l *Log) Append(ents ...Entry) error {
-	if raceEnabled {
-		l.enterWriter()
-		defer l.exitWriter()
-	}
-	if err := l.append(ents); err != nil || len(ents) == 0 {
-		return err
-	}
-	if l.opts.Flush == FlushSync {
-		l.kickFlusher()
-	}
-	return nil
-}
-
-// append is Append without waking the flusher.
+// append is Writer.Append without waking the flusher.
 func (l *Log) append(ents []Entry) error {
 	if len(ents) == 0 {
 		return nil
@@ -406,28 +390,6 @@ func (l *Log) append(ents []Entry) error {
 		}
 	}
 	return l.appendEntries(ents)
-}
-
-// AppendSync appends and, in FlushSync mode, syncs the entries before it
-// returns. The writer syncs them itself, on its own goroutine: with one
-// writer there is nobody to share an fdatasync with, and handing it to the
-// flusher would only add a goroutine switch each way. A checkpoint that
-// falls due is left to the flusher.
-func (l *Log) AppendSync(ents ...Entry) error {
-	if raceEnabled {
-		l.enterWriter()
-		defer l.exitWriter()
-	}
-	if err := l.append(ents); err != nil || len(ents) == 0 {
-		return err
-	}
-	if l.opts.Flush == FlushAsync {
-		return nil
-	}
-	if l.syncActive() {
-		l.kickFlusher()
-	}
-	return l.waitDurable(ents[len(ents)-1].Index)
 }
 
 // refusalLocked returns why the log refuses writes (nil if it does not).
@@ -812,17 +774,8 @@ func (l *Log) ckptDue() bool {
 	return time.Since(l.sm.ckptTime) >= l.opts.CheckpointInterval && l.sm.durable > l.sm.ckpt
 }
 
-// TruncateSuffix removes entries with index >= from (raft log conflict).
-func (l *Log) TruncateSuffix(from uint64) error {
-	if raceEnabled {
-		l.enterWriter()
-		defer l.exitWriter()
-	}
-	return l.truncateSuffix(from)
-}
-
-// truncateSuffix is TruncateSuffix, for the writer (Append's conflicts
-// included). It holds flushMu, so the flusher syncs no file it changes,
+// truncateSuffix is Writer.TruncateSuffix, for the writer (Append's
+// conflicts included). It holds flushMu, so the flusher syncs no file it changes,
 // and mu, so readers see the log before or after the cut.
 func (l *Log) truncateSuffix(from uint64) error {
 	l.flushMu.Lock()
@@ -985,14 +938,8 @@ func (l *Log) DropPrefix(index uint64) (int64, error) {
 	return freed, nil
 }
 
-// Reset discards the whole log and restarts it empty, with the next entry
-// having index next and going at global position pos (as on the leader the
-// snapshot came from).
-func (l *Log) Reset(next uint64, pos int64) error {
-	if raceEnabled {
-		l.enterWriter()
-		defer l.exitWriter()
-	}
+// reset is Writer.Reset.
+func (l *Log) reset(next uint64, pos int64) error {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
 	l.mu.Lock()
@@ -1230,17 +1177,3 @@ func (l *Log) Segments() []SegmentInfo {
 	}
 	return out
 }
-
-// enterWriter and exitWriter bracket every writing call (Append,
-// AppendSync, TruncateSuffix, Reset) in race-detector builds. A call made
-// while another is under way, on another goroutine, breaks the log's
-// single-writer rule: it panics before touching anything, rather than
-// leaving the race detector to find the damage (or not). Calls made one
-// after the other from different goroutines are fine.
-func (l *Log) enterWriter() {
-	if !l.w.busy.CompareAndSwap(false, true) {
-		panic("commitlog: two goroutines write the log at once; Append, AppendSync, TruncateSuffix and Reset have one writer (see the package documentation)")
-	}
-}
-
-func (l *Log) exitWriter() { l.w.busy.Store(false) }

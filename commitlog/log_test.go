@@ -44,6 +44,21 @@ func openT(t *testing.T, fs vfs.FS, opts Options) *Log {
 	return l
 }
 
+// writerT takes l's writer for a test; the log's Close ends it.
+func writerT(t testing.TB, l *Log) *Writer {
+	t.Helper()
+	w, err := l.Writer()
+	require.NoError(t, err)
+	return w
+}
+
+// openW is openT and the log's writer.
+func openW(t *testing.T, fs vfs.FS, opts Options) (*Log, *Writer) {
+	t.Helper()
+	l := openT(t, fs, opts)
+	return l, writerT(t, l)
+}
+
 func checkEntries(t *testing.T, l *Log, from, to uint64, term func(uint64) uint64, size func(uint64) int) {
 	t.Helper()
 	require.Equal(t, from, l.FirstIndex())
@@ -103,19 +118,21 @@ func TestAppendReadReopen(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			fs := mk()
 			l := openT(t, fs, Options{})
-			require.NoError(t, l.AppendSync(mkEntries(1, 200, 1, varSize)...))
+			w := writerT(t, l)
+			require.NoError(t, w.AppendSync(mkEntries(1, 200, 1, varSize)...))
 			checkEntries(t, l, 1, 200, constTerm(1), varSize)
 			require.Greater(t, len(l.Segments()), 5, "entries should span several segments")
 			require.NoError(t, l.Close())
 
 			l = openT(t, fs, Options{})
+			w = writerT(t, l)
 			checkEntries(t, l, 1, 200, constTerm(1), varSize)
 			tm, err := l.Term(150)
 			require.NoError(t, err)
 			require.Equal(t, uint64(1), tm)
 			_, err = l.Term(201)
 			require.ErrorIs(t, err, ErrUnavailable)
-			require.NoError(t, l.Append(mkEntries(201, 210, 2, varSize)...))
+			require.NoError(t, w.Append(mkEntries(201, 210, 2, varSize)...))
 			require.NoError(t, l.Close())
 			l = openT(t, fs, Options{})
 			defer l.Close()
@@ -127,8 +144,9 @@ func TestAppendReadReopen(t *testing.T) {
 
 func TestEntriesMaxSize(t *testing.T) {
 	l := openT(t, vfs.NewMem(), Options{})
+	w := writerT(t, l)
 	defer l.Close()
-	require.NoError(t, l.AppendSync(mkEntries(1, 10, 1, func(uint64) int { return 100 })...))
+	require.NoError(t, w.AppendSync(mkEntries(1, 10, 1, func(uint64) int { return 100 })...))
 	ents, err := l.Entries(1, 11, 250)
 	require.NoError(t, err)
 	require.Len(t, ents, 2)
@@ -141,11 +159,12 @@ func TestEntriesMaxSize(t *testing.T) {
 
 func TestAppendValidation(t *testing.T) {
 	l := openT(t, vfs.NewMem(), Options{})
+	w := writerT(t, l)
 	defer l.Close()
-	require.ErrorIs(t, l.Append(Entry{Index: 2, Term: 1}), ErrGap)
-	require.ErrorIs(t, l.Append(Entry{Index: 1, Term: 1, Data: make([]byte, testSeg)}), ErrEntryTooLarge)
-	require.NoError(t, l.Append(Entry{Index: 1, Term: 3}))
-	require.Error(t, l.Append(Entry{Index: 2, Term: 2}), "term must not go backwards")
+	require.ErrorIs(t, w.Append(Entry{Index: 2, Term: 1}), ErrGap)
+	require.ErrorIs(t, w.Append(Entry{Index: 1, Term: 1, Data: make([]byte, testSeg)}), ErrEntryTooLarge)
+	require.NoError(t, w.Append(Entry{Index: 1, Term: 3}))
+	require.Error(t, w.Append(Entry{Index: 2, Term: 2}), "term must not go backwards")
 }
 
 func TestTruncateSuffixAndConflict(t *testing.T) {
@@ -153,9 +172,10 @@ func TestTruncateSuffixAndConflict(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			fs := mk()
 			l := openT(t, fs, Options{})
-			require.NoError(t, l.AppendSync(mkEntries(1, 100, 1, varSize)...))
+			w := writerT(t, l)
+			require.NoError(t, w.AppendSync(mkEntries(1, 100, 1, varSize)...))
 			// A conflicting append from a new leader replaces the suffix.
-			require.NoError(t, l.AppendSync(mkEntries(60, 70, 2, varSize)...))
+			require.NoError(t, w.AppendSync(mkEntries(60, 70, 2, varSize)...))
 			term := func(i uint64) uint64 { return map[bool]uint64{true: 2, false: 1}[i >= 60] }
 			checkEntries(t, l, 1, 70, term, varSize)
 			require.NoError(t, l.Close())
@@ -172,14 +192,16 @@ func TestTruncateSuffixAndConflict(t *testing.T) {
 func TestPositionsDeterministicAcrossTruncation(t *testing.T) {
 	for _, cutAt := range []uint64{2, 11, 12, 13, 40, 41} {
 		a := openT(t, vfs.NewMem(), Options{SegmentSize: 4096})
+		wa := writerT(t, a)
 		b := openT(t, vfs.NewMem(), Options{SegmentSize: 4096})
+		wb := writerT(t, b)
 		big := func(uint64) int { return 1000 }
 		small := func(uint64) int { return 10 }
-		require.NoError(t, a.AppendSync(mkEntries(1, 50, 1, big)...))
-		require.NoError(t, b.AppendSync(mkEntries(1, cutAt-1, 1, big)...))
+		require.NoError(t, wa.AppendSync(mkEntries(1, 50, 1, big)...))
+		require.NoError(t, wb.AppendSync(mkEntries(1, cutAt-1, 1, big)...))
 		// a diverges at cutAt with big entries, then is overwritten by small ones.
-		require.NoError(t, a.AppendSync(mkEntries(cutAt, cutAt+20, 2, small)...))
-		require.NoError(t, b.AppendSync(mkEntries(cutAt, cutAt+20, 2, small)...))
+		require.NoError(t, wa.AppendSync(mkEntries(cutAt, cutAt+20, 2, small)...))
+		require.NoError(t, wb.AppendSync(mkEntries(cutAt, cutAt+20, 2, small)...))
 		for i := uint64(1); i <= cutAt+20; i++ {
 			pa, err := a.Position(i)
 			require.NoError(t, err)
@@ -195,7 +217,8 @@ func TestPositionsDeterministicAcrossTruncation(t *testing.T) {
 func TestDropPrefixAndReset(t *testing.T) {
 	fs := vfs.NewMem()
 	l := openT(t, fs, Options{})
-	require.NoError(t, l.AppendSync(mkEntries(1, 200, 1, varSize)...))
+	w := writerT(t, l)
+	require.NoError(t, w.AppendSync(mkEntries(1, 200, 1, varSize)...))
 	freed, err := l.DropPrefix(100)
 	require.NoError(t, err)
 	require.Greater(t, freed, int64(0))
@@ -206,18 +229,20 @@ func TestDropPrefixAndReset(t *testing.T) {
 	require.ErrorIs(t, err, ErrCompacted)
 	require.NoError(t, l.Close())
 	l = openT(t, fs, Options{})
+	w = writerT(t, l)
 	checkEntries(t, l, first, 200, constTerm(1), varSize)
 
 	// Reset to a position in the middle of a segment, as a follower
 	// installing a snapshot does.
 	pos := int64(5*testSeg + 1234)
-	require.NoError(t, l.Reset(1000, pos))
+	require.NoError(t, w.Reset(1000, pos))
 	require.Equal(t, uint64(1000), l.FirstIndex())
 	require.Equal(t, uint64(999), l.LastIndex())
 	require.NoError(t, l.Close())
 	l = openT(t, fs, Options{})
+	w = writerT(t, l)
 	require.Equal(t, uint64(1000), l.FirstIndex())
-	require.NoError(t, l.AppendSync(Entry{Index: 1000, Term: 5, Data: []byte("x")}))
+	require.NoError(t, w.AppendSync(Entry{Index: 1000, Term: 5, Data: []byte("x")}))
 	p, err := l.Position(1000)
 	require.NoError(t, err)
 	require.Equal(t, pos, p)
@@ -226,10 +251,11 @@ func TestDropPrefixAndReset(t *testing.T) {
 
 func TestGroupCommitConcurrent(t *testing.T) {
 	l := openT(t, vfs.NewMem(), Options{SegmentSize: 1 << 20})
+	w := writerT(t, l)
 	var mu sync.Mutex // the log has one writer: callers serialise Append (and index assignment)
 	next := uint64(1)
 	var wg sync.WaitGroup
-	for w := 0; w < 16; w++ {
+	for range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -237,7 +263,7 @@ func TestGroupCommitConcurrent(t *testing.T) {
 				mu.Lock()
 				e := Entry{Index: next, Term: 1, Data: body(next, 100)}
 				next++
-				err := l.Append(e)
+				err := w.Append(e)
 				mu.Unlock()
 				require.NoError(t, err)
 				require.NoError(t, l.waitDurable(e.Index))
@@ -254,21 +280,23 @@ func TestStickyWriteError(t *testing.T) {
 	tog := &vfs.Toggle{}
 	fs := vfs.WithErrors(vfs.NewMem(), tog)
 	l := openT(t, fs, Options{})
-	require.NoError(t, l.AppendSync(mkEntries(1, 5, 1, varSize)...))
+	w := writerT(t, l)
+	require.NoError(t, w.AppendSync(mkEntries(1, 5, 1, varSize)...))
 	tog.Arm(vfs.OpSync)
-	err := l.AppendSync(mkEntries(6, 6, 1, varSize)...)
+	err := w.AppendSync(mkEntries(6, 6, 1, varSize)...)
 	require.ErrorIs(t, err, vfs.ErrInjected)
 	tog.Disarm()
-	err = l.AppendSync(mkEntries(7, 7, 1, varSize)...)
+	err = w.AppendSync(mkEntries(7, 7, 1, varSize)...)
 	require.Error(t, err, "writes stay refused after a failed sync")
 	require.ErrorIs(t, l.Err(), vfs.ErrInjected)
 
 	tog2 := &vfs.Toggle{}
 	l2 := openT(t, vfs.WithErrors(vfs.NewMem(), tog2), Options{})
+	w2 := writerT(t, l2)
 	tog2.Arm(vfs.OpWrite)
-	require.ErrorIs(t, l2.Append(mkEntries(1, 1, 1, varSize)...), vfs.ErrInjected)
+	require.ErrorIs(t, w2.Append(mkEntries(1, 1, 1, varSize)...), vfs.ErrInjected)
 	tog2.Disarm()
-	require.Error(t, l2.Append(mkEntries(1, 1, 1, varSize)...))
+	require.Error(t, w2.Append(mkEntries(1, 1, 1, varSize)...))
 }
 
 // Crash at random points: every synced entry survives, nothing torn is
@@ -283,6 +311,7 @@ func TestCrashKeepsSyncedEntries(t *testing.T) {
 			opts = Options{SegmentSize: 8192, DirectIO: 1}
 		}
 		l := openT(t, fs, opts)
+		w := writerT(t, l)
 		next := uint64(1)
 		synced := uint64(0)
 		term := uint64(1)
@@ -295,10 +324,10 @@ func TestCrashKeepsSyncedEntries(t *testing.T) {
 			}
 			ents := mkEntries(next, next+n-1, term, varSize)
 			if rng.IntN(2) == 0 {
-				require.NoError(t, l.AppendSync(ents...))
+				require.NoError(t, w.AppendSync(ents...))
 				synced = next + n - 1
 			} else {
-				require.NoError(t, l.Append(ents...))
+				require.NoError(t, w.Append(ents...))
 			}
 			next += n
 		}
@@ -306,6 +335,7 @@ func TestCrashKeepsSyncedEntries(t *testing.T) {
 		l.Close() // the original is done with; the clone is what survived
 		l2, err := Open(crashed, "/log", Options{SegmentSize: 4096})
 		require.NoError(t, err, "seed %d", seed)
+		w2 := writerT(t, l2)
 		require.GreaterOrEqual(t, l2.LastIndex(), synced, "seed %d: synced entries lost", seed)
 		require.NoError(t, l2.Scan(l2.FirstIndex(), true, func(e EntryRef) error {
 			if e.Index <= synced {
@@ -317,7 +347,7 @@ func TestCrashKeepsSyncedEntries(t *testing.T) {
 			return nil
 		}), "seed %d", seed)
 		last := l2.LastIndex()
-		require.NoError(t, l2.AppendSync(mkEntries(last+1, last+3, term+1, varSize)...))
+		require.NoError(t, w2.AppendSync(mkEntries(last+1, last+3, term+1, varSize)...))
 		require.NoError(t, l2.Close())
 		l3, err := Open(crashed, "/log", Options{SegmentSize: 4096})
 		require.NoError(t, err, "seed %d", seed)
@@ -331,7 +361,8 @@ func TestCrashKeepsSyncedEntries(t *testing.T) {
 func TestTornTailEveryByte(t *testing.T) {
 	fs := vfs.NewMem()
 	l := openT(t, fs, Options{})
-	require.NoError(t, l.AppendSync(mkEntries(1, 5, 1, func(uint64) int { return 50 })...))
+	w := writerT(t, l)
+	require.NoError(t, w.AppendSync(mkEntries(1, 5, 1, func(uint64) int { return 50 })...))
 	p5, _ := l.Position(5)
 	require.NoError(t, l.Close())
 	seg := "/log/" + segmentName(0)
@@ -359,7 +390,8 @@ func TestTornTailEveryByte(t *testing.T) {
 func TestBitFlipDetected(t *testing.T) {
 	fs := vfs.NewMem()
 	l := openT(t, fs, Options{})
-	require.NoError(t, l.AppendSync(mkEntries(1, 40, 1, varSize)...))
+	w := writerT(t, l)
+	require.NoError(t, w.AppendSync(mkEntries(1, 40, 1, varSize)...))
 	segs := l.Segments()
 	require.NoError(t, l.Close())
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -392,7 +424,8 @@ func TestBitFlipDetected(t *testing.T) {
 func TestScanDetectsCorruptionInSealedSegment(t *testing.T) {
 	fs := vfs.NewMem()
 	l := openT(t, fs, Options{})
-	require.NoError(t, l.AppendSync(mkEntries(1, 40, 1, varSize)...))
+	w := writerT(t, l)
+	require.NoError(t, w.AppendSync(mkEntries(1, 40, 1, varSize)...))
 	s := l.Segments()[0]
 	require.NoError(t, l.Close())
 	f, err := fs.OpenReadWrite(s.Path)
@@ -409,7 +442,8 @@ func TestScanDetectsCorruptionInSealedSegment(t *testing.T) {
 func TestMissingMiddleSegment(t *testing.T) {
 	fs := vfs.NewMem()
 	l := openT(t, fs, Options{})
-	require.NoError(t, l.AppendSync(mkEntries(1, 60, 1, varSize)...))
+	w := writerT(t, l)
+	require.NoError(t, w.AppendSync(mkEntries(1, 60, 1, varSize)...))
 	segs := l.Segments()
 	require.NoError(t, l.Close())
 	require.NoError(t, fs.Remove(segs[1].Path))
@@ -420,7 +454,8 @@ func TestMissingMiddleSegment(t *testing.T) {
 func TestAsyncFlush(t *testing.T) {
 	fs := vfs.NewMem()
 	l := openT(t, fs, Options{Flush: FlushAsync})
-	require.NoError(t, l.AppendSync(mkEntries(1, 20, 1, varSize)...))
+	w := writerT(t, l)
+	require.NoError(t, w.AppendSync(mkEntries(1, 20, 1, varSize)...))
 	require.NoError(t, l.Sync())
 	require.Equal(t, uint64(20), l.DurableIndex())
 	require.NoError(t, l.Close())
@@ -428,8 +463,9 @@ func TestAsyncFlush(t *testing.T) {
 
 func TestReadAt(t *testing.T) {
 	l := openT(t, vfs.NewMem(), Options{})
+	w := writerT(t, l)
 	defer l.Close()
-	require.NoError(t, l.AppendSync(mkEntries(1, 30, 1, varSize)...))
+	require.NoError(t, w.AppendSync(mkEntries(1, 30, 1, varSize)...))
 	for i := uint64(1); i <= 30; i++ {
 		p, err := l.Position(i)
 		require.NoError(t, err)

@@ -15,12 +15,12 @@ func TestAppendNoSpaceIsRetryable(t *testing.T) {
 		t.Run(flush.String(), func(t *testing.T) {
 			fs := vfs.NewMem()
 			fs.SetCapacity(3*testSeg + 1024)
-			l := openT(t, fs, Options{Flush: flush, WarmAhead: -1})
+			l, w := openW(t, fs, Options{Flush: flush, WarmAhead: -1})
 			size := func(uint64) int { return 300 }
 			next := uint64(1)
 			var err error
 			for ; next < 1000; next++ {
-				if err = l.AppendSync(mkEntries(next, next, 1, size)...); err != nil {
+				if err = w.AppendSync(mkEntries(next, next, 1, size)...); err != nil {
 					break
 				}
 			}
@@ -28,11 +28,11 @@ func TestAppendNoSpaceIsRetryable(t *testing.T) {
 			require.NoError(t, l.Err(), "a full device must not be a sticky failure")
 			require.Equal(t, next-1, l.LastIndex())
 			// Still full: the retry fails the same way and changes nothing.
-			require.True(t, vfs.IsNoSpace(l.AppendSync(mkEntries(next, next+3, 1, size)...)))
+			require.True(t, vfs.IsNoSpace(w.AppendSync(mkEntries(next, next+3, 1, size)...)))
 			require.Equal(t, next-1, l.LastIndex())
 
 			fs.SetCapacity(0)
-			require.NoError(t, l.AppendSync(mkEntries(next, next+3, 1, size)...))
+			require.NoError(t, w.AppendSync(mkEntries(next, next+3, 1, size)...))
 			checkEntries(t, l, 1, next+3, constTerm(1), size)
 			require.NoError(t, l.Close())
 			l = openT(t, fs, Options{Flush: flush, WarmAhead: -1})

@@ -21,6 +21,7 @@ func TestTailCacheAgreesWithSegments(t *testing.T) {
 		cfs, pfs := vfs.NewMem(), vfs.NewMem()
 		cached := openT(t, cfs, Options{SegmentSize: 8192, TailCache: 3000, WarmAhead: -1, DirectIO: 1})
 		plain := openT(t, pfs, Options{SegmentSize: 8192, TailCache: -1, WarmAhead: -1, DirectIO: -1})
+		cw, pw := writerT(t, cached), writerT(t, plain)
 		require.Positive(t, cached.opts.DirectIO)
 		type held struct {
 			data []byte
@@ -28,9 +29,9 @@ func TestTailCacheAgreesWithSegments(t *testing.T) {
 		}
 		var kept []held
 		term := uint64(1)
-		both := func(f func(l *Log) error) {
+		both := func(f func(l *Log, w *Writer) error) {
 			t.Helper()
-			ea, eb := f(cached), f(plain)
+			ea, eb := f(cached, cw), f(plain, pw)
 			require.Equal(t, eb == nil, ea == nil, "seed %d: %v vs %v", seed, ea, eb)
 		}
 		for step := 0; step < 60; step++ {
@@ -44,20 +45,20 @@ func TestTailCacheAgreesWithSegments(t *testing.T) {
 				}
 				n := 1 + rng.IntN(8)
 				size := func(i uint64) int { return int(i*13+seed) % 900 }
-				both(func(l *Log) error { return l.AppendSync(mkEntries(from, from+uint64(n)-1, term, size)...) })
+				both(func(_ *Log, w *Writer) error { return w.AppendSync(mkEntries(from, from+uint64(n)-1, term, size)...) })
 			case op < 8 && last > plain.FirstIndex():
 				from := plain.FirstIndex() + 1 + uint64(rng.IntN(int(last-plain.FirstIndex())))
-				both(func(l *Log) error { return l.TruncateSuffix(from) })
+				both(func(_ *Log, w *Writer) error { return w.TruncateSuffix(from) })
 			case op < 9 && last > plain.FirstIndex()+5:
 				i := last - uint64(rng.IntN(5))
-				both(func(l *Log) error { _, err := l.DropPrefix(i); return err })
+				both(func(l *Log, _ *Writer) error { _, err := l.DropPrefix(i); return err })
 			case op == 9 && rng.IntN(2) == 0:
 				next := last + 10
 				if rng.IntN(2) == 0 && last > 2 {
 					next = 2 + uint64(rng.IntN(int(last-1))) // back below entries once held
 				}
 				pos := int64(next) * 5000
-				both(func(l *Log) error { return l.Reset(next, pos) })
+				both(func(_ *Log, w *Writer) error { return w.Reset(next, pos) })
 			}
 			require.Equal(t, plain.FirstIndex(), cached.FirstIndex())
 			require.Equal(t, plain.LastIndex(), cached.LastIndex())

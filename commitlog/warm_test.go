@@ -152,8 +152,9 @@ func TestWarmOptions(t *testing.T) {
 	require.Equal(t, int64(warmChunkMax), l.warm.chunk)
 	require.NoError(t, l.Close())
 	l = openT(t, vfs.NewMem(), Options{Flush: FlushAsync})
+	w := writerT(t, l)
 	require.LessOrEqual(t, l.warm.ahead, int64(0))
-	require.NoError(t, l.AppendSync(mkEntries(1, 5, 1, varSize)...))
+	require.NoError(t, w.AppendSync(mkEntries(1, 5, 1, varSize)...))
 	require.Equal(t, int64(-1), l.warmStatus().Base, "off: no target")
 	require.NoError(t, l.Close())
 }
@@ -164,8 +165,9 @@ func TestWarmZeroesAheadOfWriter(t *testing.T) {
 	g := newGuard(vfs.NewMem())
 	const seg, ahead = 64 << 10, 16 << 10
 	l := openT(t, g, Options{SegmentSize: seg, WarmAhead: ahead})
+	w := writerT(t, l)
 	fixed := func(uint64) int { return 500 }
-	require.NoError(t, l.AppendSync(mkEntries(1, 10, 1, fixed)...))
+	require.NoError(t, w.AppendSync(mkEntries(1, 10, 1, fixed)...))
 	waitWarmIdle(t, l)
 	st := l.warmStatus()
 	end := l.EndPosition()
@@ -176,7 +178,7 @@ func TestWarmZeroesAheadOfWriter(t *testing.T) {
 	require.Greater(t, st.Chunks, 0)
 
 	// Fill past the first segment: the warmer moves to the next one.
-	require.NoError(t, l.AppendSync(mkEntries(11, 200, 1, fixed)...))
+	require.NoError(t, w.AppendSync(mkEntries(11, 200, 1, fixed)...))
 	waitWarmIdle(t, l)
 	st = l.warmStatus()
 	segs := l.Segments()
@@ -202,6 +204,7 @@ func TestWarmWriterWaitsForClaim(t *testing.T) {
 	g := newGuard(vfs.NewMem())
 	g.hold.Store(true)
 	l := openT(t, g, Options{SegmentSize: 64 << 10, WarmAhead: 16 << 10})
+	w := writerT(t, l)
 	defer l.Close()
 	var once sync.Once
 	release := func() {
@@ -211,7 +214,7 @@ func TestWarmWriterWaitsForClaim(t *testing.T) {
 		})
 	}
 	defer release() // before Close, should the test fail while holding
-	require.NoError(t, l.Append(Entry{Index: 1, Term: 1, Data: body(1, 1)}))
+	require.NoError(t, w.Append(Entry{Index: 1, Term: 1, Data: body(1, 1)}))
 	select {
 	case <-g.held: // the warmer holds a claim on [4096, 8192)
 	case <-time.After(5 * time.Second):
@@ -220,7 +223,7 @@ func TestWarmWriterWaitsForClaim(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		// 3 entries of 2000 bytes reach past 4096.
-		done <- l.Append(mkEntries(2, 4, 1, func(uint64) int { return 2000 })...)
+		done <- w.Append(mkEntries(2, 4, 1, func(uint64) int { return 2000 })...)
 	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for l.warmStatus().Waits == 0 {
@@ -251,30 +254,31 @@ func TestWarmTruncateSuffix(t *testing.T) {
 	g := newGuard(vfs.NewMem())
 	const seg, ahead = 16 << 10, 8 << 10
 	l := openT(t, g, Options{SegmentSize: seg, WarmAhead: ahead})
+	w := writerT(t, l)
 	fixed := func(uint64) int { return 300 }
-	require.NoError(t, l.AppendSync(mkEntries(1, 100, 1, fixed)...))
+	require.NoError(t, w.AppendSync(mkEntries(1, 100, 1, fixed)...))
 	waitWarmIdle(t, l)
 	segs := l.Segments()
 	require.Greater(t, len(segs), 2)
 	active := segs[len(segs)-1]
 	// Cut inside the active segment.
 	from := active.FirstIndex + uint64(active.Entries)/2
-	require.NoError(t, l.TruncateSuffix(from))
+	require.NoError(t, w.TruncateSuffix(from))
 	st := l.warmStatus()
 	require.Equal(t, active.Base, st.Base)
 	require.Equal(t, l.EndPosition()-active.Base, st.End)
 	waitWarmIdle(t, l)
-	require.NoError(t, l.AppendSync(mkEntries(from, from+5, 2, fixed)...))
+	require.NoError(t, w.AppendSync(mkEntries(from, from+5, 2, fixed)...))
 	// Cut at the active segment's first entry: it goes, the previous one
 	// becomes active again.
-	require.NoError(t, l.TruncateSuffix(active.FirstIndex))
+	require.NoError(t, w.TruncateSuffix(active.FirstIndex))
 	prev := segs[len(segs)-2]
 	st = l.warmStatus()
 	require.Equal(t, prev.Base, st.Base)
 	require.Equal(t, prev.Written, st.End)
 	waitWarmIdle(t, l)
 	last := active.FirstIndex + 30
-	require.NoError(t, l.AppendSync(mkEntries(active.FirstIndex, last, 3, fixed)...))
+	require.NoError(t, w.AppendSync(mkEntries(active.FirstIndex, last, 3, fixed)...))
 	term := func(i uint64) uint64 {
 		if i >= active.FirstIndex {
 			return 3
@@ -304,6 +308,7 @@ func TestWarmRaces(t *testing.T) {
 			g.delay = 50 * time.Microsecond
 			const seg = 32 << 10
 			l := openT(t, g, Options{SegmentSize: seg, WarmAhead: 8 << 10})
+			w := writerT(t, l)
 			var terms sync.Map // index -> term of the entry last appended there
 
 			stop := make(chan struct{})
@@ -356,17 +361,17 @@ func TestWarmRaces(t *testing.T) {
 					if pos%seg < SegmentHeaderSize {
 						pos += SegmentHeaderSize
 					}
-					require.NoError(t, l.Reset(next+5, pos))
+					require.NoError(t, w.Reset(next+5, pos))
 					synced = next + 4
 					continue
 				}
 				n := uint64(1 + rng.IntN(8))
 				ents := mkEntries(next, next+n-1, term, varSize)
 				if rng.IntN(3) == 0 {
-					require.NoError(t, l.AppendSync(ents...))
+					require.NoError(t, w.AppendSync(ents...))
 					synced = next + n - 1
 				} else {
-					require.NoError(t, l.Append(ents...))
+					require.NoError(t, w.Append(ents...))
 				}
 				for i := next; i < next+n; i++ {
 					terms.Store(i, term)
@@ -430,15 +435,16 @@ func TestWarmFailureIsNotFatal(t *testing.T) {
 			logger := slog.New(slog.NewTextHandler(&logBuf, nil))
 			opts := Options{SegmentSize: 16 << 10, WarmAhead: 8 << 10, Logger: logger}
 			l := openT(t, vfs.WithErrors(mem, inj), opts)
+			w := writerT(t, l)
 			fixed := func(uint64) int { return 300 }
-			require.NoError(t, l.AppendSync(mkEntries(1, 10, 1, fixed)...))
+			require.NoError(t, w.AppendSync(mkEntries(1, 10, 1, fixed)...))
 			waitWarmIdle(t, l)
 			require.NoError(t, l.warmStatus().Err)
 			armed.Store(true)
 			// Appends through several rolls (for the open case) and past the
 			// warmed range (for the write and sync cases).
 			for i := uint64(11); i <= 200; i += 10 {
-				require.NoError(t, l.AppendSync(mkEntries(i, i+9, 1, fixed)...))
+				require.NoError(t, w.AppendSync(mkEntries(i, i+9, 1, fixed)...))
 			}
 			deadline := time.Now().Add(10 * time.Second)
 			for l.warmStatus().Err == nil {
@@ -450,7 +456,7 @@ func TestWarmFailureIsNotFatal(t *testing.T) {
 			require.Equal(t, int64(-1), st.Base)
 			require.Equal(t, int32(1), injected.Load(), "the warmer stops after its first error")
 			require.NoError(t, l.Err(), "the log is not failed")
-			require.NoError(t, l.AppendSync(mkEntries(201, 300, 1, fixed)...))
+			require.NoError(t, w.AppendSync(mkEntries(201, 300, 1, fixed)...))
 			checkEntries(t, l, 1, 300, constTerm(1), fixed)
 			// The error is published before it is logged.
 			require.Eventually(t, func() bool { return strings.Contains(logBuf.String(), "warm-up stopped") },
@@ -482,12 +488,13 @@ func TestWarmPausesOnFullDevice(t *testing.T) {
 	var logBuf syncBuffer
 	opts := Options{SegmentSize: 64 << 10, WarmAhead: 16 << 10, Logger: slog.New(slog.NewTextHandler(&logBuf, nil))}
 	l := openT(t, vfs.WithErrors(mem, inj), opts)
+	w := writerT(t, l)
 	defer l.Close()
 	fixed := func(uint64) int { return 300 }
-	require.NoError(t, l.AppendSync(mkEntries(1, 10, 1, fixed)...))
+	require.NoError(t, w.AppendSync(mkEntries(1, 10, 1, fixed)...))
 	waitWarmIdle(t, l)
 	armed.Store(true)
-	require.NoError(t, l.AppendSync(mkEntries(11, 60, 1, fixed)...))
+	require.NoError(t, w.AppendSync(mkEntries(11, 60, 1, fixed)...))
 	require.Eventually(t, func() bool { return injected.Load() > 0 }, 5*time.Second, time.Millisecond)
 	zeroed := l.warmStatus().Zeroed
 	require.NoError(t, l.warmStatus().Err, "a full device does not stop the warm-up")
@@ -527,11 +534,12 @@ func TestWarmCrashRecovery(t *testing.T) {
 		const seg = 16 << 10
 		opts := Options{SegmentSize: seg, WarmAhead: 8 << 10}
 		l := openT(t, mem, opts)
+		w := writerT(t, l)
 		synced := uint64(1 + rng.IntN(60))
-		require.NoError(t, l.AppendSync(mkEntries(1, synced, 1, varSize)...))
+		require.NoError(t, w.AppendSync(mkEntries(1, synced, 1, varSize)...))
 		last := synced + uint64(rng.IntN(10))
 		if last > synced {
-			require.NoError(t, l.Append(mkEntries(synced+1, last, 1, varSize)...))
+			require.NoError(t, w.Append(mkEntries(synced+1, last, 1, varSize)...))
 		}
 		if seed%2 == 0 {
 			waitWarmIdle(t, l) // the warmed range is synced
@@ -544,6 +552,7 @@ func TestWarmCrashRecovery(t *testing.T) {
 
 		l2, err := Open(crashed, "/log", opts)
 		require.NoError(t, err, "seed %d", seed)
+		w2 := writerT(t, l2)
 		got := l2.LastIndex()
 		require.GreaterOrEqual(t, got, synced, "seed %d", seed)
 		require.LessOrEqual(t, got, last, "seed %d", seed)
@@ -557,7 +566,7 @@ func TestWarmCrashRecovery(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, isZero(b[s.Written:]), "seed %d: tail of %s not zero", seed, s.Path)
 		}
-		require.NoError(t, l2.AppendSync(mkEntries(got+1, got+20, 2, varSize)...))
+		require.NoError(t, w2.AppendSync(mkEntries(got+1, got+20, 2, varSize)...))
 		require.NoError(t, l2.Close())
 		l3, err := Open(crashed, "/log", opts)
 		require.NoError(t, err, "seed %d", seed)
@@ -582,7 +591,8 @@ func TestWarmRealFiles(t *testing.T) {
 		fs := &chroot{FS: vfs.Default(), root: dir}
 		opts := Options{SegmentSize: seg, WarmAhead: warm}
 		l := openT(t, fs, opts)
-		require.NoError(t, l.AppendSync(mkEntries(1, 100, 1, fixed)...))
+		w := writerT(t, l)
+		require.NoError(t, w.AppendSync(mkEntries(1, 100, 1, fixed)...))
 		waitWarmIdle(t, l)
 		segPath := dir + "/log/" + segmentName(0)
 		end := l.EndPosition()
@@ -597,11 +607,12 @@ func TestWarmRealFiles(t *testing.T) {
 		l.closeFiles()
 
 		l = openT(t, fs, opts)
+		w = writerT(t, l)
 		checkEntries(t, l, 1, 100, constTerm(1), fixed)
 		b, err := os.ReadFile(segPath)
 		require.NoError(t, err)
 		require.True(t, isZero(b[end:]), "the tail reads as zeros")
-		require.NoError(t, l.AppendSync(mkEntries(101, 200, 1, fixed)...))
+		require.NoError(t, w.AppendSync(mkEntries(101, 200, 1, fixed)...))
 		require.NoError(t, l.Close())
 		l = openT(t, fs, opts)
 		checkEntries(t, l, 1, 200, constTerm(1), fixed)
@@ -616,8 +627,9 @@ func TestWarmLazyFSPowerLoss(t *testing.T) {
 	disk := &chroot{FS: vfs.Default(), root: dir}
 	opts := Options{SegmentSize: 1 << 20, WarmAhead: 256 << 10}
 	l := openT(t, vfs.NewLazy(disk), opts)
-	require.NoError(t, l.AppendSync(mkEntries(1, 50, 1, varSize)...))
-	require.NoError(t, l.Append(mkEntries(51, 60, 1, varSize)...))
+	w := writerT(t, l)
+	require.NoError(t, w.AppendSync(mkEntries(1, 50, 1, varSize)...))
+	require.NoError(t, w.Append(mkEntries(51, 60, 1, varSize)...))
 	waitWarmIdle(t, l)
 	require.Greater(t, l.warmStatus().Chunks, 0)
 	// Power loss: whatever the LazyFS holds unsynced is gone.
@@ -626,10 +638,11 @@ func TestWarmLazyFSPowerLoss(t *testing.T) {
 	l.closeFiles()
 
 	l = openT(t, disk, opts)
+	w = writerT(t, l)
 	last := l.LastIndex()
 	require.GreaterOrEqual(t, last, uint64(50))
 	checkEntries(t, l, 1, last, constTerm(1), varSize)
-	require.NoError(t, l.AppendSync(mkEntries(last+1, last+10, 2, varSize)...))
+	require.NoError(t, w.AppendSync(mkEntries(last+1, last+10, 2, varSize)...))
 	require.NoError(t, l.Close())
 }
 
@@ -638,6 +651,7 @@ func TestWarmLazyFSPowerLoss(t *testing.T) {
 func TestWarmPausesForFastWriter(t *testing.T) {
 	opts := Options{SegmentSize: 256 << 20, WarmAhead: 1 << 20, WarmMaxRate: 1 << 20}
 	l := openT(t, vfs.NewMem(), opts)
+	w := writerT(t, l)
 	defer l.Close()
 	fixed := func(uint64) int { return 4000 }
 	idx := uint64(1)
@@ -646,19 +660,19 @@ func TestWarmPausesForFastWriter(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for l.warmStatus().Pauses == 0 {
 		require.True(t, time.Now().Before(deadline), "a fast writer never paused the warmer: %+v", l.warmStatus())
-		require.NoError(t, l.AppendSync(mkEntries(idx, idx+9, 1, fixed)...))
+		require.NoError(t, w.AppendSync(mkEntries(idx, idx+9, 1, fixed)...))
 		idx += 10
 		time.Sleep(time.Millisecond)
 	}
 	for range 50 { // a little longer, paused
-		require.NoError(t, l.AppendSync(mkEntries(idx, idx+9, 1, fixed)...))
+		require.NoError(t, w.AppendSync(mkEntries(idx, idx+9, 1, fixed)...))
 		idx += 10
 	}
 	st := l.warmStatus()
 	require.Less(t, st.Zeroed, st.End+int64(warmAlign), "nothing warmed ahead while paused: %+v", st)
 	// Slow: the warmer runs ahead of the writer again.
 	time.Sleep(3 * warmRateWindow)
-	require.NoError(t, l.AppendSync(mkEntries(idx, idx, 1, fixed)...))
+	require.NoError(t, w.AppendSync(mkEntries(idx, idx, 1, fixed)...))
 	deadline = time.Now().Add(10 * time.Second)
 	// Resumed: at least half the distance warmed and synced ahead (the
 	// warmer works in whole chunks of a quarter of it).

@@ -51,6 +51,8 @@ func TestReadersDuringWrites(t *testing.T) {
 }
 
 func readersDuringWrites(t *testing.T, l *Log, d time.Duration) {
+	w := writerT(t, l)
+	defer w.Release()
 	var (
 		evMu    sync.Mutex
 		events  []cut
@@ -111,7 +113,7 @@ func readersDuringWrites(t *testing.T, l *Log, d time.Duration) {
 				for i := from; i < from+uint64(1+rng.IntN(4)); i++ {
 					ents = append(ents, Entry{Index: i, Term: term, Data: termBody(i, term)})
 				}
-				if err := l.Append(ents...); err != nil {
+				if err := w.Append(ents...); err != nil {
 					fail("conflicting append at %d: %v", from, err)
 					return
 				}
@@ -119,7 +121,7 @@ func readersDuringWrites(t *testing.T, l *Log, d time.Duration) {
 				c = cut{from: from, term: term}
 			case r < 8 && next > first+6:
 				from := next - uint64(1+rng.IntN(5))
-				if err := l.TruncateSuffix(from); err != nil {
+				if err := w.TruncateSuffix(from); err != nil {
 					fail("truncate from %d: %v", from, err)
 					return
 				}
@@ -132,7 +134,7 @@ func readersDuringWrites(t *testing.T, l *Log, d time.Duration) {
 					ents = append(ents, Entry{Index: next, Term: term, Data: termBody(next, term)})
 					next++
 				}
-				if err := l.Append(ents...); err != nil {
+				if err := w.Append(ents...); err != nil {
 					fail("append at %d: %v", ents[0].Index, err)
 					return
 				}
@@ -236,25 +238,63 @@ func readersDuringWrites(t *testing.T, l *Log, d time.Duration) {
 	t.Logf("%d reads, %d truncations, %d bytes dropped, last index %d", reads.Load(), cuts.Load(), dropped.Load(), l.LastIndex())
 }
 
+// TestWriterHandle: the log hands out one writer at a time. A second
+// Writer fails until the first is released, a released handle writes
+// nothing, and a closed log hands out none.
+func TestWriterHandle(t *testing.T) {
+	l := openT(t, vfs.NewMem(), Options{})
+	w1, err := l.Writer()
+	require.NoError(t, err)
+	require.NoError(t, w1.AppendSync(mkEntries(1, 3, 1, varSize)...))
+	_, err = l.Writer()
+	require.ErrorIs(t, err, ErrWriterTaken)
+	w1.Release()
+	w1.Release() // a second Release does nothing
+	require.ErrorIs(t, w1.Append(mkEntries(4, 4, 1, varSize)...), ErrWriterReleased)
+	require.ErrorIs(t, w1.AppendSync(mkEntries(4, 4, 1, varSize)...), ErrWriterReleased)
+	require.ErrorIs(t, w1.TruncateSuffix(2), ErrWriterReleased)
+	require.ErrorIs(t, w1.Reset(10, 0), ErrWriterReleased)
+	require.Equal(t, uint64(3), l.LastIndex(), "a released handle changed nothing")
+
+	w2, err := l.Writer()
+	require.NoError(t, err, "the writer is free again after Release")
+	_, err = l.Writer()
+	require.ErrorIs(t, err, ErrWriterTaken)
+	w1.Release() // the old handle's Release does not free the new one
+	_, err = l.Writer()
+	require.ErrorIs(t, err, ErrWriterTaken)
+	require.NoError(t, w2.AppendSync(mkEntries(4, 5, 1, varSize)...))
+	checkEntries(t, l, 1, 5, constTerm(1), varSize)
+
+	require.NoError(t, l.Close())
+	require.ErrorIs(t, w2.Append(mkEntries(6, 6, 1, varSize)...), ErrClosed)
+	w2.Release()
+	_, err = l.Writer()
+	require.ErrorIs(t, err, ErrClosed)
+}
+
 // TestSecondWriterPanics: in race-detector builds, a writing call made
-// while another is under way panics before it changes anything.
+// while another is under way (two goroutines sharing one handle) panics
+// before it changes anything.
 func TestSecondWriterPanics(t *testing.T) {
 	if !raceEnabled {
 		t.Skip("the single-writer check is compiled into race-detector builds only")
 	}
 	l := openT(t, vfs.NewMem(), Options{})
-	require.NoError(t, l.Append(mkEntries(1, 3, 1, varSize)...))
+	w := writerT(t, l)
+	require.NoError(t, w.Append(mkEntries(1, 3, 1, varSize)...))
 	l.enterWriter() // a writer under way
-	require.Panics(t, func() { _ = l.Append(mkEntries(4, 4, 1, varSize)...) })
-	require.Panics(t, func() { _ = l.TruncateSuffix(2) })
-	require.Panics(t, func() { _ = l.Reset(10, 0) })
+	require.Panics(t, func() { _ = w.Append(mkEntries(4, 4, 1, varSize)...) })
+	require.Panics(t, func() { _ = w.AppendSync(mkEntries(4, 4, 1, varSize)...) })
+	require.Panics(t, func() { _ = w.TruncateSuffix(2) })
+	require.Panics(t, func() { _ = w.Reset(10, 0) })
 	l.exitWriter()
 	require.Equal(t, uint64(3), l.LastIndex(), "the refused calls changed nothing")
 	// One writer after the other, from different goroutines, is fine.
 	done := make(chan error)
-	go func() { done <- l.Append(mkEntries(4, 4, 1, varSize)...) }()
+	go func() { done <- w.Append(mkEntries(4, 4, 1, varSize)...) }()
 	require.NoError(t, <-done)
-	require.NoError(t, l.TruncateSuffix(3))
+	require.NoError(t, w.TruncateSuffix(3))
 	require.Equal(t, uint64(2), l.LastIndex())
 	require.NoError(t, l.Close())
 }

@@ -103,6 +103,9 @@ func TestOpenStorageClosesStateFileOnError(t *testing.T) {
 			require.ErrorIs(t, err, want)
 			require.Nil(t, s)
 			require.Zero(t, tfs.open.Load(), "state file left open")
+			w, err := l.Writer()
+			require.NoError(t, err, "the log's writer left taken")
+			w.Release()
 		})
 	}
 

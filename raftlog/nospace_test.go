@@ -41,8 +41,12 @@ func TestSetHardStateNoSpaceRetries(t *testing.T) {
 	require.True(t, vfs.IsNoSpace(s.SetHardState(hardState(3, 2, 0))))
 	tg.Disarm()
 	require.NoError(t, s.SetHardState(hardState(3, 2, 0)))
+	// What is on disk: a second storage over the same log, once the first
+	// gave the log's writer back.
+	require.NoError(t, s.Close())
 	s2, err := OpenStorage(mem, "/n", s.log)
 	require.NoError(t, err)
+	defer s2.Close()
 	hs, _, err := s2.InitialState()
 	require.NoError(t, err)
 	require.Equal(t, uint64(3), hs.GetTerm())

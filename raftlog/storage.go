@@ -68,6 +68,7 @@ type Storage struct {
 	fs  vfs.FS
 	dir string
 	log *commitlog.Log
+	w   *commitlog.Writer // the log's one writer, released by Close
 
 	mu struct {
 		sync.Mutex
@@ -92,9 +93,20 @@ type Storage struct {
 
 var _ raft.Storage = (*Storage)(nil)
 
-// OpenStorage opens the state file in dir and wraps log. On error the
-// state file is closed again.
+// OpenStorage opens the state file in dir and wraps log, taking the log's
+// writer (commitlog.Log.Writer) until Close: it fails, with an error
+// wrapping commitlog.ErrWriterTaken, if another owner holds it. On error
+// the state file is closed and the writer released again.
 func OpenStorage(fs vfs.FS, dir string, log *commitlog.Log) (_ *Storage, err error) {
+	w, err := log.Writer()
+	if err != nil {
+		return nil, fmt.Errorf("raftlog: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			w.Release()
+		}
+	}()
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("raftlog: create %s: %w", dir, err)
 	}
@@ -107,7 +119,7 @@ func OpenStorage(fs vfs.FS, dir string, log *commitlog.Log) (_ *Storage, err err
 			f.Close()
 		}
 	}()
-	s := &Storage{fs: fs, dir: dir, log: log, f: f}
+	s := &Storage{fs: fs, dir: dir, log: log, w: w, f: f}
 	s.mu.hs, s.mu.cs = &pb.HardState{}, &pb.ConfState{}
 	if err := s.load(); err != nil {
 		return nil, err
@@ -308,9 +320,10 @@ func (s *Storage) SetConfState(cs *pb.ConfState) error {
 }
 
 // Append writes entries to the log, truncating a conflicting suffix, and
-// makes them durable unless the log is in FlushAsync mode. It makes its
-// caller the commitlog's one writer (commitlog/doc.go, "One writer"):
-// raft's goroutine, and no other while it appends.
+// makes them durable unless the log is in FlushAsync mode, through the
+// commitlog writer the Storage holds (commitlog/doc.go, "One writer"):
+// its caller, raft's goroutine, is the one goroutine using that writer
+// while it appends.
 func (s *Storage) Append(ents []*pb.Entry) error {
 	if len(ents) == 0 {
 		return nil
@@ -319,7 +332,7 @@ func (s *Storage) Append(ents []*pb.Entry) error {
 	for i, e := range ents {
 		ce[i] = commitlog.Entry{Index: e.GetIndex(), Term: e.GetTerm(), Type: uint32(e.GetType()), Data: e.GetData()}
 	}
-	if err := s.log.AppendSync(ce...); err != nil {
+	if err := s.w.AppendSync(ce...); err != nil {
 		return fmt.Errorf("raftlog: append: %w", err)
 	}
 	return nil
@@ -463,9 +476,10 @@ func (s *Storage) Compact(index uint64) (uint64, error) {
 
 // ApplySnapshot records a snapshot's metadata and resets the log so the
 // next entry is Index+1 at global position pos (carried in the snapshot's
-// data by the application). The reset writes the log: the caller must be
-// its one writer for the call, so raft's goroutine waits for it when it
-// hands the install to another goroutine (Node does, to the applier).
+// data by the application). The reset goes through the Storage's
+// commitlog writer, which must have no other call under way: raft's
+// goroutine waits for it when it hands the install to another goroutine
+// (Node does, to the applier).
 func (s *Storage) ApplySnapshot(md *pb.SnapshotMetadata, pos int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -483,16 +497,18 @@ func (s *Storage) ApplySnapshot(md *pb.SnapshotMetadata, pos int64) error {
 	if err := s.persistLocked(); err != nil {
 		return err
 	}
-	if err := s.log.Reset(idx+1, pos); err != nil {
+	if err := s.w.Reset(idx+1, pos); err != nil {
 		return fmt.Errorf("raftlog: reset log for snapshot: %w", err)
 	}
 	return nil
 }
 
-// Close closes the state file (not the log).
+// Close closes the state file and releases the log's writer (it does not
+// close the log).
 func (s *Storage) Close() error {
 	s.mu.Lock()
 	s.mu.closed = true
 	s.mu.Unlock()
+	s.w.Release()
 	return s.f.Close()
 }

@@ -205,6 +205,33 @@ func TestStateBehindLogIsCorrupt(t *testing.T) {
 	require.ErrorContains(t, err, "term 3 but the log's entry 12 has term 5")
 }
 
+// A Storage holds its log's writer until Close: a second storage over the
+// same log fails (opening nothing), and opens once the first is closed.
+func TestOpenStorageTakesTheLogWriter(t *testing.T) {
+	fs := vfs.NewMem()
+	s, l := openStorage(t, fs)
+	defer l.Close()
+	require.NoError(t, s.SetHardState(hardState(1, 1, 0)))
+	require.NoError(t, s.Append(ents(1, 3, 1)))
+	_, err := l.Writer()
+	require.ErrorIs(t, err, commitlog.ErrWriterTaken, "the storage holds the writer")
+
+	s2, err := OpenStorage(fs, "/n2", l)
+	require.ErrorIs(t, err, commitlog.ErrWriterTaken)
+	require.Nil(t, s2)
+	_, err = fs.Stat("/n2")
+	require.ErrorIs(t, err, vfs.ErrNotExist, "a refused OpenStorage creates nothing")
+
+	require.NoError(t, s.Close())
+	require.Error(t, s.Append(ents(4, 4, 1)), "a closed storage's writer is released")
+	require.Equal(t, uint64(3), l.LastIndex())
+	s2, err = OpenStorage(fs, "/n", l)
+	require.NoError(t, err, "the writer is free once the first storage is closed")
+	require.NoError(t, s2.Append(ents(4, 5, 1)))
+	require.Equal(t, uint64(5), l.LastIndex())
+	require.NoError(t, s2.Close())
+}
+
 // The commitlog's single-writer rule as a broker uses it (commitlog/doc.go,
 // "One writer"): raft's goroutine appends (conflicts truncate), hands a
 // snapshot install to another goroutine and waits for it, retention

@@ -72,7 +72,7 @@ func requireSameDecision(t *testing.T, nodes []*Standalone, res [][]MessageResul
 
 func installOn(t *testing.T, st *Standalone, snap []byte) {
 	t.Helper()
-	require.NoError(t, st.Restore(snap, func(info SnapshotInfo) error { return st.Log().Reset(info.Index+1, info.Pos) }))
+	require.NoError(t, st.Restore(snap, func(info SnapshotInfo) error { return st.w.Reset(info.Index+1, info.Pos) }))
 }
 
 func dedupeConfig(t *testing.T) Config {

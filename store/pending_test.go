@@ -310,7 +310,7 @@ func TestSnapshotCarriesScheduleTransactionsAndACL(t *testing.T) {
 	sb := openSA(t, cfg2)
 	defer sb.Close()
 	_, v0 := sb.ACL()
-	require.NoError(t, sb.Restore(snap, func(info SnapshotInfo) error { return sb.Log().Reset(info.Index+1, info.Pos) }))
+	require.NoError(t, sb.Restore(snap, func(info SnapshotInfo) error { return sb.w.Reset(info.Index+1, info.Pos) }))
 	require.Equal(t, idx, sb.AppliedIndex())
 	require.Equal(t, int64(2), sb.ScheduleOffset(q))
 	p := sb.PendingTransactions()

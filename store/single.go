@@ -15,22 +15,35 @@ import (
 type Standalone struct {
 	*Store
 	mu      sync.Mutex // serialises append+apply
+	w       *commitlog.Writer
 	batchID uint64
 }
 
-// OpenStandalone opens a store and applies whatever its log holds beyond
-// the applied index (in a single-node group every entry in the log is
-// committed).
+// OpenStandalone opens a store, takes its log's writer (until Close) and
+// applies whatever the log holds beyond the applied index (in a
+// single-node group every entry in the log is committed).
 func OpenStandalone(cfg Config) (*Standalone, error) {
 	s, err := Open(cfg)
 	if err != nil {
 		return nil, err
 	}
+	w, err := s.clog.Writer()
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: %w", err)
+	}
 	if _, err := s.Apply(s.clog.LastIndex()); err != nil {
+		w.Release()
 		s.Close()
 		return nil, err
 	}
-	return &Standalone{Store: s}, nil
+	return &Standalone{Store: s, w: w}, nil
+}
+
+// Close releases the log's writer and closes the store.
+func (sa *Standalone) Close() error {
+	sa.w.Release()
+	return sa.Store.Close()
 }
 
 // EncodeMessages returns a messages entry body holding the messages, which
@@ -73,9 +86,10 @@ func (sa *Standalone) appendApply(body []byte) (Result, error) {
 	if err := sa.CheckWrite(len(body)); err != nil {
 		return Result{}, err
 	}
-	// sa.mu makes its holder the log's one writer (commitlog/doc.go).
+	// sa.mu makes its holder the one user of the log's writer
+	// (commitlog/doc.go, "One writer").
 	idx := sa.clog.LastIndex() + 1
-	if err := sa.clog.AppendSync(commitlog.Entry{Index: idx, Term: 1, Data: body}); err != nil {
+	if err := sa.w.AppendSync(commitlog.Entry{Index: idx, Term: 1, Data: body}); err != nil {
 		return Result{}, fmt.Errorf("store: append: %w", err)
 	}
 	rs, err := sa.Apply(idx)
