@@ -98,15 +98,23 @@
 //
 // # One writer
 //
-// The log has one writer at a time, and the code rests on it: Append,
-// AppendSync, TruncateSuffix and Reset must not run concurrently with each
-// other. In a broker the writer is raft's goroutine, through
-// raftlog.Storage: Storage.Append for the entries of each Ready (a conflict
-// truncates the suffix inside Append), and Storage.ApplySnapshot's Reset,
-// which runs on the applier goroutine while raft's goroutine waits for it
-// (the channel hand-off orders the two). A standalone store's writer is
-// whoever holds Standalone's mutex. Callers that append from several
-// goroutines (tests, benchmarks) serialise the calls themselves.
+// The log has one writer at a time, and the code rests on it. The rule is
+// a type: the writing methods (Append, AppendSync, TruncateSuffix, Reset)
+// are on Writer, not on Log, and Log.Writer hands out one Writer at a
+// time; a second call fails with ErrWriterTaken until the first handle's
+// Release (and with ErrClosed after Close). Code holding only a *Log can
+// read the log, drop its prefix, sync and close it, but not write it.
+//
+// The handle's owner must still not make two of its calls at once. In a
+// broker raftlog.OpenStorage takes the writer and Storage.Close releases
+// it; the calls are raft's goroutine's: Storage.Append for the entries of
+// each Ready (a conflict truncates the suffix inside Append), and
+// Storage.ApplySnapshot's Reset, which runs on the applier goroutine while
+// raft's goroutine waits for it (the channel hand-off orders the two). A
+// standalone store (store.OpenStandalone) holds the writer until its
+// Close, and its calls are whoever holds Standalone's mutex. Callers that
+// append from several goroutines (tests, benchmarks) serialise the calls
+// themselves.
 //
 // The writer alone changes the end of the log: the active segment, its
 // entry positions and write position, the last index and term, and the
@@ -127,9 +135,9 @@
 // tail cache first) before its bytes change. So a reader never sees a
 // half-written entry or one a truncation removed.
 //
-// The rule is checked in race-detector builds (the tests'): a writing call
-// made while another is under way panics. Without -race the check is not
-// compiled in.
+// That a handle's calls do not overlap is checked in race-detector builds
+// (the tests'): a writing call made while another is under way panics.
+// Without -race the check is not compiled in.
 //
 // Three other actors touch the log beside the writer, none of them at its
 // end:
