@@ -20,9 +20,9 @@ import (
 type FlushMode int
 
 const (
-	// FlushSync: a flusher goroutine group-commits appended entries with one
-	// fdatasync for all writers waiting at that moment; AppendSync returns
-	// once its entries are synced.
+	// FlushSync: AppendSync fdatasyncs its entries on the writer's
+	// goroutine before it returns; entries of a plain Append are synced by
+	// the flusher goroutine, which Sync waits for.
 	FlushSync FlushMode = iota
 	// FlushAsync: entries are synced every FlushInterval in the background;
 	// AppendSync returns as soon as the entries are in the page cache.
