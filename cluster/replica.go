@@ -106,7 +106,15 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 		st.Close()
 		return nil, err
 	}
-	r.rs.SnapshotData = st.Snapshot
+	// A follower's snapshot is built off the raft goroutine, and logged:
+	// it is rare, and its cost grows with the store's state.
+	r.rs.SnapshotInBackground = true
+	r.rs.SnapshotData = func() (uint64, []byte, error) {
+		start := time.Now()
+		idx, data, err := st.Snapshot()
+		r.log.Info("cluster: built a snapshot for a follower", "index", idx, "bytes", len(data), "took", time.Since(start).Round(time.Millisecond), "err", err)
+		return idx, data, err
+	}
 	r.rs.UnsafeNoSync = mutant.Enabled && scfg.Mutants.VoteNotFsynced
 	// A snapshot whose install was interrupted is installed again.
 	if data, err := vfs.ReadFile(fs, vfs.Join(scfg.Dir, "raft", pendingSnapName)); err == nil {

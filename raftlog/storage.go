@@ -84,6 +84,24 @@ type Storage struct {
 	// index it was taken at, which must not be below the compaction point;
 	// without it Snapshot says "temporarily unavailable".
 	SnapshotData func() (uint64, []byte, error)
+	// SnapshotInBackground makes Snapshot build the application's snapshot
+	// (SnapshotData) on a goroutine of its own. Raft asks for it on the
+	// owner goroutine when a follower needs entries already compacted,
+	// and building it (for the store: a checkpoint, its dedupe table and a
+	// copy of its database) must not keep the owner from heartbeating and
+	// replicating meanwhile. Snapshot answers
+	// ErrSnapshotTemporarilyUnavailable while the build runs (raft asks
+	// again at the follower's next heartbeat response) and hands the
+	// result to the first call after it, unless the log was compacted past
+	// it. Without it (the deterministic simulator) Snapshot builds in place.
+	// Set it before the node starts.
+	SnapshotInBackground bool
+	snap                 struct {
+		sync.Mutex
+		build *snapBuild
+	}
+	builds sync.WaitGroup
+
 	// UnsafeNoSync leaves the raft state (term, vote, membership) written
 	// but not fsynced. It exists only for the vote-not-fsynced mutant
 	// (internal/mutant); set it before the node starts. It is ignored (the
@@ -416,11 +434,61 @@ func (s *Storage) FirstIndex() (uint64, error) {
 
 // Snapshot implements raft.Storage: the application's snapshot (from
 // SnapshotData, at an index of its choosing at or after the compaction
-// point) with that index's term and the current membership.
+// point) with that index's term and the current membership, built in
+// place or in the background (SnapshotInBackground).
 func (s *Storage) Snapshot() (*pb.Snapshot, error) {
 	if s.SnapshotData == nil {
 		return nil, raft.ErrSnapshotTemporarilyUnavailable
 	}
+	if !s.SnapshotInBackground {
+		return s.buildSnapshot()
+	}
+	s.snap.Lock()
+	defer s.snap.Unlock()
+	if b := s.snap.build; b != nil {
+		select {
+		case <-b.done:
+		default:
+			return nil, raft.ErrSnapshotTemporarilyUnavailable // still building
+		}
+		s.snap.build = nil
+		switch first, _ := s.FirstIndex(); {
+		case errors.Is(b.err, raft.ErrSnapshotTemporarilyUnavailable):
+			// No space for it: try again (below).
+		case b.err != nil:
+			return nil, b.err
+		case b.snap.GetMetadata().GetIndex()+1 >= first:
+			return b.snap, nil
+		}
+		// Compacted past it meanwhile: the follower needs a newer one.
+	}
+	s.mu.Lock()
+	closed := s.mu.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
+	b := &snapBuild{done: make(chan struct{})}
+	s.snap.build = b
+	s.builds.Add(1)
+	go func() {
+		defer s.builds.Done()
+		b.snap, b.err = s.buildSnapshot()
+		close(b.done)
+	}()
+	return nil, raft.ErrSnapshotTemporarilyUnavailable
+}
+
+// snapBuild is a snapshot being built in the background.
+type snapBuild struct {
+	done chan struct{}
+	snap *pb.Snapshot
+	err  error
+}
+
+// buildSnapshot asks the application for its snapshot and adds raft's
+// metadata.
+func (s *Storage) buildSnapshot() (*pb.Snapshot, error) {
 	index, data, err := s.SnapshotData()
 	if vfs.IsNoSpace(err) {
 		// Raft panics on any other error: a full disk (the checkpoint
@@ -431,6 +499,12 @@ func (s *Storage) Snapshot() (*pb.Snapshot, error) {
 		return nil, fmt.Errorf("raftlog: snapshot data: %w", err)
 	}
 	term, err := s.Term(index)
+	if errors.Is(err, raft.ErrCompacted) {
+		// Retention (another goroutine) compacted past it meanwhile: raft
+		// asks again later, and gets a newer one. (Raft compares this
+		// error by identity: it must not be wrapped.)
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
 	if err != nil {
 		return nil, fmt.Errorf("raftlog: snapshot at %d: %w", index, err)
 	}
@@ -509,6 +583,7 @@ func (s *Storage) Close() error {
 	s.mu.Lock()
 	s.mu.closed = true
 	s.mu.Unlock()
+	s.builds.Wait() // a background snapshot reads the application's state
 	s.w.Release()
 	return s.f.Close()
 }

@@ -387,3 +387,66 @@ func TestStorageReadersDuringWrites(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.NoError(t, l.Close())
 }
+
+// In the background, Snapshot never waits for the application: it answers
+// "temporarily unavailable" while the build runs, hands the finished
+// snapshot to the next call, and builds a new one when the log was
+// compacted past the one it has.
+func TestSnapshotInBackground(t *testing.T) {
+	s, l := openStorage(t, vfs.NewMem())
+	defer l.Close()
+	require.NoError(t, s.SetHardState(&pb.HardState{Term: proto.Uint64(4)}))
+	require.NoError(t, s.Append(ents(1, 200, 4)))
+	release := make(chan struct{})
+	var at atomic.Uint64
+	at.Store(120)
+	var builds atomic.Int32
+	s.SnapshotInBackground = true
+	s.SnapshotData = func() (uint64, []byte, error) {
+		builds.Add(1)
+		<-release
+		return at.Load(), []byte("state"), nil
+	}
+	// Two calls while it builds: neither waits, one build.
+	for range 2 {
+		_, err := s.Snapshot()
+		require.ErrorIs(t, err, raft.ErrSnapshotTemporarilyUnavailable)
+	}
+	release <- struct{}{}
+	var snap *pb.Snapshot
+	require.Eventually(t, func() bool {
+		var err error
+		snap, err = s.Snapshot()
+		return err == nil
+	}, 5*time.Second, time.Millisecond)
+	require.Equal(t, uint64(120), snap.GetMetadata().GetIndex())
+	require.Equal(t, uint64(4), snap.GetMetadata().GetTerm())
+	require.Equal(t, int32(1), builds.Load())
+
+	// Handed out once: the next call builds again. When that build is
+	// done the log is compacted past its index, so its result is dropped
+	// and a third build starts.
+	_, err := s.Snapshot()
+	require.ErrorIs(t, err, raft.ErrSnapshotTemporarilyUnavailable)
+	release <- struct{}{}
+	s.snap.Lock()
+	b := s.snap.build
+	s.snap.Unlock()
+	<-b.done
+	require.NoError(t, b.err)
+	compacted, err := s.Compact(190)
+	require.NoError(t, err)
+	require.Greater(t, compacted, uint64(121))
+	at.Store(195)
+	_, err = s.Snapshot()
+	require.ErrorIs(t, err, raft.ErrSnapshotTemporarilyUnavailable, "a snapshot the log was compacted past was handed out")
+	require.Eventually(t, func() bool { return builds.Load() == 3 }, 5*time.Second, time.Millisecond)
+	release <- struct{}{}
+	require.Eventually(t, func() bool {
+		var err error
+		snap, err = s.Snapshot()
+		return err == nil
+	}, 5*time.Second, time.Millisecond)
+	require.Equal(t, uint64(195), snap.GetMetadata().GetIndex())
+	require.NoError(t, s.Close())
+}
