@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,14 +20,23 @@ import (
 	"github.com/raftmq/raftmq/store"
 )
 
-// freeAddrs returns n distinct free loopback addresses.
+// handedOut holds every address freeAddrs returned in this test binary:
+// the kernel may offer a closed port again at once, and two calls of one
+// test (HTTP addresses, then the brokers') must not share one.
+var handedOut sync.Map
+
+// freeAddrs returns n distinct free loopback addresses, none returned
+// before in this test binary.
 func freeAddrs(t testing.TB, n int) []string {
 	var ls []net.Listener
 	var out []string
-	for i := 0; i < n; i++ {
+	for len(out) < n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		ls = append(ls, l)
+		if _, dup := handedOut.LoadOrStore(l.Addr().String(), true); dup {
+			continue
+		}
 		out = append(out, l.Addr().String())
 	}
 	for _, l := range ls {
