@@ -77,27 +77,16 @@ func (w *Writer) exit() {
 // not past the last entry, the log's suffix from that index is truncated
 // first (a raft log conflict). It does not wait for durability; see
 // AppendSync and Sync.
-func (w *Writer) Append(ents ...Entry) error {
-	if err := w.enter(); err != nil {
-		return err
-	}
-	defer w.exit()
-	l := w.l
-	if err := l.append(ents); err != nil || len(ents) == 0 {
-		return err
-	}
-	if l.opts.Flush == FlushSync {
-		l.kickFlusher()
-	}
-	return nil
-}
+func (w *Writer) Append(ents ...Entry) error { return w.append(ents, false) }
 
 // AppendSync appends and, in FlushSync mode, syncs the entries before it
 // returns. The writer syncs them itself, on its own goroutine: with one
 // writer there is nobody to share an fdatasync with, and handing it to the
 // flusher would only add a goroutine switch each way. A checkpoint that
 // falls due is left to the flusher.
-func (w *Writer) AppendSync(ents ...Entry) error {
+func (w *Writer) AppendSync(ents ...Entry) error { return w.append(ents, true) }
+
+func (w *Writer) append(ents []Entry, sync bool) error {
 	if err := w.enter(); err != nil {
 		return err
 	}
@@ -106,7 +95,11 @@ func (w *Writer) AppendSync(ents ...Entry) error {
 	if err := l.append(ents); err != nil || len(ents) == 0 {
 		return err
 	}
-	if l.opts.Flush == FlushAsync {
+	switch {
+	case l.opts.Flush == FlushAsync:
+		return nil
+	case !sync:
+		l.kickFlusher()
 		return nil
 	}
 	if l.syncActive() {

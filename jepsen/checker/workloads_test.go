@@ -245,6 +245,19 @@ func (b *builder) localRetry(value string, decision string, at int64) {
 	panic("no delivery of " + value)
 }
 
+// emptyDLQ replaces the history's drains of the dead-letter topic by one
+// that finds it empty, at ms.
+func (b *builder) emptyDLQ(at int64) {
+	ops := b.run.Ops[:0]
+	for _, op := range b.run.Ops {
+		if op.Topic != retryDLQTopic {
+			ops = append(ops, op)
+		}
+	}
+	b.run.Ops = ops
+	b.topicDrain(retryDLQTopic, 0, at)
+}
+
 // retryHistory (max 1): z consumed at once, o after one failure, t failed
 // twice: dead-lettered after its second failure.
 func retryHistory() *builder {
@@ -281,22 +294,15 @@ func TestRetryCheckerLocalRetries(t *testing.T) {
 	require.True(t, res.Valid, "%v", res.Errors)
 
 	// The send-back failed for good: the local retry consumed the value,
-	// and it is not in the dead-letter queue. Valid too (the standard
-	// campaign's retry scenario under kill -9 of every node found this).
+	// and it is not in the dead-letter queue. Valid too (possible when
+	// every node is killed at once).
 	b = retryHistory()
-	ops := b.run.Ops[:0]
-	for _, op := range b.run.Ops {
-		if op.Topic != retryDLQTopic {
-			ops = append(ops, op)
-		}
-	}
-	b.run.Ops = ops
-	b.topicDrain(retryDLQTopic, 0, 20000)
+	b.emptyDLQ(20000)
 	b.localRetry("t", history.DecisionSuccess, 10050)
 	res = checkRetry(&b.run, Options{}.withDefaults())
 	require.True(t, res.Valid, "%v", res.Errors)
 
-		// The same count from a broker's retry copy is a violation.
+	// The same count from a broker's retry copy is a violation.
 	b = retryHistory()
 	b.retryDeliver("t", 2, history.DecisionSuccess, 20030)
 	res = checkRetry(&b.run, Options{}.withDefaults())
@@ -330,16 +336,7 @@ func TestRetryCheckerCatches(t *testing.T) {
 			b.retryDeliver("n", 1, history.DecisionSuccess, 10040)
 			b.topicDrain(retryTopic, 1, 30000, "t", "n")
 		}, "missing-retry"},
-		"dead letter lost": {func(b *builder) {
-			ops := b.run.Ops[:0]
-			for _, op := range b.run.Ops {
-				if op.Topic != retryDLQTopic {
-					ops = append(ops, op)
-				}
-			}
-			b.run.Ops = ops
-			b.topicDrain(retryDLQTopic, 0, 30000)
-		}, "not-dead-lettered"},
+		"dead letter lost": {func(b *builder) { b.emptyDLQ(30000) }, "not-dead-lettered"},
 		"consumed past the maximum": {func(b *builder) {
 			b.retryDeliver("t", 2, history.DecisionSuccess, 20030)
 		}, "consumed-past-max"},
