@@ -64,6 +64,7 @@ package raftlog
 
 import (
 	"cmp"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -116,7 +117,7 @@ type Core struct {
 	lastLead, lastLeadTerm uint64
 
 	// reads are the pending ReadIndex requests by request context;
-	// readSeq numbers them.
+	// readSeq numbers them, from a random start (NewCore).
 	reads   map[uint64]func(index uint64)
 	readSeq uint64
 }
@@ -200,6 +201,14 @@ func NewCore(cfg Config) (*Core, error) {
 			return nil, fmt.Errorf("raftlog: bootstrap: %w", err)
 		}
 	}
+	// Read ids start at a random point of their own, so that an answer
+	// to a request of an earlier incarnation of this node (queued at the
+	// leader or on the network across a restart) matches no request of
+	// this one.
+	var seq [8]byte
+	if _, err := rand.Read(seq[:]); err != nil {
+		return nil, fmt.Errorf("raftlog: read ids: %w", err)
+	}
 	return &Core{
 		id:              cfg.ID,
 		log:             cfg.Logger,
@@ -208,6 +217,7 @@ func NewCore(cfg Config) (*Core, error) {
 		holdOn:          cfg.CommitNotifyDelay >= 0,
 		ackBeforeCommit: mutant.Enabled && cfg.UnsafeAckBeforeCommit,
 		reads:           map[uint64]func(uint64){},
+		readSeq:         binary.BigEndian.Uint64(seq[:]) &^ 0xFFFFFFFF,
 	}, nil
 }
 
