@@ -87,6 +87,10 @@ type simNode struct {
 	newReqs func() *batchTable
 	reqs    *batchTable
 	answer  func(n *simNode, bs []*Batch, applied []*pb.Entry)
+	// onConfChange sees every membership change the node applies to raft;
+	// removed marks a node taken out of the group (never restarted).
+	onConfChange func(n *simNode, index uint64, cs *pb.ConfState)
+	removed      bool
 }
 
 func simLogOptions() commitlog.Options {
@@ -307,6 +311,9 @@ func (n *simNode) do(w Work, now int64) error {
 			if err := n.st.SetConfState(cs); err != nil {
 				return fmt.Errorf("node %d: %w", n.id, err)
 			}
+			if n.onConfChange != nil {
+				n.onConfChange(n, e.GetIndex(), cs)
+			}
 		}
 	}
 	if w.Commit > 0 {
@@ -424,6 +431,15 @@ type sim struct {
 	// started after it must be answered with an index at least as high.
 	maxAcked uint64
 
+	// Membership (seeds with membership on): the newest configuration
+	// any node applied, and when the simulator last proposed a change.
+	// Each cycle adds a node with a new id as a learner, promotes it and
+	// removes another voter; ids are never reused.
+	membership bool
+	conf       *pb.ConfState
+	confIndex  uint64
+	lastCC     int64
+
 	leaderOf map[uint64]uint64 // term -> leader
 	crashAt  map[uint64]int64  // node -> when a scheduled crash happens
 	commits  map[uint64]commitRec
@@ -521,33 +537,129 @@ func newSim(seed uint64, hooks simHooks, verbose bool) (*sim, error) {
 	if verbose {
 		s.trace = &strings.Builder{}
 	}
+	s.membership = s.rng.IntN(2) == 0
 	peers := []raft.Peer{{ID: 1}, {ID: 2}, {ID: 3}}
 	for id := uint64(1); id <= 3; id++ {
-		n := &simNode{id: id, peers: peers, fs: vfs.NewMem(), heldDelay: 2,
-			timing: Timing{ElectionTick: 10, HeartbeatTick: 2, CommitNotifyDelay: 2 * time.Millisecond}}
-		n.send = s.sendFrom
-		n.forgetVote = hooks.forgetVote
-		n.durableSM = true
-		n.restore = func(n *simNode, snap *pb.Snapshot) error {
-			s.installs++
-			s.logf("install snapshot %d on %d", snap.GetMetadata().GetIndex(), n.id)
-			return n.installDurable(n, snap)
-		}
-		n.snapData = n.snapshotData
-		n.onApply = s.onApply
-		n.onAppend = s.onAppend
-		n.newReqs = func() *batchTable {
-			return newBatchTable(Framing{AppendHeader: appendPlainHeader, BatchID: plainBatchID, HeaderSize: plainHeaderSize},
-				1<<10, simWait*time.Millisecond, s.rng.Uint64()|1<<32)
-		}
-		n.answer = s.answer
-		n.nextTick = s.rng.Int64N(10)
-		if err := n.open(); err != nil {
+		if err := s.addNode(peers); err != nil {
 			return nil, err
 		}
-		s.nodes = append(s.nodes, n)
 	}
 	return s, nil
+}
+
+// addNode starts the node with the next id: a founding member with
+// peers, or (peers nil) one joining with an empty log.
+func (s *sim) addNode(peers []raft.Peer) error {
+	n := &simNode{id: uint64(len(s.nodes) + 1), peers: peers, fs: vfs.NewMem(), heldDelay: 2,
+		timing: Timing{ElectionTick: 10, HeartbeatTick: 2, CommitNotifyDelay: 2 * time.Millisecond}}
+	n.send = s.sendFrom
+	n.forgetVote = s.hooks.forgetVote
+	n.durableSM = true
+	n.restore = func(n *simNode, snap *pb.Snapshot) error {
+		s.installs++
+		s.logf("install snapshot %d on %d", snap.GetMetadata().GetIndex(), n.id)
+		return n.installDurable(n, snap)
+	}
+	n.snapData = n.snapshotData
+	n.onApply = s.onApply
+	n.onAppend = s.onAppend
+	n.onConfChange = s.onConfChange
+	n.newReqs = func() *batchTable {
+		return newBatchTable(Framing{AppendHeader: appendPlainHeader, BatchID: plainBatchID, HeaderSize: plainHeaderSize},
+			1<<10, simWait*time.Millisecond, s.rng.Uint64()|1<<32)
+	}
+	n.answer = s.answer
+	n.nextTick = s.now + s.rng.Int64N(10)
+	if err := n.open(); err != nil {
+		return err
+	}
+	s.nodes = append(s.nodes, n)
+	return nil
+}
+
+// active lists the nodes that have not been removed from the group.
+func (s *sim) active() []*simNode {
+	var out []*simNode
+	for _, n := range s.nodes {
+		if !n.removed {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// pick returns an active node at random.
+func (s *sim) pick() *simNode {
+	a := s.active()
+	return a[s.rng.IntN(len(a))]
+}
+
+// onConfChange follows the newest membership any node applied: a node
+// added is started, with an empty log; a node removed stops for good.
+func (s *sim) onConfChange(n *simNode, index uint64, cs *pb.ConfState) {
+	if index <= s.confIndex {
+		return
+	}
+	s.conf, s.confIndex = proto.CloneOf(cs), index
+	s.logf("membership at %d (applied by %d): voters %v learners %v", index, n.id, cs.GetVoters(), cs.GetLearners())
+	in := map[uint64]bool{}
+	members := append(slices.Clone(cs.GetVoters()), cs.GetLearners()...)
+	slices.Sort(members)
+	for _, id := range members {
+		in[id] = true
+	}
+	for _, id := range members {
+		for id > uint64(len(s.nodes)) {
+			if err := s.addNode(nil); err != nil {
+				s.failf("start node %d: %v", id, err)
+			}
+			s.logf("start %d (joining)", id)
+		}
+	}
+	for _, m := range s.active() {
+		if !in[m.id] {
+			m.removed = true // stopped by the next step (it may be the node applying)
+			s.logf("removed %d", m.id)
+		}
+	}
+}
+
+// changeMembership proposes the next step of the membership cycle,
+// judged from the newest configuration applied: add the next id as a
+// learner, promote it, then remove another voter.
+func (s *sim) changeMembership() {
+	if s.conf == nil || s.now-s.lastCC < 150 {
+		return
+	}
+	n := s.pick()
+	if !n.up {
+		return
+	}
+	s.lastCC = s.now
+	voters, learners := s.conf.GetVoters(), s.conf.GetLearners()
+	dead := uint64(0) // a member whose node was removed (a stale proposal added it back)
+	for _, id := range append(slices.Clone(voters), learners...) {
+		if id <= uint64(len(s.nodes)) && s.node(id).removed {
+			dead = id
+		}
+	}
+	var cc pb.ConfChangeSingle
+	switch {
+	case dead != 0:
+		cc = pb.ConfChangeSingle{Type: pb.ConfChangeType_ConfChangeRemoveNode.Enum(), NodeId: proto.Uint64(dead)}
+	case len(learners) > 0:
+		cc = pb.ConfChangeSingle{Type: pb.ConfChangeType_ConfChangeAddNode.Enum(), NodeId: proto.Uint64(learners[0])}
+	case len(voters) > 3:
+		victim := voters[s.rng.IntN(len(voters))]
+		cc = pb.ConfChangeSingle{Type: pb.ConfChangeType_ConfChangeRemoveNode.Enum(), NodeId: proto.Uint64(victim)}
+	default:
+		cc = pb.ConfChangeSingle{Type: pb.ConfChangeType_ConfChangeAddLearnerNode.Enum(), NodeId: proto.Uint64(uint64(len(s.nodes) + 1))}
+	}
+	err := n.core.ProposeConfChange(&pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{&cc}})
+	s.logf("propose %v %d to %d: %v", cc.GetType(), cc.GetNodeId(), n.id, err)
+	if err := n.handle(s.now); err != nil {
+		s.failf("%v", err)
+	}
 }
 
 func (s *sim) close() {
@@ -738,6 +850,12 @@ func (s *sim) check() {
 // step advances the simulation by one millisecond.
 func (s *sim) step(chaos bool) {
 	s.now++
+	for _, n := range s.nodes {
+		if n.removed && n.up {
+			n.crash(s.rng)
+			s.logf("stop removed %d", n.id)
+		}
+	}
 	if chaos {
 		s.faults()
 		if s.rng.Float64() < 0.04 {
@@ -775,6 +893,10 @@ func (s *sim) step(chaos bool) {
 					return
 				}
 			}
+			continue
+		}
+		if m.GetTo() > uint64(len(s.nodes)) {
+			s.logf("lost (no such node) %s", msgString(m))
 			continue
 		}
 		to := s.node(m.GetTo())
@@ -818,32 +940,35 @@ func (s *sim) faults() {
 		s.logf("heal")
 	case r < 0.004:
 		clear(s.side)
-		lone := uint64(1 + s.rng.IntN(3))
+		lone := s.pick().id
 		s.side[lone] = 1
 		s.logf("isolate %d", lone)
 	}
 	crash := uint64(0)
 	if s.rng.Float64() < 0.001 {
-		crash = uint64(1 + s.rng.IntN(3))
+		crash = s.pick().id
 	}
-	for id := uint64(1); id <= 3; id++ {
-		if at := s.crashAt[id]; at != 0 && at <= s.now {
-			crash = id
-			delete(s.crashAt, id)
+	for _, n := range s.active() {
+		if at := s.crashAt[n.id]; at != 0 && at <= s.now {
+			crash = n.id
+			delete(s.crashAt, n.id)
 		}
 	}
-	if n := s.node(max(crash, 1)); crash != 0 && n.up {
+	if n := s.node(max(crash, 1)); crash != 0 && n.up && !n.removed {
 		n.crash(s.rng)
 		s.crashes++
 		s.logf("crash %d", crash)
 	}
-	for _, n := range s.nodes {
+	for _, n := range s.active() {
 		if !n.up && s.rng.Float64() < 0.02 {
 			s.restart(n)
 		}
 	}
+	if s.membership && s.rng.Float64() < 0.02 {
+		s.changeMembership()
+	}
 	if s.rng.Float64() < 0.004 {
-		if n := s.node(uint64(1 + s.rng.IntN(3))); n.up {
+		if n := s.pick(); n.up {
 			at, err := n.compact()
 			if err != nil {
 				s.failf("node %d: compact: %v", n.id, err)
@@ -875,7 +1000,7 @@ func (s *sim) restart(n *simNode) {
 // propose is the client: it offers a new value to a node picked at
 // random (a follower forwards it to its leader, if it knows one).
 func (s *sim) propose() {
-	n := s.node(uint64(1 + s.rng.IntN(3)))
+	n := s.pick()
 	if !n.up {
 		return
 	}
@@ -904,7 +1029,7 @@ func (s *sim) propose() {
 // index it is answered with must cover every value acknowledged before it
 // started.
 func (s *sim) read() {
-	n := s.node(uint64(1 + s.rng.IntN(3)))
+	n := s.pick()
 	if !n.up {
 		return
 	}
@@ -935,7 +1060,7 @@ func (s *sim) run(chaosMs, healMs int64) error {
 	}
 	clear(s.side)
 	s.drop, s.dup, s.delay, s.jitter = 0, 0, 3, 0
-	for _, n := range s.nodes {
+	for _, n := range s.active() {
 		if !n.up && s.err == nil {
 			s.restart(n)
 		}
@@ -948,8 +1073,8 @@ func (s *sim) run(chaosMs, healMs int64) error {
 		return s.err
 	}
 	// Every node applied the same entries, and every acknowledged value.
-	ref := s.nodes[0]
-	for _, n := range s.nodes {
+	ref := s.active()[0]
+	for _, n := range s.active() {
 		has := make(map[string]bool, len(n.data))
 		for _, d := range n.data {
 			for _, v := range simValues([]byte(d)) {
