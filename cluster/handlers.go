@@ -267,6 +267,11 @@ func (b *Broker) errorResponse(req *remoting.Command, err error) *remoting.Comma
 		errors.Is(err, ErrLost), errors.Is(err, ErrStopping):
 		// Definite: not stored. Clients retry.
 		code = remoting.ServiceNotAvailable
+	case errors.Is(err, raftlog.ErrOutcomeUnknown):
+		// Indeterminate too (the node stopped before applying it, or a
+		// snapshot replaced it): said as it is.
+		code = remoting.SystemError
+		err = fmt.Errorf("indeterminate: %w", err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		// Indeterminate: it may still commit. SYSTEM_ERROR makes clients
 		// retry, and the retry is deduplicated by its unique key.
