@@ -80,6 +80,18 @@ func TestConsumerGroupCheckerCatches(t *testing.T) {
 	}
 }
 
+// The harness's closing heal is not a fault: a handover after it, in a
+// run without faults, is two owners all the same.
+func TestConsumerGroupCheckerHealIsNoFault(t *testing.T) {
+	b := groupHistory()
+	b.add(history.Op{Process: 6, Kind: history.Join, Group: "og", Value: "c2", Orderly: true, Invoke: 5 * ms, Complete: 10 * ms, Outcome: history.OK})
+	b.deliver(6, "og", 0, 31, 35, 1, "b")
+	b.run.Events = append(b.run.Events, history.Event{Kind: "heal", Start: 20 * ms, End: 20 * ms, Description: "heal every fault"})
+	res := checkGroups(b)
+	require.False(t, res.Valid)
+	require.Positive(t, res.Counts["handover-redeliveries"], "%v", res.Counts)
+}
+
 func TestConsumerGroupCheckerForgivesFaults(t *testing.T) {
 	// Two owners within LockGrace of a fault (a new leader starts with no
 	// locks), and a member missing from a node restarted since it joined.
