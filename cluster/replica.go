@@ -135,7 +135,7 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 		WaitTimeout:   cfg.WaitTimeout,
 		Framing: raftlog.Framing{
 			AppendHeader: store.AppendBodyHeader,
-			BatchID:      batchIDOf,
+			BatchID:      store.BodyBatchID,
 			HeaderSize:   store.BodyHeaderSize,
 			Merge:        store.KindMessages,
 		},

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sort"
@@ -57,14 +56,6 @@ func (w *waiter) finish(o outcome) {
 		return
 	}
 	w.ch <- o
-}
-
-// batchIDOf returns the batch id of an entry body, or 0.
-func batchIDOf(data []byte) uint64 {
-	if len(data) < store.BodyHeaderSize {
-		return 0
-	}
-	return binary.BigEndian.Uint64(data[1:store.BodyHeaderSize])
 }
 
 // answerBatches answers the requests of batches, this node's entries up to

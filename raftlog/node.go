@@ -590,18 +590,7 @@ func (n *Node) recoverLostLog() {
 func (n *Node) exit() {
 	close(n.done)
 	n.dropQueued()
-	applied := n.applied.Load()
-	for _, b := range n.reqs.live {
-		if b.settled || (b.Index != 0 && b.Index <= applied) {
-			continue
-		}
-		if b.Index == 0 {
-			b.Fail(ErrStopped)
-		} else {
-			b.Fail(fmt.Errorf("node stopped before applying entry %d: %w", b.Index, ErrOutcomeUnknown))
-		}
-	}
-	n.reqs.stop()
+	n.reqs.stop(n.applied.Load())
 }
 
 // propose collects the queued requests (up to MaxProposalBytes) and packs

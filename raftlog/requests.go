@@ -75,7 +75,7 @@ type Framing struct {
 	AppendHeader func(b []byte, kind byte, id uint64) []byte
 	// BatchID returns the batch id in an entry's data (0 if none).
 	BatchID func(data []byte) uint64
-	// HeaderSize is the length of a header (at least 1).
+	// HeaderSize is the length of a header.
 	HeaderSize int
 	// Merge is the kind whose requests are packed together.
 	Merge byte
@@ -271,8 +271,20 @@ func (t *batchTable) sweep(now time.Time, applied uint64) {
 	t.live = keep
 }
 
-// stop forgets every batch (the node has failed what was unanswered).
-func (t *batchTable) stop() {
+// stop fails every batch not yet answered (its index above applied) and
+// forgets them all: one never persisted here with ErrStopped, one
+// persisted but not applied with ErrOutcomeUnknown (it may commit on
+// another node).
+func (t *batchTable) stop(applied uint64) {
+	for _, b := range t.live {
+		switch {
+		case b.settled, b.Index != 0 && b.Index <= applied:
+		case b.Index == 0:
+			b.Fail(ErrStopped)
+		default:
+			b.Fail(fmt.Errorf("node stopped before applying entry %d: %w", b.Index, ErrOutcomeUnknown))
+		}
+	}
 	t.live, t.indexed = nil, nil
 	clear(t.byID)
 }

@@ -61,6 +61,15 @@ func AppendBodyHeader(dst []byte, kind byte, batchID uint64) []byte {
 	return binary.BigEndian.AppendUint64(dst, batchID)
 }
 
+// BodyBatchID returns the batch id in an entry body's header, or 0 for a
+// body too short to have one.
+func BodyBatchID(b []byte) uint64 {
+	if len(b) < BodyHeaderSize {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b[bodyOffBatchID:])
+}
+
 // Command ops.
 const (
 	OpCreateTopic = "createTopic" // create or update
