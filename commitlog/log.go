@@ -760,10 +760,11 @@ func (l *Log) syncActive() (ckptDue bool) {
 		l.sm.durable = target
 	}
 	l.sm.cond.Broadcast()
+	due := l.ckptDueLocked()
 	l.sm.Unlock()
 	l.releaseCacheLocked(end)
 	l.flushMu.Unlock()
-	return l.ckptDue()
+	return due
 }
 
 // ckptDue reports whether the checkpoint is older than CheckpointInterval
@@ -771,6 +772,11 @@ func (l *Log) syncActive() (ckptDue bool) {
 func (l *Log) ckptDue() bool {
 	l.sm.Lock()
 	defer l.sm.Unlock()
+	return l.ckptDueLocked()
+}
+
+// ckptDueLocked is ckptDue with sm held.
+func (l *Log) ckptDueLocked() bool {
 	return time.Since(l.sm.ckptTime) >= l.opts.CheckpointInterval && l.sm.durable > l.sm.ckpt
 }
 
