@@ -149,7 +149,7 @@ func (b *Broker) handleACLUpdate(ctx context.Context, conn *remoting.ServerConn,
 	if err != nil {
 		return b.refuse(conn, req, failed, err.Error())
 	}
-	return b.leaderOnly(ctx, req, func() *remoting.Command {
+	return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command {
 		if err := b.proposeACL(ctx, u); err != nil {
 			if errors.Is(err, store.ErrBadCommand) {
 				return remoting.NewResponse(req, failed, err.Error())

@@ -22,7 +22,7 @@ func (b *Broker) handleAdminCode(ctx context.Context, conn *remoting.ServerConn,
 	switch req.Code {
 	case remoting.GetBrokerClusterInfo:
 		if jsonView(req) {
-			return b.leaderOnly(ctx, req, func() *remoting.Command {
+			return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command {
 				v, err := b.AdminCluster(ctx)
 				return b.adminAnswer(req, v, err)
 			}), true
@@ -37,9 +37,9 @@ func (b *Broker) handleAdminCode(ctx context.Context, conn *remoting.ServerConn,
 	case remoting.GetProducerConnectionList:
 		return b.handleProducerConnection(conn, req), true
 	case remoting.InvokeBrokerToResetOffset:
-		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleResetOffset(ctx, conn, req) }), true
+		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleResetOffset(ctx, conn, req) }), true
 	case remoting.ImportConfig:
-		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleImportConfig(ctx, conn, req) }), true
+		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleImportConfig(ctx, conn, req) }), true
 	case remoting.GetBrokerRuntimeInfo:
 		body, _ := json.Marshal(remoting.KVTable{Table: b.AdminRuntime()})
 		resp := remoting.NewResponse(req, remoting.Success, "")

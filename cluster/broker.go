@@ -202,7 +202,12 @@ type Broker struct {
 	ballast  *vfs.BallastFS // the fault endpoint's virtual ballast; nil without it
 
 	stopc chan struct{}
-	wg    sync.WaitGroup
+	// life is cancelled when the node stops: the parent of the contexts
+	// that carry out requests whose client may have gone (detach).
+	life     context.Context
+	stopLife context.CancelFunc
+	drops    dropLog // one-way requests dropped, logged within a rate
+	wg       sync.WaitGroup
 }
 
 const peersFile = "peers.json"
@@ -253,6 +258,7 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	b := &Broker{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), peers: map[uint64]Peer{}, fwd: map[string]*remoting.Conn{}, stopc: make(chan struct{}),
 		mut: cfg.Store.Mutants, members: membership.New(0), filters: filter.NewCache(0), locks: locks.New(0), watched: map[*remoting.ServerConn]struct{}{}}
+	b.life, b.stopLife = context.WithCancel(context.Background())
 	if !mutant.Enabled && (b.mut.Any() || cfg.FaultEndpoint) {
 		return nil, fmt.Errorf("cluster: mutants and the fault endpoint: %w", mutant.ErrNotBuilt)
 	}
@@ -450,6 +456,7 @@ func (b *Broker) Close() error {
 		b.reg.Close() // unregisters while this node still answers
 	}
 	close(b.stopc)
+	b.stopLife()
 	if b.srv != nil {
 		b.srv.Close()
 	}

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/raftmq/raftmq/acl"
@@ -38,13 +40,13 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 	case acl.UpdateAndCreateACLConfig, acl.DeleteACLConfig, acl.UpdateGlobalWhiteAddrsConfig:
 		return b.handleACLUpdate(ctx, conn, req)
 	case remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage:
-		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleSend(ctx, conn, req) })
+		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleSend(ctx, conn, req) })
 	case remoting.PullMessage, remoting.LitePullMessage:
 		return b.met.pulled(b.handlePull(ctx, req))
 	case remoting.QueryConsumerOffset:
-		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleQueryOffset(ctx, req) })
+		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleQueryOffset(ctx, req) })
 	case remoting.UpdateConsumerOffset:
-		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleUpdateOffset(ctx, req) })
+		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleUpdateOffset(ctx, req) })
 	case remoting.GetMaxOffset, remoting.GetMinOffset:
 		return b.handleMinMax(req)
 	case remoting.SearchOffsetByTimestamp:
@@ -60,16 +62,16 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 	case remoting.GetConsumerListByGroup:
 		return b.handleConsumerList(conn, req)
 	case remoting.LockBatchMQ, remoting.UnlockBatchMQ:
-		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleLockBatch(conn, req) })
+		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleLockBatch(conn, req) })
 	case remoting.UpdateAndCreateSubscriptionGroup:
-		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleUpdateGroup(ctx, conn, req) })
+		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleUpdateGroup(ctx, conn, req) })
 	case remoting.GetAllSubscriptionGroupConfig:
 		return b.handleAllGroups(ctx, req)
 	case remoting.DeleteSubscriptionGroup:
-		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleDeleteGroup(ctx, conn, req) })
+		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleDeleteGroup(ctx, conn, req) })
 	case remoting.DeleteTopicInBroker, remoting.DeleteTopicInNameServer:
 		// A client using the group's nodes as its name server sends both.
-		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleDeleteTopic(ctx, conn, req) })
+		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleDeleteTopic(ctx, conn, req) })
 	case remoting.GetAllTopicListFromNameServer:
 		return b.handleTopicList(ctx, req)
 	case remoting.CheckClientConfig:
@@ -94,11 +96,11 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 		resp := b.handleRoute(req)
 		if resp.Code == remoting.TopicNotExist && !b.rep.Node().IsLeader() {
 			// This node may lag behind a topic just created: ask the leader.
-			return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleRoute(req) })
+			return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleRoute(req) })
 		}
 		return resp
 	case remoting.UpdateAndCreateTopic:
-		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleCreateTopic(ctx, req) })
+		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleCreateTopic(ctx, req) })
 	case remoting.GetAllTopicConfig:
 		return b.handleAllTopics(req)
 	case remoting.ClusterStatus:
@@ -109,7 +111,7 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 	case remoting.Fault:
 		return b.handleFault(req)
 	case remoting.TransferLeader, remoting.AddNode, remoting.RemoveNode:
-		return b.leaderOnly(ctx, req, func() *remoting.Command { return b.handleAdmin(ctx, req) })
+		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleAdmin(ctx, req) })
 	}
 	if resp, ok := b.handleAdminCode(ctx, conn, req); ok {
 		return resp
@@ -123,14 +125,25 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 // election has not ended), it waits up to Config.LeaderWait for one, so a
 // request that arrives during an election is served rather than refused;
 // past that it answers SERVICE_NOT_AVAILABLE, naming the leader if known.
-func (b *Broker) leaderOnly(ctx context.Context, req *remoting.Command, f func() *remoting.Command) *remoting.Command {
+//
+// A request accepted is carried out whatever happens to the client's
+// connection afterwards: f and the forward run with a context detached
+// from ctx (see detach), so a one-way send whose producer closed its
+// connection at once, or a send whose client gave up, still reaches the
+// leader, bounded by the waits above and the forward timeout. A forward
+// that fails is counted in raftmq_forward_dropped_total by reason; a
+// one-way request's failure, which no client hears of, is also logged.
+func (b *Broker) leaderOnly(ctx context.Context, req *remoting.Command, f func(ctx context.Context) *remoting.Command) *remoting.Command {
+	ctx, cancel := b.detach(ctx)
+	defer cancel()
 	deadline := time.Now().Add(b.cfg.LeaderWait)
 	for {
 		if b.rep.Node().IsLeader() {
-			return f()
+			return f(ctx)
 		}
-		resp, retry := b.forward(ctx, req)
+		resp, retry, drop := b.forward(ctx, req)
 		if !retry || !time.Now().Before(deadline) {
+			b.forwardDone(req, resp, drop)
 			return resp
 		}
 		t := time.NewTimer(leaderPoll)
@@ -138,8 +151,48 @@ func (b *Broker) leaderOnly(ctx context.Context, req *remoting.Command, f func()
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return remoting.NewResponse(req, remoting.ServiceNotAvailable, "no raft leader elected; retry")
+			resp = remoting.NewResponse(req, remoting.ServiceNotAvailable, "node stopping; retry")
+			b.forwardDone(req, resp, dropStopping)
+			return resp
 		}
+	}
+}
+
+// detach returns the context a handler carries out an accepted request
+// with: ctx's values, not cancelled when the client's connection closes
+// (ctx is), only when the node stops. Its waits are bounded by the
+// handler's own timeouts (Config.SendTimeout, LeaderWait, the forward's).
+func (b *Broker) detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(b.life, cancel)
+	return dctx, func() { stop(); cancel() }
+}
+
+// Reasons a forwarded request was dropped (raftmq_forward_dropped_total's
+// reason label).
+const (
+	// No leader was known, reachable, or leading within Config.LeaderWait:
+	// not delivered (or refused by a node that was no longer the leader).
+	dropNoLeader = "no_leader"
+	// The leader did not answer within the forward timeout: the outcome
+	// is unknown (the leader may have taken it).
+	dropTimeout = "timeout"
+	// The connection to the leader failed with the request on it: the
+	// outcome is unknown.
+	dropConnection = "connection"
+	// This node stopped.
+	dropStopping = "stopping"
+)
+
+// forwardDone accounts for a forward's end: drop ("" if the leader
+// answered) is counted, and a one-way request that failed is logged, as
+// its client never hears of it.
+func (b *Broker) forwardDone(req *remoting.Command, resp *remoting.Command, drop string) {
+	if drop != "" {
+		b.met.forwardDropped(drop)
+	}
+	if req.IsOneway() && (drop != "" || resp.Code != remoting.Success) {
+		b.drops.log(b.log, req, resp, drop)
 	}
 }
 
@@ -156,19 +209,22 @@ const leaderPoll = 20 * time.Millisecond
 
 // forward sends req to the leader and returns its answer. retry reports a
 // definite failure that waiting may cure: no leader known, or the leader
-// not reachable; the request was not delivered.
-func (b *Broker) forward(ctx context.Context, req *remoting.Command) (resp *remoting.Command, retry bool) {
+// not reachable; the request was not delivered. drop is why the request
+// did not reach the leader or got no answer from it (a drop* reason), ""
+// when the leader answered.
+func (b *Broker) forward(ctx context.Context, req *remoting.Command) (resp *remoting.Command, retry bool, drop string) {
 	st := b.rep.Node().Status()
 	lp, ok := b.peer(st.Leader)
 	if st.Leader == 0 || !ok {
-		return remoting.NewResponse(req, remoting.ServiceNotAvailable, "no raft leader elected; retry"), true
+		return remoting.NewResponse(req, remoting.ServiceNotAvailable, "no raft leader elected; retry"), true, dropNoLeader
 	}
 	if req.ExtFields[extForwarded] != "" {
-		return remoting.NewResponse(req, remoting.ServiceNotAvailable, fmt.Sprintf("not the leader; leader is node %d at %s", st.Leader, lp.Client)), false
+		// Answered to the follower that forwarded it, which retries.
+		return remoting.NewResponse(req, remoting.ServiceNotAvailable, fmt.Sprintf("not the leader; leader is node %d at %s", st.Leader, lp.Client)), false, ""
 	}
 	conn, err := b.forwardConn(ctx, b.route(st.Leader, lp).Client)
 	if err != nil {
-		return remoting.NewResponse(req, remoting.ServiceNotAvailable, fmt.Sprintf("not the leader; leader is node %d at %s (unreachable: %v)", st.Leader, lp.Client, err)), true
+		return remoting.NewResponse(req, remoting.ServiceNotAvailable, fmt.Sprintf("not the leader; leader is node %d at %s (unreachable: %v)", st.Leader, lp.Client, err)), true, dropNoLeader
 	}
 	fr := *req
 	fr.ExtFields = make(map[string]string, len(req.ExtFields)+1)
@@ -182,13 +238,18 @@ func (b *Broker) forward(ctx context.Context, req *remoting.Command) (resp *remo
 	defer cancel()
 	r, err := conn.Invoke(fctx, &fr)
 	if err != nil {
-		if fctx.Err() != nil && ctx.Err() == nil {
+		drop = dropConnection
+		switch {
+		case ctx.Err() != nil:
+			drop = dropStopping
+		case fctx.Err() != nil:
 			// Timed out: the leader or the link is stuck. Drop the stream,
 			// so the request is not delivered after the client retried.
+			drop = dropTimeout
 			b.dropForwardConn(conn)
 		}
 		// Indeterminate: the leader may have taken the request.
-		return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("forwarding to leader %d failed: %v", st.Leader, err)), false
+		return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("forwarding to leader %d failed: %v", st.Leader, err)), false, drop
 	}
 	out := *r
 	out.Opaque = req.Opaque
@@ -196,9 +257,42 @@ func (b *Broker) forward(ctx context.Context, req *remoting.Command) (resp *remo
 	if out.Code == remoting.ServiceNotAvailable && leadershipRemark(out.Remark) {
 		// The node we took for the leader was not (it lost leadership, or
 		// has not learnt of the new term yet): definite, worth a retry.
-		return &out, true
+		return &out, true, dropNoLeader
 	}
-	return &out, false
+	return &out, false, ""
+}
+
+// dropLog logs the one-way requests a node failed to carry out (no client
+// hears of them), at most one line a second: an election under one-way
+// load would otherwise log a line per request. The first line after a
+// pause says how many were left out; raftmq_forward_dropped_total counts
+// them all. The zero value is ready to use.
+type dropLog struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+func (d *dropLog) log(log *slog.Logger, req, resp *remoting.Command, drop string) {
+	d.mu.Lock()
+	now := time.Now()
+	if now.Sub(d.last) < time.Second {
+		d.suppressed++
+		d.mu.Unlock()
+		return
+	}
+	d.last = now
+	n := d.suppressed
+	d.suppressed = 0
+	d.mu.Unlock()
+	args := []any{"code", req.Code, "topic", req.ExtFields["topic"], "answer", resp.Code, "remark", resp.Remark}
+	if drop != "" {
+		args = append(args, "reason", drop)
+	}
+	if n > 0 {
+		args = append(args, "suppressed", n)
+	}
+	log.Warn("cluster: one-way request forwarded to the leader failed; its client is not told", args...)
 }
 
 // dropForwardConn aborts c and forgets it, if it is still the forward

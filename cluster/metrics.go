@@ -34,6 +34,9 @@ type Metrics struct {
 	BatchSize   prometheus.Histogram   // requests per proposed entry
 	Pulls       *prometheus.CounterVec // by result
 	Forwarded   prometheus.Counter
+	// ForwardDropped: forwarded requests that did not reach the leader or
+	// got no answer from it, by reason (handlers.go's drop* constants).
+	ForwardDropped *prometheus.CounterVec
 	// Delayed, timer, retried and transactional messages (leader).
 	ScheduleDelivered prometheus.Counter
 	ScheduleLateness  prometheus.Histogram   // due time to proposal, seconds
@@ -79,6 +82,8 @@ func NewMetrics(src scrapeFuncs) *Metrics {
 		Pulls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_pulls_total",
 			Help: "Pull requests answered, by result: found, none (nothing new), retry, offset_moved, error."}, []string{"result"}),
 		Forwarded: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_forwarded_total", Help: "Requests forwarded to the leader."}),
+		ForwardDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_forward_dropped_total",
+			Help: "Requests a follower accepted and failed to carry to the leader, by reason: no_leader (none reachable within the leader wait), timeout and connection (outcome unknown), stopping."}, []string{"reason"}),
 		ScheduleDelivered: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_schedule_delivered_total",
 			Help: "Delayed and timer messages delivered to their topic (as proposed by this node while leader)."}),
 		ScheduleLateness: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "raftmq_schedule_lateness_seconds",
@@ -95,9 +100,12 @@ func NewMetrics(src scrapeFuncs) *Metrics {
 	m.sendsOK, m.sendsError = m.Sends.WithLabelValues("ok"), m.Sends.WithLabelValues("error")
 	m.pullFound, m.pullNone, m.pullRetry = m.Pulls.WithLabelValues("found"), m.Pulls.WithLabelValues("none"), m.Pulls.WithLabelValues("retry")
 	m.pullMoved, m.pullError = m.Pulls.WithLabelValues("offset_moved"), m.Pulls.WithLabelValues("error")
+	for _, r := range []string{dropNoLeader, dropTimeout, dropConnection, dropStopping} {
+		m.ForwardDropped.WithLabelValues(r) // exported at 0 before the first drop
+	}
 	m.topics = newTopicCounters(m.topicMessages, m.topicBytes, MaxLabelValues)
 	m.scrape = &scrapeCollector{src: src}
-	reg.MustRegister(m.Sends, m.SendLatency, m.Fsync, m.Apply, m.Commit, m.BatchSize, m.Pulls, m.Forwarded,
+	reg.MustRegister(m.Sends, m.SendLatency, m.Fsync, m.Apply, m.Commit, m.BatchSize, m.Pulls, m.Forwarded, m.ForwardDropped,
 		m.ScheduleDelivered, m.ScheduleLateness, m.TxnEnded, m.SendBack, m.topicMessages, m.topicBytes, m.scrape,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
@@ -118,6 +126,11 @@ func (m *Metrics) sent(res []store.MessageResult) {
 	c := m.topics.get(res[0].Topic)
 	c.msgs.Add(float64(n))
 	c.bytes.Add(float64(size))
+}
+
+// forwardDropped counts a forwarded request dropped for reason.
+func (m *Metrics) forwardDropped(reason string) {
+	m.ForwardDropped.WithLabelValues(reason).Inc()
 }
 
 // pulled counts a pull's answer by result and returns it.

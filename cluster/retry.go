@@ -32,7 +32,7 @@ func (b *Broker) handleSendBack(ctx context.Context, conn *remoting.ServerConn, 
 	if err != nil {
 		return b.refuse(conn, req, remoting.InvalidParameter, err.Error())
 	}
-	return b.leaderOnly(ctx, req, func() *remoting.Command {
+	return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command {
 		m, dlq, err := b.sendBackMessage(ctx, &h)
 		if err != nil {
 			return b.refuse(conn, req, remoting.SystemError, err.Error())

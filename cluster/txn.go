@@ -43,7 +43,7 @@ func (b *Broker) handleEndTransaction(ctx context.Context, conn *remoting.Server
 	default:
 		return b.refuse(conn, req, remoting.InvalidParameter, fmt.Sprintf("commitOrRollback %d is neither 0, 8 nor 12", h.CommitOrRollback))
 	}
-	return b.leaderOnly(ctx, req, func() *remoting.Command {
+	return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command {
 		rec, ok := b.rep.Store().PendingTransaction(h.TranStateTableOffset)
 		switch {
 		case !ok:
