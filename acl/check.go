@@ -91,6 +91,9 @@ const (
 	GrantAccountWhite
 	// GrantSigned: the signature and the permissions held.
 	GrantSigned
+	// GrantNameServerRead: a route query (NameServerRead), answered to
+	// anyone as RocketMQ's name server does; nothing was checked.
+	GrantNameServerRead
 )
 
 func (g Grant) String() string {
@@ -101,6 +104,8 @@ func (g Grant) String() string {
 		return "account white address"
 	case GrantSigned:
 		return "signed"
+	case GrantNameServerRead:
+		return "name server read"
 	}
 	return fmt.Sprintf("Grant(%d)", uint8(g))
 }
@@ -131,8 +136,10 @@ func (e *DeniedError) Remark() string {
 }
 
 // Check decides a request, in RocketMQ's order
-// (PlainPermissionManager.validate):
+// (PlainPermissionManager.validate), after one step of its own:
 //
+//  0. a route query (NameServerRead): allowed, as RocketMQ's name server,
+//     which checks no ACL, answers it;
 //  1. the client's address matches globalWhiteRemoteAddresses: allowed;
 //  2. no AccessKey field: "No accessKey is configured"; an unknown one:
 //     "No acl config for X";
@@ -151,6 +158,9 @@ func (e *DeniedError) Remark() string {
 // them (and decodes a heartbeat's body) only after the signature held; a
 // request whose resources cannot be read is refused with the reason.
 func (p *Policy) Check(r Request) (Grant, error) {
+	if NameServerRead(r.Code) {
+		return GrantNameServerRead, nil
+	}
 	addr, addrOK := ParseRemoteAddr(r.RemoteAddr)
 	white := func(pat AddrPattern) bool {
 		if pat.kind == patAll {

@@ -90,6 +90,15 @@ func TestCheck(t *testing.T) {
 		return h.Encode()
 	}
 	cases := []tc{
+		// 0. Route queries are answered to anyone, as RocketMQ's name
+		// server answers them; the name server's other reads are checked.
+		{name: "route unsigned", code: remoting.GetRouteInfoByTopic, ext: map[string]string{"topic": "topicA"}, grant: GrantNameServerRead},
+		{name: "route bad signature", code: remoting.GetRouteInfoByTopic, ext: map[string]string{"topic": "topicA"}, ak: "RocketMQ",
+			mutate: func(e map[string]string) { e[FieldSignature] = "bad" }, grant: GrantNameServerRead},
+		{name: "route unknown key", code: remoting.GetRouteInfoByTopic, ext: map[string]string{"topic": "topicA"}, ak: "RocketMQ",
+			mutate: func(e map[string]string) { e[FieldAccessKey] = "nobody12" }, grant: GrantNameServerRead},
+		{name: "cluster info unsigned", code: remoting.GetBrokerClusterInfo, err: "No accessKey is configured"},
+		{name: "topic list unsigned", code: remoting.GetAllTopicListFromNameServer, err: "No accessKey is configured"},
 		// 1. Global white addresses skip everything.
 		{name: "global white unsigned", addr: "10.10.103.7:1", code: remoting.UpdateAndCreateTopic, grant: GrantGlobalWhite},
 		{name: "global white bad signature", addr: "10.10.103.7:1", code: remoting.SendMessageV2, ext: sendV2("topicA", "pg"), ak: "RocketMQ",
@@ -169,7 +178,7 @@ func TestCheck(t *testing.T) {
 		{name: "remove node admin", code: remoting.RemoveNode, ext: map[string]string{"id": "3"}, ak: "adminAK1", grant: GrantSigned},
 		{name: "acl update admin", code: UpdateAndCreateACLConfig, ext: map[string]string{"accessKey": "newAccount"}, ak: "adminAK1", grant: GrantSigned},
 		{name: "cluster status", code: remoting.ClusterStatus, ak: "RocketMQ", grant: GrantSigned},
-		{name: "route", code: remoting.GetRouteInfoByTopic, ext: map[string]string{"topic": "topicA"}, ak: "RocketMQ", grant: GrantSigned},
+		{name: "route signed", code: remoting.GetRouteInfoByTopic, ext: map[string]string{"topic": "topicA"}, ak: "RocketMQ", grant: GrantNameServerRead},
 		// Admin accounts: all resources unless they list perms.
 		{name: "admin sends anywhere", code: remoting.SendMessageV2, ext: sendV2("topicA", "pg"), ak: "adminAK1", grant: GrantSigned},
 		{name: "limited admin DENY topic", code: remoting.PullMessage, ext: pull("topicX", "g"), ak: "adminLim", err: "No default permission for topic:topicX"},

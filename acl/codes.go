@@ -66,6 +66,21 @@ var adminCodes = func() map[int32]bool {
 	return m
 }()
 
+// NameServerRead reports whether a request with that code is a name
+// server's read that Policy.Check lets through unchecked: only
+// GET_ROUTEINFO_BY_TOPIC (105), which a raftmq node answers for clients
+// that use the group's nodes as name servers. RocketMQ's name server checks
+// no ACL, so a RocketMQ client with a wrong secret, or none, gets its
+// routes and then the broker's refusal with the reason; refusing the route
+// query hid that reason behind "route info not found". What it reveals to
+// anyone who can reach the port: whether a topic exists, its queue counts
+// and permission, and the group's broker names and addresses. Other name
+// server reads (GET_BROKER_CLUSTER_INFO 106, the topic list 206) stay
+// checked: clients do not need them, and the tools that do sign.
+func NameServerRead(code int32) bool {
+	return code == remoting.GetRouteInfoByTopic
+}
+
 // NeedsAdmin reports whether a request with that code and ext fields needs
 // an admin account.
 func NeedsAdmin(code int32, ext map[string]string) bool {

@@ -39,5 +39,8 @@
 // groups a request code touches and with which perm; NeedsAdmin which
 // requests need an admin account (RocketMQ's five admin codes plus
 // raftmq's membership, leadership, fault, topic deletion, ACL and offset
-// reset requests).
+// reset requests). NameServerRead is the one request let through
+// unchecked: a route query (GET_ROUTEINFO_BY_TOPIC), which RocketMQ's name
+// server answers to anyone, so that a client whose keys are wrong reaches
+// the broker and hears the reason its send is refused.
 package acl

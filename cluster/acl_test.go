@@ -98,3 +98,50 @@ func TestACLEnforcedThroughTheLog(t *testing.T) {
 		}, 5*time.Second, 20*time.Millisecond, "node %d takes the new account", b.cfg.ID)
 	}
 }
+
+// With the ACL on, route queries are answered without the signature check,
+// as RocketMQ's name server answers them, so that a client with a wrong
+// secret (or none) reaches the broker and hears why its send is refused,
+// instead of "route info not found". The send itself is refused with
+// NO_PERMISSION naming the access key and the reason.
+func TestACLRoutesOpenSendsRefusedWithTheReason(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "plain_acl.yml")
+	require.NoError(t, os.WriteFile(file, []byte(testACL), 0o644))
+	tb := startBrokersWith(t, func(c *Config) { c.ACLFile = file })
+	l := tb.leader()
+	operator := acl.Credentials{AccessKey: "operator", SecretKey: "operator-secret"}
+	lc := dial(t, l.ClientAddr())
+	ch := remoting.CreateTopicRequestHeader{Topic: "T", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6}
+	require.Eventually(t, func() bool {
+		return invoke(t, lc, signed(remoting.NewRequest(remoting.UpdateAndCreateTopic, ch.Encode(), nil), operator)).Code == remoting.Success
+	}, 10*time.Second, 20*time.Millisecond, "the file's ACL in force, the operator creates T")
+
+	bad := acl.Credentials{AccessKey: "producer1", SecretKey: "wrong"}
+	route := func(topic string) *remoting.Command {
+		return remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": topic}, nil)
+	}
+	f := tb.follower()
+	require.Eventually(t, func() bool { _, ok := f.Replica().Store().Topic("T"); return ok }, 5*time.Second, 5*time.Millisecond)
+	for _, b := range []*Broker{l, f} {
+		c := dial(t, b.ClientAddr())
+		for name, req := range map[string]*remoting.Command{"wrong secret": signed(route("T"), bad), "unsigned": route("T")} {
+			resp := invoke(t, c, req)
+			require.Equal(t, remoting.Success, resp.Code, "node %d, %s: %s", b.cfg.ID, name, resp.Remark)
+			rd, err := remoting.DecodeTopicRouteData(resp.Body)
+			require.NoError(t, err)
+			require.Equal(t, 2, rd.QueueDatas[0].WriteQueueNums)
+		}
+		// A topic the node does not know: asked of the leader by a
+		// follower, and answered TOPIC_NOT_EXIST, not refused.
+		resp := invoke(t, c, signed(route("Missing"), bad))
+		require.Equal(t, remoting.TopicNotExist, resp.Code, "node %d: %s", b.cfg.ID, resp.Remark)
+
+		resp = invoke(t, c, signed(sendCmd("T", 0, "x", "W1"), bad))
+		require.Equal(t, remoting.NoPermission, resp.Code, "node %d: %s", b.cfg.ID, resp.Remark)
+		require.Contains(t, resp.Remark, "Check signature failed for accessKey=producer1")
+		h := remoting.PullMessageRequestHeader{ConsumerGroup: "g", Topic: "T", QueueID: 0, MaxMsgNums: 1}
+		resp = invoke(t, c, signed(remoting.NewRequest(remoting.PullMessage, h.Encode(), nil), bad))
+		require.Equal(t, remoting.NoPermission, resp.Code, "node %d: %s", b.cfg.ID, resp.Remark)
+		require.Contains(t, resp.Remark, "Check signature failed for accessKey=producer1")
+	}
+}

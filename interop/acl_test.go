@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,8 +31,10 @@ accounts:
 // the signatures rocketmq-client-go computes (primitive.Credentials): a
 // producer and a push consumer with an account's keys send and consume; a
 // producer without keys, with a wrong secret, or sending to a topic the
-// account may not write is refused; admin requests from raftmq's CLI need
-// the admin account's keys.
+// account may not write is refused, and the client's error carries the
+// broker's reason (routes are answered without keys, as RocketMQ's name
+// server answers them, so the send reaches the broker); admin requests from
+// raftmq's CLI need the admin account's keys.
 func TestACLWithRocketMQCredentials(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "plain_acl.yml")
 	if err := os.WriteFile(file, []byte(interopACL), 0o644); err != nil {
@@ -56,21 +59,25 @@ func TestACLWithRocketMQCredentials(t *testing.T) {
 
 	refused := func(what string, p interface {
 		SendSync(context.Context, ...*primitive.Message) (*primitive.SendResult, error)
-	}, topic string) {
+	}, topic, reason string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
 		res, err := p.SendSync(ctx, message(topic, what))
-		if err == nil {
+		switch {
+		case err == nil:
 			t.Errorf("%s: send accepted (%v), want it refused", what, res)
-		} else {
+		case !strings.Contains(err.Error(), "CODE: 16") || !strings.Contains(err.Error(), reason):
+			t.Errorf("%s: refused with %q, want NO_PERMISSION (CODE: 16) and the broker's reason %q", what, err, reason)
+		default:
 			t.Logf("%s: refused: %v", what, err)
 		}
 	}
-	refused("no keys", newProducer(t, g, producer.WithRetry(0)), "ACLT")
+	refused("no keys", newProducer(t, g, producer.WithRetry(0)), "ACLT", "No accessKey is configured")
 	refused("wrong secret", newProducer(t, g, producer.WithRetry(0),
-		producer.WithCredentials(primitive.Credentials{AccessKey: "itproducer", SecretKey: "wrong-secret"})), "ACLT")
-	refused("a topic the account may not write", p, "ACLOther")
+		producer.WithCredentials(primitive.Credentials{AccessKey: "itproducer", SecretKey: "wrong-secret"})), "ACLT",
+		"Check signature failed for accessKey=itproducer")
+	refused("a topic the account may not write", p, "ACLOther", "No default permission for topic:ACLOther")
 	time.Sleep(time.Second)
 	if n := len(box.deliveries("no keys")) + len(box.deliveries("wrong secret")); n > 0 {
 		t.Errorf("%d refused messages were delivered", n)
