@@ -1,9 +1,12 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/internal/vfs"
 )
 
 // storedIn sums the messages in topic's queues 0..queues-1 on b.
@@ -122,4 +126,56 @@ func TestForwardDroppedCounted(t *testing.T) {
 	require.Eventually(t, func() bool { v, _ := forwardDropped(t, f, "no_leader"); return v == 2 }, 5*time.Second, 10*time.Millisecond)
 	v, _ = forwardDropped(t, f, "timeout")
 	require.Zero(t, v)
+}
+
+// TestAdminRequestBoundedWhileStalled: a leadership transfer asked of a
+// leader whose raft goroutine waits for disk space is answered within the
+// send timeout. Its handler runs with a context that outlives the
+// client's connection, so without a bound of its own it waited for the
+// stall to end (here: forever).
+func TestAdminRequestBoundedWhileStalled(t *testing.T) {
+	var mu sync.Mutex
+	toggles := map[uint64]*vfs.Toggle{}
+	tb := startBrokersWith(t, func(c *Config) {
+		mu.Lock()
+		defer mu.Unlock()
+		tg := toggles[c.ID]
+		if tg == nil {
+			tg = &vfs.Toggle{Err: vfs.ErrNoSpace}
+			toggles[c.ID] = tg
+		}
+		c.SendTimeout = time.Second
+		c.FS = vfs.WithErrors(vfs.Default(), vfs.InjectorFunc(func(op vfs.Op, path string) error {
+			if strings.Contains(path, "/commitlog/") {
+				return tg.MaybeError(op, path)
+			}
+			return nil
+		}))
+	})
+	l := tb.leader()
+	c := dial(t, l.ClientAddr())
+	createTopicT(t, c)
+	var other uint64
+	for id, b := range tb.bs {
+		if b != l {
+			require.NoError(t, b.Close())
+			delete(tb.bs, id)
+			other = id
+		}
+	}
+	// Alone, the leader stays leader: it hears of no other term, and
+	// while stalled it does not tick.
+	toggles[l.cfg.ID].Arm(vfs.OpWrite, vfs.OpCreate)
+	require.NoError(t, c.Oneway(sendCmd("T", 0, "stall", "u-stall")))
+	require.Eventually(t, l.Replica().Node().DiskStalled, 5*time.Second, 5*time.Millisecond)
+	require.True(t, l.Replica().Node().IsLeader())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	resp, err := c.Invoke(ctx, remoting.NewRequest(remoting.TransferLeader, map[string]string{"id": strconv.FormatUint(other, 10)}, nil))
+	require.NoError(t, err, "no answer while the leader is stalled")
+	require.Equal(t, remoting.SystemError, resp.Code, resp.Remark)
+	require.Less(t, time.Since(start), 3*time.Second)
+	toggles[l.cfg.ID].Disarm()
 }

@@ -965,6 +965,10 @@ func (b *Broker) handleAdmin(ctx context.Context, req *remoting.Command) *remoti
 	if err != nil || id == 0 {
 		return remoting.NewResponse(req, remoting.InvalidParameter, "admin: ext field id must be a node id")
 	}
+	// Bounded: ctx outlives the client's connection (leaderOnly), and the
+	// raft goroutine that takes these may be stalled (a full disk).
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
+	defer cancel()
 	switch req.Code {
 	case remoting.TransferLeader:
 		err = b.rep.Node().TransferLeader(ctx, id)
