@@ -616,7 +616,7 @@ func (b *Broker) savePeersLocked() error {
 	}
 	data, _ := json.MarshalIndent(m, "", "  ")
 	dir := filepath.Join(b.cfg.Dir, "raft")
-	if err := b.cfg.FS.MkdirAll(dir, 0o755); err != nil {
+	if err := b.cfg.FS.MkdirAll(dir, vfs.DirMode); err != nil {
 		return err
 	}
 	return vfs.WriteFileAtomic(b.cfg.FS, dir, peersFile, data)

@@ -258,7 +258,7 @@ func Open(fs vfs.FS, dir string, opts Options) (*Log, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
+	if err := fs.MkdirAll(dir, vfs.DirMode); err != nil {
 		return nil, fmt.Errorf("commitlog: create %q: %w", dir, err)
 	}
 	l := &Log{fs: fs, dir: dir, opts: opts, log: opts.Logger, kick: make(chan struct{}, 1), done: make(chan struct{})}

@@ -240,7 +240,7 @@ func openQueueIn(fs vfs.FS, root, topic string, queueID int32, opts Options, cac
 	if q.ownerSyncs {
 		// The owner's next SyncFS covers the directories; a crash before
 		// it loses the queue only with units no checkpoint covers.
-		mkdir = func(fs vfs.FS, dir string) error { return fs.MkdirAll(dir, 0o755) }
+		mkdir = func(fs vfs.FS, dir string) error { return fs.MkdirAll(dir, vfs.DirMode) }
 	}
 	if err := mkdir(fs, q.dir); err != nil {
 		return nil, fmt.Errorf("consumequeue: open %s: %w", q.name(), err)
@@ -310,7 +310,7 @@ func mkdirDurable(fs vfs.FS, dir string) error {
 	if len(created) == 0 {
 		return nil
 	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
+	if err := fs.MkdirAll(dir, vfs.DirMode); err != nil {
 		return fmt.Errorf("mkdir %q: %w", dir, err)
 	}
 	for i := len(created) - 1; i >= 0; i-- {

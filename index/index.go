@@ -232,7 +232,7 @@ func Open(fs vfs.FS, dir string, opts Options) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
+	if err := fs.MkdirAll(dir, vfs.DirMode); err != nil {
 		return nil, fmt.Errorf("index: create %q: %w", dir, err)
 	}
 	names, err := fs.List(dir)

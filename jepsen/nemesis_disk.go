@@ -53,7 +53,7 @@ func mountDiskFull(g *localgroup.Group) (undo func(), err error) {
 		}
 	}
 	for _, n := range g.Nodes {
-		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
+		if err := os.MkdirAll(n.Dir, 0o700); err != nil {
 			undo()
 			return nil, err
 		}
@@ -91,7 +91,7 @@ func (e *env) diskFull(ctx context.Context, ev history.Event) (*fault, error) {
 		return e.diskBallast(ctx, ev, n, what, slow)
 	}
 	path := filepath.Join(e.g.Nodes[n-1].Dir, ballastName)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("jepsen: disk-full: %w", err)
 	}

@@ -125,7 +125,7 @@ func ExportConfig(db *DB, dir string) error {
 	offs.DataVersion = DataVersion{Timestamp: now, Counter: int64(len(offs.OffsetTable))}
 	groups.DataVersion = DataVersion{Timestamp: now, Counter: int64(len(groups.SubscriptionGroupTable))}
 
-	if err := db.fs.MkdirAll(dir, 0o755); err != nil {
+	if err := db.fs.MkdirAll(dir, vfs.DirMode); err != nil {
 		return fmt.Errorf("offsets: export config: create %s: %w", dir, err)
 	}
 	for _, f := range []struct {

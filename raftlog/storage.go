@@ -125,7 +125,7 @@ func OpenStorage(fs vfs.FS, dir string, log *commitlog.Log) (_ *Storage, err err
 			w.Release()
 		}
 	}()
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
+	if err := fs.MkdirAll(dir, vfs.DirMode); err != nil {
 		return nil, fmt.Errorf("raftlog: create %s: %w", dir, err)
 	}
 	f, err := fs.OpenReadWrite(vfs.Join(dir, stateName))

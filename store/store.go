@@ -239,13 +239,35 @@ func Open(cfg Config) (*Store, error) {
 
 func (s *Store) path(elem ...string) string { return vfs.Join(append([]string{s.cfg.Dir}, elem...)...) }
 
+// restrictDir makes the store's directory the broker user's only
+// (vfs.DirMode), as a data directory of an older raftmq, made 0755, is
+// not: what it holds, files made 0644 by then included, is out of other
+// users' reach once its directory is.
+func (s *Store) restrictDir() error {
+	fi, err := os.Stat(s.cfg.Dir)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if fi.Mode().Perm()&^vfs.DirMode == 0 {
+		return nil
+	}
+	if err := os.Chmod(s.cfg.Dir, vfs.DirMode); err != nil {
+		return fmt.Errorf("store: restrict %s to its owner: %w", s.cfg.Dir, err)
+	}
+	s.log.Info("store: data directory restricted to its owner", "dir", s.cfg.Dir, "was", fi.Mode().Perm().String(), "now", vfs.DirMode.String())
+	return nil
+}
+
 func (s *Store) open() error {
-	if err := s.fs.MkdirAll(s.cfg.Dir, 0o755); err != nil {
+	if err := s.fs.MkdirAll(s.cfg.Dir, vfs.DirMode); err != nil {
 		return fmt.Errorf("store: create %s: %w", s.cfg.Dir, err)
 	}
 	// bbolt always lives on the real file system.
-	if err := os.MkdirAll(s.cfg.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(s.cfg.Dir, vfs.DirMode); err != nil {
 		return fmt.Errorf("store: create %s: %w", s.cfg.Dir, err)
+	}
+	if err := s.restrictDir(); err != nil {
+		return err
 	}
 	lk, err := s.fs.Lock(s.path(lockName))
 	if err != nil {

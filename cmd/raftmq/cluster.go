@@ -266,10 +266,10 @@ type namesrvProc struct {
 
 // startNamesrv runs `raftmq namesrv` on addr and waits until it answers.
 func startNamesrv(binary, addr, logPath string, args ...string) (*namesrvProc, error) {
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
 		return nil, err
 	}
-	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}

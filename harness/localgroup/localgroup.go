@@ -144,10 +144,10 @@ func (g *Group) StartNode(id uint64) error {
 	if n.cmd != nil && !n.exitedLocked() {
 		return fmt.Errorf("localgroup: node %d is running", id)
 	}
-	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(n.Dir, 0o700); err != nil {
 		return err
 	}
-	lf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	lf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}

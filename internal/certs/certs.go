@@ -2,7 +2,8 @@
 // for a raftmq group (ECDSA P-256, crypto/x509), and loads them into
 // tls.Configs: what `raftmq cert`, `raftmq cluster --tls` and the TLS tests
 // use. Files are PEM: ca.pem and ca-key.pem for the CA, <name>.pem and
-// <name>-key.pem for a node; keys are written 0600.
+// <name>-key.pem for a node; every file is written 0600, in a directory
+// made 0700.
 package certs
 
 import (
@@ -216,7 +217,7 @@ func (ca *CA) Pool() *x509.CertPool {
 }
 
 func writePair(dir, name string, certPEM, keyPEM []byte) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("certs: %w", err)
 	}
 	keyFile := filepath.Join(dir, name+"-key.pem")
@@ -231,7 +232,7 @@ func writePair(dir, name string, certPEM, keyPEM []byte) error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("certs: write %s: %w", keyFile, err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, name+".pem"), certPEM, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, name+".pem"), certPEM, 0o600); err != nil {
 		return fmt.Errorf("certs: %w", err)
 	}
 	return nil

@@ -21,6 +21,15 @@ import (
 // os.ErrNotExist, so errors.Is works for both the OS and the memory FS.
 var ErrNotExist = os.ErrNotExist
 
+// Modes of what raftmq creates on disk: its files and directories hold
+// messages, replicated state and key material, so they are for the
+// broker's own user only. The OS file system creates every file with
+// FileMode; callers of MkdirAll pass DirMode.
+const (
+	FileMode os.FileMode = 0o600
+	DirMode  os.FileMode = 0o700
+)
+
 // ErrNoSpace is returned (wrapped) by writes when the device is full.
 var ErrNoSpace = errors.New("vfs: no space left on device")
 
