@@ -81,8 +81,13 @@ type Config struct {
 	// Join: this node is being added to a running group; it starts empty
 	// and waits for the leader.
 	Join bool
-	// HTTPAddr serves /metrics and /status ("" disables).
-	HTTPAddr    string
+	// HTTPAddr serves /metrics and /status ("" disables); with an ACL, to
+	// clients with credentials only (httpauth.go).
+	HTTPAddr string
+	// HTTPToken, if set, is a bearer token that opens /metrics, /status
+	// and /debug/pprof/ on the HTTP port (Authorization: Bearer), which
+	// then need a credential even without an ACL (httpauth.go).
+	HTTPToken   string
 	BrokerName  string // default "raftmq"
 	ClusterName string // default "DefaultCluster"
 	Flush       commitlog.FlushMode
@@ -410,7 +415,7 @@ func Start(cfg Config) (*Broker, error) {
 		if cfg.HTTPHandlers != nil {
 			cfg.HTTPHandlers(mux)
 		}
-		b.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		b.http = &http.Server{Handler: b.httpAuth(mux), ReadHeaderTimeout: 5 * time.Second}
 		b.wg.Add(1)
 		httpLn := b.tls.httpListener(b.httpLn, remoting.NewTLSRefusalLogger(b.log.With("port", "http")))
 		go func() { defer b.wg.Done(); _ = b.http.Serve(httpLn) }()
@@ -421,7 +426,7 @@ func Start(cfg Config) (*Broker, error) {
 
 // loopbackOnly serves h to clients on the same host only: profiles reveal
 // memory contents and cost CPU, so they are not for whoever reaches the
-// HTTP port (which also serves /metrics and /status to any host).
+// HTTP port, even with credentials (httpAuth).
 func loopbackOnly(log *slog.Logger, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ap, err := netip.ParseAddrPort(r.RemoteAddr)

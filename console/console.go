@@ -155,13 +155,15 @@ func (c *Console) Close() error {
 // ServeHTTP authenticates the request (with an ACL) and serves the page.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var cr credentials
-	if c.cfg.ACL {
-		user, pass, ok := r.BasicAuth()
-		if !ok || user == "" {
-			askAuth(w, "this group has an ACL: sign in with an account's accessKey (user) and secretKey (password)")
-			return
-		}
+	user, pass, ok := r.BasicAuth()
+	if ok && user != "" {
+		// Signed even when this node was not told of an ACL: a node that
+		// took the group's ACL from the log asks for the keys on its HTTP
+		// port (cluster's httpAuth) before the console sees the request.
 		cr = credentials{accessKey: user, secretKey: pass}
+	} else if c.cfg.ACL {
+		askAuth(w, "this group has an ACL: sign in with an account's accessKey (user) and secretKey (password)")
+		return
 	}
 	cl, err := c.client(cr)
 	if err != nil {

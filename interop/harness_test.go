@@ -321,6 +321,13 @@ func (g *group) start(id int) {
 		// share a small machine.
 		"--segment-size", "67108864", "--warm-ahead", "-1"}
 	args = append(args, g.extra...)
+	if g.token() != "" {
+		tokenFile := filepath.Join(n.dir, "http-token")
+		if err := os.WriteFile(tokenFile, []byte(g.token()), 0o600); err != nil {
+			g.t.Fatal(err)
+		}
+		args = append(args, "--http-token-file", tokenFile)
+	}
 	// More flags for every broker of every test, for diagnosis.
 	args = append(args, strings.Fields(os.Getenv("INTEROP_BROKER_FLAGS"))...)
 	if os.Getenv("INTEROP_BROKER_VERBOSE") != "" {
@@ -394,11 +401,27 @@ type nodeStatus struct {
 	LeaderReady bool `json:"leaderReady"`
 }
 
+// token is the HTTP bearer token of a group with an ACL, whose /status
+// needs a credential, else "".
+func (g *group) token() string {
+	if slices.Contains(g.extra, "--acl-file") {
+		return "interop-http-token"
+	}
+	return ""
+}
+
 var statusClient = &http.Client{Timeout: time.Second}
 
 // status fetches node id's /status; ok is false if it does not answer.
 func (g *group) status(id int) (st nodeStatus, ok bool) {
-	resp, err := statusClient.Get("http://" + g.nodes[id-1].http + "/status")
+	req, err := http.NewRequest(http.MethodGet, "http://"+g.nodes[id-1].http+"/status", nil)
+	if err != nil {
+		return st, false
+	}
+	if tok := g.token(); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := statusClient.Do(req)
 	if err != nil {
 		return st, false
 	}

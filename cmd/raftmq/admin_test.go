@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,10 +35,17 @@ func cli(t *testing.T, args ...string) (string, error) {
 // startProcesses starts three broker processes (this test binary) with
 // 8 MiB segments and args, stopped when the test ends, and waits for a
 // leader, which it returns.
+// testHTTPToken is the HTTP bearer token of groups started with an ACL.
+const testHTTPToken = "cmd-test-http-token"
+
 func startProcesses(t *testing.T, args ...string) (*localgroup.Group, uint64) {
 	t.Helper()
-	g := localgroup.New(localgroup.Config{Binary: os.Args[0], Env: []string{"RAFTMQ_TEST_MAIN=1"}, Dir: t.TempDir(),
-		BasePort: freeBasePort(t), Args: append([]string{"--segment-size", "8388608"}, args...)})
+	cfg := localgroup.Config{Binary: os.Args[0], Env: []string{"RAFTMQ_TEST_MAIN=1"}, Dir: t.TempDir(),
+		BasePort: freeBasePort(t), Args: append([]string{"--segment-size", "8388608"}, args...)}
+	if slices.Contains(args, "--acl-file") {
+		cfg.HTTPToken = testHTTPToken // with an ACL, /status (WaitLeader) needs a credential
+	}
+	g := localgroup.New(cfg)
 	require.NoError(t, g.Start())
 	t.Cleanup(func() { _ = g.StopAll() })
 	leader, err := g.WaitLeader(15 * time.Second)

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,6 +33,7 @@ type brokerFlags struct {
 	peerList    []string // --peers: the same, comma-separated
 	join        bool
 	httpAddr    string
+	httpToken   string // --http-token-file
 	flush       string
 	segmentSize int64
 	warmAhead   int64
@@ -83,6 +85,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.StringSliceVar(&f.peerList, "peers", nil, "every member at once, comma-separated: 1=C1/R1,2=C2/R2,3=C3/R3 (combines with --peer)")
 	fl.BoolVar(&f.join, "join", false, "join a running group (after `raftmq admin node add` on it) instead of bootstrapping")
 	fl.StringVar(&f.httpAddr, "http", "", "address for /metrics and /status (empty: off)")
+	fl.StringVar(&f.httpToken, "http-token-file", "", "a `FILE` holding a bearer token that opens /metrics and /status (Authorization: Bearer, as Prometheus sends it); with it they need a credential even without an ACL")
 	fl.StringVar(&f.flush, "flush", "sync", "sync: acknowledge after a quorum fsynced; async: after a quorum has it in page cache")
 	fl.Int64Var(&f.segmentSize, "segment-size", 1<<30, "commitlog segment size in bytes")
 	fl.Int64Var(&f.warmAhead, "warm-ahead", 0, "bytes of the commitlog segment zero-filled and synced ahead of the writer in sync mode (0: 64 MiB, -1: off)")
@@ -171,6 +174,15 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 	}
 	if cfg.TLS, err = f.tls.config(); err != nil {
 		return cluster.Config{}, err
+	}
+	if f.httpToken != "" {
+		b, err := os.ReadFile(f.httpToken)
+		if err != nil {
+			return cluster.Config{}, fmt.Errorf("--http-token-file: %w", err)
+		}
+		if cfg.HTTPToken = strings.TrimSpace(string(b)); cfg.HTTPToken == "" {
+			return cluster.Config{}, fmt.Errorf("--http-token-file: %s is empty", f.httpToken)
+		}
 	}
 	cfg.Store.Mutants = muts
 	cfg.Store.WarmAhead = f.warmAhead

@@ -418,6 +418,17 @@ func TestConsoleACL(t *testing.T) {
 	}
 	code, _, h := get("/console/topics", "", "")
 	require.Equal(t, http.StatusUnauthorized, code, "no credentials")
+	// The node's /status and /metrics need credentials too: the keys, or
+	// the --http-token-file token localgroup gave the group.
+	for _, path := range []string{"/status", "/metrics"} {
+		code, _, _ = get(path, "", "")
+		require.Equal(t, http.StatusUnauthorized, code, "%s without credentials", path)
+		code, _, _ = get(path, "reader1", "reader-secret")
+		require.Equal(t, http.StatusOK, code, "%s with an account's keys", path)
+	}
+	st, err := g.Status(1)
+	require.NoError(t, err, "/status with the token")
+	require.NotZero(t, st.Status.Term)
 	require.Contains(t, h.Get("WWW-Authenticate"), "Basic")
 	code, body, h := get("/console/topics", "operator", "wrong")
 	require.Equal(t, http.StatusUnauthorized, code, "a wrong secret key: %s", body)

@@ -54,6 +54,11 @@ type Config struct {
 	// asks for /status over HTTPS with it, and clients of the group
 	// should use it (Group.TLS).
 	TLS *tls.Config
+	// HTTPToken, if set, is given to every node as its HTTP bearer token
+	// (--http-token-file, a file written 0600 into Dir), and Status
+	// presents it: what a group with an ACL needs for its /status to
+	// answer.
+	HTTPToken string
 }
 
 // Node is one broker process.
@@ -153,6 +158,14 @@ func (g *Group) StartNode(id uint64) error {
 	}
 	args := append(append([]string{}, g.cfg.Prefix...), "broker", "--id", fmt.Sprint(id), "--data", n.Dir, "--http", n.HTTP)
 	args = append(append(args, g.cfg.Args...), g.peers...)
+	if g.cfg.HTTPToken != "" {
+		tokenFile := filepath.Join(g.cfg.Dir, "http-token")
+		if err := os.WriteFile(tokenFile, []byte(g.cfg.HTTPToken+"\n"), 0o600); err != nil {
+			lf.Close()
+			return fmt.Errorf("localgroup: %w", err)
+		}
+		args = append(args, "--http-token-file", tokenFile)
+	}
 	if g.cfg.Host != nil {
 		args = append(args, "--bind-ip", g.cfg.Host(id))
 	}
@@ -343,11 +356,21 @@ var httpClient = &http.Client{Timeout: 500 * time.Millisecond}
 
 // Status fetches a node's /status.
 func (g *Group) Status(id uint64) (*cluster.NodeStatus, error) {
-	resp, err := g.http.Get(g.scheme + "://" + g.Node(id).HTTP + "/status")
+	req, err := http.NewRequest(http.MethodGet, g.scheme+"://"+g.Node(id).HTTP+"/status", nil)
+	if err != nil {
+		return nil, err
+	}
+	if g.cfg.HTTPToken != "" {
+		req.Header.Set("Authorization", "Bearer "+g.cfg.HTTPToken)
+	}
+	resp, err := g.http.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("localgroup: node %d's /status: %s", id, resp.Status)
+	}
 	var st cluster.NodeStatus
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
 		return nil, err
