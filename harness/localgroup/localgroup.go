@@ -55,7 +55,7 @@ type Config struct {
 	// should use it (Group.TLS).
 	TLS *tls.Config
 	// HTTPToken, if set, is given to every node as its HTTP bearer token
-	// (--http-token-file, a file written 0600 into Dir), and Status
+	// (--http-token-file, a file written 0600 into its directory), and Status
 	// presents it: what a group with an ACL needs for its /status to
 	// answer.
 	HTTPToken string
@@ -159,7 +159,7 @@ func (g *Group) StartNode(id uint64) error {
 	args := append(append([]string{}, g.cfg.Prefix...), "broker", "--id", fmt.Sprint(id), "--data", n.Dir, "--http", n.HTTP)
 	args = append(append(args, g.cfg.Args...), g.peers...)
 	if g.cfg.HTTPToken != "" {
-		tokenFile := filepath.Join(g.cfg.Dir, "http-token")
+		tokenFile := filepath.Join(n.Dir, "http-token") // the node's own: written while it is down
 		if err := os.WriteFile(tokenFile, []byte(g.cfg.HTTPToken+"\n"), 0o600); err != nil {
 			lf.Close()
 			return fmt.Errorf("localgroup: %w", err)
