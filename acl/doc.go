@@ -31,6 +31,14 @@
 // that every node that applies the same updates in the same order holds
 // the same ACL.
 //
+// # Sealed secrets
+//
+// Box seals secret keys with a group's ACL key (AES-256-GCM, the access
+// key as additional data) so that the replicated ACL, and so the log,
+// holds them encrypted; Box.SealUpdate seals an Update's, Box.OpenConfig
+// opens a Config's; plaintext secrets pass through. seal.go has the
+// format.
+//
 // # Decisions
 //
 // NewPolicy compiles a Config; Policy.Check decides a request from its

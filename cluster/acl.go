@@ -21,6 +21,14 @@ import (
 // leader's --acl-file, proposed as one OpReplace; until the log has one,
 // a node started with --acl-file enforces its file. Without either, the
 // ACL is off (the local demo's default).
+//
+// Secret keys are sealed (acl.Box) with the group's ACL key
+// (Config.ACLKey, a file every node holds, as it holds its certificates)
+// before they are proposed (proposeACL), so the log, the state in
+// meta.db and snapshots hold them sealed; the node opens them when it
+// builds its policy (loadPolicy). Plaintext secrets of an ACL stored
+// before sealing still apply. Applying an update does not seal or open
+// anything, so it stays deterministic.
 
 // applyACL is the store's Config.ApplyACL: the new ACL from the current
 // one and an update, deterministic.
@@ -46,6 +54,7 @@ func applyACL(cur, update []byte) ([]byte, error) {
 // aclState caches the policy built from the store's ACL.
 type aclState struct {
 	file   *acl.Policy // from --acl-file, until the log holds an ACL
+	box    *acl.Box    // the group's ACL key; nil without one
 	cached atomic.Pointer[aclCache]
 	mu     sync.Mutex // serialises rebuilding cached
 }
@@ -84,11 +93,15 @@ func (b *Broker) loadPolicy() *aclCache {
 	}
 	cfg, err := acl.ParseJSON(blob)
 	if err == nil {
+		cfg, err = b.acl.box.OpenConfig(cfg)
+	}
+	if err == nil {
 		c.policy, err = acl.NewPolicy(cfg)
 	}
 	if err != nil {
-		// Replicated state that does not load is a bug; refuse everything
-		// rather than serve without the ACL.
+		// Replicated state that does not load is a bug, or secrets sealed
+		// with an ACL key this node lacks; refuse everything rather than
+		// serve without the ACL.
 		b.log.Error("cluster: the replicated ACL does not load; refusing every request", "err", err)
 		c.policy, _ = acl.NewPolicy(&acl.Config{})
 	}
@@ -160,8 +173,16 @@ func (b *Broker) handleACLUpdate(ctx context.Context, conn *remoting.ServerConn,
 	})
 }
 
-// proposeACL replicates an ACL update. Leader only.
+// proposeACL replicates an ACL update, its secret keys sealed. Leader
+// only.
 func (b *Broker) proposeACL(ctx context.Context, u acl.Update) error {
+	u, err := b.acl.box.SealUpdate(u)
+	if err != nil {
+		if errors.Is(err, acl.ErrNoKey) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", store.ErrBadCommand, err)
+	}
 	js, err := json.Marshal(u)
 	if err != nil {
 		return err

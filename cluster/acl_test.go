@@ -1,6 +1,10 @@
 package cluster
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,6 +14,7 @@ import (
 
 	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/store"
 )
 
 const testACL = `
@@ -42,7 +47,8 @@ func signed(req *remoting.Command, creds acl.Credentials) *remoting.Command {
 func TestACLEnforcedThroughTheLog(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "plain_acl.yml")
 	require.NoError(t, os.WriteFile(file, []byte(testACL), 0o644))
-	tb := startBrokersWith(t, func(c *Config) { c.ACLFile = file })
+	key := acl.NewKey()
+	tb := startBrokersWith(t, func(c *Config) { c.ACLFile, c.ACLKey = file, key })
 	l := tb.leader()
 	require.Eventually(t, func() bool {
 		for _, b := range tb.bs {
@@ -107,7 +113,7 @@ func TestACLEnforcedThroughTheLog(t *testing.T) {
 func TestACLRoutesOpenSendsRefusedWithTheReason(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "plain_acl.yml")
 	require.NoError(t, os.WriteFile(file, []byte(testACL), 0o644))
-	tb := startBrokersWith(t, func(c *Config) { c.ACLFile = file })
+	tb := startBrokersWith(t, func(c *Config) { c.ACLFile, c.ACLKey = file, acl.NewKey() })
 	l := tb.leader()
 	operator := acl.Credentials{AccessKey: "operator", SecretKey: "operator-secret"}
 	lc := dial(t, l.ClientAddr())
@@ -145,3 +151,105 @@ func TestACLRoutesOpenSendsRefusedWithTheReason(t *testing.T) {
 		require.Contains(t, resp.Remark, "Check signature failed for accessKey=producer1")
 	}
 }
+
+// requireNotIn requires that no file under dir holds any of the secrets.
+func requireNotIn(t *testing.T, dir string, secrets ...string) {
+	t.Helper()
+	n := 0
+	require.NoError(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		n++
+		for _, s := range secrets {
+			require.False(t, bytes.Contains(b, []byte(s)), "%s holds the secret key %q", path, s)
+		}
+		return nil
+	}))
+	require.Greater(t, n, 3, "files under %s", dir)
+}
+
+// The secret keys of the ACL are sealed with the group's ACL key in the
+// log, the state and snapshots: no file of a node's data directory holds
+// one (those of the --acl-file, and one added by an operator), while
+// every node, restarted, still checks signatures with them. An ACL
+// written before secrets were sealed (a plaintext secret in the log)
+// still applies. A node with another ACL key refuses every request.
+func TestACLSecretsSealed(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "plain_acl.yml")
+	require.NoError(t, os.WriteFile(file, []byte(testACL), 0o600))
+	key := acl.NewKey()
+	tb := startBrokersWith(t, func(c *Config) { c.ACLFile, c.ACLKey = file, key })
+	require.Eventually(t, func() bool {
+		for _, b := range tb.bs {
+			if blob, _ := b.Replica().Store().ACL(); len(blob) == 0 {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 10*time.Millisecond, "the file's ACL reaches every node through the log")
+	operator := acl.Credentials{AccessKey: "operator", SecretKey: "operator-secret"}
+	const secret = "Sx9-latecomer-secret-4711"
+	late := acl.Credentials{AccessKey: "latecomer", SecretKey: secret}
+	upd := remoting.NewRequest(acl.UpdateAndCreateACLConfig, map[string]string{"accessKey": "latecomer", "secretKey": secret,
+		"admin": "false", "defaultTopicPerm": "PUB"}, nil)
+	resp := invoke(t, dial(t, tb.follower().ClientAddr()), signed(upd, operator))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	short := remoting.NewRequest(acl.UpdateAndCreateACLConfig, map[string]string{"accessKey": "shortone", "secretKey": "short"}, nil)
+	resp = invoke(t, dial(t, tb.leader().ClientAddr()), signed(short, operator))
+	require.Equal(t, acl.UpdateAndCreateACLConfigFailed, resp.Code, "a secret key too short is refused before it is sealed")
+	require.Contains(t, resp.Remark, "shorter than 7")
+
+	// An ACL entry of an older raftmq: the secret key in plaintext.
+	const oldSecret = "Py7-plaintext-secret-0815"
+	old := acl.Credentials{AccessKey: "oldtimer", SecretKey: oldSecret}
+	js, err := json.Marshal(acl.Update{Op: acl.OpPutAccount, AccessKey: "oldtimer", SecretKey: ptr(oldSecret), DefaultTopicPerm: ptr(acl.Pub)})
+	require.NoError(t, err)
+	require.NoError(t, tb.leader().exec(t.Context(), &store.Command{Op: store.OpACL, ACL: js}))
+
+	topic := remoting.CreateTopicRequestHeader{Topic: "T", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}
+	require.Equal(t, remoting.Success, invoke(t, dial(t, tb.leader().ClientAddr()),
+		signed(remoting.NewRequest(remoting.UpdateAndCreateTopic, topic.Encode(), nil), operator)).Code)
+	sends := func(what string) {
+		t.Helper()
+		for _, b := range tb.bs {
+			c := dial(t, b.ClientAddr())
+			for i, cr := range []acl.Credentials{late, old, operator} {
+				require.Eventually(t, func() bool {
+					return invoke(t, c, signed(sendCmd("T", 0, "x", fmt.Sprintf("%s-%d-%d", what, b.cfg.ID, i)), cr)).Code == remoting.Success
+				}, 5*time.Second, 20*time.Millisecond, "%s: node %d checks %s's signature", what, b.cfg.ID, cr.AccessKey)
+			}
+			bad := acl.Credentials{AccessKey: "latecomer", SecretKey: "not-the-secret"}
+			require.Equal(t, remoting.NoPermission, invoke(t, c, signed(sendCmd("T", 0, "x", what+"-bad"), bad)).Code)
+		}
+	}
+	sends("before restart")
+
+	_, snap, err := tb.leader().Replica().Store().Snapshot()
+	require.NoError(t, err)
+	require.False(t, bytes.Contains(snap, []byte(secret)), "a snapshot holds the secret key")
+	require.True(t, bytes.Contains(snap, []byte(oldSecret)), "the plaintext entry's secret stays as it was (the test's control)")
+	for id, b := range tb.bs {
+		require.NoError(t, b.Close())
+		requireNotIn(t, tb.dirs[id], secret, "operator-secret", "producer-secret")
+	}
+	for id := range tb.dirs {
+		tb.start(id)
+	}
+	sends("after restart")
+
+	// A node with another ACL key cannot open the secrets: it refuses
+	// every request rather than serve without the ACL.
+	f := tb.follower()
+	require.NoError(t, f.Close())
+	tb.mod = func(c *Config) { c.ACLFile, c.ACLKey = file, acl.NewKey() }
+	tb.start(f.cfg.ID)
+	resp = invoke(t, dial(t, tb.bs[f.cfg.ID].ClientAddr()), signed(sendCmd("T", 0, "x", "wrong-key"), operator))
+	require.Equal(t, remoting.NoPermission, resp.Code, resp.Remark)
+}
+
+func ptr[T any](v T) *T { return &v }

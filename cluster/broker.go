@@ -143,6 +143,10 @@ type Config struct {
 	// ACLFile, if set, is a plain_acl.yml: the group's ACL until the log
 	// holds one, then proposed as the group's by the leader (see acl.go).
 	ACLFile string
+	// ACLKey is the group's ACL key (acl.KeySize bytes, the same on every
+	// node): secret keys the node proposes are sealed with it, and it
+	// opens those the log holds (see acl.go). Required with ACLFile.
+	ACLKey []byte
 	// TLS, if set, is the node's TLS on its client, raft and HTTP ports
 	// and on its own client connections (see TLSConfig).
 	TLS *TLSConfig
@@ -310,6 +314,14 @@ func Start(cfg Config) (*Broker, error) {
 			ctx, _ := json.Marshal(cfg.Peers[id])
 			bootstrap = append(bootstrap, raft.Peer{ID: id, Context: ctx})
 		}
+	}
+	if cfg.ACLKey != nil {
+		if b.acl.box, err = acl.NewBox(cfg.ACLKey); err != nil {
+			return nil, fmt.Errorf("cluster: ACL key: %w", err)
+		}
+	}
+	if cfg.ACLFile != "" && b.acl.box == nil {
+		return nil, errors.New("cluster: --acl-file needs the group's ACL key (--acl-key-file), which seals the secret keys the log holds")
 	}
 	if cfg.ACLFile != "" {
 		c, err := acl.LoadFile(cfg.ACLFile)

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/raftmq/raftmq/acl"
 )
 
 // httpGet asks for path on addr with the given Authorization setter and
@@ -49,8 +51,9 @@ func TestHTTPPortFollowsTheACL(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte(testACL), 0o600))
 	const token = "scrape-token-0123456789"
 	addrs := freeAddrs(t, 3)
+	key := acl.NewKey()
 	tb := startBrokersWith(t, func(c *Config) {
-		c.ACLFile, c.HTTPAddr, c.HTTPToken, c.HTTPHandlers = file, addrs[c.ID-1], token, consolePage
+		c.ACLFile, c.ACLKey, c.HTTPAddr, c.HTTPToken, c.HTTPHandlers = file, key, addrs[c.ID-1], token, consolePage
 	})
 	for _, b := range tb.bs {
 		addr := b.cfg.HTTPAddr

@@ -40,7 +40,11 @@ func TestACLWithRocketMQCredentials(t *testing.T) {
 	if err := os.WriteFile(file, []byte(interopACL), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	g := startGroup(t, "--acl-file", file)
+	keyFile := filepath.Join(t.TempDir(), "acl.key")
+	if err := os.WriteFile(keyFile, []byte(strings.Repeat("ab", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startGroup(t, "--acl-file", file, "--acl-key-file", keyFile)
 	if out, err := g.cli("admin", "topic", "create", "ACLT", "--queues", "2"); err == nil {
 		t.Fatalf("topic create without credentials succeeded:\n%s", out)
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/cluster"
 	"github.com/raftmq/raftmq/commitlog"
 	"github.com/raftmq/raftmq/internal/mutant"
@@ -42,6 +44,7 @@ type brokerFlags struct {
 	cqOpenFiles int
 	maxTimer    time.Duration
 	aclFile     string
+	aclKeyFile  string
 	tls         serverTLSFlags // --tls-* (cert.go)
 	clientRead  time.Duration
 	clientIdle  time.Duration
@@ -73,6 +76,10 @@ type brokerFlags struct {
 	lazy          *vfs.LazyFS // set in --power-loss mode
 }
 
+// aclKeyName is the ACL key's file in a data directory, read when
+// --acl-key-file is not given.
+const aclKeyName = "acl.key"
+
 // exitCorrupt is the exit status of a broker that refuses to start because
 // its synced data is corrupt (the chaos harness tells it from a crash).
 const exitCorrupt = 3
@@ -92,6 +99,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.Int64Var(&f.cacheWindow, "cache-window", 0, "bytes of the commitlog kept in the page cache behind its durable end; older pages are released (0: 1 GiB, -1: keep all)")
 	fl.IntVar(&f.cqOpenFiles, "cq-max-open-files", 0, "consume-queue files kept open at once; the least recently used close beyond it (0: half the process's file-descriptor limit, 1,024 to 16,384; -1: no bound). Keep it above the number of queues written to within a second, within the descriptor limit")
 	fl.StringVar(&f.aclFile, "acl-file", "", "enable access control with this plain_acl.yml (RocketMQ's format): the group's ACL until it holds one, then proposed as the group's; requests must then be signed (AccessKey, Signature)")
+	fl.StringVar(&f.aclKeyFile, "acl-key-file", "", "the group's ACL key (`raftmq cert acl-key`; the same file on every node): seals the secret keys the log holds. Required with --acl-file (default: <data>/acl.key if it exists)")
 	fl.DurationVar(&f.clientRead, "client-read-timeout", 0, "a client frame must arrive within this once started, else the connection closes (0: 30 s, negative: none)")
 	fl.DurationVar(&f.clientIdle, "client-idle-timeout", 0, "close a client connection with no request in flight after this long without a frame (0: 120 s, negative: never)")
 	fl.IntVar(&f.maxConns, "max-client-conns", 0, "most client connections at once; more are closed at once and logged (0: 10,000, negative: no limit)")
@@ -174,6 +182,17 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 	}
 	if cfg.TLS, err = f.tls.config(); err != nil {
 		return cluster.Config{}, err
+	}
+	keyFile := f.aclKeyFile
+	if keyFile == "" {
+		if _, err := os.Stat(filepath.Join(dir, aclKeyName)); err == nil {
+			keyFile = filepath.Join(dir, aclKeyName)
+		}
+	}
+	if keyFile != "" {
+		if cfg.ACLKey, err = acl.ReadKeyFile(keyFile); err != nil {
+			return cluster.Config{}, fmt.Errorf("--acl-key-file: %w", err)
+		}
 	}
 	if f.httpToken != "" {
 		b, err := os.ReadFile(f.httpToken)

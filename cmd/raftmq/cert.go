@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/cluster"
 	"github.com/raftmq/raftmq/internal/certs"
@@ -24,7 +25,8 @@ func newCertCmd(_ func() *slog.Logger) *cobra.Command {
 		Short: "Make a local CA and node certificates for TLS (ECDSA P-256)",
 		Long: "cert makes the files `raftmq broker --tls-*` and the clients' --tls-ca read: a CA\n" +
 			"(ca.pem, ca-key.pem) and per node a certificate and key (nN.pem, nN-key.pem), keys\n" +
-			"written 0600. `cert demo` makes the set for the local three-node demo.",
+			"written 0600. `cert demo` makes the set for the local three-node demo; `cert acl-key`\n" +
+			"the group's ACL key (--acl-key-file).",
 	}
 	var caOut string
 	caCmd := &cobra.Command{
@@ -87,7 +89,32 @@ func newCertCmd(_ func() *slog.Logger) *cobra.Command {
 	}
 	demoCmd.Flags().StringVar(&demoOut, "out", "raftmq-tls", "directory to write into")
 	demoCmd.Flags().IntVar(&nodes, "nodes", 3, "number of node certificates")
-	cmd.AddCommand(caCmd, nodeCmd, demoCmd)
+	var keyOut string
+	aclKeyCmd := &cobra.Command{
+		Use:   "acl-key",
+		Short: "Make a group's ACL key (--acl-key-file): 32 random bytes in hex, written 0600, never over an existing file",
+		Args:  cobra.NoArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			if err := os.MkdirAll(filepath.Dir(keyOut), 0o700); err != nil {
+				return err
+			}
+			f, err := os.OpenFile(keyOut, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if err != nil {
+				return err
+			}
+			if _, err := f.Write(acl.EncodeKey(acl.NewKey())); err != nil {
+				f.Close()
+				return err
+			}
+			if err := f.Close(); err != nil {
+				return err
+			}
+			fmt.Printf("wrote %s: copy it to every node of the group (--acl-key-file, or <data>/acl.key)\n", keyOut)
+			return nil
+		},
+	}
+	aclKeyCmd.Flags().StringVar(&keyOut, "out", "acl.key", "file to write")
+	cmd.AddCommand(caCmd, nodeCmd, demoCmd, aclKeyCmd)
 	return cmd
 }
 

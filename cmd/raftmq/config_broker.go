@@ -69,7 +69,7 @@ func brokerConfigOptions() configOptions {
 			{"storage and flush", []string{"flush", "segment-size", "warm-ahead", "cache-window", "direct-io", "cq-max-open-files"}},
 			{"retention and disk (RocketMQ's defaults)", []string{"file-reserved-time", "delete-when", "disk-clean-ratio",
 				"disk-force-clean-ratio", "disk-full-ratio", "disk-check-interval"}},
-			{"security", []string{"acl-file", "http-token-file", "tls-mode", "tls-cert", "tls-key", "tls-ca", "tls-client-auth"}},
+			{"security", []string{"acl-file", "acl-key-file", "http-token-file", "tls-mode", "tls-cert", "tls-key", "tls-ca", "tls-client-auth"}},
 			{"client limits", []string{"client-read-timeout", "client-idle-timeout", "max-client-conns", "max-inflight-requests",
 				"max-inflight-bytes", "max-inflight-total"}},
 			{"raft", []string{"tick", "leader-wait", "commit-notify-delay"}},

@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/cluster"
 	"github.com/raftmq/raftmq/internal/remoting"
@@ -392,7 +393,9 @@ func TestConsoleACL(t *testing.T) {
 	}
 	aclFile := filepath.Join(t.TempDir(), "plain_acl.yml")
 	require.NoError(t, os.WriteFile(aclFile, []byte(consoleACL), 0o644))
-	g, _ := startProcesses(t, "--acl-file", aclFile)
+	keyFile := filepath.Join(t.TempDir(), "acl.key")
+	require.NoError(t, os.WriteFile(keyFile, acl.EncodeKey(acl.NewKey()), 0o600))
+	g, _ := startProcesses(t, "--acl-file", aclFile, "--acl-key-file", keyFile)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cl, err := client.New(client.Options{Addrs: g.Addrs(), AccessKey: "operator", SecretKey: "operator-secret"})
