@@ -99,7 +99,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.Int64Var(&f.cacheWindow, "cache-window", 0, "bytes of the commitlog kept in the page cache behind its durable end; older pages are released (0: 1 GiB, -1: keep all)")
 	fl.IntVar(&f.cqOpenFiles, "cq-max-open-files", 0, "consume-queue files kept open at once; the least recently used close beyond it (0: half the process's file-descriptor limit, 1,024 to 16,384; -1: no bound). Keep it above the number of queues written to within a second, within the descriptor limit")
 	fl.StringVar(&f.aclFile, "acl-file", "", "enable access control with this plain_acl.yml (RocketMQ's format): the group's ACL until it holds one, then proposed as the group's; requests must then be signed (AccessKey, Signature)")
-	fl.StringVar(&f.aclKeyFile, "acl-key-file", "", "the group's ACL key (`raftmq cert acl-key`; the same file on every node): seals the secret keys the log holds. Required with --acl-file (default: <data>/acl.key if it exists)")
+	fl.StringVar(&f.aclKeyFile, "acl-key-file", "", "a `FILE` holding the group's ACL key (made by raftmq cert acl-key; the same file on every node), which seals the secret keys the log holds. Required with --acl-file (default: <data>/acl.key if it exists)")
 	fl.DurationVar(&f.clientRead, "client-read-timeout", 0, "a client frame must arrive within this once started, else the connection closes (0: 30 s, negative: none)")
 	fl.DurationVar(&f.clientIdle, "client-idle-timeout", 0, "close a client connection with no request in flight after this long without a frame (0: 120 s, negative: never)")
 	fl.IntVar(&f.maxConns, "max-client-conns", 0, "most client connections at once; more are closed at once and logged (0: 10,000, negative: no limit)")
