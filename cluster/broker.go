@@ -64,8 +64,12 @@ func ParsePeer(s string) (uint64, Peer, error) {
 		return 0, Peer{}, fmt.Errorf("cluster: peer %q: bad node id", s)
 	}
 	for _, a := range []string{client, raftAddr} {
-		if _, _, err := net.SplitHostPort(a); err != nil {
+		_, port, err := net.SplitHostPort(a)
+		if err != nil {
 			return 0, Peer{}, fmt.Errorf("cluster: peer %q: %w", s, err)
+		}
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return 0, Peer{}, fmt.Errorf("cluster: peer %q: port %q: want 0 to 65535", s, port)
 		}
 	}
 	return id, Peer{Client: client, Raft: raftAddr}, nil

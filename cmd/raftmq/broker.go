@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -141,7 +142,7 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 	for _, s := range append(slices.Clone(f.peers), f.peerList...) {
 		id, p, err := cluster.ParsePeer(s)
 		if err != nil {
-			return cluster.Config{}, err
+			return cluster.Config{}, fmt.Errorf("--peer/--peers: %w", err)
 		}
 		if q, dup := peers[id]; dup && q != p {
 			return cluster.Config{}, fmt.Errorf("member %d is listed twice, as %s/%s and %s/%s", id, q.Client, q.Raft, p.Client, p.Raft)
@@ -230,6 +231,12 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 }
 
 func newBrokerCmd(logger func() *slog.Logger) *cobra.Command {
+	return brokerCommand(logger, runBroker)
+}
+
+// brokerCommand is `raftmq broker`: its flags (and --config file) are
+// validated and turned into the node's configuration, then handed to run.
+func brokerCommand(logger func() *slog.Logger, run func(f *brokerFlags, cfg cluster.Config, log *slog.Logger) error) *cobra.Command {
 	var f brokerFlags
 	cmd := &cobra.Command{
 		Use:   "broker",
@@ -237,54 +244,80 @@ func newBrokerCmd(logger func() *slog.Logger) *cobra.Command {
 		Example: "  raftmq broker --id 1 --http 127.0.0.1:10931 \\\n" +
 			"    --peer 1=127.0.0.1:10911/127.0.0.1:10921 --peer 2=127.0.0.1:10912/127.0.0.1:10922 \\\n" +
 			"    --peer 3=127.0.0.1:10913/127.0.0.1:10923",
-		RunE: func(_ *cobra.Command, _ []string) error {
+		RunE: func(c *cobra.Command, _ []string) error {
 			log := logger()
+			if err := validateFlags(c.Flags(), flagRules()); err != nil {
+				return err
+			}
 			cfg, err := f.config(log)
 			if err != nil {
-				return err
+				return usageError(err)
 			}
-			tuneGC(log)
-			con, err := f.console.setup(&cfg, log)
-			if err != nil {
-				return err
-			}
-			if con != nil {
-				defer con.Close()
-			}
-			b, err := cluster.Start(cfg)
-			if errors.Is(err, commitlog.ErrCorrupt) || errors.Is(err, raftlog.ErrStateCorrupt) {
-				return &exitError{code: exitCorrupt, err: err}
-			}
-			if err != nil {
-				return err
-			}
-			sig := make(chan os.Signal, 1)
-			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-			select {
-			case s := <-sig:
-				log.Info("broker: stopping", "signal", s.String())
-			case <-b.Done():
-			}
-			ferr := b.Err()
-			if err := b.Close(); err != nil && ferr == nil {
-				ferr = err
-			}
-			if f.lazy != nil {
-				// A clean stop is not a power cut: keep what was written.
-				if err := f.lazy.SyncAll(); err != nil && ferr == nil {
-					ferr = err
-				}
-			}
-			if ferr != nil {
-				return fmt.Errorf("broker %d: %w", f.id, ferr)
-			}
-			log.Info("broker: stopped cleanly")
-			return nil
+			return run(&f, cfg, log)
 		},
 	}
 	f.register(cmd)
 	addConfigFlags(cmd, brokerConfigOptions())
 	return cmd
+}
+
+// checkBrokerArgs validates a broker's command line (args after
+// "broker") as `raftmq broker` would, config file included, without
+// starting it.
+func checkBrokerArgs(args []string) error {
+	root := newRoot()
+	for _, c := range root.Commands() {
+		if c.Name() == "broker" {
+			root.RemoveCommand(c)
+		}
+	}
+	quiet := func() *slog.Logger { return slog.New(slog.DiscardHandler) }
+	root.AddCommand(brokerCommand(quiet, func(*brokerFlags, cluster.Config, *slog.Logger) error { return nil }))
+	root.SetArgs(append([]string{"broker"}, args...))
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	return root.Execute()
+}
+
+// runBroker runs the node until a signal or a fatal error.
+func runBroker(f *brokerFlags, cfg cluster.Config, log *slog.Logger) error {
+	tuneGC(log)
+	con, err := f.console.setup(&cfg, log)
+	if err != nil {
+		return err
+	}
+	if con != nil {
+		defer con.Close()
+	}
+	b, err := cluster.Start(cfg)
+	if errors.Is(err, commitlog.ErrCorrupt) || errors.Is(err, raftlog.ErrStateCorrupt) {
+		return &exitError{code: exitCorrupt, err: err}
+	}
+	if err != nil {
+		return err
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	select {
+	case s := <-sig:
+		log.Info("broker: stopping", "signal", s.String())
+	case <-b.Done():
+	}
+	ferr := b.Err()
+	if err := b.Close(); err != nil && ferr == nil {
+		ferr = err
+	}
+	if f.lazy != nil {
+		// A clean stop is not a power cut: keep what was written.
+		if err := f.lazy.SyncAll(); err != nil && ferr == nil {
+			ferr = err
+		}
+	}
+	if ferr != nil {
+		return fmt.Errorf("broker %d: %w", f.id, ferr)
+	}
+	log.Info("broker: stopped cleanly")
+	return nil
 }
 
 // brokerGCPercent is the broker's GOGC unless the environment sets one. A

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -62,6 +63,12 @@ func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
 			"raft base-port+10+i-1, HTTP (/metrics, /status) base-port+20+i-1.",
 		RunE: func(c *cobra.Command, _ []string) error {
 			f.changed = c.Flags().Changed
+			if err := validateFlags(c.Flags(), flagRules()); err != nil {
+				return err
+			}
+			if err := f.checkPorts(); err != nil {
+				return err
+			}
 			return runCluster(c.Context(), logger(), f)
 		},
 	}
@@ -98,11 +105,11 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 		return fmt.Errorf("cluster: find own binary: %w", err)
 	}
 	if f.groups < 1 {
-		return fmt.Errorf("cluster: --groups must be at least 1")
+		return usageError(fmt.Errorf("cluster: --groups must be at least 1"))
 	}
 	args, err := f.brokerArgs()
 	if err != nil {
-		return err
+		return usageError(err)
 	}
 	var nodeArgs func(uint64) []string
 	var groupTLS *tls.Config
@@ -122,8 +129,34 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 	}
 	var nsAddr string
 	if f.groups > 1 {
-		// Several groups share a name server, as RocketMQ's brokers do.
 		nsAddr = fmt.Sprintf("127.0.0.1:%d", f.namesrvPort)
+	}
+	// Plan every group, check every node's arguments as its broker would
+	// and every port, before starting anything: a bad value or a busy port
+	// is one clear error, not nodes failing one by one.
+	planned := make([]*localgroup.Group, 0, f.groups)
+	names, dirs := make([]string, 0, f.groups), make([]string, 0, f.groups)
+	for i := 1; i <= f.groups; i++ {
+		dir, gargs, name := f.data, args, "raftmq"
+		if f.groups > 1 {
+			name = fmt.Sprintf("raftmq-g%d", i)
+			dir = filepath.Join(f.data, fmt.Sprintf("g%d", i))
+			gargs = append(append([]string{}, args...), "--broker-name", name, "--namesrv", nsAddr)
+		}
+		g := localgroup.New(localgroup.Config{Binary: self, Dir: dir, BasePort: f.basePort + 100*(i-1), Nodes: f.nodes, Args: gargs,
+			NodeArgs: nodeArgs, TLS: groupTLS})
+		for _, n := range g.Nodes {
+			if err := checkBrokerArgs(g.BrokerArgs(n.ID)); err != nil {
+				return usageError(fmt.Errorf("cluster: node %d's broker arguments: %w", n.ID, err))
+			}
+		}
+		planned, names, dirs = append(planned, g), append(names, name), append(dirs, dir)
+	}
+	if err := portsFree(planned, nsAddr); err != nil {
+		return err
+	}
+	if nsAddr != "" {
+		// Several groups share a name server, as RocketMQ's brokers do.
 		ns, err := startNamesrv(self, nsAddr, filepath.Join(f.data, "namesrv.log"), nsArgs...)
 		if err != nil {
 			return err
@@ -137,15 +170,8 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 			g.StopAll()
 		}
 	}()
-	for i := 1; i <= f.groups; i++ {
-		dir, gargs, name := f.data, args, "raftmq"
-		if f.groups > 1 {
-			name = fmt.Sprintf("raftmq-g%d", i)
-			dir = filepath.Join(f.data, fmt.Sprintf("g%d", i))
-			gargs = append(append([]string{}, args...), "--broker-name", name, "--namesrv", nsAddr)
-		}
-		g := localgroup.New(localgroup.Config{Binary: self, Dir: dir, BasePort: f.basePort + 100*(i-1), Nodes: f.nodes, Args: gargs,
-			NodeArgs: nodeArgs, TLS: groupTLS})
+	for i, g := range planned {
+		name, dir := names[i], dirs[i]
 		fmt.Printf("raftmq: starting %s, a %d-node group (flush %s), data in %s\n", name, f.nodes, f.flush, dir)
 		fmt.Printf("  %-4s %-17s %-17s %-17s %s\n", "node", "client", "raft", "http", "log")
 		for _, n := range g.Nodes {
@@ -228,6 +254,53 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 			last = time.Now()
 		}
 	}
+}
+
+// checkPorts checks that the cluster's ports fit below 65536 and that the
+// name server's port is not one of a group's.
+func (f clusterFlags) checkPorts() error {
+	top := f.basePort + 100*(f.groups-1) + 20 + f.nodes - 1
+	if top > math.MaxUint16 {
+		return usageError(fmt.Errorf("--base-port %d: want at most %d: with --nodes %d and --groups %d the ports run from base-port to base-port+%d",
+			f.basePort, math.MaxUint16-(top-f.basePort), f.nodes, f.groups, top-f.basePort))
+	}
+	if f.groups > 1 {
+		for i := range f.groups {
+			base := f.basePort + 100*i
+			if off := f.namesrvPort - base; off >= 0 && off <= 20+f.nodes-1 && off%10 < f.nodes {
+				return usageError(fmt.Errorf("--namesrv-port %d is a port of group %d (--base-port %d); choose another", f.namesrvPort, i+1, f.basePort))
+			}
+		}
+	}
+	return nil
+}
+
+// portsFree checks that every port the groups' nodes and the name server
+// (nsAddr, if any) would listen on is free, naming the first busy one.
+func portsFree(groups []*localgroup.Group, nsAddr string) error {
+	type use struct{ addr, what string }
+	var uses []use
+	for i, g := range groups {
+		for _, n := range g.Nodes {
+			who := fmt.Sprintf("node %d", n.ID)
+			if len(groups) > 1 {
+				who = fmt.Sprintf("group %d node %d", i+1, n.ID)
+			}
+			uses = append(uses, use{n.Client, who + "'s client port"}, use{n.Raft, who + "'s raft port"}, use{n.HTTP, who + "'s HTTP port"})
+		}
+	}
+	if nsAddr != "" {
+		uses = append(uses, use{nsAddr, "the name server's port"})
+	}
+	for _, u := range uses {
+		l, err := net.Listen("tcp", u.addr)
+		if err != nil {
+			_, port, _ := net.SplitHostPort(u.addr)
+			return fmt.Errorf("cluster: port %s (%s) is in use: %w; stop what holds it, or move the group with --base-port (clients base-port+i-1, raft +10, HTTP +20)", port, u.what, err)
+		}
+		l.Close()
+	}
+	return nil
 }
 
 // brokerArgs are the arguments every node gets from the cluster's flags:

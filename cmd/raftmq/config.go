@@ -86,7 +86,7 @@ func addConfigFlags(cmd *cobra.Command, opts configOptions) {
 		}
 		if path != "" {
 			if err := applyConfigFile(c, path, opts.aliases); err != nil {
-				return err
+				return usageError(err)
 			}
 		}
 		if prevPre != nil {

@@ -42,6 +42,9 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// A flag that does not parse is a usage error, as a value out of range
+	// is (flagcheck.go).
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log debug details")
 	var cr credentials
 	root.PersistentFlags().StringVar(&cr.accessKey, "access-key", os.Getenv("RAFTMQ_ACCESS_KEY"), "sign requests with this access key, for a group with an ACL (default $RAFTMQ_ACCESS_KEY)")

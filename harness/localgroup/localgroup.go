@@ -140,6 +140,26 @@ func (g *Group) Start() error {
 	return nil
 }
 
+// BrokerArgs are the arguments node id is started with, after "broker".
+func (g *Group) BrokerArgs(id uint64) []string {
+	n := g.Node(id)
+	args := []string{"--id", fmt.Sprint(id), "--data", n.Dir, "--http", n.HTTP}
+	args = append(append(args, g.cfg.Args...), g.peers...)
+	if g.cfg.HTTPToken != "" {
+		args = append(args, "--http-token-file", g.tokenFile(id))
+	}
+	if g.cfg.Host != nil {
+		args = append(args, "--bind-ip", g.cfg.Host(id))
+	}
+	if g.cfg.NodeArgs != nil {
+		args = append(args, g.cfg.NodeArgs(id)...)
+	}
+	return args
+}
+
+// tokenFile is where node id's HTTP bearer token is written (Config.HTTPToken).
+func (g *Group) tokenFile(id uint64) string { return filepath.Join(g.Node(id).Dir, "http-token") }
+
 // StartNode starts (or restarts) one node; its output is appended to its
 // log file.
 func (g *Group) StartNode(id uint64) error {
@@ -156,23 +176,15 @@ func (g *Group) StartNode(id uint64) error {
 	if err != nil {
 		return err
 	}
-	args := append(append([]string{}, g.cfg.Prefix...), "broker", "--id", fmt.Sprint(id), "--data", n.Dir, "--http", n.HTTP)
-	args = append(append(args, g.cfg.Args...), g.peers...)
 	if g.cfg.HTTPToken != "" {
-		tokenFile := filepath.Join(n.Dir, "http-token") // the node's own: written while it is down
-		if err := os.WriteFile(tokenFile, []byte(g.cfg.HTTPToken+"\n"), 0o600); err != nil {
+		// The node's own token file, written while it is down.
+		if err := os.WriteFile(g.tokenFile(id), []byte(g.cfg.HTTPToken+"\n"), 0o600); err != nil {
 			lf.Close()
 			return fmt.Errorf("localgroup: %w", err)
 		}
-		args = append(args, "--http-token-file", tokenFile)
 	}
-	if g.cfg.Host != nil {
-		args = append(args, "--bind-ip", g.cfg.Host(id))
-	}
-	if g.cfg.NodeArgs != nil {
-		args = append(args, g.cfg.NodeArgs(id)...)
-	}
-	cmd := exec.Command(g.cfg.Binary, args...)
+	args := append(append([]string{}, g.cfg.Prefix...), "broker")
+	cmd := exec.Command(g.cfg.Binary, append(args, g.BrokerArgs(id)...)...)
 	cmd.Env = shareCPUs(append(os.Environ(), g.cfg.Env...), len(g.Nodes), runtime.NumCPU())
 	fallback := g.cfg.Stderr
 	if fallback == nil {
