@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/offsets"
+	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
 )
 
@@ -120,7 +121,10 @@ func (b *Broker) AdminCluster(ctx context.Context) (AdminCluster, error) {
 				}
 			}
 		}
-		if !slices.Contains(st.Voters, id) {
+		switch {
+		case slices.Contains(st.Learners, id):
+			m.Role = raftlog.RoleLearner // until it has caught up
+		case !slices.Contains(st.Voters, id):
 			m.Role = "removed"
 		}
 		out.Members[i] = m

@@ -214,6 +214,12 @@ type Broker struct {
 	clock    *skewClock     // the fault endpoint's clock; nil without it
 	ballast  *vfs.BallastFS // the fault endpoint's virtual ballast; nil without it
 
+	// removed is closed once this node learns it was removed from the
+	// group (members.go).
+	removed     chan struct{}
+	removedOnce sync.Once
+	selfRemoved chan struct{} // onConfChange applied this node's removal
+
 	stopc chan struct{}
 	// life is cancelled when the node stops: the parent of the contexts
 	// that carry out requests whose client may have gone (detach).
@@ -269,7 +275,7 @@ func Start(cfg Config) (*Broker, error) {
 	if !ok {
 		return nil, fmt.Errorf("cluster: node %d is not in its own peer list", cfg.ID)
 	}
-	b := &Broker{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), peers: map[uint64]Peer{}, fwd: map[string]*remoting.Conn{}, stopc: make(chan struct{}),
+	b := &Broker{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), peers: map[uint64]Peer{}, fwd: map[string]*remoting.Conn{}, stopc: make(chan struct{}), removed: make(chan struct{}), selfRemoved: make(chan struct{}, 1),
 		mut: cfg.Store.Mutants, members: membership.New(0), filters: filter.NewCache(0), locks: locks.New(0), watched: map[*remoting.ServerConn]struct{}{}}
 	b.life, b.stopLife = context.WithCancel(context.Background())
 	if !mutant.Enabled && (b.mut.Any() || cfg.FaultEndpoint) {
@@ -417,8 +423,10 @@ func Start(cfg Config) (*Broker, error) {
 		b.wg.Add(1)
 		go func() { defer b.wg.Done(); b.preferLeader() }()
 	}
-	b.wg.Add(1)
+	b.wg.Add(3)
 	go func() { defer b.wg.Done(); b.diskHandoff() }()
+	go func() { defer b.wg.Done(); b.promoteLearners() }()
+	go func() { defer b.wg.Done(); b.watchRemoval() }()
 	if b.httpLn != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(b.met.Reg, promhttp.HandlerOpts{}))
@@ -673,6 +681,16 @@ func (b *Broker) onConfChange(cc *pb.ConfChangeV2, cs *pb.ConfState) {
 		b.log.Error("cluster: save peers", "err", err)
 	}
 	b.log.Info("cluster: membership changed", "voters", cs.GetVoters(), "learners", cs.GetLearners())
+	for _, c := range cc.GetChanges() {
+		if c.GetType() == pb.ConfChangeType_ConfChangeRemoveNode && c.GetNodeId() == b.cfg.ID {
+			// Confirmed with the others first (watchRemoval): a node
+			// re-added under its id replays its old removal too.
+			select {
+			case b.selfRemoved <- struct{}{}:
+			default:
+			}
+		}
+	}
 }
 
 // route returns the addresses to dial for peer id: Config.Routes' entry if
@@ -689,19 +707,6 @@ func (b *Broker) peer(id uint64) (Peer, bool) {
 	defer b.mu.Unlock()
 	p, ok := b.peers[id]
 	return p, ok
-}
-
-// AddNode proposes adding a voter (run on the leader).
-func (b *Broker) AddNode(ctx context.Context, id uint64, p Peer) error {
-	pctx, _ := json.Marshal(p)
-	cc := &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeType_ConfChangeAddNode.Enum(), NodeId: &id}}, Context: pctx}
-	return b.rep.Node().ProposeConfChange(ctx, cc)
-}
-
-// RemoveNode proposes removing a voter (run on the leader).
-func (b *Broker) RemoveNode(ctx context.Context, id uint64) error {
-	cc := &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeType_ConfChangeRemoveNode.Enum(), NodeId: &id}}}
-	return b.rep.Node().ProposeConfChange(ctx, cc)
 }
 
 // preferLeader hands leadership to the preferred node when this node leads

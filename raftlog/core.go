@@ -552,6 +552,10 @@ func (c *Core) LeaderChanges() uint64 { return c.leaderChanges.Load() }
 // BasicStatus is raft's basic status (term, vote, commit, role, leader).
 func (c *Core) BasicStatus() raft.BasicStatus { return c.rn.BasicStatus() }
 
+// RoleLearner is Status.Role of a learner: a member that receives the log
+// but does not vote yet.
+const RoleLearner = "StateLearner"
+
 // Status builds the node's Status (Applied and AppliedTerm are left to
 // the owner).
 func (c *Core) Status() *Status {
@@ -566,6 +570,13 @@ func (c *Core) Status() *Status {
 		st.Voters = append(st.Voters, id)
 	}
 	slices.Sort(st.Voters)
+	for id := range li.Config.Learners {
+		st.Learners = append(st.Learners, id)
+	}
+	slices.Sort(st.Learners)
+	if slices.Contains(st.Learners, c.id) {
+		st.Role = RoleLearner // raft calls a learner a follower
+	}
 	if bs.RaftState == raft.StateLeader {
 		st.Progress = make(map[uint64]uint64, len(li.Progress))
 		for id, pr := range li.Progress {

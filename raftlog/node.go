@@ -139,17 +139,20 @@ var ErrStopped = errors.New("raftlog: node stopped")
 
 // Status is a copy of the node's raft state.
 type Status struct {
-	ID          uint64            `json:"id"`
-	Term        uint64            `json:"term"`
-	Vote        uint64            `json:"vote"`
-	Leader      uint64            `json:"leader"`
-	Role        string            `json:"role"`
-	Commit      uint64            `json:"commit"`
-	Applied     uint64            `json:"applied"`
-	AppliedTerm uint64            `json:"appliedTerm"`
-	LastIndex   uint64            `json:"lastIndex"`
-	Voters      []uint64          `json:"voters"`
-	Progress    map[uint64]uint64 `json:"progress,omitempty"` // leader only: match index per node
+	ID          uint64   `json:"id"`
+	Term        uint64   `json:"term"`
+	Vote        uint64   `json:"vote"`
+	Leader      uint64   `json:"leader"`
+	Role        string   `json:"role"`
+	Commit      uint64   `json:"commit"`
+	Applied     uint64   `json:"applied"`
+	AppliedTerm uint64   `json:"appliedTerm"`
+	LastIndex   uint64   `json:"lastIndex"`
+	Voters      []uint64 `json:"voters"`
+	// Learners are the members that receive the log but do not vote
+	// (raft learners): nodes added and not yet caught up.
+	Learners []uint64          `json:"learners,omitempty"`
+	Progress map[uint64]uint64 `json:"progress,omitempty"` // leader only: match index per node
 	// Active (leader only) lists the nodes heard from within the last
 	// election timeout (raft's RecentActive, kept by CheckQuorum).
 	Active     []uint64 `json:"active,omitempty"`

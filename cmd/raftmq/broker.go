@@ -302,6 +302,7 @@ func runBroker(f *brokerFlags, cfg cluster.Config, log *slog.Logger) error {
 	case s := <-sig:
 		log.Info("broker: stopping", "signal", s.String())
 	case <-b.Done():
+	case <-b.Removed(): // the broker said why
 	}
 	ferr := b.Err()
 	if err := b.Close(); err != nil && ferr == nil {

@@ -265,7 +265,7 @@ func adminGroupCmds(logger func() *slog.Logger) []*cobra.Command {
 	transfer.Flags().Uint64Var(&to, "to", 0, "node id")
 
 	node := &cobra.Command{Use: "node", Short: "Add or remove group members (raft ConfChange)"}
-	add := &cobra.Command{Use: "add ID=CLIENTADDR/RAFTADDR", Short: "Add a voter; then start it with `raftmq broker --join`", Args: cobra.ExactArgs(1),
+	add := &cobra.Command{Use: "add ID=CLIENTADDR/RAFTADDR", Short: "Add a member, as a learner until it has caught up; then start it with `raftmq broker --join`", Args: cobra.ExactArgs(1),
 		RunE: withClient(func(ctx context.Context, cl *client.Client, args []string) error {
 			id, p, err := cluster.ParsePeer(args[0])
 			if err != nil {
@@ -274,10 +274,11 @@ func adminGroupCmds(logger func() *slog.Logger) []*cobra.Command {
 			if err := cl.AddNode(ctx, id, p.Client, p.Raft); err != nil {
 				return err
 			}
-			fmt.Printf("node %d added; start it with: raftmq broker --id %d --join --peer %s ...(the other members), then follow its catch-up with: raftmq admin node wait %d\n", id, id, args[0], id)
+			fmt.Printf("added node %d as a learner; it becomes a voter once caught up\n", id)
+			fmt.Printf("start it with: raftmq broker --id %d --join --peer %s ...(the other members), then follow its catch-up with: raftmq admin node wait %d\n", id, args[0], id)
 			return nil
 		})}
-	remove := &cobra.Command{Use: "remove ID", Short: "Remove a voter", Args: cobra.ExactArgs(1),
+	remove := &cobra.Command{Use: "remove ID", Short: "Remove a member (voter or learner); the removed node stops itself", Args: cobra.ExactArgs(1),
 		RunE: withClient(func(ctx context.Context, cl *client.Client, args []string) error {
 			var id uint64
 			if _, err := fmt.Sscan(args[0], &id); err != nil {

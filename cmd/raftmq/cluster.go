@@ -452,10 +452,15 @@ func (s *supervisor) check() {
 			continue
 		}
 		corrupt := n.ExitCode() == exitCorrupt
+		// A node exits 0 only when asked to or when it was removed from
+		// the group: it would only stop again.
+		clean := n.ExitCode() == 0
 		if !st.reported {
 			st.reported = true
 			what := "not restarted (--restart=false)"
 			switch {
+			case clean:
+				what = "not restarted: it stopped cleanly (removed from the group, or stopped on purpose)"
 			case corrupt:
 				what = fmt.Sprintf("not restarted: its data is corrupt (`raftmq store inspect %s` says where); the others go on without it", n.Dir)
 			case s.restart:
@@ -464,7 +469,7 @@ func (s *supervisor) check() {
 			}
 			fmt.Fprintf(os.Stderr, "\ngroup %d node %d exited (%s); %s; last lines of %s:\n%s\n", s.group, n.ID, why, what, n.LogPath, localgroup.Tail(n.LogPath, 10))
 		}
-		if !s.restart || corrupt || now.Before(st.due) {
+		if !s.restart || corrupt || clean || now.Before(st.due) {
 			continue
 		}
 		if err := s.g.StartNode(n.ID); err != nil {
