@@ -150,7 +150,7 @@ func (b *Broker) watchRemoval() {
 		if !applied && leaderless < 2 {
 			continue
 		}
-		if id, ok := b.memberNotListingMe(); ok {
+		if id, ok := b.memberNotListingMe(st.Applied); ok {
 			b.removedFromGroup(fmt.Sprintf("member %d, which has a leader, does not list it", id))
 			return
 		}
@@ -158,8 +158,11 @@ func (b *Broker) watchRemoval() {
 }
 
 // memberNotListingMe asks the other members for their status and returns
-// one that knows a leader and whose configuration does not list this node.
-func (b *Broker) memberNotListingMe() (uint64, bool) {
+// one that knows a leader and whose configuration does not list this node,
+// as of an applied index at least this node's (applied): a member still
+// applying older entries (one catching up) may not list a node added
+// since.
+func (b *Broker) memberNotListingMe(applied uint64) (uint64, bool) {
 	b.mu.Lock()
 	peers := make(map[uint64]Peer, len(b.peers))
 	for id, p := range b.peers {
@@ -176,7 +179,7 @@ func (b *Broker) memberNotListingMe() (uint64, bool) {
 			continue
 		}
 		s := ns.Status
-		if s.Leader != 0 && len(s.Voters) > 0 && !slices.Contains(s.Voters, b.cfg.ID) && !slices.Contains(s.Learners, b.cfg.ID) {
+		if s.Leader != 0 && s.Applied >= applied && len(s.Voters) > 0 && !slices.Contains(s.Voters, b.cfg.ID) && !slices.Contains(s.Learners, b.cfg.ID) {
 			return id, true
 		}
 	}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,8 +25,14 @@ func TestRemovedNodeStops(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
+	var join sync.Map // node id -> start it with --join
 	g := localgroup.New(localgroup.Config{Binary: os.Args[0], Env: []string{"RAFTMQ_TEST_MAIN=1"}, Dir: t.TempDir(),
-		BasePort: freeBasePort(t), Args: []string{"--segment-size", "8388608"}})
+		BasePort: freeBasePort(t), Args: []string{"--segment-size", "8388608"}, NodeArgs: func(id uint64) []string {
+			if _, ok := join.Load(id); ok {
+				return []string{"--join"}
+			}
+			return nil
+		}})
 	require.NoError(t, g.Start())
 	defer g.StopAll()
 	leader, err := g.WaitLeader(20 * time.Second)
@@ -53,11 +62,30 @@ func TestRemovedNodeStops(t *testing.T) {
 	require.NoError(t, g.StartNode(follower))
 	stops(follower, 2)
 
+	// Wiped and added back under its id, it replays its old removal but
+	// is a member again: it keeps running and becomes a voter.
+	n := g.Node(follower)
+	ents, err := os.ReadDir(n.Dir)
+	require.NoError(t, err)
+	for _, e := range ents {
+		if e.Name() != filepath.Base(n.LogPath) {
+			require.NoError(t, os.RemoveAll(filepath.Join(n.Dir, e.Name())))
+		}
+	}
+	require.NoError(t, cl.AddNode(ctx, follower, n.Client, n.Raft))
+	join.Store(follower, true)
+	require.NoError(t, g.StartNode(follower))
+	require.Eventually(t, func() bool {
+		st, err := g.Status(leader)
+		return err == nil && slices.Contains(st.Status.Voters, follower)
+	}, 20*time.Second, 50*time.Millisecond, "the re-added node is promoted")
+	time.Sleep(3 * time.Second) // longer than two removal checks
+	require.True(t, n.Running(), "the re-added node stopped: %s\n%s", n.Exited(), localgroup.Tail(n.LogPath, 10))
+
 	require.NoError(t, cl.RemoveNode(ctx, leader))
 	stops(leader, 1)
-	last := 6 - leader - follower
 	require.Eventually(t, func() bool {
-		st, err := g.Status(last)
-		return err == nil && st.Status.Leader == last
-	}, 20*time.Second, 50*time.Millisecond, "the last member leads alone")
+		l, err := g.WaitLeader(time.Second)
+		return err == nil && l != leader
+	}, 20*time.Second, 50*time.Millisecond, "the two members left elect a leader")
 }
