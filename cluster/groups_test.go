@@ -240,6 +240,10 @@ func TestPullFilters(t *testing.T) {
 		h := remoting.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "F", QueueID: 0, BornTimestamp: time.Now().UnixMilli(), Properties: props}
 		require.Equal(t, remoting.Success, invoke(t, lc, remoting.NewRequest(remoting.SendMessage, h.Encode(), []byte(fmt.Sprint(i)))).Code)
 	}
+	// A send is answered once committed; its consume-queue unit comes with
+	// the apply, which a loaded machine may not have run yet (RocketMQ's
+	// dispatch is asynchronous too): wait for the six units.
+	require.Eventually(t, func() bool { return l.Replica().Store().MaxOffset("F", 0) == 6 }, 10*time.Second, 5*time.Millisecond)
 	pull := func(group string, sysFlag int32, typ, expr string) (*remoting.Command, []string) {
 		h := remoting.PullMessageRequestHeader{ConsumerGroup: group, Topic: "F", QueueID: 0, QueueOffset: 0, MaxMsgNums: 32,
 			SysFlag: sysFlag, Subscription: expr, ExpressionType: typ}
