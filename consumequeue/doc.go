@@ -124,6 +124,13 @@
 // checked when read: Get and Read return ErrCorrupt rather than a
 // malformed unit.
 //
+// Recovery reads with ReadAt, never through the mappings: a file grows by
+// extension, so past its units it is sparse, and on tmpfs a read of a hole
+// through a shared mapping allocates a page, a SIGBUS on a full device.
+// Zeroing writes only over the pages that hold stale bytes (allocated
+// already), so a queue reopens on a full device without needing space; the
+// read paths use the mappings only below the end of the written units.
+//
 // With Options.OwnerSyncsFS, a crash can also leave a file that is not the
 // last one incomplete, or lose a file's directory entry, since rolls and
 // creations are not synced. Recovery relies on this: a unit the owner's

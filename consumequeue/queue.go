@@ -507,8 +507,14 @@ func (q *Queue) recover() error {
 		return err
 	}
 	blanks := int64(0)
-	for blanks < q.perFile && fh.rawOrZero(blanks).blank() {
-		blanks++
+	for fr := newRecoveryReader(fh); blanks < q.perFile; blanks++ {
+		u, err := fr.unit(blanks)
+		if err != nil {
+			return err
+		}
+		if !u.blank() {
+			break
+		}
 	}
 	q.mu.min = first.base + blanks
 	var prev rawUnit // last valid unit seen
@@ -527,8 +533,15 @@ func (q *Queue) recover() error {
 			checks = checks[:1] // one unit after the blanks: check it once
 		}
 		p, complete := prev, true
-		for _, j := range checks {
-			u := h.raw(j)
+		var lu rawUnit // the unit at lo
+		for k, j := range checks {
+			u, err := h.readUnit(j)
+			if err != nil {
+				return err
+			}
+			if k == 0 {
+				lu = u
+			}
 			if q.ownerSyncs && u.empty() {
 				// Not written when the last SyncFS began: no checkpoint
 				// covers a unit from here on.
@@ -552,7 +565,7 @@ func (q *Queue) recover() error {
 		}
 		prev = p
 		if s.base+lo == q.mu.min {
-			q.w.minPhy, q.w.minPhyOK = h.raw(lo).phy, true
+			q.w.minPhy, q.w.minPhyOK = lu.phy, true
 		}
 		// Complete files are read again only when asked for.
 		if err := q.closeHandle(h); err != nil {
@@ -568,8 +581,12 @@ func (q *Queue) recover() error {
 	if len(segs) == 1 {
 		i = blanks
 	}
+	lr := newRecoveryReader(h)
 	for ; i < last.units; i++ {
-		u := h.raw(i)
+		u, err := lr.unit(i)
+		if err != nil {
+			return err
+		}
 		if u.empty() {
 			break
 		}
@@ -607,7 +624,15 @@ func (q *Queue) dropEmptyTail() error {
 		if err != nil {
 			return err
 		}
-		if !lh.rawOrZero(0).empty() || !ph.rawOrZero(q.perFile-1).empty() {
+		lu, err := lh.readUnit(0)
+		if err != nil {
+			return err
+		}
+		pu, err := ph.readUnit(q.perFile - 1)
+		if err != nil {
+			return err
+		}
+		if !lu.empty() || !pu.empty() {
 			return q.closeHandle(ph)
 		}
 		q.warn("consumequeue: removing empty file after an incomplete one", "file", q.path(last))
@@ -621,21 +646,46 @@ func (q *Queue) dropEmptyTail() error {
 
 // zeroStale zeroes the units of s from index i on if any byte there is not
 // zero: unsynced writes a crash reordered or tore. Left in place they could
-// reappear behind later writes.
+// reappear behind later writes. It reads the tail with ReadAt (see
+// recoveryReader) and writes zeros only over the pages that hold a byte
+// other than zero: those pages are allocated already, so zeroing them
+// needs no space on a full device, and the holes stay holes.
 func (q *Queue) zeroStale(s *segment, h *handle, i int64) error {
-	tail := h.data[i*UnitSize:]
-	n := len(tail)
-	for n > 0 && tail[n-1] == 0 {
-		n--
+	from, size := i*UnitSize, int64(len(h.data))
+	var dirty [][2]int64 // byte ranges to zero, in order, page-aligned inside [from, size)
+	last := int64(-1)    // offset of the last byte that is not zero
+	buf := make([]byte, min(size-from, zeroChunk))
+	for off := from; off < size; {
+		// Chunks start on a page boundary after the first.
+		n := min(size-off, zeroChunk-off%zeroPage)
+		b := buf[:n]
+		if err := h.readAt(b, off); err != nil {
+			return err
+		}
+		for p := int64(0); p < n; {
+			pe := min(n, p+zeroPage-(off+p)%zeroPage) // end of the page in b
+			if nz := lastNonZero(b[p:pe]); nz >= 0 {
+				last = off + p + int64(nz)
+				if k := len(dirty) - 1; k >= 0 && dirty[k][1] == off+p {
+					dirty[k][1] = off + pe
+				} else {
+					dirty = append(dirty, [2]int64{off + p, off + pe})
+				}
+			}
+			p = pe
+		}
+		off += n
 	}
-	if n == 0 {
+	if last < 0 {
 		return nil
 	}
-	units := (int64(n) + UnitSize - 1) / UnitSize
+	units := (last + 1 - from + UnitSize - 1) / UnitSize
 	q.warn("consumequeue: zeroing units after the end of the written units (unsynced writes of a crash)",
 		"file", q.path(s), "offset", s.base+i, "units", units)
-	if err := q.zeroRange(s, h, i, i+units); err != nil {
-		return err
+	for _, r := range dirty {
+		if err := q.zeroBytes(s, h, r[0], r[1]); err != nil {
+			return err
+		}
 	}
 	if err := h.f.Sync(); err != nil {
 		return fmt.Errorf("sync %s: %w", q.path(s), err)
@@ -643,11 +693,35 @@ func (q *Queue) zeroStale(s *segment, h *handle, i int64) error {
 	return nil
 }
 
+// zeroPage is the granularity at which zeroStale skips holes: the page
+// size of the architectures we run on (a larger page only makes it write
+// zeros over more holes). zeroChunk, a multiple of it, is what it reads at
+// once.
+const (
+	zeroPage  = 4096
+	zeroChunk = 16 * zeroPage
+)
+
+// lastNonZero returns the index of the last byte of b that is not zero, or -1.
+func lastNonZero(b []byte) int {
+	for n := len(b) - 1; n >= 0; n-- {
+		if b[n] != 0 {
+			return n
+		}
+	}
+	return -1
+}
+
 // zeroRange writes zeros over units [from, to) of s, which has them.
 func (q *Queue) zeroRange(s *segment, h *handle, from, to int64) error {
+	return q.zeroBytes(s, h, from*UnitSize, to*UnitSize)
+}
+
+// zeroBytes writes zeros over bytes [off, end) of s's file.
+func (q *Queue) zeroBytes(s *segment, h *handle, off, end int64) error {
 	const chunk = 64 << 10
-	zeros := make([]byte, min((to-from)*UnitSize, chunk))
-	for off, end := from*UnitSize, to*UnitSize; off < end; {
+	zeros := make([]byte, min(end-off, chunk))
+	for off < end {
 		n := min(end-off, int64(len(zeros)))
 		if _, err := h.f.WriteAt(zeros[:n], off); err != nil {
 			return fmt.Errorf("zero %s at %d: %w", q.path(s), off, err)
@@ -708,8 +782,14 @@ func (q *Queue) checkInvariants() error {
 		return fmt.Errorf("files [%d, %d) (last %d units) min %d disk %d",
 			segs[0].base, last.base+q.perFile, last.units, lo, disk)
 	}
-	if h := last.h.Load(); h != nil && !h.rawOrZero(disk-last.base).empty() {
-		return fmt.Errorf("unit at the end of the files %d is written", disk)
+	if h := last.h.Load(); h != nil {
+		u, err := h.readUnit(disk - last.base)
+		if err != nil {
+			return err
+		}
+		if !u.empty() {
+			return fmt.Errorf("unit at the end of the files %d is written", disk)
+		}
 	}
 	return nil
 }

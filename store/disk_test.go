@@ -207,27 +207,32 @@ func TestCloseWhileWaitingForSpace(t *testing.T) {
 }
 
 // A store reopened on a full disk opens, says it is full, refuses writes
-// and serves reads; once space frees it takes writes again.
+// and serves reads; once space frees it takes writes again. The queue has
+// 500 units in files of 4,096, so its file grew to 816 units and its last
+// page is a hole, which recovery must not read through the mapping (a
+// SIGBUS on tmpfs).
 func TestReopenOnFullTmpfs(t *testing.T) {
 	dir := vfstest.SmallTmpfs(t, 16<<20)
 	cfg := testConfig(t, vfs.Default())
 	cfg.Dir = dir + "/n1"
 	cfg.SegmentSize = 1 << 20
-	sa := filled(t, cfg, 100)
+	cfg.CQUnitsPerFile = 4096
+	const n = 500
+	sa := filled(t, cfg, n)
 	require.NoError(t, sa.Close())
 	ballast := vfstest.FillDisk(t, dir)
 
 	sa = openSA(t, cfg)
 	require.True(t, sa.DiskFull())
-	_, err := sa.Put(msg("t", 0, 100, "", ""))
+	_, err := sa.Put(msg("t", 0, n, "", ""))
 	require.ErrorIs(t, err, ErrDiskFull)
-	got, err := sa.GetMessages("t", 0, 0, 200, 1<<20, nil)
+	got, err := sa.GetMessages("t", 0, 0, 2*n, 1<<20, nil)
 	require.NoError(t, err)
-	require.Len(t, got.Records, 100)
+	require.Len(t, got.Records, n)
 
 	require.NoError(t, os.Remove(ballast))
 	require.Eventually(t, func() bool { return !sa.DiskFull() }, 2*time.Second, 10*time.Millisecond)
-	_, err = sa.Put(msg("t", 0, 100, "", ""))
+	_, err = sa.Put(msg("t", 0, n, "", ""))
 	require.NoError(t, err)
 	require.NoError(t, sa.Close())
 }
