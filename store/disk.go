@@ -22,9 +22,10 @@ import (
 //   - The consume queues and the index write through a vfs.StallFS: a write
 //     that finds no space waits and is retried, so no applied entry's unit
 //     or key is lost; while one waits the store counts as full.
-//   - A checkpoint whose bbolt commit finds no space is not a sticky
-//     failure: its delta goes back to the dirty state and the next
-//     checkpoint writes it.
+//   - A checkpoint whose SyncFS or bbolt commit finds no space is not a
+//     sticky failure: its delta goes back to the dirty state, the store
+//     counts as full, and the checkpoint is taken again, with a backoff,
+//     until one is written (persistUntilSpace).
 
 // spaceRefresh is how stale a measurement of free space may be on the
 // write path.
@@ -132,6 +133,8 @@ func (s *Store) fullReason(ratio float64) string {
 	switch {
 	case s.space.stalled.Load():
 		return "a consume-queue or index write is waiting for space"
+	case s.space.persistStalled.Load():
+		return "a checkpoint is waiting for space"
 	case ratio > s.cfg.Retention.FullRatio:
 		return fmt.Sprintf("disk %.1f%% used, above the %.0f%% limit", 100*ratio, 100*s.cfg.Retention.FullRatio)
 	case s.space.avail.Load() < s.space.reserve.Load():
@@ -187,14 +190,18 @@ func (s *Store) derivedFS() vfs.FS {
 	})
 }
 
-// checkpointNoSpace handles a checkpoint whose bbolt commit found the disk
-// full: nothing was committed (bbolt rolls the transaction back), so the
-// delta goes back into the dirty state, to be written by the next
-// checkpoint. Not sticky; logged once per episode.
+// checkpointNoSpace handles a checkpoint whose SyncFS or bbolt commit
+// found the disk full: nothing was committed (bbolt rolls the transaction
+// back), so the delta goes back into the dirty state, to be written by the
+// next checkpoint, which persistUntilSpace retries until space frees. Not
+// sticky; logged once per episode, during which the store counts as full.
 func (s *Store) checkpointNoSpace(cp *checkpoint, err error) error {
 	s.state.restoreDelta(cp.delta)
 	if !s.space.persistStalled.Swap(true) {
-		s.log.Error("store: disk full: checkpoint not written; retrying at the next one (derived state is rebuilt from the log after a crash meanwhile)", "err", err)
+		s.log.Error("store: disk full: checkpoint not written; retrying until space frees (derived state is rebuilt from the log after a crash meanwhile)", "err", err)
+		s.space.mu.Lock()
+		s.setDiskFull(s.DiskUsedRatio())
+		s.space.mu.Unlock()
 	}
 	return fmt.Errorf("store: persist: %w", err)
 }
@@ -203,6 +210,11 @@ func (s *Store) checkpointNoSpace(cp *checkpoint, err error) error {
 func (s *Store) checkpointResumed() {
 	if s.space.persistStalled.Swap(false) {
 		s.log.Info("store: checkpoints written again")
+		if err := s.refreshSpace(); err != nil {
+			s.space.mu.Lock()
+			s.setDiskFull(s.DiskUsedRatio())
+			s.space.mu.Unlock()
+		}
 	}
 }
 

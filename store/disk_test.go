@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftmq/raftmq/commitlog"
+	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/internal/vfs"
 	"github.com/raftmq/raftmq/internal/vfs/vfstest"
 )
@@ -235,4 +237,68 @@ func TestReopenOnFullTmpfs(t *testing.T) {
 	_, err = sa.Put(msg("t", 0, n, "", ""))
 	require.NoError(t, err)
 	require.NoError(t, sa.Close())
+}
+
+// A checkpoint whose SyncFS finds no space (power-loss mode reports a full
+// device at sync) is not fatal: Apply goes on, the store counts as full,
+// and the checkpoint is taken again until it is written, with nothing
+// more to apply meanwhile. Then everything applied survives a reopen.
+func TestCheckpointWaitsForSpaceAtSync(t *testing.T) {
+	mem := vfs.NewMem()
+	tg := &vfs.Toggle{Err: vfs.ErrNoSpace}
+	var dir string
+	fs := vfs.WithErrors(mem, vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if path == dir { // SyncFS only, not the log's syncs
+			return tg.MaybeError(op, path)
+		}
+		return nil
+	}))
+	cfg := testConfig(t, fs)
+	dir = cfg.Dir
+	cfg.PersistInterval = 5 * time.Millisecond
+	sa := filled(t, cfg, 10)
+	tg.Arm(vfs.OpSync)
+	time.Sleep(2 * cfg.PersistInterval)
+	_, err := sa.Put(msg("t", 0, 10, "", "")) // kicks a checkpoint, which fails
+	require.NoError(t, err)
+	require.Eventually(t, sa.DiskFull, 5*time.Second, 5*time.Millisecond, "a checkpoint without space does not make the store full")
+	_, err = sa.Put(msg("t", 0, 11, "", ""))
+	require.ErrorIs(t, err, ErrDiskFull)
+	require.Contains(t, err.Error(), "checkpoint is waiting for space")
+	// A committed entry (as a follower applies it) is still applied.
+	applyCommitted(t, sa, msg("t", 0, 11, "", ""))
+
+	applied := sa.AppliedIndex()
+	tg.Disarm()
+	require.Eventually(t, func() bool { return !sa.DiskFull() }, 5*time.Second, 5*time.Millisecond, "checkpoints not retried after space was freed")
+	sa.Store.state.mu.Lock()
+	persisted := sa.Store.state.persisted
+	sa.Store.state.mu.Unlock()
+	require.Equal(t, applied, persisted, "the retried checkpoint does not cover what was applied")
+	_, err = sa.Put(msg("t", 0, 12, "", ""))
+	require.NoError(t, err)
+	require.NoError(t, sa.Close())
+
+	sa = openSA(t, cfg)
+	defer sa.Close()
+	got, err := sa.GetMessages("t", 0, 0, 64, 1<<20, nil)
+	require.NoError(t, err)
+	require.Len(t, got.Records, 13)
+}
+
+// applyCommitted appends msgs as one entry and applies it, without the
+// send path's space check: a committed entry a node must apply.
+func applyCommitted(t *testing.T, sa *Standalone, msgs ...*message.Message) {
+	t.Helper()
+	for _, m := range msgs {
+		sa.StoreStamp(m)
+	}
+	body, err := EncodeMessages(1<<40, msgs)
+	require.NoError(t, err)
+	sa.mu.Lock()
+	defer sa.mu.Unlock()
+	idx := sa.clog.LastIndex() + 1
+	require.NoError(t, sa.w.AppendSync(commitlog.Entry{Index: idx, Term: 1, Data: body}))
+	_, err = sa.Apply(idx)
+	require.NoError(t, err, "a committed entry is not applied while a checkpoint waits for space")
 }

@@ -66,7 +66,10 @@
 // the capture durable, whatever the number of queues, and one bbolt
 // transaction commits the applied index, the next queue offsets, consumer
 // offsets, config and the index checkpoint. No acknowledgement waits for
-// it. A failed checkpoint is sticky, like a failed Apply. On open, consume
+// it. A failed checkpoint is sticky, like a failed Apply, unless it failed
+// for lack of space (at the SyncFS or the bbolt commit): then it recorded
+// nothing, and it is taken again until space frees (persistUntilSpace,
+// ARCHITECTURE.md "A full disk"). On open, consume
 // queues are cut back to the persisted queue offsets and the index to its
 // checkpoint, so files and bbolt agree at the applied index; the entries
 // after it are applied again from the log (by Open itself in single-node

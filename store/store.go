@@ -480,10 +480,45 @@ func (s *Store) persistLoop() {
 			return
 		case <-s.persistKick:
 		}
-		if err := s.Persist(); err != nil && s.persistFailure() == nil {
-			// An earlier Apply failure, reported by Apply itself.
-			s.log.Debug("store: checkpoint skipped", "err", err)
+		s.persistUntilSpace()
+	}
+}
+
+// persistUntilSpace takes a checkpoint and, while checkpoints fail for
+// lack of space (checkpointNoSpace), takes it again with a backoff from
+// 10 ms to 1 s until one is written or the store stops, as the raft log's
+// writer and the derived writers wait for space. It waits without holding
+// persistMu, so that retention (which may free the space) and snapshots
+// go on meanwhile, and so does Apply.
+func (s *Store) persistUntilSpace() {
+	wait := 10 * time.Millisecond
+	var t *time.Timer
+	for {
+		err := s.Persist()
+		if err == nil {
+			return
 		}
+		if !s.space.persistStalled.Load() {
+			if s.persistFailure() == nil {
+				// An earlier Apply failure, reported by Apply itself.
+				s.log.Debug("store: checkpoint skipped", "err", err)
+			}
+			return
+		}
+		if t == nil {
+			t = time.NewTimer(wait)
+			defer t.Stop()
+		} else {
+			t.Reset(wait)
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-s.space.stallStop:
+			return
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
 	}
 }
 
@@ -545,7 +580,11 @@ func (s *Store) captureLocked() (*checkpoint, error) {
 // consume-queue and index write made before the capture (whatever the
 // number of queues), then one bbolt transaction records the checkpoint.
 // A failure is sticky: the delta is gone, so no later checkpoint may be
-// committed over it. The caller holds persistMu.
+// committed over it. A failure for lack of space, of the SyncFS or of the
+// bbolt commit, is not: nothing was recorded, the delta goes back
+// (checkpointNoSpace), the queues stay dirty, and a later checkpoint
+// syncs and records it all again (persistUntilSpace). The caller holds
+// persistMu.
 func (s *Store) commit(cp *checkpoint) error {
 	fail := func(err error) error {
 		s.persistErr.CompareAndSwap(nil, &err)
@@ -553,7 +592,11 @@ func (s *Store) commit(cp *checkpoint) error {
 		return err
 	}
 	if err := s.fs.SyncFS(s.cfg.Dir); err != nil {
-		return fail(fmt.Errorf("store: persist: sync derived state: %w", err))
+		err = fmt.Errorf("store: persist: sync derived state: %w", err)
+		if vfs.IsNoSpace(err) {
+			return s.checkpointNoSpace(cp, err)
+		}
+		return fail(err)
 	}
 	s.cqs.SyncedByFS(cp.queues)
 	if err := cp.delta.write(s.db, cp.index); err != nil {
