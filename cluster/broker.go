@@ -599,7 +599,10 @@ func (b *Broker) scrapeFuncs() scrapeFuncs {
 	return scrapeFuncs{
 		gauges:        b.gauges,
 		leaderChanges: func() uint64 { return b.rep.Node().LeaderChanges() },
-		groupLags:     func() []store.GroupLag { return b.rep.Store().ConsumerLags() },
+		forcedUnconsumed: func() uint64 {
+			return b.rep.Store().ForcedUnconsumedMessages()
+		},
+		groupLags: func() []store.GroupLag { return b.rep.Store().ConsumerLags() },
 		followerLag: func() map[uint64]uint64 {
 			st := b.rep.Node().Status()
 			out := map[uint64]uint64{}

@@ -60,6 +60,9 @@ type scrapeFuncs struct {
 	followerLag   func() map[uint64]uint64 // leader only: entries each follower lacks
 	groupLags     func() []store.GroupLag
 	leaderChanges func() uint64
+	// forcedUnconsumed: messages forced retention deleted unconsumed
+	// (store.ForcedUnconsumedMessages).
+	forcedUnconsumed func() uint64
 }
 
 // NewMetrics registers the metrics in a fresh registry, with the Go and
@@ -235,6 +238,9 @@ var gaugeHelp = map[string]string{
 var (
 	leaderChangesDesc = prometheus.NewDesc("raftmq_raft_leader_changes_total",
 		"Leaders this node learnt of since it started (one per term with a known leader).", nil, nil)
+	forcedUnconsumedDesc = prometheus.NewDesc("raftmq_retention_forced_unconsumed_messages_total",
+		"Messages deleted by forced retention (disk above the force-clean ratio, segments deleted before they expired) "+
+			"that a consumer group with an offset in their queue had not consumed, since the node started (the log names the groups).", nil, nil)
 	followerLagDesc = prometheus.NewDesc("raftmq_raft_follower_lag_entries",
 		"Leader only: log entries a follower does not have yet (leader's last index minus the follower's match index).", []string{"follower"}, nil)
 	groupCommittedDesc = prometheus.NewDesc("raftmq_group_committed_messages_total",
@@ -257,6 +263,7 @@ func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	ch <- leaderChangesDesc
+	ch <- forcedUnconsumedDesc
 	ch <- followerLagDesc
 	ch <- groupLagDesc
 	ch <- groupCommittedDesc
@@ -272,6 +279,9 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.src.leaderChanges != nil {
 		ch <- prometheus.MustNewConstMetric(leaderChangesDesc, prometheus.CounterValue, float64(c.src.leaderChanges()))
+	}
+	if c.src.forcedUnconsumed != nil {
+		ch <- prometheus.MustNewConstMetric(forcedUnconsumedDesc, prometheus.CounterValue, float64(c.src.forcedUnconsumed()))
 	}
 	if c.src.followerLag != nil {
 		for id, lag := range c.src.followerLag() {

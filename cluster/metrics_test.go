@@ -155,6 +155,9 @@ func TestMetricsMoveWithLoad(t *testing.T) {
 	require.Greater(t, free, 0.0)
 	cl, _ := sample(after, "raftmq_commitlog_bytes")
 	require.Greater(t, cl, float64(50*(n0+n1)))
+	lost, ok := sample(after, "raftmq_retention_forced_unconsumed_messages_total")
+	require.True(t, ok, "the forced retention counter is not exported")
+	require.Zero(t, lost)
 
 	// A follower has no follower lag; its lag gauge agrees once applied.
 	fhttp := tb.follower().cfg.HTTPAddr
@@ -256,6 +259,23 @@ func TestGroupLagCapsLabels(t *testing.T) {
 	require.Equal(t, 15.0, v)
 	v, _ = sample(byName, "raftmq_group_lag_messages", "group", "g0999", "topic", "t")
 	require.Equal(t, 2.0, v)
+}
+
+// The forced retention counter is exported as the store counts it.
+func TestForcedUnconsumedCounter(t *testing.T) {
+	var n uint64 = 62
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&scrapeCollector{src: scrapeFuncs{forcedUnconsumed: func() uint64 { return n }}})
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	byName := map[string]*dto.MetricFamily{}
+	for _, f := range fams {
+		byName[f.GetName()] = f
+	}
+	v, ok := sample(byName, "raftmq_retention_forced_unconsumed_messages_total")
+	require.True(t, ok)
+	require.Equal(t, 62.0, v)
+	require.Equal(t, dto.MetricType_COUNTER, byName["raftmq_retention_forced_unconsumed_messages_total"].GetType())
 }
 
 // BenchmarkTopicCounter measures the send path's per-topic count: a

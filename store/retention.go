@@ -218,6 +218,10 @@ func (s *Store) deleteSegments(force bool) (int, error) {
 	now := s.cfg.Clock.Now().UnixMilli()
 	keepFrom := uint64(0) // DropPrefix argument: first index to keep
 	n := 0
+	// forcedEnd is the log position past the last segment deleted before it
+	// expired (force only): its messages are lost to the consumers that
+	// had not read them (countUnconsumed).
+	forcedEnd := int64(-1)
 	for i, sg := range segs {
 		if i == len(segs)-1 || n >= 10 || sg.Entries == 0 {
 			break
@@ -231,6 +235,9 @@ func (s *Store) deleteSegments(force bool) (int, error) {
 		expired := s.segmentNewest(sg.FirstIndex, last)+s.cfg.Retention.FileReservedTime.Milliseconds() < now
 		if !expired && !(force && n == 0) {
 			break
+		}
+		if !expired {
+			forcedEnd = sg.Base + sg.Size
 		}
 		keepFrom = last + 1
 		n++
@@ -257,6 +264,10 @@ func (s *Store) deleteSegments(force bool) (int, error) {
 		return 0, fmt.Errorf("store: retention: %w", err)
 	}
 	minPos := s.clog.MinPosition()
+	if forcedEnd >= 0 {
+		// Before the queues drop the units: count what they point to.
+		s.countUnconsumed(min(forcedEnd, minPos))
+	}
 	if _, err := s.cqs.DeleteBefore(minPos); err != nil {
 		return n, fmt.Errorf("store: retention of consume queues: %w", err)
 	}

@@ -173,6 +173,9 @@ type Store struct {
 	diskFull atomic.Bool
 	usage    atomic.Uint64 // float64 bits of the last used ratio
 	space    diskSpace     // free space, reserve, stalled writers (disk.go)
+	// forcedUnconsumed counts the messages forced retention deleted before
+	// a consumer group read them (unconsumed.go).
+	forcedUnconsumed atomic.Uint64
 	// topicsVersion counts changes of the topic table (applied creations,
 	// updates and deletions, snapshot restores), for those who publish it.
 	topicsVersion atomic.Uint64
