@@ -247,3 +247,85 @@ func bytesIndex(b []byte, c byte) int {
 	}
 	return len(b) - 1
 }
+
+// TestDiskFullRestart restarts a node whose disk filled while it was down:
+// it opens, says it is full, and serves reads (README, "When the disk
+// fills"), and takes writes again once space frees. Its queue holds 450
+// messages, so the queue's file grew to 816 units with its last page a
+// hole: recovery must not read that hole through the file's mapping (on a
+// full tmpfs, a SIGBUS at every restart).
+func TestDiskFullRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	root := t.TempDir()
+	for i := 1; i <= 3; i++ {
+		dir := filepath.Join(root, fmt.Sprintf("n%d", i))
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		vfstest.MountTmpfs(t, dir, 64<<20)
+	}
+	var fallback syncBuffer
+	g := localgroup.New(localgroup.Config{Binary: os.Args[0], Env: []string{"RAFTMQ_TEST_MAIN=1"}, Dir: root,
+		BasePort: freeBasePort(t), Args: []string{"--segment-size", "4194304", "--warm-ahead", "-1"}, Stderr: &fallback})
+	require.NoError(t, g.Start())
+	defer g.StopAll()
+	l, err := g.WaitLeader(20 * time.Second)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := client.New(client.Options{Addrs: g.Addrs(), RequestTimeout: 2 * time.Second})
+	require.NoError(t, err)
+	defer cl.Close()
+	const topic, n = "restartfull", 450
+	require.NoError(t, cl.CreateTopic(ctx, topic, 1))
+	pr := cl.NewProducer(client.ProducerOptions{Group: "restartfull", MaxRetries: 20, Backoff: 10 * time.Millisecond})
+	for i := 0; i < n; i++ {
+		_, err := pr.Send(ctx, &client.Message{Topic: topic, QueueID: 0, Body: []byte(fmt.Sprintf("m%d", i))})
+		require.NoError(t, err)
+	}
+	// A follower with every message stops; its disk fills; it restarts.
+	f := uint64(1)
+	if f == l {
+		f = 2
+	}
+	pc := cl.NewPullConsumer("restartfull-read")
+	count := func(id uint64) int {
+		got := 0
+		for off := int64(0); ; {
+			r, err := pc.PullFrom(ctx, g.Nodes[id-1].Client, topic, 0, off, 256, 0)
+			if err != nil || len(r.Messages) == 0 {
+				return got
+			}
+			got += len(r.Messages)
+			off = r.NextBeginOffset
+		}
+	}
+	require.Eventually(t, func() bool { return count(f) == n }, 10*time.Second, 50*time.Millisecond, "node %d lacks messages", f)
+	require.NoError(t, g.Stop(f, 10*time.Second))
+	ballast := vfstest.FillDisk(t, filepath.Join(root, fmt.Sprintf("n%d", f)))
+	require.NoError(t, g.StartNode(f))
+
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		st, err := g.Status(f)
+		if err == nil && st.DiskFull {
+			break
+		}
+		if ex := g.Nodes[f-1].Exited(); ex != "" || time.Now().After(deadline) {
+			out := fallback.String() // its broker.log is on the full disk
+			t.Fatalf("node %d restarted on a full disk: status: %v (full: %v), exited: %q; its first lines on stderr:\n%s",
+				f, err, st != nil && st.DiskFull, ex, out[:min(len(out), 2000)])
+		}
+	}
+	require.Equal(t, n, count(f), "node %d restarted on a full disk does not serve its messages", f)
+	require.Empty(t, g.Nodes[f-1].Exited(), "node %d exited", f)
+
+	require.NoError(t, os.Remove(ballast))
+	require.Eventually(t, func() bool {
+		st, err := g.Status(f)
+		return err == nil && !st.DiskFull
+	}, 10*time.Second, 50*time.Millisecond, "node %d still full after the ballast was removed", f)
+	_, err = pr.Send(ctx, &client.Message{Topic: topic, QueueID: 0, Body: []byte("after")})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return count(f) == n+1 }, 10*time.Second, 50*time.Millisecond, "node %d does not catch up after space freed", f)
+}
