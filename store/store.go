@@ -501,7 +501,7 @@ func (s *Store) persistUntilSpace() {
 		if err == nil {
 			return
 		}
-		if !s.space.persistStalled.Load() {
+		if !vfs.IsNoSpace(err) || !s.space.persistStalled.Load() {
 			if s.persistFailure() == nil {
 				// An earlier Apply failure, reported by Apply itself.
 				s.log.Debug("store: checkpoint skipped", "err", err)
