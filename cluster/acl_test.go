@@ -113,7 +113,8 @@ func TestACLEnforcedThroughTheLog(t *testing.T) {
 func TestACLRoutesOpenSendsRefusedWithTheReason(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "plain_acl.yml")
 	require.NoError(t, os.WriteFile(file, []byte(testACL), 0o644))
-	tb := startBrokersWith(t, func(c *Config) { c.ACLFile, c.ACLKey = file, acl.NewKey() })
+	key := acl.NewKey() // the group's: the same on every node
+	tb := startBrokersWith(t, func(c *Config) { c.ACLFile, c.ACLKey = file, key })
 	l := tb.leader()
 	operator := acl.Credentials{AccessKey: "operator", SecretKey: "operator-secret"}
 	lc := dial(t, l.ClientAddr())
