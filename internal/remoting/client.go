@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 )
 
@@ -40,7 +39,7 @@ type Conn struct {
 	addr      string
 	l         *link
 	onRequest func(*Command) *Command
-	pool      sync.Pool // frame buffers
+	pools     bufPools
 }
 
 // Dial connects to addr ("host:port").
@@ -55,7 +54,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Conn, error) {
 		return nil, fmt.Errorf("remoting: dial %s: %w", addr, err)
 	}
 	c := &Conn{addr: addr, onRequest: opts.OnRequest}
-	c.l = newLink(nc, addr, opts.MaxFrame, opts.ReadTimeout, opts.Logger, &c.pool)
+	c.l = newLink(nc, addr, opts.MaxFrame, opts.ReadTimeout, opts.Logger, &c.pools)
 	go c.l.writeLoop()
 	go func() { _ = c.l.run(c.dispatch) }() // run logs what deserves it
 	return c, nil

@@ -25,12 +25,9 @@ var (
 	ErrTimeout = errors.New("remoting: request timed out")
 )
 
-// Connection tuning. None of these is part of the wire format.
+// Connection tuning. None of these is part of the wire format; the
+// buffer sizes are in bufs.go.
 const (
-	// readBufferSize and writeBufferSize size each connection's bufio
-	// reader and writer. Frames larger than that bypass the buffers.
-	readBufferSize  = 32 << 10
-	writeBufferSize = 32 << 10
 	// outQueueLen is how many encoded frames may wait for the writer
 	// before senders block.
 	outQueueLen = 4096
@@ -42,15 +39,16 @@ const (
 // connection share: the writer, the reader and the table of requests
 // waiting for a response.
 //
-// Goroutines: writeLoop drains out into a bufio.Writer and flushes when out
-// is empty; run reads frames, completes pending calls, passes requests to
-// dispatch, and on exit fails every pending call.
+// Goroutines: writeLoop drains the queue into a pooled bufio.Writer and
+// flushes when the queue is empty; run reads frames, completes pending
+// calls, passes requests to dispatch, and on exit fails every pending call.
+// Senders (any goroutine) encode their frame themselves and queue it.
 type link struct {
 	nc       net.Conn
 	addr     string // peer address, for errors and logs
 	maxFrame int
 	log      *slog.Logger
-	pool     *sync.Pool // of *frameBuf; may be shared by links
+	pools    *bufPools // may be shared by links
 	// readTimeout and idleTimeout are the deadlines of the reader; <= 0
 	// means none.
 	readTimeout, idleTimeout time.Duration
@@ -61,8 +59,19 @@ type link struct {
 	// own logging.
 	onClose func(err error)
 
-	out    chan *frameBuf // encoded frames for writeLoop
-	closed chan struct{}  // closed by closeWith
+	// The writer's queue. A sender takes a slot, appends its frame to
+	// queue.frames and, if the queue was empty, wakes writeLoop, which
+	// takes all queued frames at once and frees a slot per frame written.
+	// So at most outQueueLen frames wait and senders block beyond that;
+	// a channel of empty structs holds no memory per slot, and the
+	// queue's slices are dropped when the writer goes idle.
+	slots chan struct{} // capacity outQueueLen
+	wake  chan struct{} // capacity 1
+	queue struct {
+		sync.Mutex
+		frames []*frameBuf
+	}
+	closed chan struct{} // closed by closeWith
 	once   sync.Once
 	// err says why the link is gone; it wraps ErrConnClosed. Written once,
 	// before closed is closed.
@@ -72,7 +81,7 @@ type link struct {
 	pending    pendingTable
 }
 
-func newLink(nc net.Conn, addr string, maxFrame int, readTimeout time.Duration, log *slog.Logger, pool *sync.Pool) *link {
+func newLink(nc net.Conn, addr string, maxFrame int, readTimeout time.Duration, log *slog.Logger, pools *bufPools) *link {
 	if maxFrame <= 0 {
 		maxFrame = DefaultMaxFrame
 	}
@@ -85,8 +94,9 @@ func newLink(nc net.Conn, addr string, maxFrame int, readTimeout time.Duration, 
 		maxFrame:    maxFrame,
 		readTimeout: orDefault(readTimeout, DefaultReadTimeout),
 		log:         log,
-		pool:        pool,
-		out:         make(chan *frameBuf, outQueueLen),
+		pools:       pools,
+		slots:       make(chan struct{}, outQueueLen),
+		wake:        make(chan struct{}, 1),
 		closed:      make(chan struct{}),
 	}
 }
@@ -154,10 +164,13 @@ func (l *link) run(dispatch func(*Command)) error {
 // readLoop reads and hands on frames. Between frames it waits, on a server
 // connection, until the connection is below its in-flight limits; the
 // deadlineReader enforces the read and idle timeouts; frame bodies are
-// read as they arrive, charged to the connection as they grow.
+// read as they arrive, charged to the connection as they grow. The read
+// buffer is held only while a frame is being read or bytes are buffered
+// (see frameReader).
 func (l *link) readLoop(dispatch func(*Command)) error {
 	dr := &deadlineReader{nc: l.nc, frameTimeout: l.readTimeout, idleTimeout: l.idleTimeout, acct: l.acct}
-	br := bufio.NewReaderSize(dr, readBufferSize)
+	br := &frameReader{src: dr, pools: l.pools}
+	defer br.release()
 	var charge func(int) error
 	if a := l.acct; a != nil {
 		charge = func(n int) error {
@@ -176,13 +189,11 @@ func (l *link) readLoop(dispatch func(*Command)) error {
 			}
 		}
 		dr.idle()
-		b0, err := br.ReadByte()
-		if err != nil {
+		if err := br.waitFrame(); err != nil {
 			return err
 		}
 		dr.frame()
-		prefix[0] = b0
-		if _, err := io.ReadFull(br, prefix[1:]); err != nil {
+		if _, err := io.ReadFull(br, prefix[:]); err != nil {
 			return unexpectedEOF(err)
 		}
 		n, err := frameLength(prefix[:], l.maxFrame)
@@ -220,58 +231,117 @@ func (l *link) releaseReq(req *Command) {
 	}
 }
 
-// writeLoop writes queued frames until the link closes. It coalesces what
-// is queued into one bufio.Writer and flushes when the queue is empty.
-// Before flushing it yields the processor once, so that handler goroutines
-// that are about to queue a response can join the same write; on the
-// echo benchmark that saves about a tenth of the CPU per request, and it
-// costs nothing when nothing else is runnable.
+// writeLoop writes queued frames until the link closes. It takes what is
+// queued, copies it into a bufio.Writer from the pool and flushes when the
+// queue is empty; then it returns the writer to the pool. Before flushing
+// it yields the processor once, so that handler goroutines that are about
+// to queue a response can join the same write; on the echo benchmark that
+// saves about a tenth of the CPU per request, and it costs nothing when
+// nothing else is runnable.
 func (l *link) writeLoop() {
-	bw := bufio.NewWriterSize(l.nc, writeBufferSize)
+	var spare []*frameBuf // the queue slice not in use
 	for {
-		var buf *frameBuf
 		select {
-		case buf = <-l.out:
+		case <-l.wake:
 		case <-l.closed:
 			return
 		}
+		var bw *bufio.Writer
 		yielded := false
-		for buf != nil {
-			_, err := bw.Write(buf.b)
-			if buf.held > 0 && l.acct != nil {
-				l.acct.finish(buf.held, true) // answered
+		for {
+			batch := l.takeQueued(spare)
+			if len(batch) == 0 {
+				spare = batch
+				if yielded {
+					break
+				}
+				yielded = true
+				runtime.Gosched()
+				continue
 			}
-			l.putBuf(buf)
+			if bw == nil {
+				bw = l.pools.getWriter(l.nc)
+			}
+			if err := l.writeBatch(bw, batch); err != nil {
+				l.pools.putWriter(bw)
+				l.closeWith(fmt.Errorf("write: %w", err))
+				return
+			}
+			clear(batch)
+			spare = batch[:0]
+		}
+		if bw != nil {
+			err := bw.Flush()
+			l.pools.putWriter(bw)
 			if err != nil {
 				l.closeWith(fmt.Errorf("write: %w", err))
 				return
 			}
-			buf = l.queued()
-			if buf == nil && !yielded {
-				yielded = true
-				runtime.Gosched()
-				buf = l.queued()
-			}
 		}
-		if err := bw.Flush(); err != nil {
-			l.closeWith(fmt.Errorf("write: %w", err))
-			return
+		if cap(spare) > maxIdleQueueCap {
+			spare = nil
+		}
+		l.trimQueue()
+	}
+}
+
+// writeBatch copies frames into bw, freeing their slots in the queue and
+// releasing the requests they answer.
+func (l *link) writeBatch(bw *bufio.Writer, frames []*frameBuf) error {
+	for _, buf := range frames {
+		_, err := bw.Write(buf.b)
+		if buf.held > 0 && l.acct != nil {
+			l.acct.finish(buf.held, true) // answered
+		}
+		l.putBuf(buf)
+		<-l.slots
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// push appends fb, for which the caller holds a slot, to the queue and
+// wakes the writer if the queue was empty.
+func (l *link) push(fb *frameBuf) {
+	l.queue.Lock()
+	l.queue.frames = append(l.queue.frames, fb)
+	first := len(l.queue.frames) == 1
+	l.queue.Unlock()
+	if first {
+		select {
+		case l.wake <- struct{}{}:
+		default: // the writer is woken already
 		}
 	}
 }
 
-// queued returns the next queued frame, or nil if there is none.
-func (l *link) queued() *frameBuf {
-	select {
-	case buf := <-l.out:
-		return buf
-	default:
-		return nil
+// takeQueued returns the queued frames and leaves spare, emptied, as the
+// queue.
+func (l *link) takeQueued(spare []*frameBuf) []*frameBuf {
+	l.queue.Lock()
+	defer l.queue.Unlock()
+	frames := l.queue.frames
+	l.queue.frames = spare[:0]
+	return frames
+}
+
+// trimQueue drops the queue's slice if it is empty and larger than an
+// idle connection keeps.
+func (l *link) trimQueue() {
+	l.queue.Lock()
+	defer l.queue.Unlock()
+	if len(l.queue.frames) == 0 && cap(l.queue.frames) > maxIdleQueueCap {
+		l.queue.frames = nil
 	}
 }
+
+// queuedLen returns how many frames are queued and not yet written.
+func (l *link) queuedLen() int { return len(l.slots) }
 
 // frameBuf is an encoded frame on its way to the writer, with the scratch
-// space its encoding used. Both are reused through link.pool.
+// space its encoding used. Both are reused through link.pools.
 type frameBuf struct {
 	b      []byte
 	fields []extField
@@ -283,7 +353,7 @@ type frameBuf struct {
 // encode returns cmd's frame in a pooled buffer. Frames longer than
 // maxFrame are refused, since the peer would drop the connection.
 func (l *link) encode(cmd *Command) (*frameBuf, error) {
-	fb, _ := l.pool.Get().(*frameBuf)
+	fb, _ := l.pools.frames.Get().(*frameBuf)
 	if fb == nil {
 		fb = &frameBuf{}
 	}
@@ -307,7 +377,7 @@ func (l *link) putBuf(fb *frameBuf) {
 	}
 	fb.b = fb.b[:0]
 	fb.held = 0
-	l.pool.Put(fb)
+	l.pools.frames.Put(fb)
 }
 
 // enqueue hands an encoded frame to the writer, blocking while the queue is
@@ -317,7 +387,8 @@ func (l *link) enqueue(fb *frameBuf) error {
 		return err
 	}
 	select {
-	case l.out <- fb:
+	case l.slots <- struct{}{}:
+		l.push(fb)
 		return nil
 	case <-l.closed:
 		return l.err
@@ -333,7 +404,8 @@ func (l *link) tryEnqueue(fb *frameBuf) bool {
 		return true // dropped: nobody is left to answer
 	}
 	select {
-	case l.out <- fb:
+	case l.slots <- struct{}{}:
+		l.push(fb)
 		return true
 	default:
 		return false

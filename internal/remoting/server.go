@@ -99,8 +99,8 @@ type Server struct {
 	// wg counts connection goroutines (reader and writer) and handler
 	// goroutines. Invariant: Add happens under mu while !mu.closed, or
 	// from a goroutine wg already counts.
-	wg   sync.WaitGroup
-	pool sync.Pool // frame buffers, shared by all connections
+	wg    sync.WaitGroup
+	pools bufPools // shared by all connections
 }
 
 // errServerClosed is the cause of connections closed by Server.Close.
@@ -237,7 +237,7 @@ func (s *Server) newConn(ctx context.Context, nc net.Conn) (c *ServerConn, full 
 	}
 	c = &ServerConn{srv: s}
 	c.ctx, c.cancel = context.WithCancel(ctx)
-	c.l = newLink(nc, nc.RemoteAddr().String(), s.MaxFrame, s.ReadTimeout, s.Logger, &s.pool)
+	c.l = newLink(nc, nc.RemoteAddr().String(), s.MaxFrame, s.ReadTimeout, s.Logger, &s.pools)
 	c.l.idleTimeout = orDefault(s.IdleTimeout, DefaultIdleTimeout)
 	budget := s.Budget
 	if budget == nil {
