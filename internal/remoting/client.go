@@ -55,7 +55,6 @@ func Dial(ctx context.Context, addr string, opts Options) (*Conn, error) {
 	}
 	c := &Conn{addr: addr, onRequest: opts.OnRequest}
 	c.l = newLink(nc, addr, opts.MaxFrame, opts.ReadTimeout, opts.Logger, &c.pools)
-	go c.l.writeLoop()
 	go func() { _ = c.l.run(c.dispatch) }() // run logs what deserves it
 	return c, nil
 }

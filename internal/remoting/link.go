@@ -39,10 +39,12 @@ const (
 // connection share: the writer, the reader and the table of requests
 // waiting for a response.
 //
-// Goroutines: writeLoop drains the queue into a pooled bufio.Writer and
-// flushes when the queue is empty; run reads frames, completes pending
-// calls, passes requests to dispatch, and on exit fails every pending call.
-// Senders (any goroutine) encode their frame themselves and queue it.
+// Goroutines: run reads frames, completes pending calls, passes requests
+// to dispatch, and on exit fails every pending call; it runs as long as
+// the link. Senders (any goroutine) encode their frame themselves and
+// queue it; the sender that queues a frame when no writer runs starts
+// writeLoop, which drains the queue into a pooled bufio.Writer, flushes
+// when the queue is empty and returns. So an idle link has one goroutine.
 type link struct {
 	nc       net.Conn
 	addr     string // peer address, for errors and logs
@@ -60,19 +62,31 @@ type link struct {
 	onClose func(err error)
 
 	// The writer's queue. A sender takes a slot, appends its frame to
-	// queue.frames and, if the queue was empty, wakes writeLoop, which
+	// queue.frames and starts writeLoop if no writer runs; writeLoop
 	// takes all queued frames at once and frees a slot per frame written.
 	// So at most outQueueLen frames wait and senders block beyond that;
-	// a channel of empty structs holds no memory per slot, and the
-	// queue's slices are dropped when the writer goes idle.
+	// a channel of empty structs holds no memory per slot, and a large
+	// queue slice is dropped when the writer returns.
 	slots chan struct{} // capacity outQueueLen
-	wake  chan struct{} // capacity 1
 	queue struct {
 		sync.Mutex
 		frames []*frameBuf
+		// spare is the other slice, emptied: takeQueued and returnBatch
+		// swap the two, so that a busy link allocates none.
+		spare []*frameBuf
+		// writing is set while a writeLoop runs: at most one does.
+		writing bool
+		// stopped is set by stopWriter; no writer starts after it.
+		stopped bool
 	}
-	closed chan struct{} // closed by closeWith
-	once   sync.Once
+	// writeLoop as a func value, made once: "go l.writeLoop()" would
+	// allocate a closure for every goroutine it starts.
+	writeLoopFn func()
+	// writers counts the writeLoop goroutine. Add happens under queue's
+	// lock while !queue.stopped; Wait in stopWriter after setting stopped.
+	writers sync.WaitGroup
+	closed  chan struct{} // closed by closeWith
+	once    sync.Once
 	// err says why the link is gone; it wraps ErrConnClosed. Written once,
 	// before closed is closed.
 	err error
@@ -88,7 +102,7 @@ func newLink(nc net.Conn, addr string, maxFrame int, readTimeout time.Duration, 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &link{
+	l := &link{
 		nc:          nc,
 		addr:        addr,
 		maxFrame:    maxFrame,
@@ -96,9 +110,10 @@ func newLink(nc net.Conn, addr string, maxFrame int, readTimeout time.Duration, 
 		log:         log,
 		pools:       pools,
 		slots:       make(chan struct{}, outQueueLen),
-		wake:        make(chan struct{}, 1),
 		closed:      make(chan struct{}),
 	}
+	l.writeLoopFn = l.writeLoop
+	return l
 }
 
 // orDefault returns v, or def if v is 0; a negative v (no limit) comes back
@@ -152,6 +167,7 @@ func (l *link) run(dispatch func(*Command)) error {
 		l.log.Debug("remoting: connection read failed", "remote", l.addr, "err", err)
 	}
 	l.closeWith(err)
+	l.stopWriter()
 	if l.acct != nil {
 		l.acct.close()
 	}
@@ -231,57 +247,43 @@ func (l *link) releaseReq(req *Command) {
 	}
 }
 
-// writeLoop writes queued frames until the link closes. It takes what is
-// queued, copies it into a bufio.Writer from the pool and flushes when the
-// queue is empty; then it returns the writer to the pool. Before flushing
-// it yields the processor once, so that handler goroutines that are about
-// to queue a response can join the same write; on the echo benchmark that
+// writeLoop writes queued frames until the queue is empty, then returns;
+// push starts it when a frame is queued and no writer runs. It copies
+// what is queued into a bufio.Writer from the pool and, when the queue is
+// empty, flushes and returns the writer to the pool. Before flushing it
+// yields the processor once, so that handler goroutines that are about to
+// queue a response can join the same write; on the echo benchmark that
 // saves about a tenth of the CPU per request, and it costs nothing when
 // nothing else is runnable.
 func (l *link) writeLoop() {
-	var spare []*frameBuf // the queue slice not in use
+	defer l.writers.Done()
+	bw := l.pools.getWriter(l.nc)
+	defer l.pools.putWriter(bw)
+	yielded := false
 	for {
-		select {
-		case <-l.wake:
-		case <-l.closed:
-			return
-		}
-		var bw *bufio.Writer
-		yielded := false
-		for {
-			batch := l.takeQueued(spare)
-			if len(batch) == 0 {
-				spare = batch
-				if yielded {
-					break
-				}
-				yielded = true
-				runtime.Gosched()
-				continue
-			}
-			if bw == nil {
-				bw = l.pools.getWriter(l.nc)
-			}
-			if err := l.writeBatch(bw, batch); err != nil {
-				l.pools.putWriter(bw)
-				l.closeWith(fmt.Errorf("write: %w", err))
-				return
-			}
-			clear(batch)
-			spare = batch[:0]
-		}
-		if bw != nil {
-			err := bw.Flush()
-			l.pools.putWriter(bw)
+		batch := l.takeQueued()
+		if len(batch) > 0 {
+			err := l.writeBatch(bw, batch)
+			l.returnBatch(batch)
 			if err != nil {
 				l.closeWith(fmt.Errorf("write: %w", err))
 				return
 			}
+			continue
 		}
-		if cap(spare) > maxIdleQueueCap {
-			spare = nil
+		if !yielded {
+			yielded = true
+			runtime.Gosched()
+			continue
 		}
-		l.trimQueue()
+		if err := bw.Flush(); err != nil {
+			l.closeWith(fmt.Errorf("write: %w", err))
+			return
+		}
+		if l.writerDone() {
+			return
+		}
+		yielded = false // frames came during the flush
 	}
 }
 
@@ -302,39 +304,71 @@ func (l *link) writeBatch(bw *bufio.Writer, frames []*frameBuf) error {
 	return nil
 }
 
-// push appends fb, for which the caller holds a slot, to the queue and
-// wakes the writer if the queue was empty.
+// push appends fb, for which the caller holds a slot, to the queue, and
+// starts a writer if none runs.
 func (l *link) push(fb *frameBuf) {
 	l.queue.Lock()
 	l.queue.frames = append(l.queue.frames, fb)
-	first := len(l.queue.frames) == 1
+	start := !l.queue.writing && !l.queue.stopped
+	if start {
+		l.queue.writing = true
+		l.writers.Add(1)
+	}
 	l.queue.Unlock()
-	if first {
-		select {
-		case l.wake <- struct{}{}:
-		default: // the writer is woken already
-		}
+	if start {
+		go l.writeLoopFn()
 	}
 }
 
-// takeQueued returns the queued frames and leaves spare, emptied, as the
-// queue.
-func (l *link) takeQueued(spare []*frameBuf) []*frameBuf {
+// takeQueued returns the queued frames, or nil if there are none; the
+// writer hands the slice back with returnBatch.
+func (l *link) takeQueued() []*frameBuf {
 	l.queue.Lock()
 	defer l.queue.Unlock()
 	frames := l.queue.frames
-	l.queue.frames = spare[:0]
+	if len(frames) == 0 {
+		return nil
+	}
+	l.queue.frames = l.queue.spare[:0]
+	l.queue.spare = nil
 	return frames
 }
 
-// trimQueue drops the queue's slice if it is empty and larger than an
-// idle connection keeps.
-func (l *link) trimQueue() {
+// returnBatch keeps the slice of a written batch, emptied, for the next
+// takeQueued.
+func (l *link) returnBatch(frames []*frameBuf) {
+	clear(frames)
 	l.queue.Lock()
 	defer l.queue.Unlock()
-	if len(l.queue.frames) == 0 && cap(l.queue.frames) > maxIdleQueueCap {
+	l.queue.spare = frames[:0]
+}
+
+// writerDone ends the writer if the queue is empty, dropping the queue's
+// slice if it is larger than an idle connection keeps. It reports whether
+// the writer is to return.
+func (l *link) writerDone() bool {
+	l.queue.Lock()
+	defer l.queue.Unlock()
+	if len(l.queue.frames) > 0 {
+		return false
+	}
+	if cap(l.queue.frames) > maxIdleQueueCap {
 		l.queue.frames = nil
 	}
+	if cap(l.queue.spare) > maxIdleQueueCap {
+		l.queue.spare = nil
+	}
+	l.queue.writing = false
+	return true
+}
+
+// stopWriter waits for the writer, if one runs, and starts no other. The
+// link is closed, so a writer fails its next write and returns.
+func (l *link) stopWriter() {
+	l.queue.Lock()
+	l.queue.stopped = true
+	l.queue.Unlock()
+	l.writers.Wait()
 }
 
 // queuedLen returns how many frames are queued and not yet written.

@@ -248,7 +248,7 @@ func (s *Server) newConn(ctx context.Context, nc net.Conn) (c *ServerConn, full 
 		orDefault(s.MaxInflightBytes, DefaultMaxInflightBytes), budget)
 	c.l.onClose = c.closed
 	s.mu.conns[c] = struct{}{}
-	s.wg.Add(2) // c.serve and c.l.writeLoop
+	s.wg.Add(1) // c.serve; the link's run waits for its writer
 	return c, false
 }
 
@@ -284,10 +284,6 @@ type ServerConn struct {
 // serve runs the connection until it closes.
 func (c *ServerConn) serve() {
 	defer c.srv.wg.Done()
-	go func() {
-		defer c.srv.wg.Done()
-		c.l.writeLoop()
-	}()
 	c.l.log.Debug("remoting: connection accepted", "remote", c.l.addr)
 	_ = c.l.run(c.dispatch) // closed logs what deserves it
 	c.cancel()
