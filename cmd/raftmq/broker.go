@@ -53,6 +53,8 @@ type brokerFlags struct {
 	maxInflight int
 	inflightB   int64
 	inflightAll int64
+	memLimit    string
+	memLimitV   memoryLimit // parsed by config
 	txnTimeout  time.Duration
 	txnInterval time.Duration
 	txnMax      int
@@ -107,6 +109,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.maxInflight, "max-inflight-requests", 0, "requests read and not yet answered per connection before the node stops reading it (0: 4,096, negative: no limit)")
 	fl.Int64Var(&f.inflightB, "max-inflight-bytes", 0, "request bytes read and not yet answered per connection before the node stops reading it (0: 64 MiB, negative: no limit)")
 	fl.Int64Var(&f.inflightAll, "max-inflight-total", 0, "request bytes read and not yet answered over every client connection (0: 512 MiB, negative: no limit)")
+	fl.StringVar(&f.memLimit, "memory-limit", "auto", memoryLimitUsage)
 	fl.DurationVar(&f.maxTimer, "max-timer-delay", schedule.DefaultMaxDelay, "longest delay a timer message (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS) may ask for; further is refused")
 	fl.DurationVar(&f.txnTimeout, "transaction-timeout", txn.DefaultTimeout, "age at which an open transaction is first checked back with its producer (RocketMQ's transactionTimeOut)")
 	fl.DurationVar(&f.txnInterval, "transaction-check-interval", txn.DefaultCheckInterval, "time between check-backs of an open transaction (transactionCheckInterval)")
@@ -161,6 +164,11 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 	default:
 		return cluster.Config{}, fmt.Errorf("--flush must be sync or async, not %q", f.flush)
 	}
+	memLimit, err := parseMemoryLimit(f.memLimit)
+	if err != nil {
+		return cluster.Config{}, err
+	}
+	f.memLimitV = memLimit
 	dir := f.data
 	if dir == "" {
 		dir = fmt.Sprintf("raftmq-data/n%d", f.id)
@@ -282,6 +290,7 @@ func checkBrokerArgs(args []string) error {
 // runBroker runs the node until a signal or a fatal error.
 func runBroker(f *brokerFlags, cfg cluster.Config, log *slog.Logger) error {
 	tuneGC(log)
+	applyMemoryLimit(f.memLimitV, os.Getenv("GOMEMLIMIT"), systemCgroupMemoryLimit(), log)
 	con, err := f.console.setup(&cfg, log)
 	if err != nil {
 		return err

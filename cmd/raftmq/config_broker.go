@@ -72,6 +72,7 @@ func brokerConfigOptions() configOptions {
 			{"security", []string{"acl-file", "acl-key-file", "http-token-file", "tls-mode", "tls-cert", "tls-key", "tls-ca", "tls-client-auth"}},
 			{"client limits", []string{"client-read-timeout", "client-idle-timeout", "max-client-conns", "max-inflight-requests",
 				"max-inflight-bytes", "max-inflight-total"}},
+			{"memory", []string{"memory-limit"}},
 			{"raft", []string{"tick", "leader-wait", "commit-notify-delay"}},
 			{"messages", []string{"auto-create-topics", "max-timer-delay", "transaction-timeout", "transaction-check-interval", "transaction-check-max"}},
 			{"logging", []string{"verbose"}},
