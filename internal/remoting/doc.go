@@ -54,15 +54,36 @@
 //
 // # Goroutines
 //
-// Every connection, on either side, has one reader goroutine and one writer
-// goroutine. Senders encode a frame in their own goroutine and queue the
-// bytes on a channel; the writer copies queued frames into a bufio.Writer
-// and flushes when the queue is empty, so a burst goes out in few writes.
-// The reader decodes frames, completes pending requests by opaque, and
-// starts one goroutine per incoming request (Server.Handler on a server,
-// Options.OnRequest on a client), so a held long poll does not delay later
-// requests on the same connection. When a connection dies the reader fails
-// every pending request with an error wrapping ErrConnClosed.
+// Every connection, on either side, has one reader goroutine for its whole
+// life, and a writer goroutine only while it has frames to write. Senders
+// (any goroutine) encode a frame in their own goroutine and queue it; at
+// most 4096 frames wait, and a sender blocks beyond that. The sender that
+// queues a frame when no writer runs starts one; the writer copies queued
+// frames into a bufio.Writer, yields once, flushes when the queue is
+// empty, and returns, so a burst goes out in few writes and at most one
+// writer runs per connection. The reader decodes frames, completes pending
+// requests by opaque, and starts one goroutine per incoming request
+// (Server.Handler on a server, Options.OnRequest on a client), so a held
+// long poll does not delay later requests on the same connection. When a
+// connection dies the reader waits for its writer and fails every pending
+// request with an error wrapping ErrConnClosed.
+//
+// # Memory of a connection
+//
+// An idle connection holds no buffer: the reader takes a 32 KiB read
+// buffer from a pool when a frame starts to arrive and returns it once it
+// has consumed every byte it buffered, waiting for the next frame in a
+// 512-byte buffer of its own (a frame longer than that takes one more
+// read); the writer takes a 32 KiB bufio.Writer from a pool for a burst
+// and returns it after the flush. The pools are the Server's, shared by
+// its connections, and sync.Pools, so the garbage collector frees what
+// connections stopped using. TestIdleConnectionMemory measures 500 idle
+// plaintext connections, each after one round trip: about 2.8 KiB of heap
+// (the link, its contexts and accounting, the socket, both ends' net.Conn)
+// and the reader's stack, 4 or 8 KiB as the runtime's adaptive starting
+// stack size decides, per connection; it was 99 KiB of heap and two
+// goroutines. A TLS connection also keeps crypto/tls's record buffers (up
+// to about 16 KiB) while idle.
 //
 // # Resource limits
 //
