@@ -82,8 +82,8 @@
 // (the link, its contexts and accounting, the socket, both ends' net.Conn)
 // and the reader's stack, 4 or 8 KiB as the runtime's adaptive starting
 // stack size decides, per connection; it was 99 KiB of heap and two
-// goroutines. A TLS connection also keeps crypto/tls's record buffers (up
-// to about 16 KiB) while idle.
+// goroutines. A TLS connection also keeps crypto/tls's own buffers, which
+// are not pooled and not measured here.
 //
 // # Resource limits
 //

@@ -1,10 +1,13 @@
 package remoting
 
 import (
+	"bytes"
 	"encoding/binary"
 	"io"
+	"math/rand/v2"
 	"net"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -90,4 +93,69 @@ func settledMem() runtime.MemStats {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m
+}
+
+// idleCheckReader is a chunkReader that fails the test if the frame
+// reader holds its pooled buffer while it waits for a frame (a read into
+// its idle buffer).
+type idleCheckReader struct {
+	chunkReader
+	t      *testing.T
+	fr     *frameReader
+	waits  int
+	bigRds int
+}
+
+func (r *idleCheckReader) Read(p []byte) (int, error) {
+	if len(p) == idleReadSize && &p[0] == &r.fr.idle[0] {
+		r.waits++
+		require.True(r.t, r.fr.buf == nil, "the read buffer is held while waiting for a frame")
+	} else if len(p) >= readBufferSize {
+		r.bigRds++
+	}
+	return r.chunkReader.Read(p)
+}
+
+// Frames of every size (in the idle buffer, across it, larger than the
+// pooled buffer) arrive in pieces through the frame reader exactly as
+// sent, whether they start in the idle buffer or in the pooled one; and
+// between frames, once every buffered byte is consumed, the reader waits
+// without its pooled buffer.
+func TestFrameReaderReleasesBufferBetweenFrames(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	var stream []byte
+	var want [][]byte
+	for _, size := range []int{0, 10, idleReadSize - 30, idleReadSize, idleReadSize + 1, 5000, readBufferSize + 7, 100 << 10, 3} {
+		body := make([]byte, size)
+		for i := range body {
+			body[i] = byte(rnd.Uint32())
+		}
+		frame, err := AppendFrame(nil, NewRequest(SendMessage, map[string]string{"n": strconv.Itoa(size)}, body))
+		require.NoError(t, err)
+		stream = append(stream, frame...)
+		want = append(want, frame[lenPrefixSize:])
+	}
+	for _, maxChunk := range []int{7, 700, 70000} {
+		var pools bufPools
+		src := &idleCheckReader{t: t}
+		fr := &frameReader{src: src, pools: &pools}
+		src.fr = fr
+		src.chunkReader = chunkReader{b: stream, rnd: rnd}
+		src.chunkReader.max = maxChunk
+		for i, w := range want {
+			require.NoError(t, fr.waitFrame(), "frame %d", i)
+			require.True(t, fr.buf != nil, "a frame has started: the reader has its buffer")
+			var prefix [lenPrefixSize]byte
+			_, err := io.ReadFull(fr, prefix[:])
+			require.NoError(t, err)
+			n := int(binary.BigEndian.Uint32(prefix[:]))
+			got, err := readBody(fr, n, nil)
+			require.NoError(t, err)
+			require.True(t, bytes.Equal(w, got), "chunks of up to %d: frame %d differs", maxChunk, i)
+		}
+		require.ErrorIs(t, fr.waitFrame(), io.EOF)
+		require.True(t, fr.buf == nil, "the buffer went back at the end")
+		require.Positive(t, src.waits)
+		require.Positive(t, src.bigRds, "a large body is read past the buffer")
+	}
 }

@@ -2,6 +2,7 @@ package remoting
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -25,13 +26,14 @@ import (
 type chunkReader struct {
 	b   []byte
 	rnd *rand.Rand
+	max int // largest piece; 0 means 7
 }
 
 func (r *chunkReader) Read(p []byte) (int, error) {
 	if len(r.b) == 0 {
 		return 0, io.EOF
 	}
-	n := min(len(p), len(r.b), 1+r.rnd.IntN(7))
+	n := min(len(p), len(r.b), 1+r.rnd.IntN(cmp.Or(r.max, 7)))
 	copy(p, r.b[:n])
 	r.b = r.b[n:]
 	return n, nil
