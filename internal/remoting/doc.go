@@ -82,8 +82,12 @@
 // (the link, its contexts and accounting, the socket, both ends' net.Conn)
 // and the reader's stack, 4 or 8 KiB as the runtime's adaptive starting
 // stack size decides, per connection; it was 99 KiB of heap and two
-// goroutines. A TLS connection also keeps crypto/tls's own buffers, which
-// are not pooled and not measured here.
+// goroutines. In a broker (raftmq broker, 2,000 connections, each after
+// one heartbeat, HeapAlloc and StackInuse after GC) an idle connection
+// holds 3.5 KiB of heap and 6 KiB of stacks, its reader's and the
+// broker's goroutine watching a client's connection; it was 100 KiB and
+// 8 KiB. A TLS connection also keeps crypto/tls's own buffers, which are
+// not pooled and not measured here.
 //
 // # Resource limits
 //
