@@ -96,8 +96,8 @@ type Server struct {
 		lns    map[net.Listener]struct{}
 		conns  map[*ServerConn]struct{}
 	}
-	// wg counts connection goroutines (reader and writer) and handler
-	// goroutines. Invariant: Add happens under mu while !mu.closed, or
+	// wg counts connection readers (each waits for its connection's
+	// writer before it returns) and handler goroutines. Invariant: Add happens under mu while !mu.closed, or
 	// from a goroutine wg already counts.
 	wg    sync.WaitGroup
 	pools bufPools // shared by all connections
