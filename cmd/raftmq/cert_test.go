@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftmq/raftmq/client"
@@ -131,10 +132,14 @@ func TestClusterTLSNamesrv(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	dir := t.TempDir()
-	base := freeBasePort(t)
+	// The name server's port and the second group's, 100 above the first:
+	// raftmq cluster refuses to start if any is taken.
+	base := freeBasePort(t, 90, 100, 101, 102, 110, 111, 112, 120, 121, 122)
 	ns := "127.0.0.1:" + strconv.Itoa(base+90)
 	cmd, out := startClusterCmd(t, dir, base, 0, "--tls", "--groups", "2", "--namesrv-port", strconv.Itoa(base+90))
-	require.Eventually(t, func() bool { return strings.Contains(out.String(), "group 2: leader elected") }, 30*time.Second, 50*time.Millisecond, out.String())
+	if !assert.Eventually(t, func() bool { return strings.Contains(out.String(), "group 2: leader elected") }, 30*time.Second, 50*time.Millisecond) {
+		t.Fatalf("no leader in group 2 within 30 s; raftmq cluster printed:\n%s", out.String())
+	}
 
 	list := func(extra ...string) (string, error) {
 		c := exec.Command(os.Args[0], append([]string{"admin", "cluster", "list", "--namesrv", ns}, extra...)...)

@@ -24,11 +24,13 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// freeBasePort finds a base port whose 30 neighbours look free.
-func freeBasePort(t *testing.T) int {
+// freeBasePort finds a base port whose group ports (client, raft and HTTP
+// of three nodes) and the extra offsets look free.
+func freeBasePort(t *testing.T, extra ...int) int {
+	offs := append([]int{0, 1, 2, 10, 11, 12, 20, 21, 22}, extra...)
 	for base := 20000 + os.Getpid()%2000*10; base < 60000; base += 97 {
 		ok := true
-		for _, off := range []int{0, 1, 2, 10, 11, 12, 20, 21, 22} {
+		for _, off := range offs {
 			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+off)))
 			if err != nil {
 				ok = false
