@@ -10,15 +10,29 @@
 // higher sequence number wins, so a torn write of one slot leaves the other:
 //
 //	| off | size | field                                                |
-//	|   0 |    4 | magic 0x524D5152 ("RMQR")                            |
+//	|   0 |    4 | magic 0x524D5153 ("RMQS")                            |
 //	|   4 |    4 | payload length n                                     |
 //	|   8 |    8 | sequence number                                      |
 //	|  16 |    8 | compaction index: entries <= it are gone             |
 //	|  24 |    8 | term of the entry at the compaction index            |
-//	|  32 |    4 | length h of the HardState                            |
-//	|  36 |    h | HardState, protobuf (raftpb)                         |
+//	|  32 |    8 | cluster ID of the group (0: none recorded yet)       |
+//	|  40 |    4 | length h of the HardState                            |
+//	|  44 |    h | HardState, protobuf (raftpb)                         |
 //	| ... |  n-h | ConfState, protobuf (raftpb)                         |
-//	| 32+n|    4 | CRC-32C of bytes 0 .. 32+n-1                          |
+//	| 40+n|    4 | CRC-32C of bytes 0 .. 40+n-1                          |
+//
+// Integers are big-endian; n counts the HardState length field and both
+// messages. A slot with the magic 0x524D5152 ("RMQR") is the first version
+// of this format, written before groups had a cluster ID: it lacks the
+// field at 32, so its HardState length is at 32, the HardState at 36 and
+// the CRC at 32+n. It is still read (as cluster ID 0, for the node to
+// adopt one, see cluster.Start); every write is in the current version, so
+// a binary older than the cluster ID cannot read a state file this one
+// has written.
+//
+// The cluster ID names the raft group the state belongs to: it is recorded
+// once (SetClusterID) and never changes, so a data directory copied into
+// another group's node is recognised as foreign before raft starts.
 //
 // These constants are part of the on-disk format and must not change.
 package raftlog
@@ -41,14 +55,16 @@ import (
 )
 
 const (
-	stateMagic    uint32 = 0x524D5152 // "RMQR"
+	stateMagic    uint32 = 0x524D5153 // "RMQS": with the cluster ID
+	stateMagicV1  uint32 = 0x524D5152 // "RMQR": the first version, read only
 	stOffMagic           = 0
 	stOffLen             = 4
 	stOffSeq             = 8
 	stOffCompact         = 16
 	stOffCompactT        = 24
-	stOffHSLen           = 32
-	stHeader             = 36
+	stOffCluster         = 32
+	stOffHSLen           = 40 // 32 in the first version
+	stOffHSLenV1         = 32
 	stSlot               = 4096
 	stateName            = "raftstate"
 )
@@ -58,6 +74,10 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // ErrStateCorrupt is returned when neither state slot is valid although the
 // file is not empty.
 var ErrStateCorrupt = errors.New("raftlog: raft state file corrupt")
+
+// ErrClusterMismatch is returned by SetClusterID when the state file
+// already belongs to another cluster.
+var ErrClusterMismatch = errors.New("raftlog: cluster ID mismatch")
 
 // ErrClosed is returned by InitialState, FirstIndex and LastIndex after
 // Close: a node must not be built over (or keep reading) a closed storage.
@@ -77,6 +97,8 @@ type Storage struct {
 		compact  uint64 // entries <= compact are gone
 		compactT uint64
 		seq      uint64
+		cluster  uint64 // the group's cluster ID; 0 until recorded
+		loaded   bool   // a state slot was read at open
 		closed   bool
 	}
 	f vfs.File
@@ -190,42 +212,102 @@ func (s *Storage) load() error {
 		if ok && (!found || st.seq > s.mu.seq) {
 			found = true
 			s.mu.hs, s.mu.cs, s.mu.compact, s.mu.compactT, s.mu.seq = st.hs, st.cs, st.compact, st.compactT, st.seq
+			s.mu.cluster = st.cluster
 		}
 	}
 	if !found {
 		return fmt.Errorf("%w: %s has no valid slot", ErrStateCorrupt, vfs.Join(s.dir, stateName))
 	}
+	s.mu.loaded = true
 	return nil
+}
+
+// ClusterID returns the cluster ID recorded in the state file, 0 if none
+// is (a new node, or a state file of the first version).
+func (s *Storage) ClusterID() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.cluster
+}
+
+// SetClusterID records the group's cluster ID durably (fsynced). Recording
+// the ID already recorded does nothing; a different one fails with
+// ErrClusterMismatch: a state file never changes groups.
+func (s *Storage) SetClusterID(id uint64) error {
+	if id == 0 {
+		return fmt.Errorf("raftlog: cluster ID 0 is reserved for \"none\"")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.mu.cluster {
+	case id:
+		return nil
+	case 0:
+	default:
+		return fmt.Errorf("%w: %s belongs to cluster %016x, not %016x",
+			ErrClusterMismatch, vfs.Join(s.dir, stateName), s.mu.cluster, id)
+	}
+	s.mu.cluster = id
+	if err := s.persistLocked(); err != nil {
+		s.mu.cluster = 0
+		return err
+	}
+	return nil
+}
+
+// HasState reports whether the node has any raft state: a state file that
+// was written before, or log entries. A node without any is new.
+func (s *Storage) HasState() bool {
+	s.mu.Lock()
+	loaded, compact := s.mu.loaded, s.mu.compact
+	s.mu.Unlock()
+	return loaded || compact > 0 || s.log.LastIndex() > 0
 }
 
 type stateRec struct {
 	seq, compact, compactT uint64
+	cluster                uint64
 	hs                     *pb.HardState
 	cs                     *pb.ConfState
 }
 
+// decodeState decodes a slot of either version (see the package
+// documentation).
 func decodeState(b []byte) (stateRec, bool) {
 	var r stateRec
-	if len(b) < stHeader+4 || binary.BigEndian.Uint32(b[stOffMagic:]) != stateMagic {
+	if len(b) < stOffHSLen+4+4 {
 		return r, false
 	}
+	var hsLenOff int
+	switch binary.BigEndian.Uint32(b[stOffMagic:]) {
+	case stateMagic:
+		hsLenOff = stOffHSLen
+	case stateMagicV1:
+		hsLenOff = stOffHSLenV1
+	default:
+		return r, false
+	}
+	header := hsLenOff + 4 // where the HardState starts
 	n := int(binary.BigEndian.Uint32(b[stOffLen:]))
-	if n < 4 || stHeader-4+n+4 > len(b) {
+	if n < 4 || hsLenOff+n+4 > len(b) {
 		return r, false
 	}
-	end := stHeader - 4 + n
+	end := hsLenOff + n
 	if crc32.Checksum(b[:end], castagnoli) != binary.BigEndian.Uint32(b[end:]) {
 		return r, false
 	}
-	h := int(binary.BigEndian.Uint32(b[stOffHSLen:]))
+	h := int(binary.BigEndian.Uint32(b[hsLenOff:]))
 	if h > n-4 {
 		return r, false
 	}
 	r.seq = binary.BigEndian.Uint64(b[stOffSeq:])
 	r.compact = binary.BigEndian.Uint64(b[stOffCompact:])
 	r.compactT = binary.BigEndian.Uint64(b[stOffCompactT:])
+	if hsLenOff == stOffHSLen {
+		r.cluster = binary.BigEndian.Uint64(b[stOffCluster:])
+	}
 	r.hs, r.cs = &pb.HardState{}, &pb.ConfState{}
-	if proto.Unmarshal(b[stHeader:stHeader+h], r.hs) != nil || proto.Unmarshal(b[stHeader+h:end], r.cs) != nil {
+	if proto.Unmarshal(b[header:header+h], r.hs) != nil || proto.Unmarshal(b[header+h:end], r.cs) != nil {
 		return r, false
 	}
 	return r, true
@@ -242,20 +324,22 @@ func (s *Storage) persistLocked() error {
 		return fmt.Errorf("raftlog: encode conf state: %w", err)
 	}
 	n := 4 + len(hs) + len(cs)
-	if stHeader-4+n+4 > stSlot {
+	const header = stOffHSLen + 4
+	if stOffHSLen+n+4 > stSlot {
 		return fmt.Errorf("raftlog: raft state of %d bytes does not fit a slot", n)
 	}
-	b := make([]byte, stHeader-4+n+4)
+	b := make([]byte, stOffHSLen+n+4)
 	s.mu.seq++
 	binary.BigEndian.PutUint32(b[stOffMagic:], stateMagic)
 	binary.BigEndian.PutUint32(b[stOffLen:], uint32(n))
 	binary.BigEndian.PutUint64(b[stOffSeq:], s.mu.seq)
 	binary.BigEndian.PutUint64(b[stOffCompact:], s.mu.compact)
 	binary.BigEndian.PutUint64(b[stOffCompactT:], s.mu.compactT)
+	binary.BigEndian.PutUint64(b[stOffCluster:], s.mu.cluster)
 	binary.BigEndian.PutUint32(b[stOffHSLen:], uint32(len(hs)))
-	copy(b[stHeader:], hs)
-	copy(b[stHeader+len(hs):], cs)
-	end := stHeader - 4 + n
+	copy(b[header:], hs)
+	copy(b[header+len(hs):], cs)
+	end := stOffHSLen + n
 	binary.BigEndian.PutUint32(b[end:], crc32.Checksum(b[:end], castagnoli))
 	if _, err := s.f.WriteAt(b, int64(s.mu.seq%2)*stSlot); err != nil {
 		// The slot written is the older one; the newer still holds the

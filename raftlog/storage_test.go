@@ -119,7 +119,7 @@ func TestHardStateDurableAndTornSlot(t *testing.T) {
 	// Tear the newest slot: the previous state is used, never garbage.
 	f, err := crashed.OpenReadWrite("/n/" + stateName)
 	require.NoError(t, err)
-	_, err = f.WriteAt([]byte{0xff, 0xff}, int64(s.mu.seq%2)*stSlot+stHeader)
+	_, err = f.WriteAt([]byte{0xff, 0xff}, int64(s.mu.seq%2)*stSlot+stOffHSLen+4)
 	require.NoError(t, err)
 	s3, l3 := openStorage(t, crashed)
 	hs, _, _ = s3.InitialState()
