@@ -30,7 +30,7 @@
 //
 //	| off | size | field                                          |
 //	|   0 |    4 | magic "RMQT" (0x524D5154)                      |
-//	|   4 |    2 | protocol version, currently 1                  |
+//	|   4 |    2 | protocol version, currently 2                  |
 //	|   6 |    2 | reserved, must be zero                         |
 //	|   8 |    8 | cluster ID                                     |
 //	|  16 |    8 | sender's raft ID                               |
@@ -38,7 +38,17 @@
 //
 // The acceptor closes the connection (and logs why) if the magic, version,
 // reserved bytes, cluster ID or receiver ID do not match; it never writes
-// anything back. Any sender ID of the cluster is accepted, also one not
+// anything back. The cluster ID names the raft group (cluster.Start
+// decides it and records it with the raft state); a refusal for another
+// cluster is logged at Error with both IDs (once a minute per host, then
+// at Debug) and counted (Transport.ClusterMismatches). A transport whose
+// Config.ClusterID is zero, a node joining a group that was not told the
+// ID, dials nobody until the first stream it accepts names the cluster;
+// it records that ID (Config.LearnClusterID) and refuses any other from
+// then on. Version 1 streams (nodes not yet upgraded; frames without the
+// cluster ID) are still accepted; a version-1 acceptor refuses version 2,
+// so during a rolling upgrade an upgraded node reaches the old ones only
+// once they are upgraded too (a quorum of either keeps the group going). Any sender ID of the cluster is accepted, also one not
 // (yet) in Peers. A newer stream from the same sender replaces the older
 // one, which is closed and its reader awaited, so at most one reader per
 // sender calls Handler at a time and a half-dead stream (peer crashed
@@ -64,11 +74,16 @@
 //	| off | size | field                                          |
 //	|   0 |    4 | payload length n                               |
 //	|   4 |    4 | CRC-32C (Castagnoli) of the payload            |
-//	|   8 |    n | payload: one raftpb.Message, protobuf encoded  |
+//	|   8 |    8 | cluster ID, the same as the handshake's        |
+//	|  16 |    n | payload: one raftpb.Message, protobuf encoded  |
 //
 // All integers are big-endian. n must not exceed Config.MaxFrame. A frame
 // that is too large, fails its CRC, or does not unmarshal closes the stream;
-// the dialer reconnects and raft recovers whatever was lost.
+// the dialer reconnects and raft recovers whatever was lost. A frame whose
+// cluster ID is not the acceptor's closes the stream too, and is logged
+// and counted like a handshake of another cluster: every message, not
+// only the stream, says which group it belongs to. (Version 1 frames lack
+// the cluster ID: their header is the first 8 bytes.)
 //
 // The handshake and frame layouts are the wire protocol: they must not
 // change without bumping the version.

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"slices"
+	"strconv"
 
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -17,21 +18,26 @@ import (
 // part of the wire protocol and must not change without a new version.
 const (
 	handshakeMagic  uint32 = 0x524D5154 // "RMQT"
-	protocolVersion uint16 = 1
-	hsOffMagic             = 0
-	hsOffVersion           = 4
-	hsOffReserved          = 6
-	hsOffCluster           = 8
-	hsOffFrom              = 16
-	hsOffTo                = 24
-	handshakeSize          = 32
+	protocolVersion uint16 = 2          // frames carry the cluster ID
+	// protocolV1 is the first version, whose frames lack the cluster ID;
+	// its streams are still accepted, from nodes not yet upgraded.
+	protocolV1    uint16 = 1
+	hsOffMagic           = 0
+	hsOffVersion         = 4
+	hsOffReserved        = 6
+	hsOffCluster         = 8
+	hsOffFrom            = 16
+	hsOffTo              = 24
+	handshakeSize        = 32
 )
 
 // Frame layout; see the package documentation.
 const (
-	frameOffLength  = 0
-	frameOffCRC     = 4
-	frameHeaderSize = 8
+	frameOffLength    = 0
+	frameOffCRC       = 4
+	frameOffCluster   = 8
+	frameHeaderSize   = 16
+	frameHeaderSizeV1 = 8 // protocol version 1: no cluster ID
 )
 
 // maxRetainedBufSize bounds the scratch buffers kept between frames; a
@@ -50,7 +56,8 @@ var (
 	// ErrBadHandshake: the stream header is not a raftmq transport
 	// handshake of a supported version.
 	ErrBadHandshake = errors.New("transport: bad handshake")
-	// ErrClusterMismatch: the dialer belongs to another cluster.
+	// ErrClusterMismatch: the dialer, or a frame, belongs to another
+	// cluster (raft group).
 	ErrClusterMismatch = errors.New("transport: cluster ID mismatch")
 	// ErrWrongReceiver: the dialer meant to reach another raft ID.
 	ErrWrongReceiver = errors.New("transport: handshake addressed to another node")
@@ -64,6 +71,7 @@ var (
 
 // handshake is the decoded stream header.
 type handshake struct {
+	version           uint16
 	cluster, from, to uint64
 }
 
@@ -78,9 +86,10 @@ func (h handshake) marshal() []byte {
 	return b
 }
 
-// readHandshake reads a header and checks it against our cluster and ID.
-// The returned handshake is valid whenever the magic and version were,
-// so that a refusal can be logged with the sender's identity.
+// readHandshake reads a header and checks it against our cluster and ID;
+// cluster 0 (not known yet) accepts any but 0. The returned handshake is
+// valid whenever the magic and version were, so that a refusal can be
+// logged with the sender's identity.
 func readHandshake(r io.Reader, cluster, self uint64) (handshake, error) {
 	var b [handshakeSize]byte
 	if _, err := io.ReadFull(r, b[:]); err != nil {
@@ -89,17 +98,18 @@ func readHandshake(r io.Reader, cluster, self uint64) (handshake, error) {
 	magic := binary.BigEndian.Uint32(b[hsOffMagic:])
 	version := binary.BigEndian.Uint16(b[hsOffVersion:])
 	reserved := binary.BigEndian.Uint16(b[hsOffReserved:])
-	if magic != handshakeMagic || version != protocolVersion || reserved != 0 {
+	if magic != handshakeMagic || (version != protocolVersion && version != protocolV1) || reserved != 0 {
 		return handshake{}, fmt.Errorf("%w: magic %#x version %d reserved %#x",
 			ErrBadHandshake, magic, version, reserved)
 	}
 	h := handshake{
+		version: version,
 		cluster: binary.BigEndian.Uint64(b[hsOffCluster:]),
 		from:    binary.BigEndian.Uint64(b[hsOffFrom:]),
 		to:      binary.BigEndian.Uint64(b[hsOffTo:]),
 	}
-	if h.cluster != cluster {
-		return h, fmt.Errorf("%w: got %d, want %d", ErrClusterMismatch, h.cluster, cluster)
+	if h.cluster == 0 || (cluster != 0 && h.cluster != cluster) {
+		return h, mismatch("node "+strconv.FormatUint(h.from, 10), h.cluster, cluster)
 	}
 	if h.to != self {
 		return h, fmt.Errorf("%w: to %d, we are %d", ErrWrongReceiver, h.to, self)
@@ -107,9 +117,21 @@ func readHandshake(r io.Reader, cluster, self uint64) (handshake, error) {
 	return h, nil
 }
 
-// appendFrame appends m as one frame to dst. It fails, leaving dst's
-// contents unchanged, if m does not marshal or exceeds maxFrame.
-func appendFrame(dst []byte, m *pb.Message, maxFrame int) ([]byte, error) {
+// mismatch is the ErrClusterMismatch of what (a sender or a frame) in
+// cluster got, met by a node of cluster want; both IDs in hex, as the
+// broker shows them.
+func mismatch(what string, got, want uint64) error {
+	return fmt.Errorf("%w: %s is in cluster %s, this node in cluster %s",
+		ErrClusterMismatch, what, FormatClusterID(got), FormatClusterID(want))
+}
+
+// FormatClusterID writes a cluster ID as the --cluster-id flag takes it:
+// 16 hex digits.
+func FormatClusterID(id uint64) string { return fmt.Sprintf("%016x", id) }
+
+// appendFrame appends m as one frame of cluster to dst. It fails, leaving
+// dst's contents unchanged, if m does not marshal or exceeds maxFrame.
+func appendFrame(dst []byte, m *pb.Message, maxFrame int, cluster uint64) ([]byte, error) {
 	start := len(dst)
 	dst = append(dst, make([]byte, frameHeaderSize)...)
 	out, err := proto.MarshalOptions{}.MarshalAppend(dst, m)
@@ -124,6 +146,7 @@ func appendFrame(dst []byte, m *pb.Message, maxFrame int) ([]byte, error) {
 	hdr := out[start : start+frameHeaderSize]
 	binary.BigEndian.PutUint32(hdr[frameOffLength:], uint32(len(payload)))
 	binary.BigEndian.PutUint32(hdr[frameOffCRC:], crc32.Checksum(payload, castagnoli))
+	binary.BigEndian.PutUint64(hdr[frameOffCluster:], cluster)
 	return out, nil
 }
 
@@ -135,17 +158,29 @@ type frameReader struct {
 	r        *bufio.Reader
 	buf      []byte
 	maxFrame int
+	// cluster is the ID every frame must carry; 0 for a stream of
+	// protocol version 1, whose frames carry none.
+	cluster uint64
 }
 
 // next reads one frame. io.EOF means the stream ended cleanly between
 // frames; io.ErrUnexpectedEOF means it ended inside one.
 func (fr *frameReader) next() (*pb.Message, error) {
 	var hdr [frameHeaderSize]byte
-	if _, err := io.ReadFull(fr.r, hdr[:]); err != nil {
+	size := frameHeaderSize
+	if fr.cluster == 0 {
+		size = frameHeaderSizeV1
+	}
+	if _, err := io.ReadFull(fr.r, hdr[:size]); err != nil {
 		return nil, err
 	}
 	n := binary.BigEndian.Uint32(hdr[frameOffLength:])
 	sum := binary.BigEndian.Uint32(hdr[frameOffCRC:])
+	if fr.cluster != 0 {
+		if c := binary.BigEndian.Uint64(hdr[frameOffCluster:]); c != fr.cluster {
+			return nil, mismatch("a frame", c, fr.cluster)
+		}
+	}
 	if uint64(n) > uint64(fr.maxFrame) {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n, fr.maxFrame)
 	}

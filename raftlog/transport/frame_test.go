@@ -24,7 +24,7 @@ func testEntries(n, size int, seed byte) []*pb.Entry {
 }
 
 func newReader(b []byte, maxFrame int) *frameReader {
-	return &frameReader{r: bufio.NewReader(bytes.NewReader(b)), maxFrame: maxFrame}
+	return &frameReader{r: bufio.NewReader(bytes.NewReader(b)), maxFrame: maxFrame, cluster: testCluster}
 }
 
 func TestFrameRoundTrip(t *testing.T) {
@@ -36,7 +36,7 @@ func TestFrameRoundTrip(t *testing.T) {
 	var stream []byte
 	for _, m := range msgs {
 		var err error
-		stream, err = appendFrame(stream, m, DefaultMaxFrame)
+		stream, err = appendFrame(stream, m, DefaultMaxFrame, testCluster)
 		require.NoError(t, err)
 	}
 	fr := newReader(stream, DefaultMaxFrame)
@@ -58,7 +58,7 @@ func TestFrameUnmarshalDoesNotAlias(t *testing.T) {
 		Context:  []byte("ctx"),
 		Snapshot: &pb.Snapshot{Data: []byte("snapshot data")},
 	}
-	frame, err := appendFrame(nil, m, DefaultMaxFrame)
+	frame, err := appendFrame(nil, m, DefaultMaxFrame, testCluster)
 	require.NoError(t, err)
 	fr := newReader(frame, DefaultMaxFrame)
 	got, err := fr.next()
@@ -72,12 +72,13 @@ func TestFrameUnmarshalDoesNotAlias(t *testing.T) {
 
 func TestFrameCorruption(t *testing.T) {
 	m := &pb.Message{Type: pb.MessageType_MsgApp.Enum(), Entries: testEntries(2, 32, 'q')}
-	good, err := appendFrame(nil, m, DefaultMaxFrame)
+	good, err := appendFrame(nil, m, DefaultMaxFrame, testCluster)
 	require.NoError(t, err)
 	mutate := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
 	garbage := []byte{0xff, 0xff, 0xff}
 	garbageFrame := binary.BigEndian.AppendUint32(nil, uint32(len(garbage)))
 	garbageFrame = binary.BigEndian.AppendUint32(garbageFrame, crc32.Checksum(garbage, castagnoli))
+	garbageFrame = binary.BigEndian.AppendUint64(garbageFrame, testCluster)
 	garbageFrame = append(garbageFrame, garbage...)
 
 	for _, tc := range []struct {
@@ -104,7 +105,7 @@ func TestFrameCorruption(t *testing.T) {
 func TestAppendFrameTooLarge(t *testing.T) {
 	m := &pb.Message{Type: pb.MessageType_MsgApp.Enum(), Entries: testEntries(1, 100, 'z')}
 	prefix := []byte("keep")
-	out, err := appendFrame(prefix, m, 50)
+	out, err := appendFrame(prefix, m, 50, testCluster)
 	require.ErrorIs(t, err, ErrFrameTooLarge)
 	require.Equal(t, "keep", string(out))
 }
@@ -114,7 +115,7 @@ func TestHandshake(t *testing.T) {
 	good := handshake{cluster: cluster, from: 1, to: self}.marshal()
 	h, err := readHandshake(bytes.NewReader(good), cluster, self)
 	require.NoError(t, err)
-	require.Equal(t, handshake{cluster: cluster, from: 1, to: self}, h)
+	require.Equal(t, handshake{version: protocolVersion, cluster: cluster, from: 1, to: self}, h)
 
 	for _, tc := range []struct {
 		name string
@@ -143,7 +144,7 @@ func FuzzFrameReader(f *testing.F) {
 		{Type: pb.MessageType_MsgApp.Enum(), Entries: testEntries(2, 8, 'f')},
 		{Type: pb.MessageType_MsgSnap.Enum(), Snapshot: &pb.Snapshot{Data: []byte("s")}},
 	} {
-		frame, err := appendFrame(nil, m, DefaultMaxFrame)
+		frame, err := appendFrame(nil, m, DefaultMaxFrame, testCluster)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -161,7 +162,7 @@ func FuzzFrameReader(f *testing.F) {
 				}
 				return
 			}
-			again, err := appendFrame(nil, m, 1<<20)
+			again, err := appendFrame(nil, m, 1<<20, testCluster)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -99,12 +99,13 @@ func listen(tb testing.TB) net.Listener {
 
 // startNode starts a transport on l; cfg's ID, Listener, Peers and the
 // callbacks are filled in (Handler only if nil), the rest is taken from
-// cfg. It is closed at cleanup.
+// cfg; ClusterID defaults to testCluster unless cfg.LearnClusterID is set.
+// It is closed at cleanup.
 func startNode(tb testing.TB, id uint64, l net.Listener, peers map[uint64]string, cfg Config) *node {
 	tb.Helper()
 	n := &node{id: id, addr: l.Addr().String(), rec: newRecorder(), logs: &logSink{tb: tb}}
 	cfg.ID = id
-	if cfg.ClusterID == 0 {
+	if cfg.ClusterID == 0 && cfg.LearnClusterID == nil {
 		cfg.ClusterID = testCluster
 	}
 	cfg.Listener = l

@@ -128,6 +128,11 @@ func (p *peer) stop() {
 func (p *peer) run() {
 	b := backoff{min: p.t.cfg.MinBackoff, max: p.t.cfg.MaxBackoff, cur: p.t.cfg.MinBackoff}
 	established, failing := false, false
+	select {
+	case <-p.t.learned: // a joining node dials once it knows its group
+	case <-p.ctx.Done():
+		return
+	}
 	for p.ctx.Err() == nil {
 		conn, err := p.connect()
 		if err != nil {
@@ -203,7 +208,7 @@ func (p *peer) connect() (net.Conn, error) {
 		p.clearConn(conn)
 		return nil, fmt.Errorf("transport: TLS handshake with peer %d at %s: %w", p.id, addr, err)
 	}
-	hs := handshake{cluster: p.t.cfg.ClusterID, from: p.t.cfg.ID, to: p.id}.marshal()
+	hs := handshake{cluster: p.t.cluster.Load(), from: p.t.cfg.ID, to: p.id}.marshal()
 	conn.SetWriteDeadline(time.Now().Add(p.t.cfg.WriteTimeout))
 	n, err := conn.Write(hs)
 	p.written.Add(uint64(n))
@@ -264,7 +269,7 @@ func (p *peer) writeBatch(w *bufio.Writer, first *pb.Message) error {
 	for m := first; m != nil; m = p.poll(n) {
 		isSnap := m.GetType() == pb.MessageType_MsgSnap
 		var err error
-		p.buf, err = appendFrame(p.buf[:0], m, p.t.cfg.MaxFrame)
+		p.buf, err = appendFrame(p.buf[:0], m, p.t.cfg.MaxFrame, p.t.cluster.Load())
 		if err != nil {
 			p.log.Error("dropping unsendable message", "err", err)
 			p.dropped.Add(1)

@@ -89,7 +89,7 @@ func TestTLSForeignPeerRefused(t *testing.T) {
 	defer conn.Close()
 	_, err = conn.Write(handshake{cluster: testCluster, from: 3, to: 2}.marshal())
 	require.NoError(t, err)
-	frame, err := appendFrame(nil, appMsg(3, 2, 1, nil), DefaultMaxFrame)
+	frame, err := appendFrame(nil, appMsg(3, 2, 1, nil), DefaultMaxFrame, testCluster)
 	require.NoError(t, err)
 	conn.Write(frame) // may fail once refused
 	require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))

@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -32,9 +34,18 @@ const (
 
 // Config configures a Transport.
 type Config struct {
-	ID        uint64       // this node's raft ID
-	ClusterID uint64       // checked in the handshake; mismatch -> connection refused and logged
-	Listener  net.Listener // accepts peers' streams (already bound by the caller)
+	ID uint64 // this node's raft ID
+	// ClusterID names the raft group. It is sent in the handshake and in
+	// every frame; a stream or frame of another cluster ID is refused: the
+	// stream is closed, the refusal logged with both IDs and counted
+	// (ClusterMismatches). Zero means not known yet (a node joining a
+	// group): the first stream accepted names it, once LearnClusterID (if
+	// set) has recorded it, and no peer is dialled before that.
+	ClusterID uint64
+	// LearnClusterID records the cluster ID learnt from the first stream
+	// when ClusterID is zero; an error refuses that stream.
+	LearnClusterID func(id uint64) error
+	Listener       net.Listener // accepts peers' streams (already bound by the caller)
 	// Peers maps raft ID -> host:port of the peer's raft listener
 	// (excluding self).
 	Peers map[uint64]string
@@ -98,9 +109,15 @@ type Transport struct {
 	// tlsServer and tlsClient are made from Config.TLS; nil without it.
 	tlsServer, tlsClient *tls.Config
 	refused              refusals
-	ctx                  context.Context // canceled by Close
-	cancel               context.CancelFunc
-	wg                   sync.WaitGroup // every goroutine started by the transport
+	// cluster is the group's cluster ID, 0 until learnt; learned is closed
+	// once it is known, learnMu serialises learning it.
+	cluster    atomic.Uint64
+	learned    chan struct{}
+	learnMu    sync.Mutex
+	mismatches atomic.Uint64   // streams and frames of another cluster refused
+	ctx        context.Context // canceled by Close
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup // every goroutine started by the transport
 
 	mu struct {
 		sync.RWMutex
@@ -136,7 +153,11 @@ func New(cfg Config) (*Transport, error) {
 	if cfg.MaxFrame > 1<<31 {
 		return nil, fmt.Errorf("%w: MaxFrame %d exceeds 2 GiB", ErrInvalidConfig, cfg.MaxFrame)
 	}
-	t := &Transport{cfg: cfg, log: cfg.Logger.With("raft_id", cfg.ID)}
+	t := &Transport{cfg: cfg, log: cfg.Logger.With("raft_id", cfg.ID), learned: make(chan struct{})}
+	if cfg.ClusterID != 0 {
+		t.cluster.Store(cfg.ClusterID)
+		close(t.learned)
+	}
 	if cfg.TLS != nil {
 		var err error
 		if t.tlsServer, t.tlsClient, err = tlsConfigs(cfg.TLS); err != nil {
@@ -314,6 +335,37 @@ func (t *Transport) Stats() map[uint64]PeerStats {
 	return out
 }
 
+// ClusterID returns the group's cluster ID, 0 while it is not known yet
+// (see Config.ClusterID).
+func (t *Transport) ClusterID() uint64 { return t.cluster.Load() }
+
+// ClusterMismatches counts the streams and frames refused because they
+// came from another cluster.
+func (t *Transport) ClusterMismatches() uint64 { return t.mismatches.Load() }
+
+// learn makes id the cluster ID if none is known yet, recording it with
+// Config.LearnClusterID first; it fails if that fails or another ID was
+// learnt meanwhile.
+func (t *Transport) learn(id uint64, from uint64) error {
+	t.learnMu.Lock()
+	defer t.learnMu.Unlock()
+	if cur := t.cluster.Load(); cur != 0 {
+		if cur != id {
+			return mismatch("node "+strconv.FormatUint(from, 10), id, cur)
+		}
+		return nil
+	}
+	if f := t.cfg.LearnClusterID; f != nil {
+		if err := f(id); err != nil {
+			return fmt.Errorf("transport: record cluster ID %s: %w", FormatClusterID(id), err)
+		}
+	}
+	t.cluster.Store(id)
+	close(t.learned)
+	t.log.Info("cluster ID learnt from a peer's stream", "cluster_id", FormatClusterID(id), "peer", from)
+	return nil
+}
+
 // Close stops accepting, closes every stream, stops the writers and waits
 // for all goroutines. Queued messages are discarded without callbacks.
 // Close closes Config.Listener; it returns that error, if any.
@@ -422,12 +474,17 @@ func (t *Transport) serveInbound(conn net.Conn) {
 	}
 	conn.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	br := bufio.NewReaderSize(rc, bufferSize)
-	h, err := readHandshake(br, t.cfg.ClusterID, t.cfg.ID)
+	h, err := readHandshake(br, t.cluster.Load(), t.cfg.ID)
+	if err == nil && t.cluster.Load() == 0 {
+		err = t.learn(h.cluster, h.from)
+	}
 	if err != nil {
 		switch {
 		case t.ctx.Err() != nil:
 		case errors.Is(err, io.EOF): // a probe that connected and left
 			t.log.Debug("connection closed before handshake", "remote", remote)
+		case errors.Is(err, ErrClusterMismatch):
+			t.refuseCluster(remote, h.from, err)
 		default:
 			t.log.Warn("refusing peer stream", "remote", remote, "from", h.from, "err", err)
 		}
@@ -441,6 +498,9 @@ func (t *Transport) serveInbound(conn net.Conn) {
 	t.log.Debug("peer stream accepted", "peer", h.from, "remote", remote)
 
 	fr := frameReader{r: br, maxFrame: t.cfg.MaxFrame}
+	if h.version != protocolV1 {
+		fr.cluster = t.cluster.Load()
+	}
 	for {
 		m, err := fr.next()
 		if err != nil {
@@ -487,9 +547,23 @@ func (t *Transport) untrackInbound(conn net.Conn, from uint64, r *reader) {
 	}
 }
 
+// refuseCluster counts and logs a stream or frame of another cluster: at
+// Error once a minute per host (a misplaced node redials every second),
+// at Debug in between.
+func (t *Transport) refuseCluster(remote string, from uint64, err error) {
+	t.mismatches.Add(1)
+	if t.refused.warn(remote) {
+		t.log.Error("refusing peer stream from another cluster (logged once a minute per host)", "remote", remote, "from", from, "err", err)
+		return
+	}
+	t.log.Debug("refusing peer stream from another cluster", "remote", remote, "from", from, "err", err)
+}
+
 func (t *Transport) logReadError(from uint64, remote string, err error) {
 	switch {
 	case t.ctx.Err() != nil:
+	case errors.Is(err, ErrClusterMismatch):
+		t.refuseCluster(remote, from, err)
 	case errors.Is(err, ErrCorruptFrame), errors.Is(err, ErrFrameTooLarge):
 		t.log.Error("closing peer stream", "peer", from, "remote", remote, "err", err)
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):

@@ -69,7 +69,7 @@ func TestWrongClusterRefused(t *testing.T) {
 	defer conn.Close()
 	_, err = conn.Write(handshake{cluster: testCluster + 1, from: 1, to: 2}.marshal())
 	require.NoError(t, err)
-	frame, err := appendFrame(nil, appMsg(1, 2, 1, nil), DefaultMaxFrame)
+	frame, err := appendFrame(nil, appMsg(1, 2, 1, nil), DefaultMaxFrame, testCluster)
 	require.NoError(t, err)
 	conn.Write(frame) // may fail if already closed
 
