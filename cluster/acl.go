@@ -140,7 +140,7 @@ func (b *Broker) checkACL(conn *remoting.ServerConn, req *remoting.Command) *rem
 		r.RemoteAddr = conn.RemoteAddr().String()
 	}
 	if _, ok := req.ExtFields[extForwarded]; ok {
-		r.Unsigned = []string{extForwarded}
+		r.Unsigned = []string{extForwarded, extCluster}
 	}
 	if _, err := p.Check(r); err != nil {
 		var de *acl.DeniedError

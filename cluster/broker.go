@@ -10,8 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -94,6 +94,11 @@ type Config struct {
 	HTTPToken   string
 	BrokerName  string // default "raftmq"
 	ClusterName string // default "DefaultCluster"
+	// ClusterID is the group's cluster ID (--cluster-id), the same on
+	// every member, best chosen at random once (NewClusterID); 0: the one
+	// recorded in Dir, else derived or learnt (see clusterid.go). A node
+	// whose Dir records another one refuses to start.
+	ClusterID   uint64
 	Flush       commitlog.FlushMode
 	SegmentSize int64
 	// AutoCreateTopics creates an unknown topic (4 queues) on first send.
@@ -204,6 +209,9 @@ type Broker struct {
 	memberTerm atomic.Uint64
 	watched    map[*remoting.ServerConn]struct{}
 	refused    remoting.Refusals // refusals logged once
+	// forwardMismatches counts forwarded requests of another cluster
+	// refused (checkCluster).
+	forwardMismatches atomic.Uint64
 
 	// The mutants and the fault endpoint (internal/mutant): every use is
 	// behind mutant.Enabled, so builds without -tags mutant drop them.
@@ -287,6 +295,7 @@ func Start(cfg Config) (*Broker, error) {
 	if err := b.loadPeers(); err != nil {
 		return nil, err
 	}
+	stored := maps.Clone(b.peers) // the address book of a node with state
 	for id, p := range cfg.Peers {
 		if _, ok := b.peers[id]; !ok || id == cfg.ID {
 			b.peers[id] = p
@@ -360,12 +369,14 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	b.rep, err = OpenReplica(ReplicaConfig{
 		ID: cfg.ID, Store: scfg, Bootstrap: bootstrap,
+		ClusterID: cfg.ClusterID, Names: cfg.ClusterName + "/" + cfg.BrokerName,
 		Raft: cfg.Raft, WaitTimeout: cfg.SendTimeout,
 		Metrics: b.met, OnConfChange: b.onConfChange, Logger: b.log,
 	})
 	if err != nil {
 		return fail(err)
 	}
+	b.checkPeers(stored)
 	raftPeers := map[uint64]string{}
 	for id, p := range b.peers {
 		if id != cfg.ID {
@@ -377,7 +388,7 @@ func Start(cfg Config) (*Broker, error) {
 		local = &net.TCPAddr{IP: net.ParseIP(cfg.BindIP)}
 	}
 	b.tr, err = transport.New(transport.Config{
-		ID: cfg.ID, ClusterID: clusterID(cfg.ClusterName, cfg.BrokerName), Listener: b.raftLn, Peers: raftPeers,
+		ID: cfg.ID, ClusterID: b.rep.ClusterID(), LearnClusterID: b.rep.learnClusterID, Listener: b.raftLn, Peers: raftPeers,
 		Handler:        b.rep.Step,
 		Unreachable:    b.rep.Node().ReportUnreachable,
 		SnapshotStatus: b.rep.Node().ReportSnapshot,
@@ -463,14 +474,6 @@ func loopbackOnly(log *slog.Logger, h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// clusterID derives the transport's cluster ID from the names, so that two
-// local groups on neighbouring ports never talk to each other.
-func clusterID(cluster, broker string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(cluster + "/" + broker))
-	return h.Sum64()
-}
-
 func (b *Broker) closeListeners() {
 	for _, l := range []net.Listener{b.clientLn, b.raftLn, b.httpLn} {
 		if l != nil {
@@ -523,6 +526,7 @@ type NodeStatus struct {
 	Status       rlStatus        `json:"raft"`
 	Peers        map[string]Peer `json:"peers"`
 	Broker       string          `json:"broker"`
+	ClusterID    string          `json:"clusterId"` // 16 hex digits; "" while a joining node has not learnt it
 	LeaderReady  bool            `json:"leaderReady"`
 	DiskFull     bool            `json:"diskFull"`
 	DiskUsed     float64         `json:"diskUsedRatio"`
@@ -537,7 +541,7 @@ type NodeStatus struct {
 // Status returns this node's status.
 func (b *Broker) Status() NodeStatus {
 	st := b.rep.Node().Status()
-	ns := NodeStatus{Status: rlStatus(st), Peers: map[string]Peer{}, Broker: b.cfg.BrokerName,
+	ns := NodeStatus{Status: rlStatus(st), Peers: map[string]Peer{}, Broker: b.cfg.BrokerName, ClusterID: b.clusterIDString(),
 		LeaderReady: b.rep.Node().LeaderReady(), DiskFull: b.rep.DiskFull(), DiskUsed: b.rep.Store().DiskUsedRatio(),
 		DiskFree: b.rep.Store().DiskFreeBytes(), DiskStalled: b.rep.Node().DiskStalled()}
 	b.mu.Lock()
@@ -602,6 +606,12 @@ func (b *Broker) scrapeFuncs() scrapeFuncs {
 		forcedUnconsumed: func() uint64 {
 			return b.rep.Store().ForcedUnconsumedMessages()
 		},
+		clusterRefusals: func() (raft, forward uint64) {
+			if b.tr != nil {
+				raft = b.tr.ClusterMismatches()
+			}
+			return raft, b.forwardMismatches.Load()
+		},
 		groupLags: func() []store.GroupLag { return b.rep.Store().ConsumerLags() },
 		followerLag: func() map[uint64]uint64 {
 			st := b.rep.Node().Status()
@@ -613,6 +623,55 @@ func (b *Broker) scrapeFuncs() scrapeFuncs {
 			}
 			return out
 		},
+	}
+}
+
+// clusterIDString is the cluster ID as /status shows it ("" while a
+// joining node has not learnt it).
+func (b *Broker) clusterIDString() string {
+	if id := b.rep.ClusterID(); id != 0 {
+		return FormatClusterID(id)
+	}
+	return ""
+}
+
+// checkPeers logs, loudly, where the --peer list disagrees with what the
+// node has recorded: the address book (raft/peers.json, stored) and the
+// raft membership. The recorded membership wins (it changes only through
+// raft, `raftmq admin node add|remove`); the flags only add addresses of
+// members the address book lacks. A node started with another group's
+// directory would show here, but its cluster ID refuses it first.
+func (b *Broker) checkPeers(stored map[uint64]Peer) {
+	for id, p := range b.cfg.Peers {
+		if q, ok := stored[id]; ok && q != p && id != b.cfg.ID {
+			b.log.Warn("cluster: --peer disagrees with the address book recorded in the data directory: using the recorded address (change it with admin node remove/add)",
+				"member", id, "flag", p.Client+"/"+p.Raft, "recorded", q.Client+"/"+q.Raft, "file", filepath.Join(b.cfg.Dir, "raft", peersFile))
+		}
+	}
+	_, cs, err := b.rep.rs.InitialState()
+	if err != nil || len(cs.GetVoters())+len(cs.GetLearners()) == 0 {
+		return // a new node: the flags are the membership
+	}
+	members := map[uint64]bool{}
+	for _, id := range append(cs.GetVoters(), cs.GetLearners()...) {
+		members[id] = true
+	}
+	var missing, extra []uint64
+	for id := range members {
+		if _, ok := b.cfg.Peers[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	for id := range b.cfg.Peers {
+		if !members[id] {
+			extra = append(extra, id)
+		}
+	}
+	if len(missing)+len(extra) > 0 {
+		sort.Slice(missing, func(i, j int) bool { return missing[i] < missing[j] })
+		sort.Slice(extra, func(i, j int) bool { return extra[i] < extra[j] })
+		b.log.Warn("cluster: --peer disagrees with the raft membership recorded in the data directory: the recorded membership holds (it changes only through admin node add/remove)",
+			"members", cs.GetVoters(), "learners", cs.GetLearners(), "members_not_in_flags", missing, "flags_not_members", extra)
 	}
 }
 

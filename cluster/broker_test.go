@@ -52,6 +52,7 @@ type testBrokers struct {
 	peers     map[uint64]Peer
 	dirs      map[uint64]string
 	bs        map[uint64]*Broker
+	clusterID uint64 // random, as `raftmq cluster` gives its groups
 }
 
 func startBrokers(t *testing.T, preferred ...uint64) *testBrokers {
@@ -60,7 +61,8 @@ func startBrokers(t *testing.T, preferred ...uint64) *testBrokers {
 
 func startBrokersWith(t *testing.T, mod func(*Config), preferred ...uint64) *testBrokers {
 	addrs := freeAddrs(t, 6)
-	tb := &testBrokers{t: t, preferred: append(preferred, 0)[0], mod: mod, peers: map[uint64]Peer{}, dirs: map[uint64]string{}, bs: map[uint64]*Broker{}}
+	tb := &testBrokers{t: t, preferred: append(preferred, 0)[0], mod: mod, peers: map[uint64]Peer{}, dirs: map[uint64]string{}, bs: map[uint64]*Broker{},
+		clusterID: NewClusterID()}
 	for i := uint64(1); i <= 3; i++ {
 		tb.peers[i] = Peer{Client: addrs[2*(i-1)], Raft: addrs[2*(i-1)+1]}
 		tb.dirs[i] = t.TempDir()
@@ -77,8 +79,11 @@ func startBrokersWith(t *testing.T, mod func(*Config), preferred ...uint64) *tes
 }
 
 func (tb *testBrokers) start(id uint64, join ...bool) {
-	cfg := Config{ID: id, Dir: tb.dirs[id], Peers: tb.peers, Join: len(join) > 0 && join[0], PreferredLeader: tb.preferred, SegmentSize: 4 << 20, Raft: raftlog.Timing{TickInterval: 10 * time.Millisecond},
+	cfg := Config{ID: id, Dir: tb.dirs[id], Peers: tb.peers, ClusterID: tb.clusterID, Join: len(join) > 0 && join[0], PreferredLeader: tb.preferred, SegmentSize: 4 << 20, Raft: raftlog.Timing{TickInterval: 10 * time.Millisecond},
 		Store: store.Config{CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096}}
+	if cfg.Join {
+		cfg.ClusterID = 0 // a joining node learns it from the group
+	}
 	if tb.mod != nil {
 		tb.mod(&cfg)
 	}
@@ -380,6 +385,7 @@ func TestPreferredLeaderAndMembershipChange(t *testing.T) {
 	tb.start(4, true)
 	require.Eventually(t, func() bool { return tb.bs[4].Replica().Store().MaxOffset("T", 0) == 20 }, 10*time.Second, 10*time.Millisecond,
 		"the new node catches up from the leader's log")
+	require.Equal(t, tb.clusterID, tb.bs[4].Replica().ClusterID(), "the new node learnt the group's cluster ID")
 	require.Eventually(t, func() bool { return len(tb.bs[3].Replica().Node().Status().Voters) == 4 }, 5*time.Second, 10*time.Millisecond)
 
 	// Remove node 1.

@@ -33,6 +33,9 @@ const extForwarded = "raftmqForwarded"
 const maxSuspend = 30 * time.Second
 
 func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+	if resp := b.checkCluster(conn, req); resp != nil {
+		return resp
+	}
 	if resp := b.checkACL(conn, req); resp != nil {
 		return resp
 	}
@@ -232,6 +235,9 @@ func (b *Broker) forward(ctx context.Context, req *remoting.Command) (resp *remo
 		fr.ExtFields[k] = v
 	}
 	fr.ExtFields[extForwarded] = strconv.FormatUint(b.cfg.ID, 10)
+	if id := b.rep.ClusterID(); id != 0 {
+		fr.ExtFields[extCluster] = FormatClusterID(id)
+	}
 	fr.Flag &^= remoting.FlagOneway
 	b.met.Forwarded.Inc()
 	fctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout+time.Second)
@@ -293,6 +299,27 @@ func (d *dropLog) log(log *slog.Logger, req, resp *remoting.Command, drop string
 		args = append(args, "suppressed", n)
 	}
 	log.Warn("cluster: one-way request forwarded to the leader failed; its client is not told", args...)
+}
+
+// checkCluster refuses a request forwarded by a node of another cluster
+// (its extCluster field names another ID than ours): a member that took a
+// node of another group for its leader. The refusal is definite
+// (SERVICE_NOT_AVAILABLE, nothing was done), names both IDs, is logged
+// (once per forwarding host) and counted. Requests without the field
+// (clients, members of versions before the cluster ID) pass.
+func (b *Broker) checkCluster(conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+	v, ok := req.ExtFields[extCluster]
+	if !ok {
+		return nil
+	}
+	own := b.rep.ClusterID()
+	if got, err := ParseClusterID(v); own == 0 || (err == nil && got == own) {
+		return nil
+	}
+	b.forwardMismatches.Add(1)
+	return b.refuse(conn, req, remoting.ServiceNotAvailable, fmt.Sprintf(
+		"cluster ID mismatch: request forwarded by node %s of cluster %s, but this node (%d) is in cluster %s; refused",
+		req.ExtFields[extForwarded], v, b.cfg.ID, FormatClusterID(own)))
 }
 
 // dropForwardConn aborts c and forgets it, if it is still the forward
@@ -397,6 +424,10 @@ func (b *Broker) inline(conn *remoting.ServerConn, req *remoting.Command) bool {
 	}
 	if !b.rep.Node().IsLeader() {
 		return false
+	}
+	if resp := b.checkCluster(conn, req); resp != nil {
+		conn.Reply(req, resp)
+		return true
 	}
 	if resp := b.checkACL(conn, req); resp != nil {
 		conn.Reply(req, resp)

@@ -63,6 +63,9 @@ type scrapeFuncs struct {
 	// forcedUnconsumed: messages forced retention deleted unconsumed
 	// (store.ForcedUnconsumedMessages).
 	forcedUnconsumed func() uint64
+	// clusterRefusals: raft streams and frames, and forwarded requests,
+	// of another cluster refused.
+	clusterRefusals func() (raft, forward uint64)
 }
 
 // NewMetrics registers the metrics in a fresh registry, with the Go and
@@ -241,6 +244,8 @@ var (
 	forcedUnconsumedDesc = prometheus.NewDesc("raftmq_retention_forced_unconsumed_messages_total",
 		"Messages deleted by forced retention (disk above the force-clean ratio, segments deleted before they expired) "+
 			"that a consumer group with an offset in their queue had not consumed, since the node started (the log names the groups).", nil, nil)
+	clusterRefusedDesc = prometheus.NewDesc("raftmq_cluster_id_refused_total",
+		"Raft streams and frames (source=raft) and forwarded requests (source=forward) refused because they came from another cluster (another group's cluster ID).", []string{"source"}, nil)
 	followerLagDesc = prometheus.NewDesc("raftmq_raft_follower_lag_entries",
 		"Leader only: log entries a follower does not have yet (leader's last index minus the follower's match index).", []string{"follower"}, nil)
 	groupCommittedDesc = prometheus.NewDesc("raftmq_group_committed_messages_total",
@@ -264,6 +269,7 @@ func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- leaderChangesDesc
 	ch <- forcedUnconsumedDesc
+	ch <- clusterRefusedDesc
 	ch <- followerLagDesc
 	ch <- groupLagDesc
 	ch <- groupCommittedDesc
@@ -282,6 +288,11 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.src.forcedUnconsumed != nil {
 		ch <- prometheus.MustNewConstMetric(forcedUnconsumedDesc, prometheus.CounterValue, float64(c.src.forcedUnconsumed()))
+	}
+	if c.src.clusterRefusals != nil {
+		raft, forward := c.src.clusterRefusals()
+		ch <- prometheus.MustNewConstMetric(clusterRefusedDesc, prometheus.CounterValue, float64(raft), "raft")
+		ch <- prometheus.MustNewConstMetric(clusterRefusedDesc, prometheus.CounterValue, float64(forward), "forward")
 	}
 	if c.src.followerLag != nil {
 		for id, lag := range c.src.followerLag() {

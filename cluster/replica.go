@@ -28,6 +28,11 @@ type ReplicaConfig struct {
 	// Bootstrap is the initial membership of a new group (same list, same
 	// order, on every node); ignored once the node has state.
 	Bootstrap []raft.Peer
+	// ClusterID is the group's cluster ID as given (Config.ClusterID), 0
+	// if none was; Names is "clusterName/brokerName", for the IDs derived
+	// when none is given or recorded (clusterid.go).
+	ClusterID uint64
+	Names     string
 	// Raft is raft's timing, passed to raftlog as it is (raftlog owns
 	// the defaults).
 	Raft raftlog.Timing
@@ -62,6 +67,9 @@ type Replica struct {
 	// loop, which runs from store.Open on.
 	started atomic.Pointer[raftlog.Node]
 	met     *Metrics
+	// clusterID is the group's cluster ID (clusterid.go); 0 until a
+	// joining node learns it.
+	clusterID atomic.Uint64
 }
 
 const pendingSnapName = "snapshot.pending"
@@ -103,6 +111,11 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 	fs := scfg.FS
 	r.rs, err = raftlog.OpenStorage(fs, vfs.Join(scfg.Dir, "raft"), st.Log())
 	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := r.resolveClusterID(cfg); err != nil {
+		r.rs.Close()
 		st.Close()
 		return nil, err
 	}

@@ -66,6 +66,7 @@ type brokerFlags struct {
 	failover    bool
 	namesrv     string
 	cluster     string
+	clusterID   string
 	broker      string
 	preferred   uint64
 	ret         retentionFlags // --file-reserved-time, --delete-when, --disk-*-ratio (config_broker.go)
@@ -86,6 +87,11 @@ const aclKeyName = "acl.key"
 // exitCorrupt is the exit status of a broker that refuses to start because
 // its synced data is corrupt (the chaos harness tells it from a crash).
 const exitCorrupt = 3
+
+// exitOtherCluster is the exit status of a broker that refuses to start
+// because its data directory belongs to another cluster
+// (cluster.ErrOtherCluster): restarting it cannot help.
+const exitOtherCluster = 4
 
 func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
@@ -120,6 +126,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.tick, "tick", raftlog.DefaultTickInterval, fmt.Sprintf("raft tick (election timeout is %d ticks, heartbeat %d)", raftlog.DefaultElectionTick, raftlog.DefaultHeartbeatTick))
 	fl.StringVar(&f.namesrv, "namesrv", "", "name servers to register with, ADDR;ADDR (default: $NAMESRV_ADDR; none: routes only from the nodes themselves)")
 	fl.StringVar(&f.cluster, "cluster-name", "DefaultCluster", "cluster the group registers under with the name servers")
+	fl.StringVar(&f.clusterID, "cluster-id", "", "the group's cluster ID, 16 hex digits, the same on every member (`raftmq cluster-id` makes a random one); a node refuses to start on a data directory recorded with another, and refuses raft traffic and forwarded requests of another (empty: the recorded one; when bootstrapping, derived from the names and --peer list; with --join, learnt from the group)")
 	fl.BoolVar(&f.failover, "failover-routes", true, "list each follower in routes as a write-only broker name, so RocketMQ clients retry a failed send on a live node (see README)")
 	fl.DurationVar(&f.leaderWait, "leader-wait", 0, "how long a request that needs the leader waits for an election before it is refused (0: 2s, negative: no wait)")
 	fl.DurationVar(&f.notifyDelay, "commit-notify-delay", 0, fmt.Sprintf("how long the leader holds an append that only tells followers a new commit index, hoping the next append carries it (0: %v, negative: send at once)", raftlog.DefaultCommitNotifyDelay))
@@ -180,8 +187,14 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 	if f.faultEndpoint && !mutant.Enabled {
 		return cluster.Config{}, fmt.Errorf("--fault-endpoint: %w", mutant.ErrNotBuilt)
 	}
+	var clusterID uint64
+	if f.clusterID != "" {
+		if clusterID, err = cluster.ParseClusterID(f.clusterID); err != nil {
+			return cluster.Config{}, fmt.Errorf("--cluster-id: %w", err)
+		}
+	}
 	cfg := cluster.Config{
-		ID: f.id, Dir: dir, Peers: peers, Join: f.join, HTTPAddr: f.httpAddr, Flush: fm,
+		ID: f.id, Dir: dir, Peers: peers, Join: f.join, ClusterID: clusterID, HTTPAddr: f.httpAddr, Flush: fm,
 		SegmentSize: f.segmentSize, AutoCreateTopics: f.autoCreate, BindIP: f.bindIP,
 		Raft: raftlog.Timing{TickInterval: f.tick, CommitNotifyDelay: f.notifyDelay}, LeaderWait: f.leaderWait, FailoverRoutes: f.failover, NameServers: namesrv.AddrsFromEnv(f.namesrv), ClusterName: f.cluster, BrokerName: f.broker, PreferredLeader: f.preferred, Logger: log,
 		FaultEndpoint: f.faultEndpoint,
@@ -236,6 +249,17 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 		log.Warn("broker: power-loss mode: unsynced writes live in process memory until fsync")
 	}
 	return cfg, nil
+}
+
+func newClusterIDCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cluster-id",
+		Short: "Print a new random cluster ID, for --cluster-id of every member of a new group",
+		Args:  cobra.NoArgs,
+		Run: func(c *cobra.Command, _ []string) {
+			fmt.Fprintln(c.OutOrStdout(), cluster.FormatClusterID(cluster.NewClusterID()))
+		},
+	}
 }
 
 func newBrokerCmd(logger func() *slog.Logger) *cobra.Command {
@@ -301,6 +325,9 @@ func runBroker(f *brokerFlags, cfg cluster.Config, log *slog.Logger) error {
 	b, err := cluster.Start(cfg)
 	if errors.Is(err, commitlog.ErrCorrupt) || errors.Is(err, raftlog.ErrStateCorrupt) {
 		return &exitError{code: exitCorrupt, err: err}
+	}
+	if errors.Is(err, cluster.ErrOtherCluster) {
+		return &exitError{code: exitOtherCluster, err: err}
 	}
 	if err != nil {
 		return err

@@ -455,6 +455,7 @@ func (s *supervisor) check() {
 		// A node exits 0 only when asked to or when it was removed from
 		// the group: it would only stop again.
 		clean := n.ExitCode() == 0
+		other := n.ExitCode() == exitOtherCluster
 		if !st.reported {
 			st.reported = true
 			what := "not restarted (--restart=false)"
@@ -463,13 +464,15 @@ func (s *supervisor) check() {
 				what = "not restarted: it stopped cleanly (removed from the group, or stopped on purpose)"
 			case corrupt:
 				what = fmt.Sprintf("not restarted: its data is corrupt (`raftmq store inspect %s` says where); the others go on without it", n.Dir)
+			case other:
+				what = fmt.Sprintf("not restarted: %s holds another group's data (its cluster ID differs); the others go on without it", n.Dir)
 			case s.restart:
 				st.due = now.Add(st.backoff)
 				what = fmt.Sprintf("restarting it in %v", st.backoff)
 			}
 			fmt.Fprintf(os.Stderr, "\ngroup %d node %d exited (%s); %s; last lines of %s:\n%s\n", s.group, n.ID, why, what, n.LogPath, localgroup.Tail(n.LogPath, 10))
 		}
-		if !s.restart || corrupt || clean || now.Before(st.due) {
+		if !s.restart || corrupt || clean || other || now.Before(st.due) {
 			continue
 		}
 		if err := s.g.StartNode(n.ID); err != nil {

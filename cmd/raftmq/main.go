@@ -64,6 +64,7 @@ func newRoot() *cobra.Command {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	}
 	root.AddCommand(newClusterCmd(logger), newBrokerCmd(logger), newProduceCmd(logger), newConsumeCmd(logger),
-		newBenchCmd(logger), newStoreCmd(logger), newAdminCmd(logger), newJepsenCmd(logger), newNamesrvCmd(logger), newCertCmd(logger))
+		newBenchCmd(logger), newStoreCmd(logger), newAdminCmd(logger), newJepsenCmd(logger), newNamesrvCmd(logger), newCertCmd(logger),
+		newClusterIDCmd())
 	return root
 }

@@ -49,6 +49,13 @@ type Config struct {
 	// Stderr receives a node's output when its broker.log cannot be
 	// written (a full disk), each line prefixed "nN| " (default os.Stderr).
 	Stderr io.Writer
+	// ClusterID, if set, is the group's --cluster-id (16 hex digits).
+	// Otherwise the group's first start takes the one in Dir/cluster-id,
+	// or, when no node has raft state yet, makes a random one and writes
+	// it there, so that a group started again on the same Dir keeps it. A
+	// group whose nodes have state but no such file (made by an older
+	// version) passes none: its nodes keep the ID they recorded.
+	ClusterID string
 	// TLS, if set, is the client side of TLS for a group whose nodes
 	// serve it (their --tls-* flags come in Args or NodeArgs): Status
 	// asks for /status over HTTPS with it, and clients of the group
@@ -78,6 +85,9 @@ type Group struct {
 	cfg   Config
 	Nodes []*Node
 	peers []string
+	// idOnce settles cfg.ClusterID (clusterID) before the first node starts.
+	idOnce sync.Once
+	idErr  error
 	// http fetches /status; https when cfg.TLS is set.
 	http   *http.Client
 	scheme string
@@ -113,6 +123,45 @@ func New(cfg Config) *Group {
 	return g
 }
 
+// clusterIDFile holds a group's cluster ID in its Dir.
+const clusterIDFile = "cluster-id"
+
+// settleClusterID fills in cfg.ClusterID (see Config.ClusterID).
+func (g *Group) settleClusterID() error {
+	if g.cfg.ClusterID != "" {
+		return nil
+	}
+	path := filepath.Join(g.cfg.Dir, clusterIDFile)
+	if b, err := os.ReadFile(path); err == nil {
+		id, err := cluster.ParseClusterID(string(b))
+		if err != nil {
+			return fmt.Errorf("localgroup: %s: %w", path, err)
+		}
+		g.cfg.ClusterID = cluster.FormatClusterID(id)
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("localgroup: %w", err)
+	}
+	for _, n := range g.Nodes {
+		if _, err := os.Stat(filepath.Join(n.Dir, "raft", "raftstate")); err == nil {
+			return nil // made before cluster IDs: the nodes keep theirs
+		}
+	}
+	id := cluster.FormatClusterID(cluster.NewClusterID())
+	if err := os.MkdirAll(g.cfg.Dir, 0o755); err != nil {
+		return fmt.Errorf("localgroup: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o644); err != nil {
+		return fmt.Errorf("localgroup: %w", err)
+	}
+	g.cfg.ClusterID = id
+	return nil
+}
+
+// ClusterID returns the group's cluster ID as passed to its nodes ("" if
+// none is: see Config.ClusterID), once a node was started.
+func (g *Group) ClusterID() string { return g.cfg.ClusterID }
+
 // TLS returns the client TLS configuration of the group, nil for
 // plaintext.
 func (g *Group) TLS() *tls.Config { return g.cfg.TLS }
@@ -145,6 +194,9 @@ func (g *Group) BrokerArgs(id uint64) []string {
 	n := g.Node(id)
 	args := []string{"--id", fmt.Sprint(id), "--data", n.Dir, "--http", n.HTTP}
 	args = append(append(args, g.cfg.Args...), g.peers...)
+	if g.cfg.ClusterID != "" {
+		args = append(args, "--cluster-id", g.cfg.ClusterID)
+	}
 	if g.cfg.HTTPToken != "" {
 		args = append(args, "--http-token-file", g.tokenFile(id))
 	}
@@ -163,6 +215,10 @@ func (g *Group) tokenFile(id uint64) string { return filepath.Join(g.Node(id).Di
 // StartNode starts (or restarts) one node; its output is appended to its
 // log file.
 func (g *Group) StartNode(id uint64) error {
+	g.idOnce.Do(func() { g.idErr = g.settleClusterID() })
+	if g.idErr != nil {
+		return g.idErr
+	}
 	n := g.Node(id)
 	n.mu.Lock()
 	defer n.mu.Unlock()

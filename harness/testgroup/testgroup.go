@@ -37,8 +37,9 @@ func Start(t testing.TB) []string {
 			t.Fatal(err)
 		}
 	}
+	id := cluster.NewClusterID()
 	for i := uint64(1); i <= 3; i++ {
-		b, err := cluster.Start(cluster.Config{ID: i, Dir: t.TempDir(), Peers: peers, SegmentSize: 4 << 20,
+		b, err := cluster.Start(cluster.Config{ID: i, Dir: t.TempDir(), Peers: peers, ClusterID: id, SegmentSize: 4 << 20,
 			Raft: raftlog.Timing{TickInterval: 10 * time.Millisecond}, PreferredLeader: 1,
 			Store: store.Config{CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096}})
 		if err != nil {
