@@ -2,7 +2,9 @@
 // the raft transport between nodes, the RocketMQ remoting server clients
 // talk to, forwarding of leader-only requests, name-server route answers,
 // an HTTP endpoint for metrics and status, and admin operations
-// (leadership transfer, membership change).
+// (leadership transfer, membership change). Every group has a cluster ID
+// that its members record and check; clusterid.go says where it comes
+// from and where it is carried.
 package cluster
 
 import (

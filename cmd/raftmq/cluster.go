@@ -180,6 +180,9 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 		if err := g.Start(); err != nil {
 			return err
 		}
+		if id := g.ClusterID(); id != "" {
+			fmt.Printf("  cluster ID %s (%s)\n", id, filepath.Join(dir, "cluster-id"))
+		}
 		groups = append(groups, g)
 	}
 	sups := make([]*supervisor, len(groups))
