@@ -475,7 +475,9 @@ func (t *Transport) serveInbound(conn net.Conn) {
 	conn.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	br := bufio.NewReaderSize(rc, bufferSize)
 	h, err := readHandshake(br, t.cluster.Load(), t.cfg.ID)
-	if err == nil && t.cluster.Load() == 0 {
+	if err == nil {
+		// Learns the ID if it is still unknown; checks it again if another
+		// stream learnt one since readHandshake looked.
 		err = t.learn(h.cluster, h.from)
 	}
 	if err != nil {
