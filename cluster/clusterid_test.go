@@ -1,7 +1,15 @@
 package cluster
 
 import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"log/slog"
+	"maps"
 	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,4 +109,119 @@ func TestForwardFromAnotherClusterRefused(t *testing.T) {
 	require.Equal(t, 2.0, v)
 	v, _ = sample(byName, "raftmq_cluster_id_refused_total", "source", "raft")
 	require.Zero(t, v)
+}
+
+// lockedBuffer is a log destination safe for the brokers' goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// toFirstStateVersion rewrites a node's raft state file in the format of
+// the version before the cluster ID (raftlog/storage.go: magic "RMQR", no
+// cluster ID field), as an older raftmq left it.
+func toFirstStateVersion(t *testing.T, dir string) {
+	t.Helper()
+	path := filepath.Join(dir, "raft", "raftstate")
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	out := make([]byte, len(b))
+	for off := 0; off+4096 <= len(b); off += 4096 {
+		slot := b[off : off+4096]
+		if binary.BigEndian.Uint32(slot) != 0x524D5153 {
+			continue
+		}
+		n := int(binary.BigEndian.Uint32(slot[4:]))
+		require.Equal(t, crc32.Checksum(slot[:40+n], crc32.MakeTable(crc32.Castagnoli)), binary.BigEndian.Uint32(slot[40+n:]))
+		v1 := append(append([]byte{}, slot[:32]...), slot[40:40+n]...)
+		binary.BigEndian.PutUint32(v1, 0x524D5152)
+		v1 = binary.BigEndian.AppendUint32(v1, crc32.Checksum(v1, crc32.MakeTable(crc32.Castagnoli)))
+		copy(out[off:], v1)
+	}
+	require.NoError(t, os.WriteFile(path, out, 0o644))
+}
+
+// TestUpgradeAdoptsClusterID: a group whose raft state predates the
+// cluster ID (its transport used the ID derived from the names) restarts
+// without --cluster-id: every node adopts that ID, logs it, records it,
+// and the group works; a later start with another --cluster-id refuses.
+func TestUpgradeAdoptsClusterID(t *testing.T) {
+	logs := &lockedBuffer{}
+	g := startBrokersWith(t, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		c.ClusterID = legacyClusterID("DefaultCluster/raftmq") // what the older transport used
+	})
+	c := dial(t, g.leader().ClientAddr())
+	ch := remoting.CreateTopicRequestHeader{Topic: "T", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}
+	require.Equal(t, remoting.Success, invoke(t, c, remoting.NewRequest(remoting.UpdateAndCreateTopic, ch.Encode(), nil)).Code)
+	for id, b := range g.bs {
+		require.NoError(t, b.Close())
+		delete(g.bs, id)
+		toFirstStateVersion(t, g.dirs[id])
+	}
+	g.mod = func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		c.ClusterID = 0 // an operator who never heard of it
+	}
+	for id := range g.dirs {
+		g.start(id)
+	}
+	want := FormatClusterID(legacyClusterID("DefaultCluster/raftmq"))
+	for _, b := range g.bs {
+		require.Equal(t, want, b.Status().ClusterID)
+	}
+	require.Equal(t, 3, strings.Count(logs.String(), "has no cluster ID (written by an older version): adopting one"), logs.String())
+	c = dial(t, g.leader().ClientAddr())
+	resp := invoke(t, c, sendCmd("T", 0, "m", "K"))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+
+	require.NoError(t, g.bs[3].Close())
+	delete(g.bs, 3)
+	cfg := Config{ID: 3, Dir: g.dirs[3], Peers: g.peers, ClusterID: NewClusterID(), SegmentSize: 4 << 20,
+		Raft: raftlog.Timing{TickInterval: 10 * time.Millisecond}, Store: store.Config{CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096}}
+	b, err := Start(cfg)
+	if err == nil {
+		b.Close()
+	}
+	require.ErrorIs(t, err, ErrOtherCluster, "the adopted ID was recorded")
+	require.ErrorContains(t, err, want)
+}
+
+// TestPeerFlagsDisagreeingAreLogged: a node restarted with a --peer list
+// that says other things than the membership it recorded starts, keeps the
+// recorded membership, and says so in a warning.
+func TestPeerFlagsDisagreeingAreLogged(t *testing.T) {
+	g := startBrokers(t)
+	g.leader()
+	require.NoError(t, g.bs[3].Close())
+	delete(g.bs, 3)
+	logs := &lockedBuffer{}
+	peers := maps.Clone(g.peers)
+	peers[1] = Peer{Client: "127.0.0.1:1", Raft: "127.0.0.1:2"} // moved, says the flag
+	delete(peers, 2)                                            // forgotten
+	peers[9] = Peer{Client: "127.0.0.1:3", Raft: "127.0.0.1:4"} // never a member
+	g.mod = func(c *Config) {
+		c.Peers = peers
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	}
+	g.start(3)
+	out := logs.String()
+	require.Contains(t, out, "--peer disagrees with the address book recorded in the data directory")
+	require.Contains(t, out, "member=1 flag=127.0.0.1:1/127.0.0.1:2 recorded="+g.peers[1].Client+"/"+g.peers[1].Raft)
+	require.Contains(t, out, "--peer disagrees with the raft membership recorded in the data directory")
+	require.Contains(t, out, "members_not_in_flags=[2] flags_not_members=[9]")
+	require.Eventually(t, func() bool { return g.bs[3].Replica().Node().Status().Leader != 0 }, 5*time.Second, 10*time.Millisecond,
+		"the node follows the recorded members")
 }
