@@ -98,7 +98,8 @@ type Config struct {
 	ClusterName string // default "DefaultCluster"
 	// ClusterID is the group's cluster ID (--cluster-id), the same on
 	// every member, best chosen at random once (NewClusterID); 0: the one
-	// recorded in Dir, else derived or learnt (see clusterid.go). A node
+	// recorded in Dir; required to bootstrap several members (see
+	// clusterid.go for upgrades and joins). A node
 	// whose Dir records another one refuses to start.
 	ClusterID   uint64
 	Flush       commitlog.FlushMode

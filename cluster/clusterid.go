@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"go.etcd.io/raft/v3"
-
 	"github.com/raftmq/raftmq/raftlog/transport"
 )
 
@@ -34,10 +32,11 @@ import (
 //     used before, derived from the cluster and broker names
 //     (legacyClusterID), so that the members not yet upgraded still hear
 //     it; it logs which;
-//   - bootstrap without one: derived from the names and the initial member
-//     list (derivedClusterID), the same on every bootstrapping member, and
-//     logged as a warning: two groups with the same names and addresses
-//     would share it, which a random --cluster-id rules out;
+//   - bootstrap without one: a single member picks a random one; a group
+//     of several members cannot agree on a random one without it, and a
+//     value derived from what they share (names, addresses) would be the
+//     same for two groups configured alike, so it refuses to start
+//     (ErrNoClusterID), suggesting a fresh random ID;
 //   - join without one: learnt from the first raft stream of the group
 //     that reaches the node (transport.Config.LearnClusterID), recorded
 //     before any of its messages is handled.
@@ -84,22 +83,13 @@ func legacyClusterID(names string) uint64 {
 	return max(h.Sum64(), 1)
 }
 
-// derivedClusterID is a bootstrapping group's ID when none was given:
-// the names and the initial members (IDs and addresses, in their sorted
-// order, the same on every member).
-func derivedClusterID(names string, bootstrap []raft.Peer) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte("raftmq cluster\x00" + names))
-	for _, p := range bootstrap {
-		h.Write(binary.BigEndian.AppendUint64([]byte{0}, p.ID))
-		h.Write(p.Context)
-	}
-	return max(h.Sum64(), 1)
-}
-
 // ErrOtherCluster is returned by Start (and OpenReplica) when the data
 // directory belongs to another cluster than the one the node was given.
 var ErrOtherCluster = errors.New("cluster: data directory of another cluster")
+
+// ErrNoClusterID is returned by Start (and OpenReplica) when a group of
+// several members is bootstrapped without a cluster ID.
+var ErrNoClusterID = errors.New("cluster: no cluster ID to bootstrap the group with")
 
 // resolveClusterID decides the node's cluster ID before raft starts (see
 // the list above) and records it. It leaves it 0 for a joining node that
@@ -124,12 +114,13 @@ func (r *Replica) resolveClusterID(cfg ReplicaConfig) error {
 		}
 		r.log.Warn("cluster: this node's raft state has no cluster ID (written by an older version): adopting one",
 			"cluster_id", FormatClusterID(id), "how", how, "dir", dir)
+	case len(cfg.Bootstrap) > 1 && given == 0:
+		return fmt.Errorf("%w: bootstrapping a group of %d members needs a cluster ID chosen once at random and given to every member: "+
+			"start each of them with --cluster-id %s (a fresh one; `raftmq cluster-id` prints others)",
+			ErrNoClusterID, len(cfg.Bootstrap), FormatClusterID(NewClusterID()))
 	case len(cfg.Bootstrap) > 0:
 		if id = given; id == 0 {
-			id = derivedClusterID(cfg.Names, cfg.Bootstrap)
-			r.log.Warn("cluster: bootstrapping without --cluster-id: the cluster ID is derived from the names and members; "+
-				"another group with the same names and addresses would share it (give every member the same random --cluster-id)",
-				"cluster_id", FormatClusterID(id))
+			id = NewClusterID() // a group of one: its own choice is the group's
 		}
 	default: // joining
 		if given == 0 {

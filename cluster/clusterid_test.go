@@ -225,3 +225,38 @@ func TestPeerFlagsDisagreeingAreLogged(t *testing.T) {
 	require.Eventually(t, func() bool { return g.bs[3].Replica().Node().Status().Leader != 0 }, 5*time.Second, 10*time.Millisecond,
 		"the node follows the recorded members")
 }
+
+// TestBootstrapNeedsClusterID: members of a new group of several cannot
+// agree on a random cluster ID by themselves, so they refuse to bootstrap
+// without one, suggesting a fresh ID; a group of one picks its own.
+func TestBootstrapNeedsClusterID(t *testing.T) {
+	a := freeAddrs(t, 6)
+	peers := map[uint64]Peer{1: {Client: a[0], Raft: a[1]}, 2: {Client: a[2], Raft: a[3]}, 3: {Client: a[4], Raft: a[5]}}
+	cfg := Config{ID: 1, Dir: t.TempDir(), Peers: peers, SegmentSize: 4 << 20,
+		Store: store.Config{CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096}}
+	b, err := Start(cfg)
+	if err == nil {
+		b.Close()
+	}
+	require.ErrorIs(t, err, ErrNoClusterID)
+	require.Regexp(t, `start each of them with --cluster-id [0-9a-f]{16} `, err.Error())
+
+	// Told one, the same directory bootstraps: the refusal wrote no state.
+	cfg.ClusterID = NewClusterID()
+	b, err = Start(cfg)
+	require.NoError(t, err)
+	require.Equal(t, FormatClusterID(cfg.ClusterID), b.Status().ClusterID)
+	require.NoError(t, b.Close())
+
+	one := Config{ID: 1, Dir: t.TempDir(), Peers: map[uint64]Peer{1: peers[1]}, SegmentSize: 4 << 20,
+		Store: store.Config{CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096}}
+	b, err = Start(one)
+	require.NoError(t, err)
+	id := b.Replica().ClusterID()
+	require.NotZero(t, id)
+	require.NoError(t, b.Close())
+	b, err = Start(one)
+	require.NoError(t, err)
+	defer b.Close()
+	require.Equal(t, id, b.Replica().ClusterID(), "kept across a restart")
+}

@@ -29,8 +29,8 @@ type ReplicaConfig struct {
 	// order, on every node); ignored once the node has state.
 	Bootstrap []raft.Peer
 	// ClusterID is the group's cluster ID as given (Config.ClusterID), 0
-	// if none was; Names is "clusterName/brokerName", for the IDs derived
-	// when none is given or recorded (clusterid.go).
+	// if none was; Names is "clusterName/brokerName", for the ID derived
+	// for data from before cluster IDs (clusterid.go).
 	ClusterID uint64
 	Names     string
 	// Raft is raft's timing, passed to raftlog as it is (raftlog owns

@@ -182,6 +182,7 @@ func (g *group) start(id uint64) {
 		ID:        id,
 		Store:     store.Config{Dir: g.dirs[id], FS: g.fs[id], SegmentSize: 1 << 20, CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096},
 		Bootstrap: simPeers,
+		ClusterID: 1,
 		// Fast elections keep the test short.
 		Raft:        raftlog.Timing{TickInterval: 20 * time.Millisecond, CommitNotifyDelay: g.commitNotifyDelay},
 		WaitTimeout: 5 * time.Second, // TestSendAsync waits it out once; loaded CI machines commit slowly

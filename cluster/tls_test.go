@@ -111,7 +111,7 @@ func TestTLSGroup(t *testing.T) {
 		peers[id] = p
 	}
 	peers[4] = Peer{Client: freeAddrs(t, 1)[0], Raft: freeAddrs(t, 1)[0]}
-	rogue, err := Start(Config{ID: 4, Dir: t.TempDir(), Peers: peers, Raft: raftlog.Timing{TickInterval: 10 * time.Millisecond}, SegmentSize: 4 << 20,
+	rogue, err := Start(Config{ID: 4, Dir: t.TempDir(), Peers: peers, ClusterID: NewClusterID(), Raft: raftlog.Timing{TickInterval: 10 * time.Millisecond}, SegmentSize: 4 << 20,
 		TLS: &TLSConfig{Mode: remoting.TLSEnforcing, CAFile: filepath.Join(dir, "ca.pem"),
 			CertFile: filepath.Join(rogueDir, "n4.pem"), KeyFile: filepath.Join(rogueDir, "n4-key.pem")}})
 	require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -107,7 +108,9 @@ type group struct {
 	t     testing.TB
 	nodes []*node
 	peers string
-	extra []string // more broker flags
+	// clusterID is the group's --cluster-id, random per group.
+	clusterID string
+	extra     []string // more broker flags
 }
 
 // freePorts returns n distinct free loopback ports. They are free when it
@@ -173,6 +176,7 @@ func planGroup(t *testing.T, extra []string) *group {
 		peers = append(peers, fmt.Sprintf("%d=%s/%s", n.id, n.client, n.raft))
 	}
 	g.peers = strings.Join(peers, ",")
+	g.clusterID = fmt.Sprintf("%016x", rand.Uint64()|1)
 	return g
 }
 
@@ -316,7 +320,7 @@ func (g *group) start(id int) {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	args := []string{"broker", "--id", fmt.Sprint(id), "--data", n.dir, "--http", n.http, "--peers", g.peers,
+	args := []string{"broker", "--id", fmt.Sprint(id), "--data", n.dir, "--http", n.http, "--peers", g.peers, "--cluster-id", g.clusterID,
 		// Small segments, not zero-filled ahead: the tests store little and
 		// share a small machine.
 		"--segment-size", "67108864", "--warm-ahead", "-1"}

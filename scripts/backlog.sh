@@ -149,7 +149,7 @@ start_node() {
   local i=$1 d=$data/n$1
   shift
   mkdir -p "$d"
-  GOMAXPROCS=$(((ncpu + 2) / 3)) "$BIN" broker --id "$i" --data "$d" --http "$(http "$i")" --peers "$peers" "$@" \
+  GOMAXPROCS=$(((ncpu + 2) / 3)) "$BIN" broker --id "$i" --data "$d" --http "$(http "$i")" --peers "$peers" $cluster_id "$@" \
     >>"$d/broker.log" 2>&1 9>&- &
   pids[$i]=$!
 }
@@ -452,6 +452,10 @@ if [ -z "${BIN:-}" ]; then
   go build -o "$data/raftmq" ./cmd/raftmq
   BIN=$data/raftmq
 fi
+# The group's --cluster-id (a binary from before cluster IDs has no
+# cluster-id command, and needs none).
+cluster_id=
+if cid=$("$BIN" cluster-id 2>/dev/null); then cluster_id="--cluster-id $cid"; fi
 echo "== $SIZE over $TOPICS x $QUEUES queues; data in $data ($(df -h --output=avail "$data" | tail -1 | tr -d ' ') free); phases: $PHASES"
 first=1
 for ph in $PHASES; do

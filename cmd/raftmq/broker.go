@@ -126,7 +126,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.tick, "tick", raftlog.DefaultTickInterval, fmt.Sprintf("raft tick (election timeout is %d ticks, heartbeat %d)", raftlog.DefaultElectionTick, raftlog.DefaultHeartbeatTick))
 	fl.StringVar(&f.namesrv, "namesrv", "", "name servers to register with, ADDR;ADDR (default: $NAMESRV_ADDR; none: routes only from the nodes themselves)")
 	fl.StringVar(&f.cluster, "cluster-name", "DefaultCluster", "cluster the group registers under with the name servers")
-	fl.StringVar(&f.clusterID, "cluster-id", "", "the group's cluster ID, 16 hex digits, the same on every member (raftmq cluster-id prints a random one); a node refuses to start on a data directory recorded with another, and refuses raft traffic and forwarded requests of another (empty: the recorded one; when bootstrapping, derived from the names and --peer list; with --join, learnt from the group)")
+	fl.StringVar(&f.clusterID, "cluster-id", "", "the group's cluster ID, 16 hex digits, the same on every member (raftmq cluster-id prints a random one); a node refuses to start on a data directory recorded with another, and refuses raft traffic and forwarded requests of another (empty: the recorded one; required to bootstrap a group of several members; a single-member group picks its own; with --join, learnt from the group)")
 	fl.BoolVar(&f.failover, "failover-routes", true, "list each follower in routes as a write-only broker name, so RocketMQ clients retry a failed send on a live node (see README)")
 	fl.DurationVar(&f.leaderWait, "leader-wait", 0, "how long a request that needs the leader waits for an election before it is refused (0: 2s, negative: no wait)")
 	fl.DurationVar(&f.notifyDelay, "commit-notify-delay", 0, fmt.Sprintf("how long the leader holds an append that only tells followers a new commit index, hoping the next append carries it (0: %v, negative: send at once)", raftlog.DefaultCommitNotifyDelay))
@@ -273,7 +273,7 @@ func brokerCommand(logger func() *slog.Logger, run func(f *brokerFlags, cfg clus
 	cmd := &cobra.Command{
 		Use:   "broker",
 		Short: "Run one broker node of a group",
-		Example: "  raftmq broker --id 1 --http 127.0.0.1:10931 \\\n" +
+		Example: "  raftmq broker --id 1 --http 127.0.0.1:10931 --cluster-id 5be1c0a9e3d27f14 \\\n" +
 			"    --peer 1=127.0.0.1:10911/127.0.0.1:10921 --peer 2=127.0.0.1:10912/127.0.0.1:10922 \\\n" +
 			"    --peer 3=127.0.0.1:10913/127.0.0.1:10923",
 		RunE: func(c *cobra.Command, _ []string) error {
