@@ -32,9 +32,10 @@ func TestBrokerOnAnotherGroupsDataRefuses(t *testing.T) {
 	defer ga.StopAll()
 	_, err := ga.WaitLeader(20 * time.Second)
 	require.NoError(t, err)
+	baseB := freeBasePort(t) // while A holds its ports
 	require.NoError(t, ga.StopAll())
 
-	gb := localgroup.New(localgroup.Config{Binary: os.Args[0], Env: env, Dir: t.TempDir(), BasePort: base + 3, Nodes: 3,
+	gb := localgroup.New(localgroup.Config{Binary: os.Args[0], Env: env, Dir: t.TempDir(), BasePort: baseB, Nodes: 3,
 		Args: []string{"--segment-size", "8388608", "--tick", "20ms"}})
 	require.NoError(t, gb.Start())
 	defer gb.StopAll()
