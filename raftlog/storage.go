@@ -248,6 +248,11 @@ func (s *Storage) SetClusterID(id uint64) error {
 			ErrClusterMismatch, vfs.Join(s.dir, stateName), s.mu.cluster, id)
 	}
 	s.mu.cluster = id
+	// As in SetHardState: a commit index raised in memory may be ahead of
+	// the entries made durable so far; never write one beyond them.
+	if last := max(s.log.LastIndex(), s.mu.compact); s.mu.hs.GetCommit() > last {
+		s.mu.hs.Commit = proto.Uint64(last)
+	}
 	if err := s.persistLocked(); err != nil {
 		s.mu.cluster = 0
 		return err
