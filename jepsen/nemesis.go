@@ -91,10 +91,19 @@ type env struct {
 	rng   *rand.Rand
 	log   func(msg string, args ...any)
 
+	// members adds and removes members (the admin client; a stand-in in
+	// unit tests).
+	members memberAdmin
+
 	mu sync.Mutex
-	// down marks nodes the harness stopped on purpose; any other exit is a
-	// crash the cluster-health check reports.
-	down map[int]bool
+	// down maps a node the harness stops on purpose to the process it
+	// stops (its pid when marked): that process's exit is expected, any
+	// other exit is a crash the cluster-health check reports. A mark
+	// covers that one process only, so whatever the harness starts later
+	// in the node's place is watched even if no one clears the mark
+	// (setDown(n, false)); the member the membership nemesis re-adds, for
+	// one, used to go unwatched for the rest of the run.
+	down map[int]int
 	// corrupted marks nodes the harness corrupted: refusing to start (exit
 	// status 3) is then the expected answer.
 	corrupted map[int]bool
@@ -117,10 +126,32 @@ func (e *env) nodes() []int {
 	return out
 }
 
+// memberAdmin is the part of the admin client that changes membership.
+type memberAdmin interface {
+	RemoveNode(ctx context.Context, id uint64) error
+	AddNode(ctx context.Context, id uint64, clientAddr, raftAddr string) error
+}
+
+// setDown marks node n's current process as stopped on purpose (down), or
+// clears the mark.
 func (e *env) setDown(n int, down bool) {
+	pid := e.g.Node(uint64(n)).LastPID()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.down[n] = down
+	if down {
+		e.down[n] = pid
+	} else {
+		delete(e.down, n)
+	}
+}
+
+// expectedExit reports whether the exit of node n's process pid is one
+// the harness caused.
+func (e *env) expectedExit(n, pid int) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p, ok := e.down[n]
+	return ok && p == pid
 }
 
 // leader returns the current ready leader (0 if none).
@@ -296,6 +327,10 @@ func (e *env) restart(ctx context.Context, n int) error {
 	corrupted := e.corrupted[n]
 	e.mu.Unlock()
 	if corrupted {
+		// Refusing to start is this process's expected answer. (It
+		// cannot exit before this mark: it has to open its log first,
+		// and the watcher looks again 50 ms after seeing an exit.)
+		e.setDown(n, true)
 		// Give it time to open its log and either refuse or come up.
 		node := e.g.Node(uint64(n))
 		deadline := time.Now().Add(10 * time.Second)
@@ -495,7 +530,7 @@ func (e *env) rejoin(ctx context.Context, n int) error {
 	node := e.g.Node(uint64(n))
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := retry(rctx, 30*time.Second, func(ctx context.Context) error { return e.admin.RemoveNode(ctx, uint64(n)) }); err != nil {
+	if err := retry(rctx, 30*time.Second, func(ctx context.Context) error { return e.members.RemoveNode(ctx, uint64(n)) }); err != nil {
 		return fmt.Errorf("jepsen: remove n%d: %w", n, err)
 	}
 	if node.Running() {
@@ -505,7 +540,7 @@ func (e *env) rejoin(ctx context.Context, n int) error {
 		return err
 	}
 	if err := retry(rctx, 30*time.Second, func(ctx context.Context) error {
-		return e.admin.AddNode(ctx, uint64(n), node.Client, node.Raft)
+		return e.members.AddNode(ctx, uint64(n), node.Client, node.Raft)
 	}); err != nil {
 		return fmt.Errorf("jepsen: add n%d back: %w", n, err)
 	}

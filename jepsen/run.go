@@ -286,7 +286,7 @@ func (t *test) run(ctx context.Context, meta *history.Meta) (err error) {
 		// Check-backs within a short run.
 		args = append(args, "--transaction-timeout", txnTimeout.String(), "--transaction-check-interval", txnCheckInterval.String())
 	}
-	t.env = &env{rec: t.rec, rng: rng, down: map[int]bool{}, corrupted: map[int]bool{}, joinArgs: map[int]bool{},
+	t.env = &env{rec: t.rec, rng: rng, down: map[int]int{}, corrupted: map[int]bool{}, joinArgs: map[int]bool{},
 		powerLoss: slices.Contains(o.Nemesis, NemPowerLoss),
 		log:       func(msg string, a ...any) { t.log.Info("jepsen: "+msg, a...) }}
 	t.g = localgroup.New(localgroup.Config{
@@ -341,6 +341,7 @@ func (t *test) run(ctx context.Context, meta *history.Meta) (err error) {
 		return err
 	}
 	defer t.env.admin.Close()
+	t.env.members = t.env.admin
 	if err := retry(ctx, 20*time.Second, func(ctx context.Context) error {
 		return t.env.admin.CreateTopic(ctx, topic, o.Queues)
 	}); err != nil {
@@ -547,20 +548,14 @@ func (t *test) watch() (stop func()) {
 			}
 			for _, n := range t.g.Nodes {
 				id := int(n.ID)
-				t.env.mu.Lock()
-				down := t.env.down[id]
-				t.env.mu.Unlock()
 				pid := n.LastPID()
-				if down || n.Running() || pid == 0 || reported[id] == pid {
+				if pid == 0 || reported[id] == pid || n.Running() || t.env.expectedExit(id, pid) {
 					continue
 				}
 				// Re-check under the harness's view: a stop in progress
 				// marks the node down before signalling it.
 				time.Sleep(50 * time.Millisecond)
-				t.env.mu.Lock()
-				down = t.env.down[id]
-				t.env.mu.Unlock()
-				if !down && !n.Running() {
+				if n.LastPID() == pid && !t.env.expectedExit(id, pid) {
 					reported[id] = pid
 					t.crashed(n, "exited on its own")
 					t.rec.event(history.Event{Kind: "crash", Start: t.rec.now(), End: t.rec.now(), Nodes: []int{id},
