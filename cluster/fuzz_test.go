@@ -5,8 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,9 +33,11 @@ func fuzzSkip(code int32) bool {
 // fuzzSeeds are well-formed requests of every code the broker serves, each
 // in both header encodings: the fuzzer mutates them from there.
 func fuzzSeeds(t testing.TB) [][]byte {
-	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	// Fixed times: the seeds are the same bytes in every run.
+	const born = 1767225600000 // 2026-01-01
+	now := strconv.FormatInt(born+3600_000, 10)
 	send := remoting.SendMessageRequestHeader{ProducerGroup: "fz-p", Topic: "FZ", DefaultTopic: "TBW102", DefaultTopicQueueNums: 4,
-		QueueID: 1, BornTimestamp: time.Now().UnixMilli(), Properties: "UNIQ_KEY\x01FZ0001\x02KEYS\x01k1\x02TAGS\x01a\x02"}
+		QueueID: 1, BornTimestamp: born, Properties: "UNIQ_KEY\x01FZ0001\x02KEYS\x01k1\x02TAGS\x01a\x02"}
 	batch, err := remoting.AppendBatch(nil, []remoting.BatchEntry{
 		{Body: []byte("b1"), Properties: map[string]string{"UNIQ_KEY": "FZ0002"}},
 		{Body: []byte("b2"), Properties: map[string]string{"UNIQ_KEY": "FZ0003", "KEYS": "k2"}},
@@ -97,52 +104,48 @@ func fuzzSeeds(t testing.TB) [][]byte {
 // requests of every code) on a real connection to a running broker's
 // client port. The broker must answer or close the connection within its
 // read deadline, never crash (a panic in any handler ends this process),
-// and go on serving: after every input a canary send is acknowledged.
+// and go on serving: after every input, the offset commits it queued are
+// replicated, a canary send is acknowledged, and a checkpoint succeeds
+// (a replicated request the checkpoint cannot store stops the node).
+//
+// One broker serves a fuzz worker's inputs one after another (starting
+// one per input would run a few inputs a second), so an input's effect
+// may depend on what came before it. Three things keep a failure
+// reproducible: the seeds are fixed bytes; every input's effects are
+// carried through to the checkpoint before the next input (its handlers
+// finished, the offset commits it queued replicated), so the input that
+// breaks the broker is the one that fails; and an input that finds
+// the broker broken by an earlier one gets a fresh broker, so the inputs
+// the fuzzer minimises after a failure each run against a broker in a
+// known state (topic FZ, 4 queues, one message in queue 1). A failing
+// input's report holds the broker's stop error, the end of its log, and
+// the path of a file with the last megabyte of it (testdata/fuzz-logs/,
+// ignored by git). Run with scripts/fuzz.sh.
 func FuzzBrokerConnection(f *testing.F) {
 	for _, s := range fuzzSeeds(f) {
 		f.Add(s)
 	}
-	addrs := freeAddrs(f, 2)
-	b, err := Start(Config{ID: 1, Dir: f.TempDir(), Peers: map[uint64]Peer{1: {Client: addrs[0], Raft: addrs[1]}},
-		SegmentSize: 4 << 20, Raft: raftlog.Timing{TickInterval: 10 * time.Millisecond}, AutoCreateTopics: true, ClientReadTimeout: 2 * time.Second, LeaderWait: 500 * time.Millisecond,
-		Store: store.Config{CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096}})
-	require.NoError(f, err)
-	f.Cleanup(func() { b.Close() })
-	canary, err := remoting.Dial(context.Background(), addrs[0], remoting.Options{})
-	require.NoError(f, err)
-	f.Cleanup(func() { _ = canary.Close() })
-	canarySend := func(n int) error {
-		h := remoting.SendMessageRequestHeader{ProducerGroup: "canary", Topic: "fuzz-canary", DefaultTopic: "TBW102", DefaultTopicQueueNums: 4,
-			BornTimestamp: time.Now().UnixMilli(), Properties: fmt.Sprintf("UNIQ_KEY\x01CANARY%d\x02", n)}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		resp, err := canary.Invoke(ctx, remoting.NewRequest(remoting.SendMessage, h.Encode(), []byte("canary")))
-		if err != nil {
-			return err
-		}
-		if resp.Code != remoting.Success {
-			return fmt.Errorf("canary send answered %d %q", resp.Code, resp.Remark)
-		}
-		return nil
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		err := canarySend(0)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			f.Fatalf("the broker never acknowledged a send: %v", err)
-		}
-	}
+	fb := &fuzzBroker{base: f.TempDir(), log: &logRing{max: 1 << 20}}
+	fb.start(f)
+	f.Cleanup(fb.close)
 
-	n := 0
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		if len(frame) > 4 {
 			if c, err := remoting.DecodeFrame(frame[4:]); err == nil && fuzzSkip(c.Code) {
 				t.Skip("a membership, leadership or ACL change")
 			}
 		}
-		nc, err := net.Dial("tcp", addrs[0])
+		if fb.broken {
+			fb.close()
+			fb.start(t)
+		}
+		t.Cleanup(func() {
+			if t.Failed() {
+				fb.broken = true
+				fb.report(t)
+			}
+		})
+		nc, err := net.Dial("tcp", fb.addr)
 		require.NoError(t, err)
 		defer nc.Close()
 		_, _ = nc.Write(frame)
@@ -156,7 +159,143 @@ func FuzzBrokerConnection(f *testing.F) {
 		if errors.As(err, &ne) && ne.Timeout() {
 			t.Fatalf("the broker neither answered and closed nor timed out the connection within 6 s")
 		}
-		n++
-		require.NoError(t, canarySend(n), "the broker stopped serving after input %q", frame)
+		// The broker closes at EOF without waiting for the input's
+		// handlers: wait for them, so that their effects are checked now,
+		// not after the next input.
+		require.NoError(t, fb.quiesce(), "after input %q", frame)
+		fb.b.offs.flush() // the one-way commits the input queued
+		require.NoError(t, fb.send("fuzz-canary", 0), "the broker stopped serving after input %q", frame)
+		require.NoError(t, fb.b.rep.Store().Persist(), "a checkpoint failed after input %q", frame)
 	})
+}
+
+// fuzzBroker is the single-node broker a fuzz worker's inputs go to.
+type fuzzBroker struct {
+	base   string // the brokers' directories are made under it
+	log    *logRing
+	dir    string
+	addr   string
+	b      *Broker
+	canary *remoting.Conn
+	n      int  // sends so far (each with its own UNIQ_KEY)
+	broken bool // an input failed: the next one gets a fresh broker
+}
+
+// start starts a fresh broker with topic FZ (4 queues) holding one message
+// in queue 1, the state every input starts from after a failure.
+func (fb *fuzzBroker) start(tb testing.TB) {
+	var err error
+	fb.dir, err = os.MkdirTemp(fb.base, "broker-")
+	require.NoError(tb, err)
+	addrs := freeAddrs(tb, 2)
+	fb.addr = addrs[0]
+	fmt.Fprintf(fb.log, "---- fuzz: a fresh broker in %s\n", fb.dir)
+	fb.b, err = Start(Config{ID: 1, Dir: fb.dir, Peers: map[uint64]Peer{1: {Client: addrs[0], Raft: addrs[1]}},
+		SegmentSize: 4 << 20, Raft: raftlog.Timing{TickInterval: 10 * time.Millisecond}, AutoCreateTopics: true, ClientReadTimeout: 2 * time.Second, LeaderWait: 500 * time.Millisecond,
+		MaxInflightTotal: 512 << 20, // a Budget of its own, which quiesce reads
+		Store:            store.Config{CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096},
+		Logger:           slog.New(slog.NewTextHandler(fb.log, nil))})
+	require.NoError(tb, err)
+	fb.canary, err = remoting.Dial(context.Background(), fb.addr, remoting.Options{})
+	require.NoError(tb, err)
+	fb.broken = false
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		err := fb.send("fuzz-canary", 0)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("the broker never acknowledged a send: %v", err)
+		}
+	}
+	require.NoError(tb, fb.send("FZ", 1))
+}
+
+func (fb *fuzzBroker) close() {
+	if fb.b == nil {
+		return
+	}
+	_ = fb.canary.Close()
+	_ = fb.b.Close()
+	_ = os.RemoveAll(fb.dir)
+	fb.b, fb.canary = nil, nil
+}
+
+// quiesce waits until no request holds any of the broker's in-flight
+// budget: every handler of the input has answered or given up.
+func (fb *fuzzBroker) quiesce() error {
+	for deadline := time.Now().Add(10 * time.Second); fb.b.srv.Budget.InUse() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("requests still hold %d bytes of in-flight budget 10 s after their connection closed", fb.b.srv.Budget.InUse())
+		}
+	}
+	return nil
+}
+
+// send sends one message to (topic, queue), creating a topic of 4 queues
+// if there is none, and wants it acknowledged.
+func (fb *fuzzBroker) send(topic string, queue int32) error {
+	fb.n++
+	h := remoting.SendMessageRequestHeader{ProducerGroup: "canary", Topic: topic, DefaultTopic: "TBW102", DefaultTopicQueueNums: 4,
+		QueueID: queue, BornTimestamp: time.Now().UnixMilli(), Properties: fmt.Sprintf("UNIQ_KEY\x01CANARY%d\x02", fb.n)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := fb.canary.Invoke(ctx, remoting.NewRequest(remoting.SendMessage, h.Encode(), []byte("canary")))
+	if err != nil {
+		return err
+	}
+	if resp.Code != remoting.Success {
+		return fmt.Errorf("send to %s answered %d %q", topic, resp.Code, resp.Remark)
+	}
+	return nil
+}
+
+// report logs why the broker failed an input: its stop error, if it
+// stopped, and the end of its log, whose last megabyte goes to a file
+// under testdata/fuzz-logs.
+func (fb *fuzzBroker) report(t *testing.T) {
+	select {
+	case <-fb.b.Done():
+		t.Logf("the broker stopped: %v", fb.b.Err())
+	default:
+		t.Logf("the broker is still running")
+	}
+	log := fb.log.bytes()
+	dir := filepath.Join("testdata", "fuzz-logs")
+	path := filepath.Join(dir, fmt.Sprintf("FuzzBrokerConnection-%s-%d.log", time.Now().UTC().Format("20060102T150405"), os.Getpid()))
+	err := os.MkdirAll(dir, 0o755)
+	if err == nil {
+		err = os.WriteFile(path, log, 0o644)
+	}
+	if err != nil {
+		t.Logf("keep the broker's log: %v", err)
+		path = "(not written)"
+	}
+	lines := strings.Split(strings.TrimRight(string(log), "\n"), "\n")
+	t.Logf("the broker's log: %s; its last lines:\n%s", path, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+}
+
+// logRing keeps about the last max bytes written to it.
+type logRing struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (r *logRing) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.buf = append(r.buf, p...)
+	if len(r.buf) > r.max {
+		keep := r.max / 2
+		copy(r.buf, r.buf[len(r.buf)-keep:])
+		r.buf = r.buf[:keep]
+	}
+	return len(p), nil
+}
+
+func (r *logRing) bytes() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]byte(nil), r.buf...)
 }
