@@ -624,6 +624,11 @@ func (b *Broker) handlePull(ctx context.Context, req *remoting.Command) *remotin
 			h.QueueID, h.Topic, tc.ReadQueueNums, h.ConsumerGroup))
 	}
 	if h.SysFlag&remoting.PullSysFlagCommitOffset != 0 && h.CommitOffset >= 0 && b.rep.Node().IsLeader() {
+		// Checked before it joins a batch of commits, which the store
+		// would refuse whole for it.
+		if err := offsets.CheckGroupName(h.ConsumerGroup); err != nil {
+			return remoting.NewResponse(req, remoting.InvalidParameter, fmt.Sprintf("commit offset: %v", err))
+		}
 		if mutant.Enabled && b.mut.OffsetsInMemory {
 			b.memOffs.set(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
 		} else {
@@ -806,6 +811,13 @@ func (b *Broker) handleUpdateOffset(ctx context.Context, req *remoting.Command) 
 		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
 	}
 	oc := store.OffsetCommit{Group: h.ConsumerGroup, Topic: h.Topic, QueueID: h.QueueID, Offset: h.CommitOffset}
+	if err := offsets.CheckGroupName(oc.Group); err != nil {
+		if req.IsOneway() {
+			b.log.Warn("cluster: one-way consumer offset commit refused", "group", oc.Group, "topic", oc.Topic, "queue", oc.QueueID, "err", err)
+			return nil
+		}
+		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
+	}
 	if mutant.Enabled && b.mut.OffsetsInMemory {
 		b.memOffs.set(oc.Group, oc.Topic, oc.QueueID, oc.Offset)
 		if req.IsOneway() {

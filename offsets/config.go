@@ -252,6 +252,12 @@ func checkTopicName(name string, class error) error {
 	return checkName("topic", name, MaxTopicNameLen, class)
 }
 
+// CheckGroupName reports whether name is a group name the offsets table
+// stores (RocketMQ's group rule: 1..255 characters from [%|a-zA-Z0-9_-]);
+// its error wraps ErrInvalidArgument. Whatever replicates a consumer
+// offset must check it first: Tx.SetConsumerOffset refuses other names.
+func CheckGroupName(name string) error { return checkGroupName(name, ErrInvalidArgument) }
+
 // checkGroupName applies RocketMQ's group rule: 1..255 characters from
 // [%|a-zA-Z0-9_-]. Errors wrap class.
 func checkGroupName(name string, class error) error {

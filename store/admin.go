@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/offsets"
 )
 
 // Read-only helpers for the broker's admin views (cluster/admin.go), and
@@ -75,6 +76,9 @@ func (s *Store) applyImportLocked(c *Command) error {
 	for _, oc := range c.Offsets {
 		if oc.Group == "" || oc.Offset < 0 || oc.QueueID < 0 {
 			return fmt.Errorf("%w: offset %+v", ErrBadCommand, oc)
+		}
+		if err := offsets.CheckGroupName(oc.Group); err != nil {
+			return fmt.Errorf("%w: offset: %w", ErrBadCommand, err)
 		}
 		if _, ok := st.topics[oc.Topic]; !ok && !imported[oc.Topic] {
 			return fmt.Errorf("%w: %q", ErrUnknownTopic, oc.Topic)

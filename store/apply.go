@@ -529,6 +529,11 @@ func (s *Store) applyCommand(payload []byte) error {
 			if oc.Group == "" || oc.Offset < 0 || oc.QueueID < 0 {
 				return fmt.Errorf("%w: offset commit %+v", ErrBadCommand, oc)
 			}
+			// A name the offsets table would refuse at the checkpoint
+			// must be refused here, or every checkpoint after it fails.
+			if err := offsets.CheckGroupName(oc.Group); err != nil {
+				return fmt.Errorf("%w: offset commit: %w", ErrBadCommand, err)
+			}
 			if _, ok := st.topics[oc.Topic]; !ok {
 				return fmt.Errorf("%w: %q", ErrUnknownTopic, oc.Topic)
 			}

@@ -543,3 +543,28 @@ func TestRetentionFloorHoldsBackUnlessForced(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, n, 0, "above 85 % the floor gives way")
 }
+
+// An offset commit or a config import naming a group that the offsets
+// table cannot store (RocketMQ's group rule: 1..255 characters of
+// [%|a-zA-Z0-9_-]) is refused whole at apply, alike on every replica.
+// Applied, it failed every later checkpoint, and the node stopped
+// ("store: checkpoint failed"): a client's one request stopped every
+// replica (found by FuzzBrokerConnection).
+func TestOffsetCommitOfInvalidGroupIsRefused(t *testing.T) {
+	sa := openSA(t, testConfig(t, vfs.NewMem()))
+	defer sa.Close()
+	createTopic(t, sa, "t", 1)
+	_, err := sa.Put(msg("t", 0, 0, "", ""))
+	require.NoError(t, err)
+	for _, group := range []string{"fz\x0eg", "a b", strings.Repeat("g", 256)} {
+		offs := []OffsetCommit{{Group: "ok", Topic: "t", QueueID: 0, Offset: 1}, {Group: group, Topic: "t", QueueID: 0, Offset: 1}}
+		for _, op := range []string{OpCommitOffsets, OpAdvanceOffsets, OpImportConfig} {
+			require.ErrorIs(t, sa.Exec(&Command{Op: op, Offsets: offs}), ErrBadCommand, "%s of group %q", op, group)
+		}
+	}
+	_, ok := sa.ConsumerOffset("ok", "t", 0)
+	require.False(t, ok, "a refused commit applies none of its offsets")
+	require.NoError(t, sa.Persist())
+	require.NoError(t, sa.Exec(&Command{Op: OpCommitOffsets, Offsets: []OffsetCommit{{Group: strings.Repeat("g", 255), Topic: "t", QueueID: 0, Offset: 1}}}))
+	require.NoError(t, sa.Persist())
+}
