@@ -35,6 +35,8 @@ func Campaigns() []Campaign {
 			"a new leader starts the schedule over: delayed messages its predecessor delivered are delivered again"},
 		{"no-client-deadlines", WorkloadQueue, []string{NemHostile},
 			"connections that stop mid-frame are never closed: hostile clients hold the node's connections for ever"},
+		{"readded-node-crash", WorkloadQueue, []string{NemMembership},
+			"the member the membership nemesis re-adds exits a few seconds later: cluster-health must count the crash"},
 	}
 	if len(c) != len(mutant.Names()) {
 		panic("jepsen: a mutant without a campaign")

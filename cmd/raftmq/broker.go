@@ -322,6 +322,7 @@ func runBroker(f *brokerFlags, cfg cluster.Config, log *slog.Logger) error {
 	if con != nil {
 		defer con.Close()
 	}
+	crash := mutantReaddedCrash(cfg)
 	b, err := cluster.Start(cfg)
 	if errors.Is(err, commitlog.ErrCorrupt) || errors.Is(err, raftlog.ErrStateCorrupt) {
 		return &exitError{code: exitCorrupt, err: err}
@@ -334,13 +335,18 @@ func runBroker(f *brokerFlags, cfg cluster.Config, log *slog.Logger) error {
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	var mutErr error
 	select {
 	case s := <-sig:
 		log.Info("broker: stopping", "signal", s.String())
 	case <-b.Done():
 	case <-b.Removed(): // the broker said why
+	case mutErr = <-crash:
 	}
 	ferr := b.Err()
+	if ferr == nil {
+		ferr = mutErr
+	}
 	if err := b.Close(); err != nil && ferr == nil {
 		ferr = err
 	}
@@ -355,6 +361,24 @@ func runBroker(f *brokerFlags, cfg cluster.Config, log *slog.Logger) error {
 	}
 	log.Info("broker: stopped cleanly")
 	return nil
+}
+
+// mutantReaddedCrash is the readded-node-crash mutant: a node started
+// with --join on an empty data directory (a member added to a running
+// group, as the membership nemesis re-adds one) gets an error a second
+// after it started, and exits with it; started again, on the data it has
+// by then, it runs. Call it before cluster.Start. Nil (never ready) for
+// every other node and in the default build.
+func mutantReaddedCrash(cfg cluster.Config) <-chan error {
+	if !mutant.Enabled || !cfg.Join || !cfg.Store.Mutants.ReaddedNodeCrash {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(cfg.Dir, "raft")); err == nil {
+		return nil // not its first start
+	}
+	c := make(chan error, 1)
+	time.AfterFunc(time.Second, func() { c <- errors.New("readded-node-crash mutant: a member added with --join gives up") })
+	return c
 }
 
 // brokerGCPercent is the broker's GOGC unless the environment sets one. A

@@ -63,6 +63,11 @@ type Set struct {
 	// so a connection that stops mid-frame holds its goroutine and buffer
 	// for ever.
 	NoClientDeadlines bool
+	// ReaddedNodeCrash: a node started with --join on an empty data
+	// directory (a member added to a running group, as the membership
+	// nemesis re-adds one) exits with an error a second after it starts;
+	// started again, it runs.
+	ReaddedNodeCrash bool
 }
 
 // Any reports whether any mutant is on.

@@ -30,6 +30,7 @@ func names() []struct {
 		{"rollback-delivers", func(s *Set) { s.RollbackDelivers = true }},
 		{"schedule-in-memory", func(s *Set) { s.ScheduleInMemory = true }},
 		{"no-client-deadlines", func(s *Set) { s.NoClientDeadlines = true }},
+		{"readded-node-crash", func(s *Set) { s.ReaddedNodeCrash = true }},
 	}
 }
 
