@@ -193,7 +193,7 @@ func (fb *fuzzBroker) start(tb testing.TB) {
 	fb.b, err = Start(Config{ID: 1, Dir: fb.dir, Peers: map[uint64]Peer{1: {Client: addrs[0], Raft: addrs[1]}},
 		SegmentSize: 4 << 20, Raft: raftlog.Timing{TickInterval: 10 * time.Millisecond}, AutoCreateTopics: true, ClientReadTimeout: 2 * time.Second, LeaderWait: 500 * time.Millisecond,
 		MaxInflightTotal: 512 << 20, // a Budget of its own, which quiesce reads
-		Store:            store.Config{CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096},
+		Store:            store.Config{CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096, NoSyncMeta: true},
 		Logger:           slog.New(slog.NewTextHandler(fb.log, nil))})
 	require.NoError(tb, err)
 	fb.canary, err = remoting.Dial(context.Background(), fb.addr, remoting.Options{})
