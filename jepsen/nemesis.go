@@ -96,14 +96,14 @@ type env struct {
 	members memberAdmin
 
 	mu sync.Mutex
-	// down maps a node the harness stops on purpose to the process it
-	// stops (its pid when marked): that process's exit is expected, any
-	// other exit is a crash the cluster-health check reports. A mark
-	// covers that one process only, so whatever the harness starts later
-	// in the node's place is watched even if no one clears the mark
-	// (setDown(n, false)); the member the membership nemesis re-adds, for
-	// one, used to go unwatched for the rest of the run.
-	down map[int]int
+	// stopped holds the processes (pids) the harness stopped on purpose,
+	// or whose exit it expects (a corrupted node refusing to start): any
+	// other process that exits is a crash the cluster-health check
+	// reports. A mark names one process, so whatever the harness starts in
+	// a node's place later is watched without anyone clearing it; a mark
+	// per node, cleared by hand, once left the member the membership
+	// nemesis re-added unwatched for the rest of the run.
+	stopped map[int]bool
 	// corrupted marks nodes the harness corrupted: refusing to start (exit
 	// status 3) is then the expected answer.
 	corrupted map[int]bool
@@ -132,26 +132,23 @@ type memberAdmin interface {
 	AddNode(ctx context.Context, id uint64, clientAddr, raftAddr string) error
 }
 
-// setDown marks node n's current process as stopped on purpose (down), or
-// clears the mark.
-func (e *env) setDown(n int, down bool) {
+// stopping marks node n's current process as one the harness ends on
+// purpose. Call it before signalling the process.
+func (e *env) stopping(n int) {
 	pid := e.g.Node(uint64(n)).LastPID()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if down {
-		e.down[n] = pid
-	} else {
-		delete(e.down, n)
+	if pid != 0 {
+		e.stopped[pid] = true
 	}
 }
 
-// expectedExit reports whether the exit of node n's process pid is one
-// the harness caused.
-func (e *env) expectedExit(n, pid int) bool {
+// expectedExit reports whether the exit of process pid is one the harness
+// caused or expects.
+func (e *env) expectedExit(pid int) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	p, ok := e.down[n]
-	return ok && p == pid
+	return e.stopped[pid]
 }
 
 // leader returns the current ready leader (0 if none).
@@ -297,7 +294,7 @@ func (e *env) kill(ctx context.Context, ev history.Event, power bool, which int)
 		}
 	}
 	for _, n := range targets {
-		e.setDown(n, true)
+		e.stopping(n)
 		if err := e.g.Kill(uint64(n)); err != nil {
 			e.log("kill", "node", n, "err", err)
 		}
@@ -317,7 +314,6 @@ func (e *env) kill(ctx context.Context, ev history.Event, power bool, which int)
 // empty, to be refilled by the leader.
 func (e *env) restart(ctx context.Context, n int) error {
 	if e.g.Node(uint64(n)).Running() {
-		e.setDown(n, false)
 		return nil
 	}
 	if err := e.g.StartNode(uint64(n)); err != nil {
@@ -330,7 +326,7 @@ func (e *env) restart(ctx context.Context, n int) error {
 		// Refusing to start is this process's expected answer. (It
 		// cannot exit before this mark: it has to open its log first,
 		// and the watcher looks again 50 ms after seeing an exit.)
-		e.setDown(n, true)
+		e.stopping(n)
 		// Give it time to open its log and either refuse or come up.
 		node := e.g.Node(uint64(n))
 		deadline := time.Now().Add(10 * time.Second)
@@ -357,7 +353,6 @@ func (e *env) restart(ctx context.Context, n int) error {
 		delete(e.corrupted, n)
 		e.mu.Unlock()
 	}
-	e.setDown(n, false)
 	return nil
 }
 
@@ -401,7 +396,7 @@ func (e *env) corrupt(ctx context.Context, ev history.Event, truncate bool) (*fa
 		return nil, errors.New("jepsen: corrupt: no running follower")
 	}
 	node := e.g.Node(uint64(n))
-	e.setDown(n, true)
+	e.stopping(n)
 	if err := e.g.Kill(uint64(n)); err != nil {
 		return nil, err
 	}
@@ -512,7 +507,7 @@ func (e *env) membership(ctx context.Context, ev history.Event) (*fault, error) 
 	if n == 0 {
 		return nil, errors.New("jepsen: membership: no running follower")
 	}
-	e.setDown(n, true)
+	e.stopping(n)
 	ev.Nodes = []int{n}
 	ev.Description = fmt.Sprintf("remove n%d from the group, wipe it, add it back empty", n)
 	if err := e.rejoin(ctx, n); err != nil {
@@ -525,7 +520,7 @@ func (e *env) membership(ctx context.Context, ev history.Event) (*fault, error) 
 // operator replaces a node whose disk was lost or corrupted: remove it from
 // the group (raft must forget its progress: a member may never lose its
 // log), wipe its data, add it back and start it with --join so that the
-// leader refills it. The caller has marked n down.
+// leader refills it. The caller has marked n's process (stopping).
 func (e *env) rejoin(ctx context.Context, n int) error {
 	node := e.g.Node(uint64(n))
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -286,7 +286,7 @@ func (t *test) run(ctx context.Context, meta *history.Meta) (err error) {
 		// Check-backs within a short run.
 		args = append(args, "--transaction-timeout", txnTimeout.String(), "--transaction-check-interval", txnCheckInterval.String())
 	}
-	t.env = &env{rec: t.rec, rng: rng, down: map[int]int{}, corrupted: map[int]bool{}, joinArgs: map[int]bool{},
+	t.env = &env{rec: t.rec, rng: rng, stopped: map[int]bool{}, corrupted: map[int]bool{}, joinArgs: map[int]bool{},
 		powerLoss: slices.Contains(o.Nemesis, NemPowerLoss),
 		log:       func(msg string, a ...any) { t.log.Info("jepsen: "+msg, a...) }}
 	t.g = localgroup.New(localgroup.Config{
@@ -529,15 +529,18 @@ func (t *test) health() map[string]history.CheckerResult {
 	return map[string]history.CheckerResult{healthChecker: r}
 }
 
-// watch reports every node that exits without the harness stopping it,
-// once per start, until the returned stop is called.
+// watch reports every broker process that exits without the harness
+// stopping it on purpose (env.stopping), until the returned stop is
+// called. It reads each node's log of ended processes, so a crash is
+// counted even when the harness restarts the node before the watcher
+// looks (the closing heal restarts every node that is down).
 func (t *test) watch() (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		reported := map[int]int{} // node -> pid reported
+		seen := map[uint64]int{} // node -> its exits looked at
 		tk := time.NewTicker(100 * time.Millisecond)
 		defer tk.Stop()
 		for {
@@ -547,19 +550,20 @@ func (t *test) watch() (stop func()) {
 			case <-tk.C:
 			}
 			for _, n := range t.g.Nodes {
-				id := int(n.ID)
-				pid := n.LastPID()
-				if pid == 0 || reported[id] == pid || n.Running() || t.env.expectedExit(id, pid) {
-					continue
-				}
-				// Re-check under the harness's view: a stop in progress
-				// marks the node down before signalling it.
-				time.Sleep(50 * time.Millisecond)
-				if n.LastPID() == pid && !t.env.expectedExit(id, pid) {
-					reported[id] = pid
-					t.crashed(n, "exited on its own")
-					t.rec.event(history.Event{Kind: "crash", Start: t.rec.now(), End: t.rec.now(), Nodes: []int{id},
-						Description: fmt.Sprintf("n%d exited on its own (%s)", id, n.Exited())})
+				for _, x := range n.Exits(seen[n.ID]) {
+					// The harness marks a process before signalling it,
+					// and a restarted corrupted node's process right
+					// after starting it: give a fresh exit a moment.
+					if time.Since(x.At) < 50*time.Millisecond {
+						break
+					}
+					seen[n.ID]++
+					if t.env.expectedExit(x.PID) {
+						continue
+					}
+					t.crashed(n, x)
+					t.rec.event(history.Event{Kind: "crash", Start: t.rec.now(), End: t.rec.now(), Nodes: []int{int(n.ID)},
+						Description: fmt.Sprintf("n%d exited on its own (%s)", n.ID, x.How)})
 				}
 			}
 		}
@@ -574,10 +578,10 @@ func (t *test) unhealthy(msg string) {
 	t.env.crashes = append(t.env.crashes, msg)
 }
 
-// crashed notes a node that exited on its own.
-func (t *test) crashed(n *localgroup.Node, what string) {
-	t.unhealthy(fmt.Sprintf("n%d %s at %.1fs (%s); last log lines:\n%s", n.ID, what,
-		float64(t.rec.now())/1e9, n.Exited(), localgroup.Tail(n.LogPath, 5)))
+// crashed notes a node's process that exited on its own.
+func (t *test) crashed(n *localgroup.Node, x localgroup.Exit) {
+	t.unhealthy(fmt.Sprintf("n%d exited on its own at %.1fs (%s); last log lines:\n%s", n.ID,
+		float64(t.rec.now())/1e9, x.How, localgroup.Tail(n.LogPath, 5)))
 }
 
 // drain waits until every node has applied what the leader committed, then
@@ -682,7 +686,7 @@ func (t *test) replicas() error {
 		}
 	}
 	for _, n := range t.g.Nodes {
-		t.env.setDown(int(n.ID), true)
+		t.env.stopping(int(n.ID))
 	}
 	if err := t.g.StopAll(); err != nil {
 		t.log.Warn("jepsen: stop", "err", err)

@@ -55,7 +55,7 @@ func watchedTest(t *testing.T) (*test, *fakeMembers) {
 	rec := newRecorder(hw, nw)
 	tt := &test{rec: rec, g: g}
 	tt.env = &env{g: g, rec: rec, rng: rand.New(rand.NewPCG(1, 2)), members: members,
-		down: map[int]int{}, corrupted: map[int]bool{}, joinArgs: map[int]bool{},
+		stopped: map[int]bool{}, corrupted: map[int]bool{}, joinArgs: map[int]bool{},
 		log: func(string, ...any) {}}
 	require.NoError(t, g.Start())
 	stop := tt.watch()
@@ -131,4 +131,22 @@ func TestWatchCountsCrashAfterKillNemesis(t *testing.T) {
 
 	require.NoError(t, syscall.Kill(node.PID(), syscall.SIGKILL))
 	waitCrashes(t, tt, 1)
+}
+
+// A node that dies and is restarted by the harness at once (the closing
+// heal restarts every node that is down) still counts as a crash, though
+// a running node is all the watcher can see by the time it looks.
+func TestWatchCountsCrashRestartedAtOnce(t *testing.T) {
+	tt, _ := watchedTest(t)
+	node := tt.g.Node(2)
+	pid := node.PID()
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	for node.Running() {
+		time.Sleep(time.Millisecond)
+	}
+	require.NoError(t, tt.env.restart(context.Background(), 2))
+	require.True(t, node.Running())
+	errs := waitCrashes(t, tt, 1)
+	require.Contains(t, errs[0], "n2 exited on its own")
+	require.Contains(t, errs[0], "signal: killed")
 }

@@ -78,6 +78,27 @@ type Node struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	err    error
+	exits  []Exit // every process of this node that ended, in order
+}
+
+// Exit is a node's process that ended.
+type Exit struct {
+	PID int
+	At  time.Time
+	// How describes the end as Exited does ("exit status 1", "signal:
+	// killed").
+	How string
+}
+
+// Exits returns the node's processes that ended, from the from-th
+// (counting from 0) on, in the order they ended.
+func (n *Node) Exits(from int) []Exit {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if from >= len(n.exits) {
+		return nil
+	}
+	return append([]Exit(nil), n.exits[from:]...)
 }
 
 // Group is a running group.
@@ -260,8 +281,13 @@ func (g *Group) StartNode(id uint64) error {
 	go func() {
 		err := cmd.Wait()
 		lf.Close()
+		how := "exit status 0"
+		if err != nil {
+			how = err.Error()
+		}
 		n.mu.Lock()
 		n.err = err
+		n.exits = append(n.exits, Exit{PID: cmd.Process.Pid, At: time.Now(), How: how})
 		n.mu.Unlock()
 		close(exited)
 	}()
