@@ -31,16 +31,58 @@ const LearnerCatchUp = 64
 // promoteEvery is how often the leader looks for learners to promote.
 const promoteEvery = 250 * time.Millisecond
 
-// AddNode proposes adding node id, at p's addresses, as a learner (run on
-// the leader); the leader promotes it to voter once it has caught up.
+// AddNode adds node id, at p's addresses, as a learner (run on the
+// leader); the leader promotes it to voter once it has caught up. It
+// returns once the group has applied the change, or an error: a caller
+// (the membership nemesis, an operator about to wipe a node) acts on the
+// answer, so it never says done for a change raft dropped or could not
+// commit.
 func (b *Broker) AddNode(ctx context.Context, id uint64, p Peer) error {
 	pctx, _ := json.Marshal(p)
-	return b.proposeConfChange(ctx, pb.ConfChangeType_ConfChangeAddLearnerNode, id, pctx)
+	if err := b.proposeConfChange(ctx, pb.ConfChangeType_ConfChangeAddLearnerNode, id, pctx); err != nil {
+		return err
+	}
+	return b.awaitMembership(ctx, "adding", id, func(st raftlog.Status) bool {
+		return slices.Contains(st.Learners, id) || slices.Contains(st.Voters, id)
+	})
 }
 
-// RemoveNode proposes removing a voter or learner (run on the leader).
+// RemoveNode removes a voter or learner (run on the leader) and returns
+// once the group has applied the change, or an error (as AddNode).
 func (b *Broker) RemoveNode(ctx context.Context, id uint64) error {
-	return b.proposeConfChange(ctx, pb.ConfChangeType_ConfChangeRemoveNode, id, nil)
+	if err := b.proposeConfChange(ctx, pb.ConfChangeType_ConfChangeRemoveNode, id, nil); err != nil {
+		return err
+	}
+	return b.awaitMembership(ctx, "removing", id, func(st raftlog.Status) bool {
+		return !slices.Contains(st.Learners, id) && !slices.Contains(st.Voters, id)
+	})
+}
+
+// membershipPoll is how often awaitMembership looks at the configuration.
+const membershipPoll = 5 * time.Millisecond
+
+// awaitMembership waits until this node's applied configuration satisfies
+// done. Raft accepts a proposed change without a word and then drops it
+// when another change is pending (it appends an empty entry instead), and
+// a leader without a quorum commits none: waiting for the applied
+// configuration is the only way to know the change was made.
+func (b *Broker) awaitMembership(ctx context.Context, what string, id uint64, done func(raftlog.Status) bool) error {
+	t := time.NewTicker(membershipPoll)
+	defer t.Stop()
+	for {
+		st := b.rep.Node().Status()
+		if done(st) {
+			return nil
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: %s node %d: not applied (voters %v, learners %v); raft drops a membership change proposed while another is pending, and a group without a quorum commits none; see `raftmq admin cluster status` and retry: %w",
+				what, id, st.Voters, st.Learners, ctx.Err())
+		case <-b.stopc:
+			return fmt.Errorf("cluster: %s node %d: %w", what, id, ErrStopping)
+		}
+	}
 }
 
 func (b *Broker) proposeConfChange(ctx context.Context, t pb.ConfChangeType, id uint64, pctx []byte) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,4 +76,57 @@ func TestAddNodeIsLearnerUntilCaughtUp(t *testing.T) {
 	r, err = c.Invoke(ctx, sendCmd("T", 0, "after the promotion", "KP"))
 	require.NoError(t, err)
 	require.Equal(t, remoting.Success, r.Code, r.Remark)
+}
+
+// A membership change answered OK has been applied: raft drops a change
+// proposed while another is pending (without an error), so changes
+// proposed at once must each either be in the configuration when their
+// call returns nil, or fail. Before the wait, a dropped change answered
+// OK and the membership nemesis wiped a node that was still a voter.
+func TestMembershipChangeAnsweredOnlyWhenApplied(t *testing.T) {
+	tb := startBrokers(t)
+	l := tb.leader()
+	ids := []uint64{4, 5, 6, 7}
+	addrs := freeAddrs(t, 2*len(ids))
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			errs[i] = l.AddNode(ctx, id, Peer{Client: addrs[2*i], Raft: addrs[2*i+1]})
+		}()
+	}
+	wg.Wait()
+	st := l.Replica().Node().Status()
+	added := 0
+	for i, id := range ids {
+		if errs[i] == nil {
+			added++
+			require.True(t, slices.Contains(st.Learners, id), "AddNode(%d) answered OK; learners are %v", id, st.Learners)
+		} else {
+			require.ErrorContains(t, errs[i], "not applied")
+		}
+	}
+	require.Positive(t, added, "at least one of the changes is made: %v", errs)
+
+	// Removals likewise.
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			errs[i] = l.RemoveNode(ctx, id)
+		}()
+	}
+	wg.Wait()
+	st = l.Replica().Node().Status()
+	for i, id := range ids {
+		if errs[i] == nil {
+			require.False(t, slices.Contains(st.Learners, id), "RemoveNode(%d) answered OK; learners are %v", id, st.Learners)
+		}
+	}
 }
