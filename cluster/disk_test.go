@@ -166,24 +166,7 @@ func TestSnapshotInstallWaitsForSpace(t *testing.T) {
 // new leader, and the stalled node learns of it while it waits, so that
 // it forwards sends to the new leader instead of refusing them.
 func TestStalledLeaderForwardsToTheNewOne(t *testing.T) {
-	var mu sync.Mutex
-	toggles := map[uint64]*vfs.Toggle{}
-	tb := startBrokersWith(t, func(c *Config) {
-		mu.Lock()
-		defer mu.Unlock()
-		tg := toggles[c.ID]
-		if tg == nil {
-			tg = &vfs.Toggle{Err: vfs.ErrNoSpace}
-			toggles[c.ID] = tg
-		}
-		c.SendTimeout = time.Second
-		c.FS = vfs.WithErrors(vfs.Default(), vfs.InjectorFunc(func(op vfs.Op, path string) error {
-			if strings.Contains(path, "/commitlog/") {
-				return tg.MaybeError(op, path)
-			}
-			return nil
-		}))
-	})
+	tb, toggles := startStallableBrokers(t)
 	l := tb.leader()
 	c := dial(t, l.ClientAddr())
 	createTopicT(t, c)
@@ -214,4 +197,29 @@ func TestStalledLeaderForwardsToTheNewOne(t *testing.T) {
 	toggles[l.cfg.ID].Disarm()
 	require.Eventually(t, func() bool { return !l.Replica().Node().DiskStalled() }, 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, remoting.Success, invoke(t, c, sendCmd("T", 0, "after", "u-after")).Code)
+}
+
+// startStallableBrokers starts a group (SendTimeout 1 s) whose nodes'
+// commit-log writes fail with ErrNoSpace while the node's toggle is armed
+// (a full disk that stalls raft's persistence on that node).
+func startStallableBrokers(t *testing.T) (*testBrokers, map[uint64]*vfs.Toggle) {
+	var mu sync.Mutex
+	toggles := map[uint64]*vfs.Toggle{}
+	tb := startBrokersWith(t, func(c *Config) {
+		mu.Lock()
+		defer mu.Unlock()
+		tg := toggles[c.ID]
+		if tg == nil {
+			tg = &vfs.Toggle{Err: vfs.ErrNoSpace}
+			toggles[c.ID] = tg
+		}
+		c.SendTimeout = time.Second
+		c.FS = vfs.WithErrors(vfs.Default(), vfs.InjectorFunc(func(op vfs.Op, path string) error {
+			if strings.Contains(path, "/commitlog/") {
+				return tg.MaybeError(op, path)
+			}
+			return nil
+		}))
+	})
+	return tb, toggles
 }

@@ -6,7 +6,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -134,24 +133,7 @@ func TestForwardDroppedCounted(t *testing.T) {
 // client's connection, so without a bound of its own it waited for the
 // stall to end (here: forever).
 func TestAdminRequestBoundedWhileStalled(t *testing.T) {
-	var mu sync.Mutex
-	toggles := map[uint64]*vfs.Toggle{}
-	tb := startBrokersWith(t, func(c *Config) {
-		mu.Lock()
-		defer mu.Unlock()
-		tg := toggles[c.ID]
-		if tg == nil {
-			tg = &vfs.Toggle{Err: vfs.ErrNoSpace}
-			toggles[c.ID] = tg
-		}
-		c.SendTimeout = time.Second
-		c.FS = vfs.WithErrors(vfs.Default(), vfs.InjectorFunc(func(op vfs.Op, path string) error {
-			if strings.Contains(path, "/commitlog/") {
-				return tg.MaybeError(op, path)
-			}
-			return nil
-		}))
-	})
+	tb, toggles := startStallableBrokers(t)
 	l := tb.leader()
 	c := dial(t, l.ClientAddr())
 	createTopicT(t, c)
