@@ -59,7 +59,7 @@ func generalNemeses() []string {
 // Nemeses lists every nemesis kind: the general ones, then the targeted
 // variants.
 func Nemeses() []string {
-	return append(generalNemeses(), NemPartitionLeader, NemKillLeader, NemPauseLeader, NemBitflip, NemDiskFull)
+	return append(generalNemeses(), NemPartitionLeader, NemKillLeader, NemPauseLeader, NemBitflip, NemDiskFull, NemPowerLossElection)
 }
 
 // ParseNemeses parses a comma-separated list ("all" = every kind, "none" or
@@ -187,6 +187,8 @@ func (e *env) inject(ctx context.Context, kind string) (*fault, error) {
 		return e.kill(ctx, ev, false, 0)
 	case NemPowerLoss:
 		return e.kill(ctx, ev, true, -1)
+	case NemPowerLossElection:
+		return e.powerLossElection(ctx, ev)
 	case NemPause, NemPauseLeader:
 		ev.Kind = NemPause
 		n, what := e.pick(kind == NemPauseLeader || e.rng.IntN(2) == 0)

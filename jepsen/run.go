@@ -271,7 +271,7 @@ func (t *test) run(ctx context.Context, meta *history.Meta) (err error) {
 	if t.faults {
 		args = append(args, "--fault-endpoint")
 	}
-	if slices.Contains(o.Nemesis, NemPowerLoss) {
+	if powerLossMode(o.Nemesis) {
 		args = append(args, "--power-loss")
 	}
 	if o.Mutant != "" {
@@ -287,7 +287,7 @@ func (t *test) run(ctx context.Context, meta *history.Meta) (err error) {
 		args = append(args, "--transaction-timeout", txnTimeout.String(), "--transaction-check-interval", txnCheckInterval.String())
 	}
 	t.env = &env{rec: t.rec, rng: rng, stopped: map[int]bool{}, corrupted: map[int]bool{}, joinArgs: map[int]bool{},
-		powerLoss: slices.Contains(o.Nemesis, NemPowerLoss),
+		powerLoss: powerLossMode(o.Nemesis),
 		log:       func(msg string, a ...any) { t.log.Info("jepsen: "+msg, a...) }}
 	t.g = localgroup.New(localgroup.Config{
 		Binary: t.bin, Env: o.Env, Dir: filepath.Join(o.Out, "nodes"), BasePort: o.BasePort, Nodes: 3,
