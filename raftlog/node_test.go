@@ -1029,7 +1029,7 @@ func TestReadAnswerOfEarlierIncarnation(t *testing.T) {
 
 	// Node 2 restarts; more is committed; it asks again.
 	n2 := g.nodes[2]
-	n2.crash(rand.New(rand.NewPCG(1, 2)))
+	n2.crash(rand.New(rand.NewPCG(1, 2)), 0.5)
 	require.NoError(t, n2.open())
 	g.handle(2)
 	require.NoError(t, g.propose(1, "b", "c"))

@@ -81,6 +81,9 @@ type simNode struct {
 	durableSM bool
 	// forgetVote is the vote-not-durable mutant (simHooks.forgetVote).
 	forgetVote bool
+	// unsyncedState sets the product's Storage.UnsafeNoSync (the
+	// vote-not-fsynced mutant; simHooks.unsyncedState).
+	unsyncedState bool
 	// newReqs, if set, makes the node's request table (Node's batchTable,
 	// lost in a crash) at each open; the simulator then proposes through
 	// it, and answer answers the batches each commit hands over.
@@ -110,6 +113,7 @@ func (n *simNode) open() error {
 		return fmt.Errorf("node %d: open storage: %w", n.id, err)
 	}
 	st.SnapshotData = n.snapData
+	st.UnsafeNoSync = n.unsyncedState
 	applied, data := uint64(0), map[uint64]string{}
 	if n.durableSM {
 		if applied, data, err = loadSM(n.fs, st); err != nil {
@@ -228,9 +232,10 @@ func (n *simNode) compact() (uint64, error) {
 }
 
 // crash drops the node as a power loss would: its file system becomes
-// what a crash leaves of it (rng decides which unsynced writes survive).
-func (n *simNode) crash(rng *rand.Rand) {
-	crashed := n.fs.CrashClone(rng, 0.5)
+// what a crash leaves of it (rng decides which unsynced writes survive,
+// each with probability keep).
+func (n *simNode) crash(rng *rand.Rand, keep float64) {
+	crashed := n.fs.CrashClone(rng, keep)
 	n.st.Close()
 	n.clog.Close() // on the old file system, which nothing reads again
 	n.fs, n.up, n.core = crashed, false, nil
@@ -393,7 +398,24 @@ type simHooks struct {
 	// lostWhenApplied fails a batch whose entry was applied with ErrLost,
 	// a definite failure that is not true.
 	lostWhenApplied bool
+	// unsyncedState is the product's own vote-not-fsynced mutant: each
+	// node's Storage has UnsafeNoSync set, so it writes term, vote and
+	// membership without fsync (it takes effect only in a build with
+	// -tags mutant).
+	unsyncedState bool
+
+	// Not bad behaviours but a fault schedule, for the tests of the
+	// mutants above: powerCutAfterVote cuts the power of every node that
+	// grants a vote 1 ms later, losing all its unsynced writes (keep 0),
+	// and checkpoints each node's whole file system (SyncFS) every
+	// simCheckpointMs, as the store's checkpoint does in the broker.
+	powerCutAfterVote bool
 }
+
+// simCheckpointMs is the period of the file-system checkpoint with
+// simHooks.powerCutAfterVote: the election timeout (10 ticks of 10 ms),
+// as the broker's one-second checkpoint is about its election timeout.
+const simCheckpointMs = 100
 
 // commitRec is the first application of a log index anywhere.
 type commitRec struct {
@@ -442,6 +464,7 @@ type sim struct {
 
 	leaderOf map[uint64]uint64 // term -> leader
 	crashAt  map[uint64]int64  // node -> when a scheduled crash happens
+	cut      map[uint64]bool   // node -> its scheduled crash drops every unsynced write
 	commits  map[uint64]commitRec
 	err      error
 
@@ -486,6 +509,10 @@ func (s *sim) connected(a, b uint64) bool { return s.side[a] == s.side[b] }
 
 func (s *sim) sendFrom(from uint64, msgs []*pb.Message) {
 	for _, m := range msgs {
+		if m.GetType() == pb.MessageType_MsgVoteResp && !m.GetReject() && s.crashAt[from] == 0 && s.hooks.powerCutAfterVote {
+			// The power goes right after the vote left.
+			s.crashAt[from], s.cut[from] = s.now+1, true
+		}
 		if m.GetType() == pb.MessageType_MsgVoteResp && !m.GetReject() && s.crashAt[from] == 0 && s.rng.Float64() < 0.3 {
 			// Crashes right after a vote are where durability of the
 			// vote matters: schedule one.
@@ -531,7 +558,7 @@ func (s *sim) reportSnap(m *pb.Message, failed bool) {
 
 func newSim(seed uint64, hooks simHooks, verbose bool) (*sim, error) {
 	s := &sim{seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), hooks: hooks, side: map[uint64]int{},
-		tookBy: map[string]uint64{}, crashAt: map[uint64]int64{}, acked: map[string]bool{}, leaderOf: map[uint64]uint64{},
+		tookBy: map[string]uint64{}, crashAt: map[uint64]int64{}, cut: map[uint64]bool{}, acked: map[string]bool{}, leaderOf: map[uint64]uint64{},
 		failed: map[string]error{}, applied: map[string]bool{},
 		commits: map[uint64]commitRec{}, h: sha256.New()}
 	if verbose {
@@ -554,6 +581,7 @@ func (s *sim) addNode(peers []raft.Peer) error {
 		timing: Timing{ElectionTick: 10, HeartbeatTick: 2, CommitNotifyDelay: 2 * time.Millisecond}}
 	n.send = s.sendFrom
 	n.forgetVote = s.hooks.forgetVote
+	n.unsyncedState = s.hooks.unsyncedState
 	n.durableSM = true
 	n.restore = func(n *simNode, snap *pb.Snapshot) error {
 		s.installs++
@@ -852,7 +880,7 @@ func (s *sim) step(chaos bool) {
 	s.now++
 	for _, n := range s.nodes {
 		if n.removed && n.up {
-			n.crash(s.rng)
+			n.crash(s.rng, 0.5)
 			s.logf("stop removed %d", n.id)
 		}
 	}
@@ -917,6 +945,13 @@ func (s *sim) step(chaos bool) {
 		if !n.up {
 			continue
 		}
+		if s.hooks.powerCutAfterVote && (s.now+int64(n.id)*37)%simCheckpointMs == 0 {
+			if err := n.fs.SyncFS("/n"); err != nil {
+				s.failf("node %d: checkpoint: %v", n.id, err)
+				return
+			}
+			s.logf("checkpoint %d", n.id)
+		}
 		if s.now >= n.nextTick {
 			n.nextTick += 10
 			n.core.Tick()
@@ -955,9 +990,14 @@ func (s *sim) faults() {
 		}
 	}
 	if n := s.node(max(crash, 1)); crash != 0 && n.up && !n.removed {
-		n.crash(s.rng)
+		keep := 0.5
+		if s.cut[crash] {
+			keep = 0 // a power cut aimed at a vote: every unsynced byte goes
+			delete(s.cut, crash)
+		}
+		n.crash(s.rng, keep)
 		s.crashes++
-		s.logf("crash %d", crash)
+		s.logf("crash %d (unsynced writes kept with p=%.1f)", crash, keep)
 	}
 	for _, n := range s.active() {
 		if !n.up && s.rng.Float64() < 0.02 {

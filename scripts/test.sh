@@ -39,3 +39,5 @@ go test -count=1 -timeout 5m -tags mutant ./internal/mutant ./jepsen "$@"
 # The broker's fault endpoint (tick-rate and clock skew), compiled only
 # into the mutant build.
 go test -count=1 -timeout 5m -tags mutant -run 'TestFault' ./cluster "$@"
+# The simulator against the storage's own vote-not-fsynced mutant.
+go test -count=1 -timeout 5m -tags mutant -run 'TestSimCatchesUnsyncedVote' ./raftlog "$@"
