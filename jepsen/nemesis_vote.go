@@ -15,9 +15,14 @@ import (
 // a raft node's new term and vote must already be durable: it kills the
 // leader (a power loss of that node: the brokers run in --power-loss
 // mode), watches the others' /status every few milliseconds, and the
-// moment one of them leads a higher term and is ready (so the majority
-// granted it their votes and appended the new term's first entry), cuts
-// the power of every node at once. The heal restarts them all.
+// moment one of them leads a higher term (a majority granted it their
+// votes, and it has appended the term's first entry: a node publishes its
+// status after persisting a Ready), cuts the power of every node at once,
+// the new leader's first. The heal restarts them all. It does not wait
+// for the leader to be ready: the first entry a node applies after a
+// second without any kicks the store's checkpoint, whose sync would make
+// the new term durable anyway (waiting for readiness let 1 seed in 10
+// escape).
 //
 // The plain power-loss nemesis rarely hits that window: the store's
 // checkpoint syncs the whole file system once a second (vfs.LazyFS.SyncAll
@@ -74,26 +79,42 @@ func (e *env) powerLossElection(ctx context.Context, ev history.Event) (*fault, 
 	if err := e.g.Kill(old); err != nil {
 		e.log("kill", "node", old, "err", err)
 	}
-	// Wait for a survivor to lead a higher term, ready.
-	var leader, term uint64
-	deadline := start.Add(electionWait)
-	for leader == 0 && time.Now().Before(deadline) && ctx.Err() == nil {
-		for _, n := range e.nodes() {
-			if uint64(n) == old {
-				continue
-			}
-			st, err := e.g.Status(uint64(n))
-			if err == nil && st.LeaderReady && st.Status.Term > oldTerm {
-				leader, term = uint64(n), st.Status.Term
-				break
-			}
+	// Wait for a survivor to lead a higher term: each is polled on its
+	// own goroutine, and the first to answer as leader wins.
+	found := make(chan [2]uint64, 1)
+	wctx, cancel := context.WithTimeout(ctx, electionWait)
+	var wg sync.WaitGroup
+	for _, n := range e.nodes() {
+		if uint64(n) == old {
+			continue
 		}
-		if leader == 0 {
-			time.Sleep(electionPoll)
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for wctx.Err() == nil {
+				if st, err := e.g.Status(uint64(n)); err == nil && st.Status.Leader == st.Status.ID && st.Status.Term > oldTerm {
+					select {
+					case found <- [2]uint64{uint64(n), st.Status.Term}:
+					default:
+					}
+					cancel()
+					return
+				}
+				time.Sleep(electionPoll)
+			}
+		}()
 	}
+	var leader, term uint64
+	select {
+	case lt := <-found:
+		leader, term = lt[0], lt[1]
+	case <-wctx.Done():
+	}
+	cancel()
 	elected := time.Since(start)
-	e.powerCut(e.nodes())
+	// The new leader first: its own entry of the new term is in its log.
+	e.powerCut(append([]int{int(leader)}, e.nodes()...))
+	wg.Wait()
 	if leader == 0 {
 		ev.Description = fmt.Sprintf("power loss of leader n%d (term %d); no new leader within %v; then power loss of every node",
 			old, oldTerm, electionWait)
@@ -104,11 +125,17 @@ func (e *env) powerLossElection(ctx context.Context, ev history.Event) (*fault, 
 	return &fault{ev: ev, heal: heal}, nil
 }
 
-// powerCut kills the given nodes at the same moment (kill -9 in
-// power-loss mode: each loses its unsynced writes), and waits for them.
+// powerCut kills the given nodes (0 and repeats are skipped) at about
+// the same moment, in order (kill -9 in power-loss mode: each loses its
+// unsynced writes), and waits for them.
 func (e *env) powerCut(nodes []int) {
 	var wg sync.WaitGroup
+	seen := map[int]bool{0: true}
 	for _, n := range nodes {
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
 		e.stopping(n)
 		if !e.g.Node(uint64(n)).Running() {
 			continue
