@@ -12,29 +12,33 @@ import (
 )
 
 // The power-loss-election nemesis aims a power cut at the window in which
-// a raft node's new term and vote must already be durable: it kills the
-// leader (a power loss of that node: the brokers run in --power-loss
-// mode), watches the others' /status every few milliseconds, and the
-// moment one of them leads a higher term (a majority granted it their
-// votes, and it has appended the term's first entry: a node publishes its
-// status after persisting a Ready), cuts the power of every node at once,
-// the new leader's first. The heal restarts them all. It does not wait
-// for the leader to be ready: the first entry a node applies after a
-// second without any kicks the store's checkpoint, whose sync would make
-// the new term durable anyway (waiting for readiness let 1 seed in 10
-// escape).
+// a raft node's new term and vote must already be durable: it asks the
+// leader to hand leadership to a follower (the admin transfer: the
+// follower campaigns at once in a higher term and the others grant their
+// votes), watches every node's /status every few milliseconds, and the
+// moment one of them leads a higher term (it has its majority of votes
+// and has appended the term's first entry: a node publishes its status
+// after persisting a Ready), cuts the power of every node at once (kill
+// -9 in --power-loss mode), the new leader's first. The heal restarts
+// them all.
 //
 // The plain power-loss nemesis rarely hits that window: the store's
-// checkpoint syncs the whole file system once a second (vfs.LazyFS.SyncAll
-// in power-loss mode), which makes a term or vote written without its own
-// fsync durable anyway unless the power goes within the same second. Here
-// the cut follows the election by a few tens of milliseconds. A node whose
-// term and vote were not synced comes back with its raft state behind its
-// log and must refuse to start (raftlog.OpenStorage); had it started, it
-// could vote a second time in a term it already voted in, and the
-// replica and queue checkers would see two leaders' diverging logs or a
-// committed entry lost. A correct build comes back with every term and
-// vote it acted on, elects a leader and goes on.
+// checkpoint syncs the whole file system (vfs.LazyFS.SyncAll in
+// power-loss mode) about once a second, kicked by an apply when the last
+// one is a second old, which makes a term or vote written without its own
+// fsync durable anyway unless the power goes before it. An election after
+// the leader's death fails the same way: the election takes most of a
+// second without applies, so the new term's first apply kicks a
+// checkpoint at once (1 to 4 seeds in 10 escaped that way). A transfer
+// elects within milliseconds, while the workload's applies keep the
+// checkpoints on their schedule, and the cut follows within milliseconds.
+//
+// A node whose term and vote were not synced comes back with its raft
+// state behind its log and must refuse to start (raftlog.OpenStorage); had
+// it started, it could vote a second time in a term it already voted in,
+// and the replica and queue checkers would see two leaders' diverging logs
+// or a committed entry lost. A correct build comes back with every term
+// and vote it acted on, elects a leader and goes on.
 
 // NemPowerLossElection is the nemesis described above. It is a targeted
 // variant: not in "all", whose power-loss kind covers the random cut.
@@ -72,22 +76,25 @@ func (e *env) powerLossElection(ctx context.Context, ev history.Event) (*fault, 
 		}
 	}
 	if old == 0 {
-		return nil, errors.New("jepsen: power-loss-election: no ready leader to depose")
+		return nil, errors.New("jepsen: power-loss-election: no ready leader")
 	}
-	e.stopping(int(old))
-	start := time.Now()
-	if err := e.g.Kill(old); err != nil {
-		e.log("kill", "node", old, "err", err)
+	var cands []int
+	for _, n := range e.nodes() {
+		if uint64(n) != old && e.g.Node(uint64(n)).Running() {
+			cands = append(cands, n)
+		}
 	}
-	// Wait for a survivor to lead a higher term: each is polled on its
-	// own goroutine, and the first to answer as leader wins.
+	if len(cands) == 0 {
+		return nil, errors.New("jepsen: power-loss-election: no follower to elect")
+	}
+	to := uint64(cands[e.rng.IntN(len(cands))])
+	// Watch every node for a leader of a higher term, each on its own
+	// goroutine; the first to answer as one wins.
 	found := make(chan [2]uint64, 1)
 	wctx, cancel := context.WithTimeout(ctx, electionWait)
+	defer cancel()
 	var wg sync.WaitGroup
 	for _, n := range e.nodes() {
-		if uint64(n) == old {
-			continue
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -104,23 +111,38 @@ func (e *env) powerLossElection(ctx context.Context, ev history.Event) (*fault, 
 			}
 		}()
 	}
+	start := time.Now()
+	tctx, tcancel := context.WithTimeout(ctx, 2*time.Second)
+	terr := e.admin.TransferLeader(tctx, to)
+	tcancel()
+	if terr != nil {
+		cancel() // unless a new leader was seen already
+	}
 	var leader, term uint64
 	select {
 	case lt := <-found:
 		leader, term = lt[0], lt[1]
 	case <-wctx.Done():
+		select {
+		case lt := <-found:
+			leader, term = lt[0], lt[1]
+		default:
+		}
 	}
-	cancel()
 	elected := time.Since(start)
-	// The new leader first: its own entry of the new term is in its log.
+	cancel()
+	// The new leader first: it holds its first entry of the new term.
 	e.powerCut(append([]int{int(leader)}, e.nodes()...))
 	wg.Wait()
-	if leader == 0 {
-		ev.Description = fmt.Sprintf("power loss of leader n%d (term %d); no new leader within %v; then power loss of every node",
-			old, oldTerm, electionWait)
-	} else {
-		ev.Description = fmt.Sprintf("power loss of leader n%d (term %d); n%d led term %d after %v; power loss of every node %v later",
-			old, oldTerm, leader, term, elected.Round(time.Millisecond), (time.Since(start) - elected).Round(time.Millisecond))
+	switch {
+	case terr != nil && leader == 0:
+		ev.Description = fmt.Sprintf("hand leadership from n%d (term %d) to n%d failed (%v); power loss of every node", old, oldTerm, to, terr)
+	case leader == 0:
+		ev.Description = fmt.Sprintf("hand leadership from n%d (term %d) to n%d: no new leader within %v; power loss of every node",
+			old, oldTerm, to, electionWait)
+	default:
+		ev.Description = fmt.Sprintf("hand leadership from n%d (term %d) to n%d: n%d led term %d after %v; power loss of every node",
+			old, oldTerm, to, leader, term, elected.Round(time.Millisecond))
 	}
 	return &fault{ev: ev, heal: heal}, nil
 }
