@@ -33,7 +33,7 @@ func Scenarios(set string) ([]Scenario, error) {
 	case "ci":
 		return []Scenario{
 			sc(WorkloadQueue, NemPartition, NemKill),
-			sc(WorkloadRetries, NemPowerLoss, NemPartitionLeader),
+			sc(WorkloadRetries, NemPowerLoss, NemPowerLossElection, NemPartitionLeader),
 			sc(WorkloadLog, NemCorrupt, NemPause, NemClock),
 			sc(WorkloadOffsets, NemKillLeader, NemDelay, NemLoss),
 			// The delay workload runs the queue workload's clients too.
@@ -50,6 +50,7 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadQueue, NemKill),
 			sc(WorkloadQueue, NemPause),
 			sc(WorkloadQueue, NemPowerLoss),
+			sc(WorkloadQueue, NemPowerLossElection),
 			sc(WorkloadQueue, NemCorrupt),
 			sc(WorkloadLog, NemClock),
 			sc(WorkloadLog, NemDelay, NemLoss),
