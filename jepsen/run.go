@@ -2,7 +2,7 @@
 // real broker processes (the raftmq binary itself), drives a workload
 // through the Go client while a seeded nemesis injects faults, records
 // every operation, and checks the history (jepsen/checker) and writes a
-// report (jepsen/report). See Run and the README's "Chaos campaigns".
+// report (jepsen/report). See Run and docs/chaos.md.
 package jepsen
 
 import (

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# backlog.sh: a large backlog over many queues (issue 19, point 5), on one
+# backlog.sh: a large backlog over many queues (10 GB over 1,024 queues by
+# default: recovery, a replaced follower, reads from far behind), on one
 # fresh three-node group of `raftmq broker` processes started by this
 # script (so that it can kill -9 and restart each one):
 #

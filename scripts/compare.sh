@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# compare.sh: the benchmark table of the README in one run, next to NATS
+# compare.sh: the three-node benchmark table (docs/benchmarks.md) in one run, next to NATS
 # JetStream measured on the same machine just before.
 #
 #   ./scripts/compare.sh            # NATS (both sync modes), etcd, then raftmq

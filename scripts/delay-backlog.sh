@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The delay backlog test of issue 16: MESSAGES timer messages (default
+# The delay backlog test (many timer messages due at once, sends measured
+# beside them): MESSAGES timer messages (default
 # 1,000,000 of 1 KiB) all due DELAY seconds (default 120) after the run
 # starts, on a fresh three-node group, with pipelined sends measured before
 # (baseline), while the backlog waits in the schedule, and while it drains.

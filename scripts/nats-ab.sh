@@ -3,7 +3,8 @@
 # JetStream R3 (file storage; by default NATS syncs every 2 minutes, so its
 # acks do not wait for a disk), in alternating rounds, each on a fresh
 # three-node group / cluster, with the day's fdatasync latency measured in
-# every round. The comparison of issue 19 point 4.
+# every round: the pipelined and one-at-a-time comparison with NATS in
+# docs/benchmarks.md.
 #
 #   ./scripts/nats-ab.sh                       # 3 rounds of 10 s runs (~12 min)
 #   ROUNDS=1 DURATION=5s ./scripts/nats-ab.sh  # a quick look

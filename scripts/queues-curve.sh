@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # queues-curve.sh: how pipelined sends and consumption depend on the number
-# of queues (issue 19), next to NATS JetStream R3 with as many subjects,
+# of queues (the many-queues curve of docs/benchmarks.md), next to NATS JetStream R3 with as many subjects,
 # measured in the same run.
 #
 #   ./scripts/queues-curve.sh                                 # 4, 64, 1024, 8192 queues, 10 s per run

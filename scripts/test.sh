@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The project's test command (README: "Run the tests"). Unit, crash and
+# The project's test command (README: "Set up (two commands)"; more in
+# docs/testing.md). Unit, crash and
 # integration tests on real files; a few minutes on 2 cores.
 #
 #   scripts/test.sh [--under-load [N]] [go test flags...]

@@ -19,7 +19,7 @@ import (
 )
 
 // diskFullRecovery bounds the time from a node's disk filling to the
-// group acknowledging sends again (README, "When the disk fills").
+// group acknowledging sends again (docs/operating.md, "Disk full").
 const diskFullRecovery = 10 * time.Second
 
 // TestDiskFullProcesses runs three real broker processes, each with its
