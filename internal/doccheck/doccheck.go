@@ -67,11 +67,22 @@ var inlineLink = regexp.MustCompile(`\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
 var inlineCode = regexp.MustCompile("(`+)[^`]*?(`+)")
 
 // scan reads a Markdown file's links and the anchors of its headings,
-// ignoring fenced code blocks and code spans.
+// ignoring fenced code blocks and code spans. Links are found per
+// paragraph (a link's text may wrap onto the next line) and reported at
+// the paragraph's first line.
 func scan(data []byte) (links []link, anchors map[string]bool) {
 	anchors = map[string]bool{}
 	seen := map[string]int{}
 	fence := ""
+	var para []string
+	paraLine := 0
+	flush := func() {
+		text := inlineCode.ReplaceAllString(strings.Join(para, " "), "")
+		for _, m := range inlineLink.FindAllStringSubmatch(text, -1) {
+			links = append(links, link{target: m[1], line: paraLine})
+		}
+		para = para[:0]
+	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for n := 1; sc.Scan(); n++ {
@@ -84,10 +95,12 @@ func scan(data []byte) (links []link, anchors map[string]bool) {
 			continue
 		}
 		if strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
+			flush()
 			fence = trimmed[:3]
 			continue
 		}
 		if strings.HasPrefix(line, "#") {
+			flush()
 			text := strings.TrimSpace(strings.TrimLeft(line, "#"))
 			a := Anchor(text)
 			if k := seen[a]; k > 0 {
@@ -96,12 +109,18 @@ func scan(data []byte) (links []link, anchors map[string]bool) {
 				anchors[a] = true
 			}
 			seen[a]++
+			continue
 		}
-		line = inlineCode.ReplaceAllString(line, "")
-		for _, m := range inlineLink.FindAllStringSubmatch(line, -1) {
-			links = append(links, link{target: m[1], line: n})
+		if strings.TrimSpace(line) == "" {
+			flush()
+			continue
 		}
+		if len(para) == 0 {
+			paraLine = n
+		}
+		para = append(para, line)
 	}
+	flush()
 	return links, anchors
 }
 
@@ -216,4 +235,47 @@ func WorkItems(root string, files []string) ([]Problem, error) {
 		}
 	}
 	return problems, nil
+}
+
+// MissingFromContents reads a document's "## Contents" section and lists
+// the second-level headings (outside code blocks) it does not link; ok is
+// false when there is no such section.
+func MissingFromContents(data []byte) (missing []string, ok bool) {
+	var headings []string
+	var contents []string
+	inContents, fence := false, false
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fence = !fence
+			continue
+		}
+		if fence {
+			continue
+		}
+		if strings.HasPrefix(line, "## ") {
+			h := strings.TrimSpace(line[3:])
+			inContents = h == "Contents"
+			if inContents {
+				ok = true
+			} else {
+				headings = append(headings, h)
+			}
+			continue
+		}
+		if inContents {
+			contents = append(contents, line)
+		}
+	}
+	linked := map[string]bool{}
+	for _, m := range inlineLink.FindAllStringSubmatch(strings.Join(contents, " "), -1) {
+		if a, found := strings.CutPrefix(m[1], "#"); found {
+			linked[a] = true
+		}
+	}
+	for _, h := range headings {
+		if !linked[Anchor(h)] {
+			missing = append(missing, h)
+		}
+	}
+	return missing, ok
 }

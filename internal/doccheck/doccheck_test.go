@@ -92,7 +92,7 @@ func TestLinksFindsBrokenLinks(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
 	}
 	write("README.md", "# Top\n\n## A section\n\n[ok](docs/a.md#deep-part) [ok2](#a-section) [gone](docs/b.md) [bad](docs/a.md#nope)\n"+
-		"[web](https://example.com/x.md) `[code](missing.md)`\n```\n[fenced](missing.md)\n```\n[up](../outside.md)\n")
+		"[web](https://example.com/x.md) `[code](missing.md)`\n```\n[fenced](missing.md)\n```\n[up](../outside.md)\n\nA [wrapped\nlink](docs/a.md#wrong) here.\n")
 	write("docs/a.md", "# A\n\n### Deep part\n\n[back](../README.md#top) [self](#nothing)\n")
 	problems, err := Links(dir)
 	require.NoError(t, err)
@@ -104,6 +104,7 @@ func TestLinksFindsBrokenLinks(t *testing.T) {
 		`README.md:5: link "docs/b.md": no such file docs/b.md`,
 		`README.md:5: link "docs/a.md#nope": docs/a.md has no heading with anchor #nope`,
 		`README.md:10: link "../outside.md" leaves the repository`,
+		`README.md:12: link "docs/a.md#wrong": docs/a.md has no heading with anchor #wrong`,
 		`docs/a.md:5: link "#nothing": docs/a.md has no heading with anchor #nothing`,
 	}, got)
 }
@@ -117,4 +118,38 @@ func TestWorkItemsFound(t *testing.T) {
 	require.Len(t, problems, 2)
 	require.Equal(t, 2, problems[0].Line)
 	require.Equal(t, 3, problems[1].Line)
+}
+
+// maxLinesWithoutContents is how long a document may grow before it needs
+// a table of contents.
+const maxLinesWithoutContents = 150
+
+// A long document opens with a table of contents: a "Contents" heading
+// whose list links each of its second-level headings.
+func TestLongDocsHaveContents(t *testing.T) {
+	files, err := MarkdownFiles(root)
+	require.NoError(t, err)
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(f)))
+		require.NoError(t, err)
+		if f == "README.md" || CountLines(data) <= maxLinesWithoutContents {
+			continue
+		}
+		missing, ok := MissingFromContents(data)
+		if !ok {
+			t.Errorf("%s: %d lines and no \"## Contents\" section", f, CountLines(data))
+			continue
+		}
+		for _, h := range missing {
+			t.Errorf("%s: the contents do not link the section %q", f, h)
+		}
+	}
+}
+
+func TestMissingFromContents(t *testing.T) {
+	_, ok := MissingFromContents([]byte("# T\n\n## A\n"))
+	require.False(t, ok)
+	missing, ok := MissingFromContents([]byte("# T\n\n## Contents\n\n- [A](#a)\n- [D\n  e](#d-e)\n\n## D e\n\n## A\n\n## B c\n\n```\n## not a heading\n```\n"))
+	require.True(t, ok)
+	require.Equal(t, []string{"B c"}, missing)
 }
