@@ -92,8 +92,13 @@ func (tb *testBrokers) start(id uint64, join ...bool) {
 	tb.bs[id] = b
 }
 
+// leaderWait bounds how long leader and follower wait for the group to
+// settle: they return as soon as it has, and a loaded machine (the suite
+// beside stress --cpu) can take several election rounds.
+const leaderWait = 30 * time.Second
+
 func (tb *testBrokers) leader() *Broker {
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(leaderWait)
 	for time.Now().Before(deadline) {
 		for _, b := range tb.bs {
 			if b.Replica().Node().LeaderReady() {
@@ -111,7 +116,7 @@ func (tb *testBrokers) leader() *Broker {
 // as "no raft leader elected".
 func (tb *testBrokers) follower() *Broker {
 	l := tb.leader()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(leaderWait)
 	for time.Now().Before(deadline) {
 		for _, b := range tb.bs {
 			if b != l && b.Replica().Node().Status().Leader == l.cfg.ID {

@@ -73,6 +73,8 @@ func TestAddNodeIsLearnerUntilCaughtUp(t *testing.T) {
 		"node 4 holds every message: %d of 21", tb.bs[4].Replica().Store().MaxOffset("T", 0))
 	require.Eventually(t, func() bool { return tb.bs[4].Replica().Node().Status().Role == "StateFollower" }, 5*time.Second, 10*time.Millisecond)
 	// 3 of the 4 voters are up: the group commits.
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	r, err = c.Invoke(ctx, sendCmd("T", 0, "after the promotion", "KP"))
 	require.NoError(t, err)
 	require.Equal(t, remoting.Success, r.Code, r.Remark)
@@ -94,7 +96,7 @@ func TestMembershipChangeAnsweredOnlyWhenApplied(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			errs[i] = l.AddNode(ctx, id, Peer{Client: addrs[2*i], Raft: addrs[2*i+1]})
 		}()
@@ -117,7 +119,7 @@ func TestMembershipChangeAnsweredOnlyWhenApplied(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			errs[i] = l.RemoveNode(ctx, id)
 		}()
