@@ -259,9 +259,16 @@ func (g *group) close() {
 		select {
 		case <-exited:
 		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-			g.t.Errorf("node %d did not stop within 15 s of SIGTERM; killed", n.id)
+			// SIGQUIT makes the Go runtime write every goroutine's stack
+			// to the log and exit: the stuck one is the diagnosis.
+			_ = cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-exited:
+			case <-time.After(5 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+			}
+			g.t.Errorf("node %d did not stop within 15 s of SIGTERM; its goroutines at SIGQUIT:\n%s", n.id, goroutineDump(n.logPath))
 			continue
 		}
 		if !killed && cmd.ProcessState != nil && !cmd.ProcessState.Success() {
@@ -725,4 +732,19 @@ func (c *capture) OutputPath(string) error                    { return nil }
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	waitFor(t, timeout, what, cond)
+}
+
+// goroutineDump returns the stack dump the Go runtime wrote to the log at
+// path on SIGQUIT (at most 400 lines), or a note that there is none.
+func goroutineDump(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	i := bytes.Index(b, []byte("SIGQUIT: quit"))
+	if i < 0 {
+		return "(no dump in " + path + ")"
+	}
+	lines := strings.SplitN(string(b[i:]), "\n", 401)
+	return strings.Join(lines[:min(len(lines), 400)], "\n")
 }
