@@ -1,8 +1,6 @@
 package cluster
 
 import (
-	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/internal/vfs"
 )
@@ -107,30 +104,7 @@ func createTopicT(t *testing.T, c *remoting.Conn) {
 // space instead of stopping, then installs it and catches up.
 func TestSnapshotInstallWaitsForSpace(t *testing.T) {
 	g := newGroup(t, 11)
-	l := g.leader(5 * time.Second)
-	createTopic(t, l, "T", 2)
-	var lag uint64
-	for id := uint64(1); id <= 3; id++ {
-		if id != l.cfg.ID {
-			lag = id
-		}
-	}
-	g.stop(lag)
-	body := strings.Repeat("x", 1000)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for i := 0; i < 3000; i += 50 {
-		var ms []*message.Message
-		for k := i; k < i+50; k++ {
-			ms = append(ms, testMsg("T", int32(k%2), fmt.Sprintf("%d-%s", k, body)))
-		}
-		_, err := l.Send(ctx, ms)
-		require.NoError(t, err)
-	}
-	require.NoError(t, l.Store().Persist())
-	at, err := l.rs.Compact(l.Node().Applied())
-	require.NoError(t, err)
-	require.Greater(t, at, uint64(10))
+	l, lag, at := g.compactPastFollower(t, "", false)
 
 	var refused atomic.Int32
 	tg := &vfs.Toggle{Err: vfs.ErrNoSpace}

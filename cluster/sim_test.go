@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -530,36 +531,56 @@ func others(id uint64) []uint64 {
 	return o
 }
 
-// TestSnapshotCatchUp: a node that was down while the leader's log was
-// compacted past its position catches up by snapshot (offsets, config,
-// queue positions), then by log, and its log positions match the leader's.
-func TestSnapshotCatchUp(t *testing.T) {
-	g := newGroup(t, 7)
-	l := g.leader(5 * time.Second)
+// compactPastFollower creates topic T (2 queues), stops a follower,
+// sends 3,000 messages of about 1 KiB (bodies "k-xxx…" followed by
+// suffix(k)'s text when suffix is set), with commitOffset also commits
+// offset 42 of group g in T's queue 1, then checkpoints and compacts the
+// leader's log past all of it: started again, the follower must install a
+// snapshot. It returns the leader, the stopped follower and the first
+// index the leader's log keeps.
+func (g *group) compactPastFollower(t *testing.T, suffix string, commitOffset bool) (l *Replica, lag, at uint64) {
+	t.Helper()
+	l = g.leader(5 * time.Second)
 	createTopic(t, l, "T", 2)
-	var lag uint64
 	for id := uint64(1); id <= 3; id++ {
 		if id != l.cfg.ID {
 			lag = id
 		}
 	}
 	g.stop(lag)
-	body := string(bytes.Repeat([]byte("x"), 1000))
+	body := strings.Repeat("x", 1000)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for i := 0; i < 3000; i += 50 {
 		var ms []*message.Message
 		for k := i; k < i+50; k++ {
-			ms = append(ms, testMsg("T", int32(k%2), fmt.Sprintf("%d-%s", k, body)))
+			text := fmt.Sprintf("%d-%s", k, body)
+			if suffix != "" {
+				text += fmt.Sprintf(suffix, k)
+			}
+			ms = append(ms, testMsg("T", int32(k%2), text))
 		}
 		_, err := l.Send(ctx, ms)
 		require.NoError(t, err)
 	}
-	require.NoError(t, l.Exec(ctx, &store.Command{Op: store.OpCommitOffsets, Offsets: []store.OffsetCommit{{Group: "g", Topic: "T", QueueID: 1, Offset: 42}}}))
+	if commitOffset {
+		require.NoError(t, l.Exec(ctx, &store.Command{Op: store.OpCommitOffsets, Offsets: []store.OffsetCommit{{Group: "g", Topic: "T", QueueID: 1, Offset: 42}}}))
+	}
 	require.NoError(t, l.Store().Persist())
 	at, err := l.rs.Compact(l.Node().Applied())
 	require.NoError(t, err)
 	require.Greater(t, at, uint64(10), "compaction must drop segments for this test to mean anything")
+	return l, lag, at
+}
+
+// TestSnapshotCatchUp: a node that was down while the leader's log was
+// compacted past its position catches up by snapshot (offsets, config,
+// queue positions), then by log, and its log positions match the leader's.
+func TestSnapshotCatchUp(t *testing.T) {
+	g := newGroup(t, 7)
+	l, lag, at := g.compactPastFollower(t, "", true)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 
 	g.start(lag)
 	g.waitConverged(15 * time.Second)
