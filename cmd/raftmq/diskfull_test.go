@@ -35,25 +35,9 @@ func TestDiskFullProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	root := t.TempDir()
-	for i := 1; i <= 3; i++ {
-		dir := filepath.Join(root, fmt.Sprintf("n%d", i))
-		require.NoError(t, os.MkdirAll(dir, 0o755))
-		vfstest.MountTmpfs(t, dir, 64<<20)
-	}
-	var fallback syncBuffer // node lines their full disk could not take
-	g := localgroup.New(localgroup.Config{Binary: os.Args[0], Env: []string{"RAFTMQ_TEST_MAIN=1"}, Dir: root,
-		BasePort: freeBasePort(t), Args: []string{"--segment-size", "4194304", "--warm-ahead", "-1"}, Stderr: &fallback})
-	require.NoError(t, g.Start())
-	defer g.StopAll()
-	_, err := g.WaitLeader(20 * time.Second)
-	require.NoError(t, err)
-
+	g, fallback, _, cl := startTmpfsGroup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := client.New(client.Options{Addrs: g.Addrs(), RequestTimeout: 2 * time.Second})
-	require.NoError(t, err)
-	defer cl.Close()
 	const topic = "diskfull"
 	require.NoError(t, cl.CreateTopic(ctx, topic, 4))
 
@@ -142,7 +126,7 @@ func TestDiskFullProcesses(t *testing.T) {
 	l := leader()
 	require.NotZero(t, l)
 	t0 := time.Now()
-	ballast := vfstest.FillDisk(t, filepath.Join(root, fmt.Sprintf("n%d", l)))
+	ballast := vfstest.FillDisk(t, g.Node(l).Dir)
 	dt := waitAck(time.Now(), "fast fill")
 	t.Logf("fast fill of node %d: sends acknowledged again %v after the disk filled", l, time.Since(t0).Round(time.Millisecond))
 	_ = dt
@@ -169,7 +153,7 @@ func TestDiskFullProcesses(t *testing.T) {
 	// Slow: the (new) leader's disk fills a few MiB at a time.
 	m := leader()
 	require.NotZero(t, m)
-	dir := filepath.Join(root, fmt.Sprintf("n%d", m))
+	dir := g.Node(m).Dir
 	ballast = filepath.Join(dir, "ballast")
 	f, err := os.Create(ballast)
 	require.NoError(t, err)
@@ -258,25 +242,9 @@ func TestDiskFullRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	root := t.TempDir()
-	for i := 1; i <= 3; i++ {
-		dir := filepath.Join(root, fmt.Sprintf("n%d", i))
-		require.NoError(t, os.MkdirAll(dir, 0o755))
-		vfstest.MountTmpfs(t, dir, 64<<20)
-	}
-	var fallback syncBuffer
-	g := localgroup.New(localgroup.Config{Binary: os.Args[0], Env: []string{"RAFTMQ_TEST_MAIN=1"}, Dir: root,
-		BasePort: freeBasePort(t), Args: []string{"--segment-size", "4194304", "--warm-ahead", "-1"}, Stderr: &fallback})
-	require.NoError(t, g.Start())
-	defer g.StopAll()
-	l, err := g.WaitLeader(20 * time.Second)
-	require.NoError(t, err)
-
+	g, fallback, l, cl := startTmpfsGroup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := client.New(client.Options{Addrs: g.Addrs(), RequestTimeout: 2 * time.Second})
-	require.NoError(t, err)
-	defer cl.Close()
 	const topic, n = "restartfull", 450
 	require.NoError(t, cl.CreateTopic(ctx, topic, 1))
 	pr := cl.NewProducer(client.ProducerOptions{Group: "restartfull", MaxRetries: 20, Backoff: 10 * time.Millisecond})
@@ -303,7 +271,7 @@ func TestDiskFullRestart(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return count(f) == n }, 10*time.Second, 50*time.Millisecond, "node %d lacks messages", f)
 	require.NoError(t, g.Stop(f, 10*time.Second))
-	ballast := vfstest.FillDisk(t, filepath.Join(root, fmt.Sprintf("n%d", f)))
+	ballast := vfstest.FillDisk(t, g.Node(f).Dir)
 	require.NoError(t, g.StartNode(f))
 
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -325,7 +293,33 @@ func TestDiskFullRestart(t *testing.T) {
 		st, err := g.Status(f)
 		return err == nil && !st.DiskFull
 	}, 10*time.Second, 50*time.Millisecond, "node %d still full after the ballast was removed", f)
-	_, err = pr.Send(ctx, &client.Message{Topic: topic, QueueID: 0, Body: []byte("after")})
+	_, err := pr.Send(ctx, &client.Message{Topic: topic, QueueID: 0, Body: []byte("after")})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return count(f) == n+1 }, 10*time.Second, 50*time.Millisecond, "node %d does not catch up after space freed", f)
+}
+
+// startTmpfsGroup starts three broker processes, each on a 64 MiB tmpfs of
+// its own (4 MiB segments, no warm-ahead, so a disk fills fast), waits for
+// a leader and returns the group, the supervisor's stderr (node lines a
+// full disk could not take), the leader and a client; all are stopped
+// when the test ends.
+func startTmpfsGroup(t *testing.T) (*localgroup.Group, *syncBuffer, uint64, *client.Client) {
+	t.Helper()
+	root := t.TempDir()
+	for i := 1; i <= 3; i++ {
+		dir := filepath.Join(root, fmt.Sprintf("n%d", i))
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		vfstest.MountTmpfs(t, dir, 64<<20)
+	}
+	fallback := &syncBuffer{}
+	g := localgroup.New(localgroup.Config{Binary: os.Args[0], Env: []string{"RAFTMQ_TEST_MAIN=1"}, Dir: root,
+		BasePort: freeBasePort(t), Args: []string{"--segment-size", "4194304", "--warm-ahead", "-1"}, Stderr: fallback})
+	require.NoError(t, g.Start())
+	t.Cleanup(func() { _ = g.StopAll() })
+	l, err := g.WaitLeader(20 * time.Second)
+	require.NoError(t, err)
+	cl, err := client.New(client.Options{Addrs: g.Addrs(), RequestTimeout: 2 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { cl.Close() })
+	return g, fallback, l, cl
 }
