@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // TraceTopic is RocketMQ's message trace topic (TopicValidator.RMQ_SYS_TRACE_TOPIC):

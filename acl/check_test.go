@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 const checkYAML = `globalWhiteRemoteAddresses: ["10.10.103.*"]

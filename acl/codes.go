@@ -3,11 +3,11 @@ package acl
 import (
 	"strings"
 
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // RocketMQ 4.x ACL admin request codes (RequestCode in 4.9.x; gone from
-// RocketMQ 5.3), and their failure response codes. internal/remoting does
+// RocketMQ 5.3), and their failure response codes. protocol/remoting does
 // not define them.
 const (
 	// UpdateAndCreateACLConfig (UPDATE_AND_CREATE_ACL_CONFIG): header

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/raftmq/raftmq/commitlog/message"
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // Topic creation defaults (RocketMQ's).

@@ -7,8 +7,8 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/raftmq/raftmq/commitlog/message"
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // The operator's admin requests (mqadmin's): reads of the broker's admin

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/message"
 )
 
 // Auto-batching defaults (ProducerOptions.AutoBatch).

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftmq/raftmq/commitlog/message"
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/protocol/remoting"
 	"github.com/stretchr/testify/require"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/raftmq/raftmq/commitlog/message"
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // newEchoBroker starts a node that answers every send at once with a fixed

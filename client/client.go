@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/acl"
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // Defaults for zero Options fields.

@@ -11,11 +11,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/raftmq/raftmq/commitlog/message"
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
-// record builds a stored record with commitlog/message.
+// record builds a stored record with message.
 func record(t testing.TB, topic string, queue int32, off, phys int64, body []byte, props map[string]string) []byte {
 	t.Helper()
 	m := message.Message{

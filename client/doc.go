@@ -1,6 +1,6 @@
 // Package client is the Go client library of raftmq: it talks to one raft
 // group of raftmq brokers over RocketMQ's remoting protocol
-// (internal/remoting). The CLI, the benchmarks and the chaos harness use
+// (protocol/remoting). The CLI, the benchmarks and the chaos harness use
 // it, and applications consume through its PushConsumer.
 //
 // # Pieces
@@ -65,7 +65,7 @@
 // # Goroutines
 //
 // The Client starts none of its own beyond those of its connections (a
-// reader and a writer each, see internal/remoting) and one per node during
+// reader and a writer each, see protocol/remoting) and one per node during
 // a route fetch. An async send's first attempt runs in the SendAsync
 // caller; its response is handled on the connection's reader goroutine,
 // which also calls the user's callback; retries run on timer goroutines

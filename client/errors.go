@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // Sentinel errors. They are wrapped with context; test them with errors.Is.

@@ -5,8 +5,8 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/raftmq/raftmq/commitlog/message"
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // The fake group's retry and transaction requests: CONSUMER_SEND_MSG_BACK

@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/raftmq/raftmq/acl"
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // pool holds one connection (a remoting.Conn in a poolConn, which signs

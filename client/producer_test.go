@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/raftmq/raftmq/commitlog/message"
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 func testCtx(t *testing.T) context.Context {

@@ -15,8 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/raftmq/raftmq/commitlog/message"
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // fastOptions are push consumer options with short periods, for tests.

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/raftmq/raftmq/commitlog/message"
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // Message queries: by key (KEYS or UNIQ_KEY) through the index, and by

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/message"
 )
 
 // Pull pacing.

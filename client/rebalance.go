@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // retrySoon is how long the run loop waits before rebalancing again when

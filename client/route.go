@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // Route is a topic's route as the group reports it (GET_ROUTEINFO_BY_TOPIC).

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // step is what a send does after an attempt.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/acl"
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // poolConn is a pooled connection. Every request the client writes goes

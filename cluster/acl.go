@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/acl"
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 	"github.com/raftmq/raftmq/store"
 )
 

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/offsets"
+	"github.com/raftmq/raftmq/protocol/remoting"
 	"github.com/raftmq/raftmq/store"
 )
 

@@ -32,19 +32,19 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/raftmq/raftmq/acl"
+	"github.com/raftmq/raftmq/cluster/filter"
+	"github.com/raftmq/raftmq/cluster/locks"
+	"github.com/raftmq/raftmq/cluster/membership"
 	"github.com/raftmq/raftmq/commitlog"
-	"github.com/raftmq/raftmq/filter"
 	"github.com/raftmq/raftmq/internal/mutant"
-	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/internal/vfs"
-	"github.com/raftmq/raftmq/locks"
-	"github.com/raftmq/raftmq/membership"
 	"github.com/raftmq/raftmq/namesrv"
+	"github.com/raftmq/raftmq/protocol/remoting"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/raftlog/transport"
-	"github.com/raftmq/raftmq/schedule"
 	"github.com/raftmq/raftmq/store"
-	"github.com/raftmq/raftmq/txn"
+	"github.com/raftmq/raftmq/store/schedule"
+	"github.com/raftmq/raftmq/store/txn"
 )
 
 // Peer is a node's two addresses: the one clients use (RocketMQ remoting)
@@ -126,7 +126,7 @@ type Config struct {
 	Raft raftlog.Timing
 	// MaxFrame bounds remoting frames (default 16 MiB).
 	MaxFrame int
-	// Client connection limits (internal/remoting's Server fields of the
+	// Client connection limits (protocol/remoting's Server fields of the
 	// same names; 0: their defaults, negative: no limit): a frame must
 	// arrive within ClientReadTimeout once started; a connection with no
 	// request in flight is closed after ClientIdleTimeout; at most

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/internal/vfs"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // fullLeader starts three brokers on memory file systems, creates topic T

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/internal/mutant"
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // FaultRequest is the JSON body of a FAULT (9005) request. The broker

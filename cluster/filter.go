@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/raftmq/raftmq/commitlog/message"
-	"github.com/raftmq/raftmq/filter"
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/cluster/filter"
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/protocol/remoting"
 	"github.com/raftmq/raftmq/store"
 )
 

@@ -12,8 +12,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/internal/vfs"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // storedIn sums the messages in topic's queues 0..queues-1 on b.

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/raftmq/raftmq/cluster/membership"
 	"github.com/raftmq/raftmq/internal/mutant"
-	"github.com/raftmq/raftmq/internal/remoting"
-	"github.com/raftmq/raftmq/membership"
 	"github.com/raftmq/raftmq/offsets"
+	"github.com/raftmq/raftmq/protocol/remoting"
 	"github.com/raftmq/raftmq/store"
 )
 

@@ -10,7 +10,7 @@ import (
 	"sync"
 
 	"github.com/raftmq/raftmq/acl"
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // Access to the HTTP port. The port serves the node's status (/status),

@@ -3,9 +3,9 @@ package cluster
 import (
 	"time"
 
-	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/namesrv"
 	"github.com/raftmq/raftmq/offsets"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // Name-server registration (Config.NameServers): every node registers its

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/namesrv"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // TestNameServerRegistration: a group registered with a name server has

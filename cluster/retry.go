@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/raftmq/raftmq/commitlog/message"
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/offsets"
+	"github.com/raftmq/raftmq/protocol/remoting"
 	"github.com/raftmq/raftmq/store"
 )
 

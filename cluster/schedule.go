@@ -9,12 +9,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/internal/mutant"
+	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/offsets"
-	"github.com/raftmq/raftmq/schedule"
 	"github.com/raftmq/raftmq/store"
-	"github.com/raftmq/raftmq/txn"
+	"github.com/raftmq/raftmq/store/schedule"
+	"github.com/raftmq/raftmq/store/txn"
 )
 
 // Delayed, timer and transactional messages (packages schedule and txn).

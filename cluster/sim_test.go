@@ -17,8 +17,8 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/raftmq/raftmq/commitlog"
-	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/internal/vfs"
+	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/offsets"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"

@@ -8,7 +8,7 @@ import (
 	"net"
 	"os"
 
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // TLSConfig is a node's TLS: its certificate, the group's CA, and how its

@@ -17,7 +17,7 @@ import (
 
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/internal/certs"
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 	"github.com/raftmq/raftmq/raftlog"
 )
 

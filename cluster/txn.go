@@ -9,11 +9,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/internal/mutant"
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/protocol/remoting"
 	"github.com/raftmq/raftmq/store"
-	"github.com/raftmq/raftmq/txn"
+	"github.com/raftmq/raftmq/store/txn"
 )
 
 // Transactions (package txn): END_TRANSACTION from producers, and the

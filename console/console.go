@@ -31,8 +31,8 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/client"
-	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/jepsen/report"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // Prefix is where a console is mounted on the broker's HTTP mux.

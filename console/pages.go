@@ -13,13 +13,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftmq/raftmq/admin"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/client/admin"
 	"github.com/raftmq/raftmq/cluster"
-	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/harness/bench"
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/offsets"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // Most topics and groups a list page asks about; most dead letters shown.

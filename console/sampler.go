@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftmq/raftmq/admin"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/client/admin"
 	"github.com/raftmq/raftmq/cluster"
 )
 

@@ -32,7 +32,7 @@
 //	|  12 |    8 | tagsCode int64: hash of the TAGS property          |
 //
 // tagsCode is RocketMQ's tags.hashCode() widened to int64 (see
-// commitlog/message.TagsCode); this package never interprets it.
+// message.TagsCode); this package never interprets it.
 //
 // There is no header, magic number or checksum: the format is RocketMQ's,
 // and the commit log, which does carry checksums, is the source of truth

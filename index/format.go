@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/message"
 )
 
 // Header layout. These constants are part of the on-disk format and must not

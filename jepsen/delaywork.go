@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/client"
-	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/jepsen/history"
-	"github.com/raftmq/raftmq/schedule"
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/store/schedule"
 )
 
 // The delay workload: beside two producers and the queue consumers of the

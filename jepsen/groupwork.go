@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/client"
-	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/jepsen/history"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // The group workload: producers send as in the other workloads while two

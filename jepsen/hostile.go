@@ -14,8 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/jepsen/history"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // hostileTopic is the topic the flooders of the hostile nemesis send to;

@@ -18,10 +18,10 @@ import (
 	"github.com/raftmq/raftmq/cluster"
 	"github.com/raftmq/raftmq/commitlog"
 	"github.com/raftmq/raftmq/harness/localgroup"
-	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/internal/vfs"
 	"github.com/raftmq/raftmq/jepsen/history"
 	"github.com/raftmq/raftmq/jepsen/netfault"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // Nemesis kinds (the --nemesis list).

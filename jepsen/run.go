@@ -29,12 +29,12 @@ import (
 	"github.com/raftmq/raftmq/cluster"
 	"github.com/raftmq/raftmq/commitlog"
 	"github.com/raftmq/raftmq/harness/localgroup"
-	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/internal/vfs"
 	"github.com/raftmq/raftmq/jepsen/checker"
 	"github.com/raftmq/raftmq/jepsen/history"
 	"github.com/raftmq/raftmq/jepsen/netfault"
 	"github.com/raftmq/raftmq/jepsen/report"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // Options configure one run.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/client"
-	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/jepsen/history"
+	"github.com/raftmq/raftmq/message"
 )
 
 // The transaction workload: beside two producers and the queue consumers

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // The calls RocketMQ's admin tools (mqadmin, the dashboard) make to a name

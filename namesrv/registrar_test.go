@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // state is a Registrar's State function the test changes.

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/offsets"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // DefaultExpiry is how long a registration lives without renewal, as in

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/offsets"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 type fakeClock struct {

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // errStale refuses a registration that claims a broker id a live

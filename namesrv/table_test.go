@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 func reg(broker, addr string, id, stateVersion int64, full bool, topics ...string) registration {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/offsets"
 )
 

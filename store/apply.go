@@ -12,12 +12,12 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/commitlog"
-	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/consumequeue"
 	"github.com/raftmq/raftmq/internal/mutant"
+	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/offsets"
-	"github.com/raftmq/raftmq/schedule"
-	"github.com/raftmq/raftmq/txn"
+	"github.com/raftmq/raftmq/store/schedule"
+	"github.com/raftmq/raftmq/store/txn"
 )
 
 // Result is the outcome of applying one entry.

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/raftmq/raftmq/commitlog"
-	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/internal/vfs"
+	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/offsets"
 )
 

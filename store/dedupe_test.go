@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/internal/vfs"
+	"github.com/raftmq/raftmq/message"
 )
 
 // The dedupe decision of a retry is the same on two replicas that applied

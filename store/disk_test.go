@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftmq/raftmq/commitlog"
-	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/internal/vfs"
 	"github.com/raftmq/raftmq/internal/vfs/vfstest"
+	"github.com/raftmq/raftmq/message"
 )
 
 // The send path sees a disk filling within spaceRefresh, without waiting

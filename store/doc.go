@@ -25,7 +25,7 @@
 //	|   9 |    n | payload                                             |
 //
 // A messages payload is RocketMQ CommitLog records back to back (package
-// commitlog/message), each starting with its TOTALSIZE. A record's physical
+// message), each starting with its TOTALSIZE. A record's physical
 // offset is entry position + commitlog.HeaderSize + 9 + its offset in the
 // payload. Records are stored with QUEUEOFFSET and PHYSICALOFFSET zero; the
 // store patches both in the copies it serves, because both are a function

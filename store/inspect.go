@@ -10,10 +10,10 @@ import (
 	"text/tabwriter"
 
 	"github.com/raftmq/raftmq/commitlog"
-	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/consumequeue"
 	"github.com/raftmq/raftmq/index"
 	"github.com/raftmq/raftmq/internal/vfs"
+	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/offsets"
 )
 

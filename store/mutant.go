@@ -4,7 +4,7 @@ package store
 
 import (
 	"github.com/raftmq/raftmq/commitlog"
-	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/message"
 )
 
 // UncommittedRecords is the uncommitted-reads mutant (internal/mutant),

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/consumequeue"
-	"github.com/raftmq/raftmq/schedule"
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/store/schedule"
 )
 
 // ScheduleUnits returns up to limit units of schedule queue q from offset

@@ -7,10 +7,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/internal/vfs"
-	"github.com/raftmq/raftmq/schedule"
-	"github.com/raftmq/raftmq/txn"
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/store/schedule"
+	"github.com/raftmq/raftmq/store/txn"
 )
 
 // internalEntry builds an entry body of kind: head, then msgs stamped and

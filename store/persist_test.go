@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/internal/vfs"
+	"github.com/raftmq/raftmq/message"
 )
 
 // syncHookFS calls hook around SyncFS; a non-nil error from hook fails the

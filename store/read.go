@@ -7,8 +7,8 @@ import (
 	"sort"
 
 	"github.com/raftmq/raftmq/commitlog"
-	"github.com/raftmq/raftmq/commitlog/message"
 	"github.com/raftmq/raftmq/consumequeue"
+	"github.com/raftmq/raftmq/message"
 )
 
 // GetStatus is the outcome of GetMessages, named as RocketMQ's

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/raftmq/raftmq/commitlog/message"
-	"github.com/raftmq/raftmq/schedule"
-	"github.com/raftmq/raftmq/txn"
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/store/schedule"
+	"github.com/raftmq/raftmq/store/txn"
 )
 
 // RetentionConfig says when whole commitlog segments are deleted, with the

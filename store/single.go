@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/raftmq/raftmq/commitlog"
-	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/message"
 )
 
 // Standalone runs a Store as a single-node group: every appended entry is

@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/raftmq/raftmq/offsets"
-	"github.com/raftmq/raftmq/txn"
+	"github.com/raftmq/raftmq/store/txn"
 )
 
 type queueKey struct {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/harness/testgroup"
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // startGroup starts a three-node group in this process and returns its

@@ -15,13 +15,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/raftmq/raftmq/admin"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/client/admin"
 	"github.com/raftmq/raftmq/cluster"
-	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/internal/vfs"
 	"github.com/raftmq/raftmq/namesrv"
 	"github.com/raftmq/raftmq/offsets"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // The operator's commands after mqadmin's (`raftmq admin topic status`,

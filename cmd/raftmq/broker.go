@@ -23,8 +23,8 @@ import (
 	"github.com/raftmq/raftmq/internal/vfs"
 	"github.com/raftmq/raftmq/namesrv"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/schedule"
-	"github.com/raftmq/raftmq/txn"
+	"github.com/raftmq/raftmq/store/schedule"
+	"github.com/raftmq/raftmq/store/txn"
 )
 
 // brokerFlags are the settings of one node, shared by `broker` and the

@@ -15,8 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/raftmq/raftmq/admin"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/client/admin"
 	"github.com/raftmq/raftmq/cluster"
 	"github.com/raftmq/raftmq/harness/bench"
 	"github.com/raftmq/raftmq/harness/localgroup"

@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/raftmq/raftmq/schedule"
 	"github.com/raftmq/raftmq/store"
-	"github.com/raftmq/raftmq/txn"
+	"github.com/raftmq/raftmq/store/schedule"
+	"github.com/raftmq/raftmq/store/txn"
 )
 
 // retentionFlags are the broker's retention and disk settings

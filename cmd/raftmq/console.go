@@ -11,7 +11,7 @@ import (
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/cluster"
 	"github.com/raftmq/raftmq/console"
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // consoleFlags are the broker's web console settings.

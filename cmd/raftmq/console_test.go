@@ -20,8 +20,8 @@ import (
 	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/cluster"
-	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/jepsen/history"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // chromium finds a Chromium (or Chrome) binary: $RAFTMQ_CHROMIUM, then

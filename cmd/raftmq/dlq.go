@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/raftmq/raftmq/admin"
 	"github.com/raftmq/raftmq/client"
-	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/client/admin"
+	"github.com/raftmq/raftmq/message"
 )
 
 // newDLQCmd returns `admin dlq` and its subcommands: list a consumer

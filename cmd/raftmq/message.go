@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/raftmq/raftmq/admin"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/client/admin"
 )
 
 // messageQueryFlags are `raftmq admin message query`'s flags.

@@ -16,8 +16,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/raftmq/raftmq/internal/remoting"
 	"github.com/raftmq/raftmq/namesrv"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 func newNamesrvCmd(logger func() *slog.Logger) *cobra.Command {

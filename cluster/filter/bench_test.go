@@ -3,7 +3,7 @@ package filter
 import (
 	"testing"
 
-	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/message"
 )
 
 // benchProps is a typical message: a few user properties and the system

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 func mq(q int32) remoting.MessageQueue {

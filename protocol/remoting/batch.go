@@ -6,7 +6,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/message"
 )
 
 // Batch body of SEND_BATCH_MESSAGE (320): entries back to back until the

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/message"
 )
 
 // Expression types, as RocketMQ's clients name them (case matters).

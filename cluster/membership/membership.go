@@ -25,7 +25,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // DefaultExpiry is how long a client stays registered without a heartbeat.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/raftmq/raftmq/commitlog/message"
+	"github.com/raftmq/raftmq/message"
 )
 
 // props returns a property getter over name, value pairs.

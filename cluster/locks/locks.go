@@ -20,7 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 // DefaultMaxLive is how long a lock lives after its last renewal.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftmq/raftmq/internal/remoting"
+	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
 type fakeChan struct{ name string }
