@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raftmq/raftmq/internal/failpoint"
 	"github.com/raftmq/raftmq/offsets"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
@@ -339,7 +340,9 @@ type AdminConsumerConnection struct {
 // AdminConsumerConnection returns group's online clients and their
 // subscriptions. Errors wrap ErrUnknownGroup or ErrConsumerNotOnline.
 func (b *Broker) AdminConsumerConnection(group string) (AdminConsumerConnection, error) {
-	b.mutantForgetMembers()
+	if failpoint.On(b.fp, failpoint.ForgetMembers) {
+		b.forgetMembers()
+	}
 	cs := b.members.Consumers(group)
 	if len(cs) == 0 {
 		if !b.groupKnown(group) {

@@ -36,7 +36,7 @@ import (
 	"github.com/raftmq/raftmq/cluster/locks"
 	"github.com/raftmq/raftmq/cluster/membership"
 	"github.com/raftmq/raftmq/commitlog"
-	"github.com/raftmq/raftmq/internal/mutant"
+	"github.com/raftmq/raftmq/internal/failpoint"
 	"github.com/raftmq/raftmq/internal/vfs"
 	"github.com/raftmq/raftmq/namesrv"
 	"github.com/raftmq/raftmq/protocol/remoting"
@@ -150,7 +150,7 @@ type Config struct {
 	Routes map[uint64]Peer
 	// FaultEndpoint accepts FAULT (9005) requests: tick-rate and clock skew
 	// for the chaos harness. Off by default; only builds with -tags mutant
-	// (internal/mutant) have it, and Start refuses it in others.
+	// (internal/failpoint) have it, and Start refuses it in others.
 	FaultEndpoint bool
 	// ACLFile, if set, is a plain_acl.yml: the group's ACL until the log
 	// holds one, then proposed as the group's by the leader (see acl.go).
@@ -208,22 +208,18 @@ type Broker struct {
 	filters  *filter.Cache        // compiled subscription expressions
 	locks    *locks.Manager       // orderly consumers' queue locks (leader)
 	lockTerm atomic.Uint64        // the term locks was last used in
-	// memberTerm: the forget-members mutant's last term seen leading.
-	memberTerm atomic.Uint64
-	watched    map[*remoting.ServerConn]struct{}
-	refused    remoting.Refusals // refusals logged once
+	watched  map[*remoting.ServerConn]struct{}
+	refused  remoting.Refusals // refusals logged once
 	// forwardMismatches counts forwarded requests of another cluster
 	// refused (checkCluster).
 	forwardMismatches atomic.Uint64
 
-	// The mutants and the fault endpoint (internal/mutant): every use is
-	// behind mutant.Enabled, so builds without -tags mutant drop them.
-	mut      mutant.Set  // from Config.Store.Mutants
-	memOffs  memOffsets  // the offsets-in-memory mutant's table
-	memSched memSchedule // the schedule-in-memory mutant's cursors
-	acl      aclState
-	clock    *skewClock     // the fault endpoint's clock; nil without it
-	ballast  *vfs.BallastFS // the fault endpoint's virtual ballast; nil without it
+	// The failpoints (internal/failpoint) from Config.Store.Failpoints,
+	// and the state of those failpoints and of the fault endpoint
+	// (failpoints_mutant.go; an empty struct without -tags mutant).
+	fp  failpoint.Set
+	fps fpState
+	acl aclState
 
 	// removed is closed once this node learns it was removed from the
 	// group (members.go).
@@ -287,13 +283,13 @@ func Start(cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("cluster: node %d is not in its own peer list", cfg.ID)
 	}
 	b := &Broker{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), peers: map[uint64]Peer{}, fwd: map[string]*remoting.Conn{}, stopc: make(chan struct{}), removed: make(chan struct{}), selfRemoved: make(chan struct{}, 1),
-		mut: cfg.Store.Mutants, members: membership.New(0), filters: filter.NewCache(0), locks: locks.New(0), watched: map[*remoting.ServerConn]struct{}{}}
+		fp: cfg.Store.Failpoints, members: membership.New(0), filters: filter.NewCache(0), locks: locks.New(0), watched: map[*remoting.ServerConn]struct{}{}}
 	b.life, b.stopLife = context.WithCancel(context.Background())
-	if !mutant.Enabled && (b.mut.Any() || cfg.FaultEndpoint) {
-		return nil, fmt.Errorf("cluster: mutants and the fault endpoint: %w", mutant.ErrNotBuilt)
+	if !failpoint.Built && (b.fp.Any() || cfg.FaultEndpoint) {
+		return nil, fmt.Errorf("cluster: mutants and the fault endpoint: %w", failpoint.ErrNotBuilt)
 	}
-	if mutant.Enabled && b.mut.Any() {
-		b.log.Warn("cluster: MUTANT broker: known-bad behaviours are on, for harness self-tests only", "mutants", fmt.Sprintf("%+v", b.mut))
+	if failpoint.Built && b.fp.Any() {
+		b.warnFailpoints()
 	}
 	if err := b.loadPeers(); err != nil {
 		return nil, err
@@ -357,13 +353,8 @@ func Start(cfg Config) (*Broker, error) {
 	scfg := cfg.Store
 	scfg.Dir, scfg.FS, scfg.Flush, scfg.SegmentSize = cfg.Dir, cfg.FS, cfg.Flush, cfg.SegmentSize
 	scfg.ApplyACL = applyACL
-	if mutant.Enabled && cfg.FaultEndpoint && scfg.Clock == nil {
-		b.clock = &skewClock{}
-		scfg.Clock = b.clock
-	}
-	if mutant.Enabled && cfg.FaultEndpoint {
-		b.ballast = vfs.WithBallast(scfg.FS, cfg.Dir) // the disk-full nemesis's quota seam
-		scfg.FS = b.ballast
+	if failpoint.Built && cfg.FaultEndpoint {
+		b.startFaultEndpoint(&scfg)
 	}
 	if ap, err := netip.ParseAddrPort(self.Client); err == nil {
 		scfg.StoreHost = ap
@@ -410,8 +401,8 @@ func Start(cfg Config) (*Broker, error) {
 	if cfg.MaxInflightTotal != 0 {
 		b.srv.Budget = remoting.NewBudget(cfg.MaxInflightTotal)
 	}
-	if mutant.Enabled && b.mut.NoClientDeadlines {
-		b.srv.ReadTimeout, b.srv.IdleTimeout = -1, -1
+	if failpoint.On(b.fp, failpoint.NoClientDeadlines) {
+		noClientDeadlines(b.srv)
 	}
 	b.tls.serveTLS(b.srv)
 

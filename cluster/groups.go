@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/cluster/membership"
-	"github.com/raftmq/raftmq/internal/mutant"
+	"github.com/raftmq/raftmq/internal/failpoint"
 	"github.com/raftmq/raftmq/offsets"
 	"github.com/raftmq/raftmq/protocol/remoting"
 	"github.com/raftmq/raftmq/store"
@@ -32,7 +32,9 @@ func (b *Broker) handleHeartbeat(ctx context.Context, conn *remoting.ServerConn,
 		return b.refuse(conn, req, remoting.InvalidParameter, "heartbeat: clientID is empty")
 	}
 	b.watchConn(conn)
-	b.mutantForgetMembers()
+	if failpoint.On(b.fp, failpoint.ForgetMembers) {
+		b.forgetMembers()
+	}
 	changed := b.members.Heartbeat(membership.Client{Channel: conn, Addr: remoteAddr(conn), Language: req.Language, Version: req.Version}, &hb, time.Now())
 	b.notifyChanged(changed)
 	if b.rep.Node().IsLeader() {
@@ -95,7 +97,9 @@ func (b *Broker) handleUnregisterClient(conn *remoting.ServerConn, req *remoting
 }
 
 func (b *Broker) handleConsumerList(conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
-	b.mutantForgetMembers()
+	if failpoint.On(b.fp, failpoint.ForgetMembers) {
+		b.forgetMembers()
+	}
 	h, err := remoting.DecodeGetConsumerListByGroupRequestHeader(req.ExtFields)
 	if err != nil {
 		return b.refuse(conn, req, remoting.InvalidParameter, err.Error())
@@ -200,8 +204,8 @@ func (b *Broker) handleLockBatch(conn *remoting.ServerConn, req *remoting.Comman
 		return resp
 	}
 	ok := b.locks.TryLock(body.ConsumerGroup, body.ClientID, body.MQSet, time.Now())
-	if mutant.Enabled && b.mut.LockTwoOwners {
-		ok = body.MQSet
+	if failpoint.On(b.fp, failpoint.LockTwoOwners) {
+		ok = lockTwoOwners(ok, body.MQSet)
 	}
 	if len(ok) < len(body.MQSet) {
 		b.log.Debug("cluster: queue locks refused", "group", body.ConsumerGroup, "client", body.ClientID, "asked", len(body.MQSet), "granted", len(ok))
@@ -322,16 +326,4 @@ func (b *Broker) refuse(conn *remoting.ServerConn, req *remoting.Command, code i
 			"code", req.Code, "language", req.Language, "version", req.Version, "answer", code, "remark", remark)
 	}
 	return remoting.NewResponse(req, code, remark)
-}
-
-// mutantForgetMembers is the forget-members mutant: the first time this
-// node is asked anything about members in a term it leads, it drops every
-// client it knew, telling none of them.
-func (b *Broker) mutantForgetMembers() {
-	if !mutant.Enabled || !b.mut.ForgetMembers || !b.rep.Node().IsLeader() {
-		return
-	}
-	if term := b.rep.Node().Status().Term; b.memberTerm.Swap(term) != term {
-		b.members.Reset()
-	}
 }

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/acl"
-	"github.com/raftmq/raftmq/internal/mutant"
+	"github.com/raftmq/raftmq/internal/failpoint"
 	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/offsets"
 	"github.com/raftmq/raftmq/protocol/remoting"
@@ -629,10 +629,13 @@ func (b *Broker) handlePull(ctx context.Context, req *remoting.Command) *remotin
 		if err := offsets.CheckGroupName(h.ConsumerGroup); err != nil {
 			return remoting.NewResponse(req, remoting.InvalidParameter, fmt.Sprintf("commit offset: %v", err))
 		}
-		if mutant.Enabled && b.mut.OffsetsInMemory {
-			b.memOffs.set(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
-		} else {
-			b.offs.add(store.OffsetCommit{Group: h.ConsumerGroup, Topic: h.Topic, QueueID: h.QueueID, Offset: h.CommitOffset})
+		oc := store.OffsetCommit{Group: h.ConsumerGroup, Topic: h.Topic, QueueID: h.QueueID, Offset: h.CommitOffset}
+		inMemory := false
+		if failpoint.On(b.fp, failpoint.OffsetsInMemory) {
+			inMemory = b.offsetToMemory(oc)
+		}
+		if !inMemory {
+			b.offs.add(oc)
 		}
 	}
 	flt, errResp := b.pullFilter(req, &h)
@@ -666,16 +669,8 @@ func (b *Broker) handlePull(ctx context.Context, req *remoting.Command) *remotin
 		keepMatching(&gr, flt)
 		code := remoting.PullNotFound
 		next := gr.NextBeginOffset
-		if mutant.Enabled && b.mut.UncommittedReads && (gr.Status == store.Found || gr.Status == store.OffsetOverflowOne || gr.Status == store.NoMessageInQueue) {
-			from := h.QueueOffset + int64(len(gr.Records))
-			if extra := st.UncommittedRecords(h.Topic, h.QueueID, from, maxMsgs-len(gr.Records)); len(extra) > 0 {
-				gr.Records = append(gr.Records, extra...)
-				for _, r := range extra {
-					gr.Body = append(gr.Body, r...)
-				}
-				gr.Status, gr.NextBeginOffset = store.Found, from+int64(len(extra))
-				next = gr.NextBeginOffset
-			}
+		if failpoint.On(b.fp, failpoint.UncommittedReads) {
+			next = uncommittedReads(st, &gr, &h, maxMsgs, next)
 		}
 		switch gr.Status {
 		case store.Found:
@@ -770,9 +765,11 @@ func (b *Broker) handleQueryOffset(ctx context.Context, req *remoting.Command) *
 	}
 	var off int64
 	var ok bool
-	if mutant.Enabled && b.mut.OffsetsInMemory {
-		off, ok = b.memOffs.get(h.ConsumerGroup, h.Topic, h.QueueID)
-	} else {
+	inMemory := false
+	if failpoint.On(b.fp, failpoint.OffsetsInMemory) {
+		off, ok, inMemory = b.offsetFromMemory(store.OffsetCommit{Group: h.ConsumerGroup, Topic: h.Topic, QueueID: h.QueueID})
+	}
+	if !inMemory {
 		// A one-way commit of this queue still waiting for its batch is
 		// replicated first, so the answer includes it and is never a value
 		// that a crash could take back.
@@ -818,12 +815,8 @@ func (b *Broker) handleUpdateOffset(ctx context.Context, req *remoting.Command) 
 		}
 		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
 	}
-	if mutant.Enabled && b.mut.OffsetsInMemory {
-		b.memOffs.set(oc.Group, oc.Topic, oc.QueueID, oc.Offset)
-		if req.IsOneway() {
-			return nil
-		}
-		return remoting.NewResponse(req, remoting.Success, "")
+	if failpoint.On(b.fp, failpoint.OffsetsInMemory) {
+		return b.updateOffsetInMemory(req, oc)
 	}
 	if req.IsOneway() && !h.Reset {
 		b.offs.add(oc)

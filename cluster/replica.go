@@ -12,7 +12,6 @@ import (
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
-	"github.com/raftmq/raftmq/internal/mutant"
 	"github.com/raftmq/raftmq/internal/vfs"
 	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/raftlog"
@@ -128,7 +127,7 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 		r.log.Info("cluster: built a snapshot for a follower", "index", idx, "bytes", len(data), "took", time.Since(start).Round(time.Millisecond), "err", err)
 		return idx, data, err
 	}
-	r.rs.UnsafeNoSync = mutant.Enabled && scfg.Mutants.VoteNotFsynced
+	r.rs.Failpoints = scfg.Failpoints
 	// A snapshot whose install was interrupted is installed again.
 	if data, err := vfs.ReadFile(fs, vfs.Join(scfg.Dir, "raft", pendingSnapName)); err == nil {
 		r.log.Warn("cluster: finishing an interrupted snapshot install")
@@ -152,8 +151,8 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 			HeaderSize:   store.BodyHeaderSize,
 			Merge:        store.KindMessages,
 		},
-		UnsafeAckBeforeCommit: mutant.Enabled && scfg.Mutants.AckBeforeCommit,
-		OnConfChange:          cfg.OnConfChange,
+		Failpoints:   scfg.Failpoints,
+		OnConfChange: cfg.OnConfChange,
 		PersistDuration: func(d time.Duration) {
 			if r.met != nil {
 				r.met.Fsync.Observe(d.Seconds())

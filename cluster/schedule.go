@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
-	"sync"
 	"time"
 
-	"github.com/raftmq/raftmq/internal/mutant"
+	"github.com/raftmq/raftmq/internal/failpoint"
 	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/offsets"
 	"github.com/raftmq/raftmq/store"
@@ -62,7 +61,11 @@ func systemTopic(name string) offsets.TopicConfig {
 func (b *Broker) divert(m *message.Message, nowMs int64) (string, error) {
 	raw := m.RawProperties
 	val := func(k string) string { v, _ := message.RawPropertyValue(raw, k); return v }
-	if (m.SysFlag&txn.SysFlagTypeMask == txn.SysFlagPrepared || val(message.PropertyTransactionPrepared) == "true") && !(mutant.Enabled && b.mut.DeliverHalf) {
+	half := m.SysFlag&txn.SysFlagTypeMask == txn.SysFlagPrepared || val(message.PropertyTransactionPrepared) == "true"
+	if failpoint.On(b.fp, failpoint.DeliverHalf) {
+		half = deliverHalf(half)
+	}
+	if half {
 		raw = message.SetRawProperty(raw, message.PropertyRealTopic, m.Topic)
 		raw = message.SetRawProperty(raw, message.PropertyRealQueueID, strconv.Itoa(int(m.QueueID)))
 		m.RawProperties, m.Topic, m.QueueID = raw, txn.HalfTopic, 0
@@ -187,10 +190,13 @@ func (b *Broker) deliverDue(ctx context.Context, nowMs int64) (more bool) {
 func (b *Broker) dueUnits(q int32, nowMs int64) (d *schedule.Delivery, msgs []*message.Message, full, ok bool) {
 	st := b.rep.Store()
 	cur := st.ScheduleOffset(q)
-	if mutant.Enabled && b.mut.ScheduleInMemory {
-		cur = b.memSched.cursor(q)
+	if failpoint.On(b.fp, failpoint.ScheduleInMemory) {
+		cur = b.scheduleCursor(q)
 	}
-	early := mutant.Enabled && b.mut.DelayEarly
+	early := false // deliver units before they are due
+	if failpoint.On(b.fp, failpoint.DelayEarly) {
+		early = delayEarly(early)
+	}
 	units, err := st.ScheduleUnits(q, cur, deliveryUnits)
 	if err != nil {
 		b.log.Warn("cluster: schedule: read queue", "queue", q, "err", err)
@@ -284,8 +290,8 @@ func (b *Broker) proposeDelivery(ctx context.Context, d *schedule.Delivery, msgs
 	pctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
 	defer cancel()
 	res, err := b.rep.ProposeInternal(pctx, store.KindSchedule, payload, len(msgs))
-	if mutant.Enabled && b.mut.ScheduleInMemory && err == nil {
-		b.memSched.delivered(b, d)
+	if failpoint.On(b.fp, failpoint.ScheduleInMemory) {
+		b.scheduleDelivered(d, err)
 	}
 	switch {
 	case errors.Is(err, store.ErrScheduleMoved), errors.Is(err, ErrNotLeader):
@@ -299,30 +305,4 @@ func (b *Broker) proposeDelivery(ctx context.Context, d *schedule.Delivery, msgs
 		}
 	}
 	b.met.ScheduleDelivered.Add(float64(len(res)))
-}
-
-// memSchedule is the schedule-in-memory mutant's progress: each queue's
-// cursor lives in the leader's memory (apply does not check it), so a new
-// leader starts the schedule over and delivers again what its predecessor
-// delivered.
-type memSchedule struct {
-	mu   sync.Mutex
-	next map[int32]int64
-	term uint64
-}
-
-// cursor returns the leader's cursor of q, forgotten at each new term.
-func (m *memSchedule) cursor(q int32) int64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.next[q]
-}
-
-func (m *memSchedule) delivered(b *Broker, d *schedule.Delivery) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if term := b.rep.Node().Status().Term; term != m.term || m.next == nil {
-		m.next, m.term = map[int32]int64{}, term
-	}
-	m.next[d.Queue] = d.From + int64(d.Count)
 }

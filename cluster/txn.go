@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/raftmq/raftmq/internal/mutant"
+	"github.com/raftmq/raftmq/internal/failpoint"
 	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/protocol/remoting"
 	"github.com/raftmq/raftmq/store"
@@ -67,7 +67,11 @@ func (b *Broker) endTxn(ctx context.Context, half int64, rec txn.Record, action 
 	}
 	now := time.Now().UnixMilli()
 	var msgs []*message.Message
-	if action == txn.Commit || mutant.Enabled && b.mut.RollbackDelivers && action == txn.Rollback {
+	deliver := action == txn.Commit
+	if failpoint.On(b.fp, failpoint.RollbackDelivers) {
+		deliver = rollbackDelivers(action)
+	}
+	if deliver {
 		m, err := b.rep.Store().RecordAt(rec.Phy)
 		if err != nil {
 			return fmt.Errorf("read half message: %w", err)

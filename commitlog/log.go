@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/raftmq/raftmq/internal/mutant"
+	"github.com/raftmq/raftmq/internal/failpoint"
 	"github.com/raftmq/raftmq/internal/vfs"
 )
 
@@ -97,12 +97,11 @@ type Options struct {
 	DirectIO int
 	// Logger receives recovery and error reports (default: discard).
 	Logger *slog.Logger
-	// UnsafeSkipCRC turns off entry checksum verification on recovery and
-	// reads. It exists only for the crc-unchecked mutant (internal/mutant)
-	// that proves the chaos harness detects silent corruption, and is
-	// ignored (checksums are verified) unless the binary was built with
-	// -tags mutant.
-	UnsafeSkipCRC bool
+	// Failpoints are the known-bad behaviours on (internal/failpoint; only
+	// in builds with -tags mutant): here crc-unchecked, which turns off
+	// entry checksum verification on recovery and reads. The zero value is
+	// the correct log.
+	Failpoints failpoint.Set
 }
 
 func (o *Options) fill() error {
@@ -1072,6 +1071,9 @@ type EntryRef struct {
 // With verify set, each entry's CRC is checked and a mismatch is a
 // *CorruptError.
 func (l *Log) Scan(lo uint64, verify bool, fn func(EntryRef) error) error {
+	if failpoint.On(l.opts.Failpoints, failpoint.CRCUnchecked) {
+		verify = crcUnchecked(verify)
+	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if lo < l.mu.first {
@@ -1085,7 +1087,7 @@ func (l *Log) Scan(lo uint64, verify bool, fn func(EntryRef) error) error {
 		p := int(s.pos[i-s.first])
 		b := s.data[p:]
 		n := binary.BigEndian.Uint32(b[entOffBodyLen:])
-		if verify && !(mutant.Enabled && l.opts.UnsafeSkipCRC) {
+		if verify {
 			if h, reason := parseHeader(b, s.size-int64(p)); reason != "" || h.crc != entryCRC(b[:HeaderSize+n]) || h.index != i {
 				if reason == "" {
 					reason = "CRC mismatch"

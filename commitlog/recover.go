@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/raftmq/raftmq/internal/mutant"
+	"github.com/raftmq/raftmq/internal/failpoint"
 	"github.com/raftmq/raftmq/internal/vfs"
 )
 
@@ -360,7 +360,11 @@ func (l *Log) scanSegment(s *segment, last bool, durable uint64) (bool, error) {
 	if len(l.mu.segs) > 0 {
 		lastTerm = l.mu.lastTerm
 	}
-	st, _ := scanEntries(s.data, s.start, s.first, lastTerm, last, mutant.Enabled && l.opts.UnsafeSkipCRC, func(pos int64, _ header) error {
+	verify := true
+	if failpoint.On(l.opts.Failpoints, failpoint.CRCUnchecked) {
+		verify = crcUnchecked(verify)
+	}
+	st, _ := scanEntries(s.data, s.start, s.first, lastTerm, last, !verify, func(pos int64, _ header) error {
 		s.pos = append(s.pos, uint32(pos))
 		return nil
 	})

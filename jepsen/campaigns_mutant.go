@@ -2,9 +2,10 @@
 
 package jepsen
 
-import "github.com/raftmq/raftmq/internal/mutant"
+import "github.com/raftmq/raftmq/internal/failpoint"
 
-// Campaigns returns the campaign for every mutant (internal/mutant).
+// Campaigns returns the campaign for every mutant: one per failpoint
+// (internal/failpoint), under its name.
 func Campaigns() []Campaign {
 	c := []Campaign{
 		{"ack-before-commit", WorkloadQueue, []string{NemPartitionLeader},
@@ -38,7 +39,7 @@ func Campaigns() []Campaign {
 		{"readded-node-crash", WorkloadQueue, []string{NemMembership},
 			"the member the membership nemesis re-adds exits a few seconds later: cluster-health must count the crash"},
 	}
-	if len(c) != len(mutant.Names()) {
+	if len(c) != len(failpoint.Names()) {
 		panic("jepsen: a mutant without a campaign")
 	}
 	return c

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/raftmq/raftmq/internal/mutant"
+	"github.com/raftmq/raftmq/internal/failpoint"
 )
 
 func TestParseNemeses(t *testing.T) {
@@ -60,21 +60,21 @@ func TestScenarioSetsCoverEverything(t *testing.T) {
 }
 
 func TestEveryMutantHasACampaign(t *testing.T) {
-	if !mutant.Enabled {
+	if !failpoint.Built {
 		require.Empty(t, Campaigns(), "a default build has no mutant, so no campaign")
 		t.Skip("the mutants and their campaigns are compiled only with -tags mutant")
 	}
 	var names []string
 	for _, c := range Campaigns() {
 		names = append(names, c.Mutant)
-		_, err := mutant.Parse(c.Mutant)
+		_, err := failpoint.Parse(c.Mutant)
 		require.NoError(t, err)
 		require.Contains(t, Workloads(), c.Workload)
 		for _, n := range c.Nemesis {
 			require.Contains(t, Nemeses(), n)
 		}
 	}
-	require.ElementsMatch(t, mutant.Names(), names)
+	require.ElementsMatch(t, failpoint.Names(), names)
 }
 
 func TestSelftestPassed(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/raftmq/raftmq/internal/mutant"
+	"github.com/raftmq/raftmq/internal/failpoint"
 )
 
 // modulePath is the module whose source tree BuildMutantBinary builds.
@@ -161,7 +161,7 @@ func moduleRoot(dir string) (string, bool) {
 // mutantSelf is this process's executable when it was built with -tags
 // mutant ("" otherwise).
 func mutantSelf() string {
-	if !mutant.Enabled {
+	if !failpoint.Built {
 		return ""
 	}
 	exe, err := os.Executable()

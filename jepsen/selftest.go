@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/raftmq/raftmq/internal/mutant"
+	"github.com/raftmq/raftmq/internal/failpoint"
 	"github.com/raftmq/raftmq/jepsen/history"
 )
 
@@ -54,8 +54,8 @@ type SelftestRow struct {
 // in a harness built with -tags mutant; the mutants run as
 // Base.MutantBinary, the correct build as Base.Binary.
 func Selftest(ctx context.Context, o SelftestOptions) ([]SelftestRow, error) {
-	if !mutant.Enabled {
-		return nil, fmt.Errorf("jepsen: the self-test's campaigns: %w", mutant.ErrNotBuilt)
+	if !failpoint.Built {
+		return nil, fmt.Errorf("jepsen: the self-test's campaigns: %w", failpoint.ErrNotBuilt)
 	}
 	if o.Seeds <= 0 {
 		o.Seeds = 10

@@ -77,7 +77,7 @@ import (
 	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/raftmq/raftmq/internal/mutant"
+	"github.com/raftmq/raftmq/internal/failpoint"
 )
 
 // Core is the synchronous replication core (see the file comment). Its
@@ -92,9 +92,9 @@ type Core struct {
 	// holdOn is whether commit-only appends are held back
 	// (Config.CommitNotifyDelay >= 0).
 	holdOn bool
-	// ackBeforeCommit is the ack-before-commit mutant's switch (always
-	// false unless built with -tags mutant).
-	ackBeforeCommit bool
+	// fp are the failpoints on (Config.Failpoints): Ready's hook for
+	// ack-before-commit.
+	fp failpoint.Set
 
 	// rd is the Ready handed out by Ready and not yet advanced.
 	rd      raft.Ready
@@ -210,14 +210,14 @@ func NewCore(cfg Config) (*Core, error) {
 		return nil, fmt.Errorf("raftlog: read ids: %w", err)
 	}
 	return &Core{
-		id:              cfg.ID,
-		log:             cfg.Logger,
-		rn:              rn,
-		storage:         cfg.Storage,
-		holdOn:          cfg.CommitNotifyDelay >= 0,
-		ackBeforeCommit: mutant.Enabled && cfg.UnsafeAckBeforeCommit,
-		reads:           map[uint64]func(uint64){},
-		readSeq:         binary.BigEndian.Uint64(seq[:]) &^ 0xFFFFFFFF,
+		id:      cfg.ID,
+		log:     cfg.Logger,
+		rn:      rn,
+		storage: cfg.Storage,
+		holdOn:  cfg.CommitNotifyDelay >= 0,
+		fp:      cfg.Failpoints,
+		reads:   map[uint64]func(uint64){},
+		readSeq: binary.BigEndian.Uint64(seq[:]) &^ 0xFFFFFFFF,
 	}, nil
 }
 
@@ -337,11 +337,8 @@ func (c *Core) Ready() Work {
 		last := rd.CommittedEntries[k-1]
 		w.Commit, w.CommitTerm = last.GetIndex(), last.GetTerm()
 	}
-	if c.ackBeforeCommit && len(rd.Entries) > 0 && c.leaderTerm.Load() != 0 {
-		// The ack-before-commit mutant: a leader applies (and so answers)
-		// what it has appended, without waiting for a quorum.
-		last := rd.Entries[len(rd.Entries)-1]
-		w.AckIndex, w.AckTerm = last.GetIndex(), last.GetTerm()
+	if failpoint.On(c.fp, failpoint.AckBeforeCommit) {
+		c.ackBeforeCommit(&w, rd.Entries)
 	}
 	w.StatusChanged = rd.SoftState != nil || rd.HardState != nil
 	return w

@@ -16,6 +16,7 @@ import (
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/raftmq/raftmq/internal/failpoint"
 	"github.com/raftmq/raftmq/internal/vfs"
 )
 
@@ -122,12 +123,11 @@ type Config struct {
 	// PersistDuration, if set, observes the time of each Ready's append
 	// plus fsync.
 	PersistDuration func(time.Duration)
-	// UnsafeAckBeforeCommit makes a leader apply (and so acknowledge) the
-	// entries it has appended before a quorum holds them. It exists only
-	// for the ack-before-commit mutant (internal/mutant) that proves the
-	// chaos harness detects it, and is ignored unless the binary was built
-	// with -tags mutant.
-	UnsafeAckBeforeCommit bool
+	// Failpoints are the known-bad behaviours on (internal/failpoint; only
+	// in builds with -tags mutant): here ack-before-commit, which makes a
+	// leader apply (and so acknowledge) the entries it has appended before
+	// a quorum holds them. The zero value is the correct node.
+	Failpoints failpoint.Set
 	// OnConfChange, if set, is called from the raft goroutine after a
 	// membership change has been applied to raft.
 	OnConfChange func(cc *pb.ConfChangeV2, cs *pb.ConfState)

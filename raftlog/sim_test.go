@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raftmq/raftmq/commitlog"
+	"github.com/raftmq/raftmq/internal/failpoint"
 	"github.com/raftmq/raftmq/internal/vfs"
 )
 
@@ -81,9 +82,9 @@ type simNode struct {
 	durableSM bool
 	// forgetVote is the vote-not-durable mutant (simHooks.forgetVote).
 	forgetVote bool
-	// unsyncedState sets the product's Storage.UnsafeNoSync (the
-	// vote-not-fsynced mutant; simHooks.unsyncedState).
-	unsyncedState bool
+	// failpoints are the product's failpoints the node's Storage and Core
+	// run with (simHooks.failpoints).
+	failpoints failpoint.Set
 	// newReqs, if set, makes the node's request table (Node's batchTable,
 	// lost in a crash) at each open; the simulator then proposes through
 	// it, and answer answers the batches each commit hands over.
@@ -113,7 +114,7 @@ func (n *simNode) open() error {
 		return fmt.Errorf("node %d: open storage: %w", n.id, err)
 	}
 	st.SnapshotData = n.snapData
-	st.UnsafeNoSync = n.unsyncedState
+	st.Failpoints = n.failpoints
 	applied, data := uint64(0), map[uint64]string{}
 	if n.durableSM {
 		if applied, data, err = loadSM(n.fs, st); err != nil {
@@ -122,7 +123,7 @@ func (n *simNode) open() error {
 			return fmt.Errorf("node %d: %w", n.id, err)
 		}
 	}
-	c, err := NewCore(Config{ID: n.id, Storage: st, Applied: applied, Bootstrap: n.peers, Timing: n.timing,
+	c, err := NewCore(Config{ID: n.id, Storage: st, Applied: applied, Bootstrap: n.peers, Timing: n.timing, Failpoints: n.failpoints,
 		MaxSizePerMsg: 8 << 10, MaxInflightMsgs: 16, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		st.Close()
@@ -398,11 +399,11 @@ type simHooks struct {
 	// lostWhenApplied fails a batch whose entry was applied with ErrLost,
 	// a definite failure that is not true.
 	lostWhenApplied bool
-	// unsyncedState is the product's own vote-not-fsynced mutant: each
-	// node's Storage has UnsafeNoSync set, so it writes term, vote and
-	// membership without fsync (it takes effect only in a build with
-	// -tags mutant).
-	unsyncedState bool
+	// failpoints are the product's own failpoints (internal/failpoint),
+	// on in every node's Storage and Core: vote-not-fsynced makes the
+	// Storage write term, vote and membership without fsync. Only a build
+	// with -tags mutant can turn one on (failpoint.Of).
+	failpoints failpoint.Set
 
 	// Not bad behaviours but a fault schedule, for the tests of the
 	// mutants above: powerCutAfterVote cuts the power of every node that
@@ -581,7 +582,7 @@ func (s *sim) addNode(peers []raft.Peer) error {
 		timing: Timing{ElectionTick: 10, HeartbeatTick: 2, CommitNotifyDelay: 2 * time.Millisecond}}
 	n.send = s.sendFrom
 	n.forgetVote = s.hooks.forgetVote
-	n.unsyncedState = s.hooks.unsyncedState
+	n.failpoints = s.hooks.failpoints
 	n.durableSM = true
 	n.restore = func(n *simNode, snap *pb.Snapshot) error {
 		s.installs++

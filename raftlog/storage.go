@@ -50,7 +50,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raftmq/raftmq/commitlog"
-	"github.com/raftmq/raftmq/internal/mutant"
+	"github.com/raftmq/raftmq/internal/failpoint"
 	"github.com/raftmq/raftmq/internal/vfs"
 )
 
@@ -124,11 +124,11 @@ type Storage struct {
 	}
 	builds sync.WaitGroup
 
-	// UnsafeNoSync leaves the raft state (term, vote, membership) written
-	// but not fsynced. It exists only for the vote-not-fsynced mutant
-	// (internal/mutant); set it before the node starts. It is ignored (the
-	// state is synced) unless the binary was built with -tags mutant.
-	UnsafeNoSync bool
+	// Failpoints are the known-bad behaviours on (internal/failpoint; only
+	// in builds with -tags mutant): here vote-not-fsynced, which leaves the
+	// raft state (term, vote, membership) written but not fsynced. Set it
+	// before the node starts; the zero value is the correct storage.
+	Failpoints failpoint.Set
 }
 
 var _ raft.Storage = (*Storage)(nil)
@@ -353,8 +353,8 @@ func (s *Storage) persistLocked() error {
 		s.mu.seq--
 		return fmt.Errorf("raftlog: write raft state: %w", err)
 	}
-	if mutant.Enabled && s.UnsafeNoSync {
-		return nil
+	if failpoint.On(s.Failpoints, failpoint.VoteNotFsynced) {
+		return s.voteNotFsynced()
 	}
 	if err := s.f.Sync(); err != nil {
 		return fmt.Errorf("raftlog: sync raft state: %w", err)

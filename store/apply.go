@@ -13,7 +13,7 @@ import (
 
 	"github.com/raftmq/raftmq/commitlog"
 	"github.com/raftmq/raftmq/consumequeue"
-	"github.com/raftmq/raftmq/internal/mutant"
+	"github.com/raftmq/raftmq/internal/failpoint"
 	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/offsets"
 	"github.com/raftmq/raftmq/store/schedule"
@@ -292,7 +292,10 @@ func (s *Store) applyMessage(v *message.View, phy int64, dedupeOK bool) (Message
 	if uniq != "" {
 		uniqKey = topic + "#" + uniq
 	}
-	dedupe := dedupeOK && uniq != "" && s.cfg.DedupeWindow > 0 && !(mutant.Enabled && s.cfg.Mutants.NoDedupe)
+	dedupe := dedupeOK && uniq != "" && s.cfg.DedupeWindow > 0
+	if failpoint.On(s.cfg.Failpoints, failpoint.NoDedupe) {
+		dedupe = noDedupe(dedupe)
+	}
 	if dedupe {
 		orig, found, err := s.findByUniqKey(topic, uniq, uniqKey, v.ReconsumeTimes, v.StoreTimestamp, s.cfg.DedupeWindow)
 		if err != nil {
@@ -431,8 +434,8 @@ func (s *Store) applyDelivery(payload []byte, base int64) (msgs []MessageResult,
 	st.mu.RLock()
 	cur, end := st.sched[d.Queue], st.queues[queueKey{schedule.Topic, d.Queue}]
 	st.mu.RUnlock()
-	if mutant.Enabled && s.cfg.Mutants.ScheduleInMemory {
-		cur = d.From // the leader's word goes (see cluster's memSchedule)
+	if failpoint.On(s.cfg.Failpoints, failpoint.ScheduleInMemory) {
+		cur = scheduleInMemory(cur, d)
 	}
 	switch {
 	case d.From != cur:

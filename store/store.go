@@ -17,7 +17,7 @@ import (
 	"github.com/raftmq/raftmq/commitlog"
 	"github.com/raftmq/raftmq/consumequeue"
 	"github.com/raftmq/raftmq/index"
-	"github.com/raftmq/raftmq/internal/mutant"
+	"github.com/raftmq/raftmq/internal/failpoint"
 	"github.com/raftmq/raftmq/internal/vfs"
 	"github.com/raftmq/raftmq/offsets"
 )
@@ -87,20 +87,21 @@ type Config struct {
 	Retention RetentionConfig
 	// NoSyncMeta skips bbolt fsyncs (tests only).
 	NoSyncMeta bool
-	// Mutants switches on known-bad behaviours for the chaos harness's
-	// self-test (internal/mutant); the zero value is the correct store.
-	// Only builds with -tags mutant accept a non-zero value.
-	Mutants mutant.Set
-	Clock   Clock
-	Logger  *slog.Logger
+	// Failpoints switches on known-bad behaviours for the chaos harness's
+	// self-test (internal/failpoint); the zero value is the correct store.
+	// Only builds with -tags mutant accept a non-zero value. The store
+	// passes them on to its commit log; the replica to its raft node.
+	Failpoints failpoint.Set
+	Clock      Clock
+	Logger     *slog.Logger
 }
 
 func (c *Config) fill() error {
 	if c.Dir == "" {
 		return errors.New("store: no directory configured")
 	}
-	if !mutant.Enabled && c.Mutants.Any() {
-		return fmt.Errorf("store: mutants: %w", mutant.ErrNotBuilt)
+	if !failpoint.Built && c.Failpoints.Any() {
+		return fmt.Errorf("store: failpoints: %w", failpoint.ErrNotBuilt)
 	}
 	if c.FS == nil {
 		c.FS = vfs.Default()
@@ -305,12 +306,11 @@ func (s *Store) open() error {
 	}
 	lopts := commitlog.Options{
 		SegmentSize: s.cfg.SegmentSize, Flush: s.cfg.Flush, DurableIndex: s.state.applied, Logger: s.log,
-		UnsafeSkipCRC: mutant.Enabled && s.cfg.Mutants.CRCUnchecked, WarmAhead: s.cfg.WarmAhead, CacheWindow: s.cfg.CacheWindow,
+		Failpoints: s.cfg.Failpoints, WarmAhead: s.cfg.WarmAhead, CacheWindow: s.cfg.CacheWindow,
 		DirectIO: s.cfg.DirectIO,
 	}
-	if mutant.Enabled && s.cfg.Mutants.AckBeforeFsync {
-		// Acknowledge from the page cache and sync once a second.
-		lopts.Flush, lopts.FlushInterval = commitlog.FlushAsync, time.Second
+	if failpoint.On(s.cfg.Failpoints, failpoint.AckBeforeFsync) {
+		ackBeforeFsync(&lopts)
 	}
 	s.clog, err = commitlog.Open(s.fs, s.path("commitlog"), lopts)
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/cluster"
 	"github.com/raftmq/raftmq/commitlog"
-	"github.com/raftmq/raftmq/internal/mutant"
+	"github.com/raftmq/raftmq/internal/failpoint"
 	"github.com/raftmq/raftmq/internal/vfs"
 	"github.com/raftmq/raftmq/namesrv"
 	"github.com/raftmq/raftmq/raftlog"
@@ -180,12 +180,12 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 	if dir == "" {
 		dir = fmt.Sprintf("raftmq-data/n%d", f.id)
 	}
-	muts, err := mutant.Parse(f.mutants)
+	muts, err := failpoint.Parse(f.mutants)
 	if err != nil {
 		return cluster.Config{}, fmt.Errorf("--mutant: %w", err)
 	}
-	if f.faultEndpoint && !mutant.Enabled {
-		return cluster.Config{}, fmt.Errorf("--fault-endpoint: %w", mutant.ErrNotBuilt)
+	if !failpoint.Built && f.faultEndpoint {
+		return cluster.Config{}, fmt.Errorf("--fault-endpoint: %w", failpoint.ErrNotBuilt)
 	}
 	var clusterID uint64
 	if f.clusterID != "" {
@@ -225,7 +225,7 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 			return cluster.Config{}, fmt.Errorf("--http-token-file: %s is empty", f.httpToken)
 		}
 	}
-	cfg.Store.Mutants = muts
+	cfg.Store.Failpoints = muts
 	cfg.Store.WarmAhead = f.warmAhead
 	cfg.Store.CacheWindow = f.cacheWindow
 	cfg.Store.DirectIO = f.directIO
@@ -322,7 +322,10 @@ func runBroker(f *brokerFlags, cfg cluster.Config, log *slog.Logger) error {
 	if con != nil {
 		defer con.Close()
 	}
-	crash := mutantReaddedCrash(cfg)
+	var crash <-chan error // an error the node exits with (readded-node-crash)
+	if failpoint.On(cfg.Store.Failpoints, failpoint.ReaddedNodeCrash) {
+		crash = readdedNodeCrash(cfg)
+	}
 	b, err := cluster.Start(cfg)
 	if errors.Is(err, commitlog.ErrCorrupt) || errors.Is(err, raftlog.ErrStateCorrupt) {
 		return &exitError{code: exitCorrupt, err: err}
@@ -361,24 +364,6 @@ func runBroker(f *brokerFlags, cfg cluster.Config, log *slog.Logger) error {
 	}
 	log.Info("broker: stopped cleanly")
 	return nil
-}
-
-// mutantReaddedCrash is the readded-node-crash mutant: a node started
-// with --join on an empty data directory (a member added to a running
-// group, as the membership nemesis re-adds one) gets an error a second
-// after it started, and exits with it; started again, on the data it has
-// by then, it runs. Call it before cluster.Start. Nil (never ready) for
-// every other node and in the default build.
-func mutantReaddedCrash(cfg cluster.Config) <-chan error {
-	if !mutant.Enabled || !cfg.Join || !cfg.Store.Mutants.ReaddedNodeCrash {
-		return nil
-	}
-	if _, err := os.Stat(filepath.Join(cfg.Dir, "raft")); err == nil {
-		return nil // not its first start
-	}
-	c := make(chan error, 1)
-	time.AfterFunc(time.Second, func() { c <- errors.New("readded-node-crash mutant: a member added with --join gives up") })
-	return c
 }
 
 // brokerGCPercent is the broker's GOGC unless the environment sets one. A

@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/raftmq/raftmq/internal/mutant"
+	"github.com/raftmq/raftmq/internal/failpoint"
 	"github.com/raftmq/raftmq/jepsen"
 	"github.com/raftmq/raftmq/jepsen/checker"
 	"github.com/raftmq/raftmq/jepsen/history"
@@ -155,10 +155,10 @@ func newJepsenRunCmd(logger func() *slog.Logger) *cobra.Command {
 			if err != nil {
 				return &exitError{code: exitHarness, err: err}
 			}
-			if mut != "" && !mutant.Enabled {
+			if !failpoint.Built && mut != "" {
 				return runInMutantBuild(cmd, f.mutantBinary)
 			}
-			if _, err := mutant.Parse(mut); err != nil {
+			if _, err := failpoint.Parse(mut); err != nil {
 				return &exitError{code: exitHarness, err: err}
 			}
 			mode, done, err := f.enterNet()
@@ -278,18 +278,18 @@ func newJepsenSelftestCmd(logger func() *slog.Logger) *cobra.Command {
 		Example: "  raftmq jepsen selftest --seeds 1 --time-limit 12s      # one seed per mutant\n" +
 			"  raftmq jepsen selftest --seeds 10 --time-limit 12s     # the long run",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !mutant.Enabled {
+			if !failpoint.Built {
 				return runInMutantBuild(cmd, f.mutantBinary)
 			}
 			for _, list := range []string{only, except} {
-				if _, err := mutant.Parse(list); err != nil {
+				if _, err := failpoint.Parse(list); err != nil {
 					return &exitError{code: exitHarness, err: err}
 				}
 			}
 			mutants := splitList(only)
 			if except != "" {
 				if len(mutants) == 0 {
-					mutants = mutant.Names()
+					mutants = failpoint.Names()
 				}
 				mutants = slices.DeleteFunc(mutants, func(m string) bool { return slices.Contains(splitList(except), m) })
 				if len(mutants) == 0 {

@@ -12,17 +12,17 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/raftmq/raftmq/internal/mutant"
+	"github.com/raftmq/raftmq/internal/failpoint"
 	"github.com/raftmq/raftmq/jepsen"
 )
 
 // mutantFlagHelp is the help of a --mutant flag: what it is for and the
 // mutants this binary has (none without -tags mutant).
 func mutantFlagHelp(what string) string {
-	if !mutant.Enabled {
+	if !failpoint.Built {
 		return what + " (only in a binary built with -tags mutant)"
 	}
-	return what + ": " + strings.Join(mutant.Names(), ", ")
+	return what + ": " + strings.Join(failpoint.Names(), ", ")
 }
 
 // runInMutantBuild runs cmd's command line again in a raftmq binary built
@@ -32,9 +32,6 @@ func mutantFlagHelp(what string) string {
 // --mutant) run there. Unless --binary says otherwise, the brokers that
 // need no mutant build stay this binary.
 func runInMutantBuild(cmd *cobra.Command, mutantBin string) error {
-	if mutant.Enabled {
-		return errors.New("runInMutantBuild: this binary was built with -tags mutant")
-	}
 	ctx, cancel := signalContext()
 	defer cancel()
 	if mutantBin == "" {

@@ -31,16 +31,17 @@ func goTool(t *testing.T) string {
 	return p
 }
 
-// mutantProbes are what only a mutant build may contain: the mutants'
-// names (read from the name table's source), strings of branches that the
-// default build must compile out, and the functions of the mutants and of
-// the fault endpoint's clock.
+// mutantProbes are what only a mutant build may contain: the failpoints'
+// names (read from the name table's source; the default build's stubs of
+// the failpoints carry them too, so they prove the stubs were dropped),
+// strings of hooks that the default build must compile out, and the
+// functions of the failpoints and of the fault endpoint.
 func mutantProbes(t *testing.T) (strs, syms []string) {
 	t.Helper()
-	src, err := os.ReadFile(filepath.Join("..", "..", "internal", "mutant", "names.go"))
+	src, err := os.ReadFile(filepath.Join("..", "..", "internal", "failpoint", "on.go"))
 	require.NoError(t, err)
-	names := regexp.MustCompile(`\{"([a-z-]+)", func\(s \*Set\)`).FindAllSubmatch(src, -1)
-	require.GreaterOrEqual(t, len(names), 9, "the mutant names in internal/mutant/names.go")
+	names := regexp.MustCompile(`(?m)^\t\t[A-Za-z]+: +"([a-z-]+)",$`).FindAllSubmatch(src, -1)
+	require.GreaterOrEqual(t, len(names), 15, "the failpoint names in internal/failpoint/on.go")
 	for _, m := range names {
 		// The read-consistency checker (jepsen/checker) also counts
 		// "uncommitted-reads": the word, not the mutant.
@@ -49,16 +50,20 @@ func mutantProbes(t *testing.T) (strs, syms []string) {
 		}
 	}
 	strs = append(strs,
-		"mutant: unknown mutant",                     // mutant.Parse of the name table
+		"failpoint: unknown mutant",                  // failpoint.Parse of the name table
 		"MUTANT broker: known-bad behaviours are on", // cluster.Start's warning
 		"cluster: fault injected",                    // the fault endpoint's log line
 	)
 	syms = []string{
-		"github.com/raftmq/raftmq/internal/mutant.names",
+		"github.com/raftmq/raftmq/internal/failpoint.Parse",
 		"github.com/raftmq/raftmq/cluster.(*skewClock).Now",
 		"github.com/raftmq/raftmq/cluster.(*memOffsets).set",
 		"github.com/raftmq/raftmq/cluster.(*memOffsets).get",
-		"github.com/raftmq/raftmq/cluster.(*Broker).mutantForgetMembers",
+		"github.com/raftmq/raftmq/cluster.(*Broker).forgetMembers",
+		"github.com/raftmq/raftmq/cluster.(*Broker).injectFault",
+		"github.com/raftmq/raftmq/cluster.uncommittedReads",
+		"github.com/raftmq/raftmq/store.(*Store).UncommittedRecords",
+		"main.readdedNodeCrash",
 	}
 	return strs, syms
 }

@@ -3,12 +3,36 @@
 package store
 
 import (
+	"time"
+
 	"github.com/raftmq/raftmq/commitlog"
 	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/store/schedule"
 )
 
-// UncommittedRecords is the uncommitted-reads mutant (internal/mutant),
-// compiled only with -tags mutant (nomutant.go has the default build's): it
+// The failpoints of the store (internal/failpoint), compiled only with
+// -tags mutant. Their hooks: Store.open (ack-before-fsync), applyMessage
+// (no-dedupe), applyDelivery (schedule-in-memory); cluster's
+// uncommitted-reads hook calls UncommittedRecords.
+
+// ackBeforeFsync is the ack-before-fsync failpoint: the commit log
+// acknowledges appends from the page cache and syncs once a second.
+func ackBeforeFsync(o *commitlog.Options) {
+	o.Flush, o.FlushInterval = commitlog.FlushAsync, time.Second
+}
+
+// noDedupe is the no-dedupe failpoint: a retried send whose UNIQ_KEY is
+// already stored is never looked up, whatever dedupe said, and is queued
+// again.
+func noDedupe(dedupe bool) bool { return false }
+
+// scheduleInMemory is the schedule-in-memory failpoint's side of the
+// store: a delivery entry is applied from the cursor it carries (the
+// leader's memory, cluster's memSchedule), not the replicated cursor cur,
+// so a new leader's delivery from the start is applied again.
+func scheduleInMemory(cur int64, d schedule.Delivery) int64 { return d.From }
+
+// UncommittedRecords is the uncommitted-reads failpoint's read: it
 // returns copies of the message records of topic/queueID found in the log
 // past the applied index, numbered with provisional queue offsets that
 // continue the consume queue, for offsets >= from (at most max records). A

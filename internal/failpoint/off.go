@@ -1,0 +1,32 @@
+//go:build !mutant
+
+package failpoint
+
+import "strings"
+
+// Built is false: this build carries no failpoint and no fault endpoint;
+// the hooks that test it are compiled out.
+const Built = false
+
+// Set is empty: this build has no failpoint to turn on.
+type Set struct{}
+
+// On is false: every hook `if failpoint.On(...)` is compiled out.
+func On(Set, Point) bool { return false }
+
+// Any is false: no failpoint is on.
+func (Set) Any() bool { return false }
+
+// Names lists no failpoint: this build has none.
+func Names() []string { return nil }
+
+// Parse accepts only the empty list: this build has no failpoint to turn on.
+func Parse(list string) (Set, error) {
+	if strings.Trim(list, ", \t") != "" {
+		return Set{}, ErrNotBuilt
+	}
+	return Set{}, nil
+}
+
+// String is empty: no failpoint is on.
+func (Set) String() string { return "" }
