@@ -34,9 +34,9 @@ if [ "${1:-}" = "--under-load" ]; then
 fi
 
 go test -count=1 -timeout 15m ./... "$@"
-# The packages whose tests check the mutant build itself (the name table,
-# a campaign per mutant): a few seconds.
-go test -count=1 -timeout 5m -tags mutant ./internal/mutant ./jepsen "$@"
+# The packages whose tests check the mutant build itself (the failpoints'
+# name table, a campaign per mutant): a few seconds.
+go test -count=1 -timeout 5m -tags mutant ./internal/failpoint ./jepsen "$@"
 # The broker's fault endpoint (tick-rate and clock skew), compiled only
 # into the mutant build.
 go test -count=1 -timeout 5m -tags mutant -run 'TestFault' ./cluster "$@"
