@@ -30,8 +30,12 @@ type fpState struct {
 	ballast    *vfs.BallastFS // the fault endpoint's virtual ballast; nil without it
 }
 
-// warnFailpoints logs, at start (Start), that this broker runs failpoints.
+// warnFailpoints logs, at start (Start), that this broker runs failpoints,
+// if it does.
 func (b *Broker) warnFailpoints() {
+	if !b.fp.Any() {
+		return
+	}
 	b.log.Warn("cluster: MUTANT broker: known-bad behaviours are on, for harness self-tests only", "mutants", b.fp.String())
 }
 

@@ -40,5 +40,7 @@ go test -count=1 -timeout 5m -tags mutant ./internal/failpoint ./jepsen "$@"
 # The broker's fault endpoint (tick-rate and clock skew), compiled only
 # into the mutant build.
 go test -count=1 -timeout 5m -tags mutant -run 'TestFault' ./cluster "$@"
+# Failpoints are per store: a no-dedupe store beside a correct one.
+go test -count=1 -timeout 5m -tags mutant -run 'TestFailpoints' ./store "$@"
 # The simulator against the storage's own vote-not-fsynced mutant.
 go test -count=1 -timeout 5m -tags mutant -run 'TestSimCatchesUnsyncedVote' ./raftlog "$@"

@@ -20,12 +20,12 @@
 // with the tag (failpoints_mutant.go), which holds the bad behaviour. The
 // default build has a stub of that function in failpoints_nomutant.go that
 // panics and is never called. In the default build Set is an empty struct
-// and On is a constant false that the compiler inlines, so the hook and its
-// body are compiled out; Built gates the fault endpoint the same way. The
-// table of names (Names, Parse) is compiled only with the tag: in the
-// default build Names is empty and Parse refuses every name with
-// ErrNotBuilt. TestHooksOnly (hooks_test.go) holds the product's files to
-// this form.
+// without methods (product code can only ask On) and On is a constant
+// false that the compiler inlines, so the hook and its body are compiled
+// out; Built gates the fault endpoint the same way. The table of names
+// (Names, Parse) is compiled only with the tag: in the default build Names
+// is empty and Parse refuses every name with ErrNotBuilt. TestHooksOnly
+// (hooks_test.go) holds the product's files to this form.
 package failpoint
 
 import "errors"

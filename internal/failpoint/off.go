@@ -8,14 +8,12 @@ import "strings"
 // the hooks that test it are compiled out.
 const Built = false
 
-// Set is empty: this build has no failpoint to turn on.
+// Set is empty: this build has no failpoint to turn on. It has no
+// methods, so product code can only ask On.
 type Set struct{}
 
 // On is false: every hook `if failpoint.On(...)` is compiled out.
 func On(Set, Point) bool { return false }
-
-// Any is false: no failpoint is on.
-func (Set) Any() bool { return false }
 
 // Names lists no failpoint: this build has none.
 func Names() []string { return nil }
@@ -27,6 +25,3 @@ func Parse(list string) (Set, error) {
 	}
 	return Set{}, nil
 }
-
-// String is empty: no failpoint is on.
-func (Set) String() string { return "" }
