@@ -167,3 +167,32 @@ func (c *Client) ConsumeStats(ctx context.Context, group, topic string) (map[rem
 	t, _, err := remoting.DecodeConsumeStats(resp.Body)
 	return t, err
 }
+
+// AdminRequest sends a RocketMQ admin request (code, ext fields, body) to
+// the leader (any node forwards it) and returns the answer's body, which
+// is RocketMQ's (not the JSON view). A non-success answer is an *Error.
+// idempotent allows a retry after an indeterminate outcome.
+func (c *Client) AdminRequest(ctx context.Context, code int32, ext map[string]string, body []byte, idempotent bool) ([]byte, error) {
+	resp, addr, err := c.invokeLeader(ctx, func() *remoting.Command { return remoting.NewRequest(code, maps.Clone(ext), body) }, idempotent)
+	if err != nil {
+		return nil, fmt.Errorf("client: admin request %d: %w", code, err)
+	}
+	if resp.Code != remoting.Success {
+		return nil, responseError(addr, resp)
+	}
+	return slices.Clone(resp.Body), nil
+}
+
+// NodeRequest sends a request to the node at addr itself (not forwarded
+// to the leader: a node's own settings and maintenance) and returns the
+// answer's body. A non-success answer is an *Error.
+func (c *Client) NodeRequest(ctx context.Context, addr string, code int32, ext map[string]string, body []byte) ([]byte, error) {
+	resp, err := c.Invoke(ctx, addr, remoting.NewRequest(code, maps.Clone(ext), body))
+	if err != nil {
+		return nil, fmt.Errorf("client: request %d to %s: %w", code, addr, err)
+	}
+	if resp.Code != remoting.Success {
+		return nil, responseError(addr, resp)
+	}
+	return slices.Clone(resp.Body), nil
+}

@@ -881,15 +881,18 @@ func (n *Node) applyTo(index, term uint64, batches []*Batch) error {
 	return nil
 }
 
-// slogRaftLogger adapts slog to raft.Logger.
+// slogRaftLogger adapts slog to raft.Logger. etcd raft's Info lines are
+// its election chatter (votes asked, granted, rejected, terms changed):
+// they go to DEBUG, as the node logs each role change it sees at INFO
+// itself ("raftlog: role").
 type slogRaftLogger struct{ l *slog.Logger }
 
 func (s *slogRaftLogger) Debug(v ...any)              { s.l.Debug(fmt.Sprint(v...)) }
 func (s *slogRaftLogger) Debugf(f string, v ...any)   { s.l.Debug(fmt.Sprintf(f, v...)) }
 func (s *slogRaftLogger) Error(v ...any)              { s.l.Error(fmt.Sprint(v...)) }
 func (s *slogRaftLogger) Errorf(f string, v ...any)   { s.l.Error(fmt.Sprintf(f, v...)) }
-func (s *slogRaftLogger) Info(v ...any)               { s.l.Info(fmt.Sprint(v...)) }
-func (s *slogRaftLogger) Infof(f string, v ...any)    { s.l.Info(fmt.Sprintf(f, v...)) }
+func (s *slogRaftLogger) Info(v ...any)               { s.l.Debug(fmt.Sprint(v...)) }
+func (s *slogRaftLogger) Infof(f string, v ...any)    { s.l.Debug(fmt.Sprintf(f, v...)) }
 func (s *slogRaftLogger) Warning(v ...any)            { s.l.Warn(fmt.Sprint(v...)) }
 func (s *slogRaftLogger) Warningf(f string, v ...any) { s.l.Warn(fmt.Sprintf(f, v...)) }
 func (s *slogRaftLogger) Fatal(v ...any)              { s.l.Error(fmt.Sprint(v...)); panic(fmt.Sprint(v...)) }

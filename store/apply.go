@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/raftmq/raftmq/commitlog"
@@ -565,6 +567,29 @@ func (s *Store) applyCommand(payload []byte) error {
 		st.acl = next
 		st.dirtyACL = true
 		s.aclVersion.Add(1)
+	case OpBrokerConfig:
+		if len(c.Settings) == 0 {
+			return fmt.Errorf("%w: brokerConfig without settings", ErrBadCommand)
+		}
+		for k, v := range c.Settings {
+			if k == "" || strings.ContainsAny(k, "=\n") || strings.Contains(v, "\n") {
+				return fmt.Errorf("%w: broker setting %q=%q", ErrBadCommand, k, v)
+			}
+		}
+		next := maps.Clone(st.brokerConfig)
+		if next == nil {
+			next = map[string]string{}
+		}
+		for k, v := range c.Settings {
+			if v == "" {
+				delete(next, k)
+			} else {
+				next[k] = v
+			}
+		}
+		st.brokerConfig = next
+		st.dirtyBrokerConfig = true
+		s.brokerConfigVersion.Add(1)
 	default:
 		return fmt.Errorf("%w: unknown op %q", ErrBadCommand, c.Op)
 	}

@@ -90,6 +90,11 @@ const (
 	// Offsets (backwards too), all or nothing: a RocketMQ config import
 	// (applyImportLocked).
 	OpImportConfig = "importConfig"
+	// OpBrokerConfig sets the group-wide broker settings in Settings
+	// (RocketMQ's names, as brokerPermission); an empty value removes a
+	// setting, so the nodes' own configuration holds again. The broker
+	// validates names and values before it proposes one.
+	OpBrokerConfig = "brokerConfig"
 )
 
 // Command is a replicated change of state other than messages.
@@ -103,6 +108,8 @@ type Command struct {
 	// Topics and Groups are OpImportConfig's.
 	Topics []offsets.TopicConfig             `json:"topics,omitempty"`
 	Groups []offsets.SubscriptionGroupConfig `json:"groups,omitempty"`
+	// Settings are OpBrokerConfig's.
+	Settings map[string]string `json:"settings,omitempty"`
 }
 
 // OffsetCommit sets a consumer group's next offset in one queue.

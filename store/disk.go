@@ -243,6 +243,7 @@ func (st *state) restoreDelta(d *stateDelta) {
 		st.dirtyTxns[k] = true
 	}
 	st.dirtyACL = st.dirtyACL || d.writeACL
+	st.dirtyBrokerConfig = st.dirtyBrokerConfig || d.writeBrokerConfig
 	st.persisted = min(st.persisted, d.prevPersisted)
 }
 

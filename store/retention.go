@@ -331,3 +331,42 @@ func (s *Store) segmentNewest(first, last uint64) int64 {
 	}
 	return newest
 }
+
+// DeleteExpired deletes the expired commitlog segments now, whatever the
+// hour and the disk usage (mqadmin's deleteExpiredCommitLog), with the
+// same bounds as the scheduled deletion (applied index, raft floor,
+// pending delayed and half messages), and returns how many it deleted.
+func (s *Store) DeleteExpired() (int, error) {
+	total := 0
+	for {
+		n, err := s.deleteSegments(false)
+		total += n
+		if err != nil || n == 0 {
+			return total, err
+		}
+	}
+}
+
+// CleanExpiredQueues deletes the consume-queue and index files that only
+// point below the start of the commitlog (mqadmin's cleanExpiredCQ) and
+// returns how many consume-queue files went. Retention does this after
+// each deletion of segments; this catches up after a crash between the
+// two.
+func (s *Store) CleanExpiredQueues() (int, error) {
+	s.persistMu.Lock()
+	defer s.persistMu.Unlock()
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	minPos := s.clog.MinPosition()
+	n, err := s.cqs.DeleteBefore(minPos)
+	if err != nil {
+		return n, fmt.Errorf("store: clean expired consume queues: %w", err)
+	}
+	if err := s.persistLocked(); err != nil {
+		return n, err
+	}
+	if _, err := s.idx.DeleteBefore(minPos); err != nil {
+		return n, fmt.Errorf("store: clean expired index files: %w", err)
+	}
+	return n, nil
+}

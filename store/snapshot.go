@@ -218,6 +218,8 @@ func (s *Store) Restore(snap []byte, resetLog func(info SnapshotInfo) error) err
 	cur.sched, cur.txns = st.sched, st.txns
 	cur.acl = st.acl
 	s.aclVersion.Add(1)
+	cur.brokerConfig = st.brokerConfig
+	s.brokerConfigVersion.Add(1)
 	cur.clearDirty()
 	cur.mu.Unlock()
 	s.log.Info("store: installed snapshot", "index", info.Index, "next_position", info.Pos, "dedupe_keys", len(info.dedupe))

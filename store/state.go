@@ -1,7 +1,9 @@
 package store
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 
@@ -33,14 +35,18 @@ type state struct {
 	sched       map[int32]int64    // next unit to deliver of each schedule queue
 	txns        map[int64]txn.Record
 	acl         []byte // access-control state (Config.ApplyACL); nil: none
+	// brokerConfig is the group-wide broker settings (OpBrokerConfig);
+	// nil: none.
+	brokerConfig map[string]string
 
-	dirtyTopics   map[string]bool
-	dirtyGroups   map[string]bool
-	dirtyConsumer map[offsetKey]bool
-	dirtyQueues   map[queueKey]bool
-	dirtySched    map[int32]bool
-	dirtyTxns     map[int64]bool
-	dirtyACL      bool
+	dirtyTopics       map[string]bool
+	dirtyGroups       map[string]bool
+	dirtyConsumer     map[offsetKey]bool
+	dirtyQueues       map[queueKey]bool
+	dirtySched        map[int32]bool
+	dirtyTxns         map[int64]bool
+	dirtyACL          bool
+	dirtyBrokerConfig bool
 	// dirtyGen counts clearDirty calls (from 1), so that Apply marks a
 	// queue dirty once per checkpoint (applyQueue.dirtyGen).
 	dirtyGen  uint64
@@ -91,6 +97,11 @@ func loadState(db *offsets.DB) (*state, error) {
 		if b, ok := tx.Meta(metaACL); ok {
 			st.acl = b
 		}
+		if b, ok := tx.Meta(metaBrokerConfig); ok {
+			if err := json.Unmarshal(b, &st.brokerConfig); err != nil {
+				return fmt.Errorf("broker settings: %w", err)
+			}
+		}
 		if err := tx.ForEachScheduleOffset(func(q int32, next int64) error {
 			st.sched[q] = next
 			return nil
@@ -121,6 +132,7 @@ func (st *state) clearDirty() {
 	st.dirtySched = map[int32]bool{}
 	st.dirtyTxns = map[int64]bool{}
 	st.dirtyACL = false
+	st.dirtyBrokerConfig = false
 	st.dirtyGen++
 }
 
@@ -138,6 +150,8 @@ type stateDelta struct {
 	txns                 map[int64]*txn.Record // nil: ended
 	acl                  []byte                // written when writeACL
 	writeACL             bool
+	brokerConfig         map[string]string // written when writeBrokerConfig
+	writeBrokerConfig    bool
 	// prevPersisted is the persisted index before this delta was taken
 	// (restoreDelta puts it back).
 	prevPersisted uint64
@@ -184,6 +198,7 @@ func (st *state) takeDelta() *stateDelta {
 		d.sched[q] = st.sched[q]
 	}
 	d.acl, d.writeACL = st.acl, st.dirtyACL
+	d.brokerConfig, d.writeBrokerConfig = st.brokerConfig, st.dirtyBrokerConfig
 	for h := range st.dirtyTxns {
 		var r *txn.Record
 		if rec, ok := st.txns[h]; ok {
@@ -227,6 +242,15 @@ func (d *stateDelta) write(db *offsets.DB, indexCheckpoint []byte) error {
 		}
 		for k, off := range d.queues {
 			if err := tx.SetQueueOffset(k.topic, k.queue, off); err != nil {
+				return err
+			}
+		}
+		if d.writeBrokerConfig {
+			b, err := json.Marshal(d.brokerConfig)
+			if err != nil {
+				return err
+			}
+			if err := tx.SetMeta(metaBrokerConfig, b); err != nil {
 				return err
 			}
 		}
@@ -369,3 +393,11 @@ func (s *Store) ACL() ([]byte, uint64) {
 // ACLVersion changes whenever the access-control state does (an applied
 // OpACL, a snapshot installed); without a lock, for a per-request check.
 func (s *Store) ACLVersion() uint64 { return s.aclVersion.Load() }
+
+// BrokerConfig returns the group-wide broker settings (OpBrokerConfig), a
+// copy, and a version that changes whenever they do.
+func (s *Store) BrokerConfig() (map[string]string, uint64) {
+	s.state.mu.RLock()
+	defer s.state.mu.RUnlock()
+	return maps.Clone(s.state.brokerConfig), s.brokerConfigVersion.Load()
+}

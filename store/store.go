@@ -179,6 +179,9 @@ type Store struct {
 	topicsVersion atomic.Uint64
 	// aclVersion counts changes of the access-control state (ACLVersion).
 	aclVersion atomic.Uint64
+	// brokerConfigVersion counts changes of the group-wide broker
+	// settings (BrokerConfig).
+	brokerConfigVersion atomic.Uint64
 
 	changed  chan struct{} // closed and replaced after each Apply
 	changeMu sync.Mutex
@@ -190,9 +193,12 @@ type Store struct {
 const (
 	metaIndexCheckpoint = "index-checkpoint"
 	// metaACL holds the access-control state (Config.ApplyACL).
-	metaACL   = "acl"
-	abortName = "abort"
-	lockName  = "lock"
+	metaACL = "acl"
+	// metaBrokerConfig holds the group-wide broker settings
+	// (OpBrokerConfig) as a JSON object.
+	metaBrokerConfig = "brokerConfig"
+	abortName        = "abort"
+	lockName         = "lock"
 )
 
 // Open opens or creates a store, recovering from an unclean stop.

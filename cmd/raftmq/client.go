@@ -27,7 +27,7 @@ const defaultAddrs = "127.0.0.1:10911,127.0.0.1:10912,127.0.0.1:10913"
 
 // addrFlag adds --addr to a command that talks to a group.
 func addrFlag(cmd *cobra.Command, addrs *string) {
-	cmd.Flags().StringVar(addrs, "addr", defaultAddrs, "client addresses of any nodes of the group, comma-separated")
+	cmd.Flags().StringVar(addrs, "addr", envAddrs(), "client addresses of any nodes of the group, comma-separated (default $RAFTMQ_ADDR, else the local group on 10911-10913)")
 }
 
 // credentials are the keys the client signs its requests with, for a

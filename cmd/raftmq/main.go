@@ -44,27 +44,54 @@ func newRoot() *cobra.Command {
 	}
 	// A flag that does not parse is a usage error, as a value out of range
 	// is (flagcheck.go).
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
-	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log debug details")
+	root.SetFlagErrorFunc(flagError)
+	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log debug details (--log-level debug)")
+	var logLevel, logFormat string
+	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log lines of this level and above: debug, info, warn or error")
+	root.PersistentFlags().StringVar(&logFormat, "log-format", "text", "log as text (key=value) or json (one object per line)")
 	var cr credentials
 	root.PersistentFlags().StringVar(&cr.accessKey, "access-key", os.Getenv("RAFTMQ_ACCESS_KEY"), "sign requests with this access key, for a group with an ACL (default $RAFTMQ_ACCESS_KEY)")
 	root.PersistentFlags().StringVar(&cr.secretKey, "secret-key", os.Getenv("RAFTMQ_SECRET_KEY"), "the access key's secret (default $RAFTMQ_SECRET_KEY)")
 	root.PersistentFlags().StringVar(&cr.securityToken, "security-token", os.Getenv("RAFTMQ_SECURITY_TOKEN"), "a security token sent with signed requests (default $RAFTMQ_SECURITY_TOKEN)")
 	var tf tlsFlags
 	registerTLSFlags(root, &tf)
-	root.PersistentPreRun = func(c *cobra.Command, _ []string) {
+	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
+		if _, err := newLogger(logLevel, logFormat, verbose); err != nil {
+			return usageError(err)
+		}
 		c.SetContext(context.WithValue(c.Context(), credentialsKey{}, cr))
 		c.SetContext(context.WithValue(c.Context(), tlsKey{}, tf))
+		return resolveTarget(c)
 	}
 	logger := func() *slog.Logger {
-		lvl := slog.LevelInfo
-		if verbose {
-			lvl = slog.LevelDebug
+		l, err := newLogger(logLevel, logFormat, verbose)
+		if err != nil {
+			l, _ = newLogger("info", "text", verbose)
 		}
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+		return l
 	}
 	root.AddCommand(newClusterCmd(logger), newBrokerCmd(logger), newProduceCmd(logger), newConsumeCmd(logger),
 		newBenchCmd(logger), newStoreCmd(logger), newAdminCmd(logger), newJepsenCmd(logger), newNamesrvCmd(logger), newCertCmd(logger),
 		newClusterIDCmd())
+	finishCommands(root)
 	return root
+}
+
+// newLogger is the log of --log-level, --log-format and -v, on stderr.
+func newLogger(level, format string, verbose bool) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	if verbose {
+		lvl = min(lvl, slog.LevelDebug)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
