@@ -25,7 +25,7 @@ const (
 	// the whole ACL, secrets included, as JSON.
 	GetBrokerClusterACLConfig int32 = 54
 	// UpdateBrokerConfig (UPDATE_BROKER_CONFIG) is one of RocketMQ's
-	// admin codes; raftmq does not implement it.
+	// admin codes (served in cluster/brokerconfig.go).
 	UpdateBrokerConfig int32 = 25
 
 	// Response codes of failed ACL updates.
@@ -59,6 +59,10 @@ var adminCodes = func() map[int32]bool {
 		GetBrokerClusterACLInfo:                   true,
 		UpdateGlobalWhiteAddrsConfig:              true,
 		GetBrokerClusterACLConfig:                 true,
+		// WIPE_WRITE_PERM_OF_BROKER, ADD_WRITE_PERM_OF_BROKER,
+		// CLEAN_EXPIRED_CONSUMEQUEUE, DELETE_EXPIRED_COMMITLOG: raftmq's
+		// nodes serve them and they change the group or delete files.
+		205: true, 327: true, 306: true, 329: true,
 	}
 	for c := remoting.AdminCodeMin; c <= remoting.AdminCodeMax; c++ {
 		m[c] = c != remoting.ClusterStatus

@@ -140,7 +140,7 @@ func (b *Broker) checkACL(conn *remoting.ServerConn, req *remoting.Command) *rem
 		r.RemoteAddr = conn.RemoteAddr().String()
 	}
 	if _, ok := req.ExtFields[extForwarded]; ok {
-		r.Unsigned = []string{extForwarded, extCluster}
+		r.Unsigned = []string{extForwarded, extCluster, extClientAddr}
 	}
 	if _, err := p.Check(r); err != nil {
 		var de *acl.DeniedError
@@ -169,6 +169,7 @@ func (b *Broker) handleACLUpdate(ctx context.Context, conn *remoting.ServerConn,
 			}
 			return b.errorResponse(req, err)
 		}
+		b.audit(conn, req, "access control changed", "op", u.Op, "account", req.ExtFields["accessKey"])
 		return remoting.NewResponse(req, remoting.Success, "")
 	})
 }

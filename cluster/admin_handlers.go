@@ -40,6 +40,14 @@ func (b *Broker) handleAdminCode(ctx context.Context, conn *remoting.ServerConn,
 		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleResetOffset(ctx, conn, req) }), true
 	case remoting.ImportConfig:
 		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleImportConfig(ctx, conn, req) }), true
+	case CodeGetBrokerConfig:
+		return b.handleGetBrokerConfig(req), true
+	case CodeUpdateBrokerConfig:
+		return b.handleUpdateBrokerConfig(ctx, conn, req), true
+	case CodeWipeWritePermOfBroker, CodeAddWritePermOfBroker:
+		return b.handleWritePerm(ctx, conn, req), true
+	case CodeCleanExpiredConsumeQueue, CodeDeleteExpiredCommitLog:
+		return b.handleMaintenance(conn, req), true
 	case remoting.GetBrokerRuntimeInfo:
 		body, _ := json.Marshal(remoting.KVTable{Table: b.AdminRuntime()})
 		resp := remoting.NewResponse(req, remoting.Success, "")
@@ -205,6 +213,9 @@ func (b *Broker) handleResetOffset(ctx context.Context, conn *remoting.ServerCon
 		return b.refuse(conn, req, remoting.InvalidParameter, err.Error())
 	}
 	v, err := b.AdminResetOffsetByTime(ctx, h.Group, h.Topic, h.Timestamp, h.IsForce)
+	if err == nil {
+		b.audit(conn, req, "consumer offsets reset by time", "group", h.Group, "topic", h.Topic, "timestamp", h.Timestamp, "queues", len(v.Queues))
+	}
 	if err != nil || jsonView(req) {
 		return b.adminAnswer(req, v, err)
 	}
@@ -274,7 +285,7 @@ func (b *Broker) handleImportConfig(ctx context.Context, conn *remoting.ServerCo
 		cs.Offsets = append(cs.Offsets, offsets.ConsumerOffset{Group: o.Group, Topic: o.Topic, QueueID: o.QueueID, Offset: o.Offset})
 	}
 	v, err := b.AdminImportConfig(ctx, cs)
-	b.log.Info("cluster: import config requested", "by", remoteAddr(conn), "err", err)
+	b.audit(conn, req, "import config requested", "topics", len(cs.Topics), "groups", len(cs.Groups), "offsets", len(cs.Offsets), "err", err)
 	return b.adminAnswer(req, v, err)
 }
 

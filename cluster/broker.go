@@ -181,6 +181,9 @@ type Config struct {
 	Store  store.Config
 	FS     vfs.FS
 	Logger *slog.Logger
+	// LogLevel, if set, is Logger's level, which UPDATE_BROKER_CONFIG's
+	// logLevel changes at runtime (nil: fixed).
+	LogLevel *slog.LevelVar
 }
 
 // Broker is a running node.
@@ -217,9 +220,10 @@ type Broker struct {
 	// The failpoints (internal/failpoint) from Config.Store.Failpoints,
 	// and the state of those failpoints and of the fault endpoint
 	// (failpoints_mutant.go; an empty struct without -tags mutant).
-	fp  failpoint.Set
-	fps fpState
-	acl aclState
+	fp   failpoint.Set
+	fps  fpState
+	acl  aclState
+	gset groupSettingsCache // the group-wide settings (brokerconfig.go)
 
 	// removed is closed once this node learns it was removed from the
 	// group (members.go).

@@ -229,6 +229,7 @@ func (b *Broker) handleUpdateGroup(ctx context.Context, conn *remoting.ServerCon
 	if err := b.exec(ctx, &store.Command{Op: store.OpUpdateGroup, Group: &gc}); err != nil {
 		return b.errorResponse(req, err)
 	}
+	b.audit(conn, req, "subscription group created or updated", "group", gc.GroupName)
 	return remoting.NewResponse(req, remoting.Success, "")
 }
 
@@ -269,6 +270,7 @@ func (b *Broker) handleDeleteGroup(ctx context.Context, conn *remoting.ServerCon
 	if err := b.exec(ctx, &store.Command{Op: store.OpDeleteGroup, Name: name}); err != nil {
 		return b.errorResponse(req, err)
 	}
+	b.audit(conn, req, "subscription group deleted", "group", name)
 	return remoting.NewResponse(req, remoting.Success, "")
 }
 
@@ -285,7 +287,7 @@ func (b *Broker) handleDeleteTopic(ctx context.Context, conn *remoting.ServerCon
 	if err := b.exec(ctx, &store.Command{Op: store.OpDeleteTopic, Name: topic}); err != nil {
 		return b.errorResponse(req, err)
 	}
-	b.log.Info("cluster: topic deleted", "topic", topic, "by", remoteAddr(conn))
+	b.audit(conn, req, "topic deleted", "topic", topic)
 	return remoting.NewResponse(req, remoting.Success, "")
 }
 

@@ -39,6 +39,7 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 	if resp := b.checkACL(conn, req); resp != nil {
 		return resp
 	}
+	markCaller(conn, req)
 	switch req.Code {
 	case acl.UpdateAndCreateACLConfig, acl.DeleteACLConfig, acl.UpdateGlobalWhiteAddrsConfig:
 		return b.handleACLUpdate(ctx, conn, req)
@@ -487,7 +488,7 @@ func (b *Broker) prepareSend(conn *remoting.ServerConn, req *remoting.Command) (
 	}
 	tc, ok := b.rep.Store().Topic(h.Topic)
 	if !ok {
-		if !b.cfg.AutoCreateTopics {
+		if !b.autoCreate() {
 			return nil, nil, b.refuse(conn, req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", h.Topic))
 		}
 		n := h.DefaultTopicQueueNums
@@ -496,6 +497,11 @@ func (b *Broker) prepareSend(conn *remoting.ServerConn, req *remoting.Command) (
 		}
 		tc := offsets.NewTopicConfig(h.Topic, n)
 		return nil, &tc, nil
+	}
+	if b.brokerPerm()&remoting.PermWrite == 0 {
+		// RocketMQ's answer to a send while the broker's write permission
+		// is wiped.
+		return nil, nil, b.refuse(conn, req, remoting.NoPermission, fmt.Sprintf("the broker[%s] sending message is forbidden", b.cfg.BrokerName))
 	}
 	qid := h.QueueID
 	if qid < 0 {
@@ -618,6 +624,9 @@ func (b *Broker) handlePull(ctx context.Context, req *remoting.Command) *remotin
 	// is not consumed, and only its read queues are.
 	if tc.Perm&offsets.PermRead == 0 {
 		return remoting.NewResponse(req, remoting.NoPermission, fmt.Sprintf("the topic[%s] pulling message is forbidden", h.Topic))
+	}
+	if b.brokerPerm()&remoting.PermRead == 0 {
+		return remoting.NewResponse(req, remoting.NoPermission, fmt.Sprintf("the broker[%s] pulling message is forbidden", b.cfg.BrokerName))
 	}
 	if h.QueueID < 0 || h.QueueID >= tc.ReadQueueNums {
 		return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d] consumer:[%s]",
@@ -836,10 +845,15 @@ func (b *Broker) handleUpdateOffset(ctx context.Context, req *remoting.Command) 
 	case req.IsOneway():
 		if err != nil {
 			b.log.Warn("cluster: one-way consumer offset reset failed", "group", oc.Group, "topic", oc.Topic, "queue", oc.QueueID, "err", err)
+		} else if h.Reset {
+			b.audit(nil, req, "consumer offset reset", "group", oc.Group, "topic", oc.Topic, "queue", oc.QueueID, "offset", oc.Offset)
 		}
 		return nil
 	case err != nil:
 		return b.errorResponse(req, err)
+	}
+	if h.Reset {
+		b.audit(nil, req, "consumer offset reset", "group", oc.Group, "topic", oc.Topic, "queue", oc.QueueID, "offset", oc.Offset)
 	}
 	return remoting.NewResponse(req, remoting.Success, "")
 }
@@ -902,7 +916,7 @@ func (b *Broker) handleRoute(req *remoting.Command) *remoting.Command {
 		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
 	}
 	tc, ok := b.rep.Store().Topic(h.Topic)
-	if !ok && h.Topic == AutoCreateTopicKey && b.cfg.AutoCreateTopics {
+	if !ok && h.Topic == AutoCreateTopicKey && b.autoCreate() {
 		tc, ok = autoCreateTemplate(), true
 	}
 	if !ok {
@@ -914,6 +928,9 @@ func (b *Broker) handleRoute(req *remoting.Command) *remoting.Command {
 }
 
 func (b *Broker) routeBody(tc offsets.TopicConfig) []byte {
+	// The group's brokerPermission limits every topic's, as a name
+	// server's wipeWritePerm does.
+	tc.Perm &= int32(b.brokerPerm()) | remoting.PermInherit | remoting.PermPriority
 	st := b.rep.Node().Status()
 	leader := st.Leader
 	if leader == b.cfg.ID && !b.rep.Node().LeaderReady() {
@@ -993,6 +1010,7 @@ func (b *Broker) handleCreateTopic(ctx context.Context, req *remoting.Command) *
 	if err := b.exec(ctx, &store.Command{Op: store.OpCreateTopic, Topic: &tc}); err != nil {
 		return b.errorResponse(req, err)
 	}
+	b.audit(nil, req, "topic created or updated", "topic", tc.TopicName, "read_queues", tc.ReadQueueNums, "write_queues", tc.WriteQueueNums, "perm", tc.Perm, "order", tc.Order)
 	return remoting.NewResponse(req, remoting.Success, "")
 }
 
@@ -1023,6 +1041,8 @@ func (b *Broker) handleAdmin(ctx context.Context, req *remoting.Command) *remoti
 	if err != nil {
 		return remoting.NewResponse(req, remoting.SystemError, err.Error())
 	}
+	b.audit(nil, req, map[int32]string{remoting.TransferLeader: "leadership transfer requested", remoting.AddNode: "member added",
+		remoting.RemoveNode: "member removed"}[req.Code], "node", id)
 	return remoting.NewResponse(req, remoting.Success, "")
 }
 

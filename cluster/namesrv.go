@@ -25,9 +25,14 @@ func (b *Broker) registrations() []namesrv.Registration {
 		id = remoting.MasterID
 	}
 	topics := b.rep.Store().Topics()
+	if bp := int32(b.brokerPerm()); bp != remoting.PermRead|remoting.PermWrite {
+		for i := range topics {
+			topics[i].Perm &= bp | remoting.PermInherit | remoting.PermPriority
+		}
+	}
 	addr := b.ClientAddr()
 	published := topics
-	if b.cfg.AutoCreateTopics {
+	if b.autoCreate() {
 		// The auto-creation template, as RocketMQ's brokers publish it.
 		published = append(append([]offsets.TopicConfig{}, topics...), autoCreateTemplate())
 	}

@@ -401,3 +401,6 @@ func (s *Store) BrokerConfig() (map[string]string, uint64) {
 	defer s.state.mu.RUnlock()
 	return maps.Clone(s.state.brokerConfig), s.brokerConfigVersion.Load()
 }
+
+// BrokerConfigVersion is BrokerConfig's version, without the copy.
+func (s *Store) BrokerConfigVersion() uint64 { return s.brokerConfigVersion.Load() }

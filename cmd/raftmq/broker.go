@@ -285,6 +285,9 @@ func brokerCommand(logger func() *slog.Logger, run func(f *brokerFlags, cfg clus
 			if err != nil {
 				return usageError(err)
 			}
+			if lv, ok := c.Context().Value(logLevelKey{}).(*slog.LevelVar); ok {
+				cfg.LogLevel = lv
+			}
 			return run(&f, cfg, log)
 		},
 	}

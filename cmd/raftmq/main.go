@@ -55,18 +55,20 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().StringVar(&cr.securityToken, "security-token", os.Getenv("RAFTMQ_SECURITY_TOKEN"), "a security token sent with signed requests (default $RAFTMQ_SECURITY_TOKEN)")
 	var tf tlsFlags
 	registerTLSFlags(root, &tf)
+	level := new(slog.LevelVar)
 	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
-		if _, err := newLogger(logLevel, logFormat, verbose); err != nil {
+		if _, err := newLogger(logLevel, logFormat, verbose, level); err != nil {
 			return usageError(err)
 		}
+		c.SetContext(context.WithValue(c.Context(), logLevelKey{}, level))
 		c.SetContext(context.WithValue(c.Context(), credentialsKey{}, cr))
 		c.SetContext(context.WithValue(c.Context(), tlsKey{}, tf))
 		return resolveTarget(c)
 	}
 	logger := func() *slog.Logger {
-		l, err := newLogger(logLevel, logFormat, verbose)
+		l, err := newLogger(logLevel, logFormat, verbose, level)
 		if err != nil {
-			l, _ = newLogger("info", "text", verbose)
+			l, _ = newLogger("info", "text", verbose, level)
 		}
 		return l
 	}
@@ -77,8 +79,13 @@ func newRoot() *cobra.Command {
 	return root
 }
 
-// newLogger is the log of --log-level, --log-format and -v, on stderr.
-func newLogger(level, format string, verbose bool) (*slog.Logger, error) {
+// logLevelKey is the context key of the log's *slog.LevelVar, which a
+// broker's logLevel setting changes at runtime.
+type logLevelKey struct{}
+
+// newLogger is the log of --log-level, --log-format and -v, on stderr;
+// it sets lv to the level and logs at lv's level.
+func newLogger(level, format string, verbose bool, lv *slog.LevelVar) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
@@ -86,7 +93,8 @@ func newLogger(level, format string, verbose bool) (*slog.Logger, error) {
 	if verbose {
 		lvl = min(lvl, slog.LevelDebug)
 	}
-	opts := &slog.HandlerOptions{Level: lvl}
+	lv.Set(lvl)
+	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "text":
 		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil

@@ -279,4 +279,3 @@ func clusterInfoOf(ctx context.Context, addr string) (remoting.ClusterInfo, erro
 	}
 	return ci, nil
 }
-
