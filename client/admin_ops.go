@@ -169,10 +169,10 @@ func (c *Client) ConsumeStats(ctx context.Context, group, topic string) (map[rem
 }
 
 // AdminRequest sends a RocketMQ admin request (code, ext fields, body) to
-// the leader (any node forwards it) and returns the answer's body, which
-// is RocketMQ's (not the JSON view). A non-success answer is an *Error.
-// idempotent allows a retry after an indeterminate outcome.
-func (c *Client) AdminRequest(ctx context.Context, code int32, ext map[string]string, body []byte, idempotent bool) ([]byte, error) {
+// the leader (any node forwards it) and returns the answer, RocketMQ's
+// (not the JSON view). A non-success answer is an *Error. idempotent
+// allows a retry after an indeterminate outcome.
+func (c *Client) AdminRequest(ctx context.Context, code int32, ext map[string]string, body []byte, idempotent bool) (*remoting.Command, error) {
 	resp, addr, err := c.invokeLeader(ctx, func() *remoting.Command { return remoting.NewRequest(code, maps.Clone(ext), body) }, idempotent)
 	if err != nil {
 		return nil, fmt.Errorf("client: admin request %d: %w", code, err)
@@ -180,7 +180,7 @@ func (c *Client) AdminRequest(ctx context.Context, code int32, ext map[string]st
 	if resp.Code != remoting.Success {
 		return nil, responseError(addr, resp)
 	}
-	return slices.Clone(resp.Body), nil
+	return resp, nil
 }
 
 // NodeRequest sends a request to the node at addr itself (not forwarded

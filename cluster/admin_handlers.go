@@ -40,6 +40,8 @@ func (b *Broker) handleAdminCode(ctx context.Context, conn *remoting.ServerConn,
 		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleResetOffset(ctx, conn, req) }), true
 	case remoting.ImportConfig:
 		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleImportConfig(ctx, conn, req) }), true
+	case CodeGetAllConsumerOffset:
+		return b.handleAllConsumerOffsets(ctx, req), true
 	case CodeGetBrokerConfig:
 		return b.handleGetBrokerConfig(req), true
 	case CodeUpdateBrokerConfig:
@@ -292,4 +294,24 @@ func (b *Broker) handleImportConfig(ctx context.Context, conn *remoting.ServerCo
 // statusRequest is a CLUSTER_STATUS request.
 func statusRequest() *remoting.Command {
 	return remoting.NewRequest(remoting.ClusterStatus, nil, nil)
+}
+
+// CodeGetAllConsumerOffset is RocketMQ's GET_ALL_CONSUMER_OFFSET.
+const CodeGetAllConsumerOffset int32 = 43
+
+// handleAllConsumerOffsets answers GET_ALL_CONSUMER_OFFSET with every
+// committed offset, as RocketMQ's consumerOffset.json
+// ({"offsetTable":{"topic@group":{"queueId":offset}}}), after a read
+// barrier: the groups that have offsets, with or without a subscription
+// group config.
+func (b *Broker) handleAllConsumerOffsets(ctx context.Context, req *remoting.Command) *remoting.Command {
+	if resp := b.barrierOrRefuse(ctx, req, "consumer offsets"); resp != nil {
+		return resp
+	}
+	st := b.rep.Store()
+	table := map[string]map[int32]int64{}
+	for _, gl := range st.ConsumerLags() {
+		table[gl.Topic+"@"+gl.Group] = st.ConsumerOffsets(gl.Group, gl.Topic)
+	}
+	return b.adminAnswer(req, map[string]any{"offsetTable": table}, nil)
 }

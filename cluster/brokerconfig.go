@@ -144,6 +144,13 @@ func (b *Broker) BrokerSettings() []AdminSetting {
 	if b.cfg.LogLevel != nil {
 		level = strings.ToLower(b.cfg.LogLevel.Level().String())
 	}
+	idle := b.cfg.ClientIdleTimeout
+	switch {
+	case idle == 0:
+		idle = remoting.DefaultIdleTimeout
+	case idle < 0:
+		idle = 0 // never
+	}
 	restart := map[string]string{
 		"brokerName":                      b.cfg.BrokerName,
 		"brokerClusterName":               b.cfg.ClusterName,
@@ -160,7 +167,7 @@ func (b *Broker) BrokerSettings() []AdminSetting {
 		"transactionTimeOut":              strconv.FormatInt(b.cfg.TxnTimeout.Milliseconds(), 10),
 		"transactionCheckInterval":        strconv.FormatInt(b.cfg.TxnCheckInterval.Milliseconds(), 10),
 		"transactionCheckMax":             strconv.Itoa(b.cfg.TxnCheckMax),
-		"clientChannelMaxIdleTimeSeconds": strconv.FormatInt(int64(b.cfg.ClientIdleTimeout.Seconds()), 10),
+		"clientChannelMaxIdleTimeSeconds": strconv.FormatInt(int64(idle.Seconds()), 10),
 	}
 	out := []AdminSetting{
 		{Key: SettingBrokerPermission, Value: strconv.Itoa(gs.perm), Scope: ScopeGroup},

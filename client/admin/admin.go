@@ -284,3 +284,56 @@ func NotFound(err error) bool {
 	}
 	return false
 }
+
+// GroupOffsets is every committed consumer offset (GET_ALL_CONSUMER_OFFSET)
+// by group, topic and queue: the groups with offsets, whether or not they
+// have a subscription group config.
+func GroupOffsets(ctx context.Context, cl *client.Client) (map[string]map[string]map[int32]int64, error) {
+	var w struct {
+		Table map[string]map[int32]int64 `json:"offsetTable"`
+	}
+	if err := View(ctx, cl, cluster.CodeGetAllConsumerOffset, nil, &w); err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]map[int32]int64{}
+	for k, qs := range w.Table {
+		i := strings.LastIndexByte(k, '@')
+		if i < 0 {
+			return nil, fmt.Errorf("admin: consumer offsets: key %q is not topic@group", k)
+		}
+		topic, group := k[:i], k[i+1:]
+		if out[group] == nil {
+			out[group] = map[string]map[int32]int64{}
+		}
+		out[group][topic] = qs
+	}
+	return out, nil
+}
+
+// Settings is a node's broker settings (GET_BROKER_CONFIG's JSON view),
+// asked of the node at addr itself.
+func Settings(ctx context.Context, cl *client.Client, addr string) ([]cluster.AdminSetting, error) {
+	body, err := cl.NodeRequest(ctx, addr, cluster.CodeGetBrokerConfig, map[string]string{remoting.FieldAdminView: remoting.AdminViewJSON}, nil)
+	if err != nil {
+		return nil, err
+	}
+	var v []cluster.AdminSetting
+	if err := json.Unmarshal(body, &v); err != nil {
+		return nil, fmt.Errorf("admin: broker settings of %s: %w", addr, err)
+	}
+	return v, nil
+}
+
+// Nodes is the client addresses of the group's members, as its leader
+// lists them.
+func Nodes(ctx context.Context, cl *client.Client) ([]string, error) {
+	v, err := ClusterList(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range v.Members {
+		out = append(out, m.Client)
+	}
+	return out, nil
+}

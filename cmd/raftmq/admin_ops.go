@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/client/admin"
@@ -62,14 +63,26 @@ func (e *adminEnv) command(use, short string, args cobra.PositionalArgs, asJSON 
 }
 
 // alias returns a hidden copy of a command under mqadmin's name, made by
-// mk (a fresh command, so flags are not shared between the two).
+// mk (a fresh command, so flags are not shared between the two). Its
+// boolean flags with a short name take a value, as mqadmin's do
+// (`-m true`), except mqadmin's few switches (noArgSwitches).
 func alias(name string, mk func() *cobra.Command) *cobra.Command {
 	c := mk()
 	c.Use = name + strings.TrimPrefix(c.Use, strings.Fields(c.Use)[0])
 	c.Hidden = true
 	c.Short = "mqadmin's name for: " + c.Short
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Value.Type() == "bool" && f.Shorthand != "" && !slices.Contains(noArgSwitches, f.Name) {
+			f.NoOptDefVal = ""
+			f.Usage += " (true or false)"
+		}
+	})
 	return c
 }
+
+// noArgSwitches are the boolean flags that mqadmin's commands take without
+// a value.
+var noArgSwitches = []string{"cluster-model"}
 
 // explain turns a broker's not-found answers into errors naming what was
 // not found.
@@ -169,6 +182,7 @@ func adminOpsCmds(admin *cobra.Command, logger func() *slog.Logger) {
 	} {
 		admin.AddCommand(alias(a.name, a.mk))
 	}
+	adminMoreCmds(admin, e)
 }
 
 // topicArg takes the topic from the argument or -t/--topic.
@@ -428,21 +442,22 @@ type groupSummary struct {
 	TotalLag  int64  `json:"totalLag"`
 }
 
-// allGroupsProgress prints every subscription group's total lag and its
-// online consumers (system groups with nothing committed are left out).
+// allGroupsProgress prints the total lag and online consumers of every
+// group with a subscription group config or committed offsets (groups
+// with neither offsets nor consumers online are left out).
 func allGroupsProgress(ctx context.Context, cl *client.Client, out io.Writer, asJSON bool) error {
-	gs, err := admin.Groups(ctx, cl)
+	groups, _, err := groupsWithState(ctx, cl)
 	if err != nil {
 		return err
 	}
 	rows := []groupSummary{}
-	for _, gc := range gs {
-		pr, err := admin.ConsumerProgress(ctx, cl, gc.GroupName, "")
+	for _, g := range groups {
+		pr, err := admin.ConsumerProgress(ctx, cl, g, "")
 		if err != nil {
-			return explain(err, "", gc.GroupName)
+			return explain(err, "", g)
 		}
-		row := groupSummary{Group: gc.GroupName, TotalLag: pr.TotalLag}
-		if cc, err := admin.ConsumerConnection(ctx, cl, gc.GroupName); err == nil {
+		row := groupSummary{Group: g, TotalLag: pr.TotalLag}
+		if cc, err := admin.ConsumerConnection(ctx, cl, g); err == nil {
 			row.Consumers, row.Model, row.Type = len(cc.Clients), cc.MessageModel, cc.ConsumeType
 		} else if !admin.NotFound(err) {
 			var ce *client.Error

@@ -27,7 +27,7 @@ const defaultAddrs = "127.0.0.1:10911,127.0.0.1:10912,127.0.0.1:10913"
 
 // addrFlag adds --addr to a command that talks to a group.
 func addrFlag(cmd *cobra.Command, addrs *string) {
-	cmd.Flags().StringVar(addrs, "addr", envAddrs(), "client addresses of any nodes of the group, comma-separated (default $RAFTMQ_ADDR, else the local group on 10911-10913)")
+	cmd.Flags().StringVar(addrs, "addr", envAddrs(), "client addresses of any nodes of the group, comma-separated ($RAFTMQ_ADDR sets the default)")
 }
 
 // credentials are the keys the client signs its requests with, for a
@@ -155,6 +155,11 @@ func newConsumeCmd(logger func() *slog.Logger) *cobra.Command {
 						printed++
 						got++
 						if max > 0 && printed >= max {
+							// Commit what was printed, up to this
+							// message, before stopping.
+							if commit {
+								return pc.CommitOffset(ctx, topic, int32(q), m.QueueOffset+1)
+							}
 							return nil
 						}
 					}

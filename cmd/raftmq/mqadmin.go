@@ -168,17 +168,33 @@ func flagError(c *cobra.Command, err error) error {
 // resolveTarget points a command's --addr at the group its mqadmin flags
 // name: -b (a node) as is, or the nodes -n (or $NAMESRV_ADDR) lists for
 // the group, of cluster -c if given.
-func resolveTarget(c *cobra.Command) error {
+func resolveTarget(c *cobra.Command) (err error) {
 	fl := c.Flags()
 	addr := fl.Lookup("addr")
 	if addr == nil {
 		return nil
 	}
+	brokerName := ""
 	if b := fl.Lookup(flagBrokerAddr); b != nil && b.Changed {
-		if addr.Changed {
-			return usageError(fmt.Errorf("give --addr or -b/--%s, not both", flagBrokerAddr))
+		v := b.Value.String()
+		if !strings.Contains(v, ":") {
+			// mqadmin's -b is a broker name in some commands
+			// (queryMsgByOffset, consumeMessage, sendMessage): the group's
+			// name, checked below.
+			brokerName = v
+		} else {
+			if addr.Changed {
+				return usageError(fmt.Errorf("give --addr or -b/--%s, not both", flagBrokerAddr))
+			}
+			return fl.Set("addr", v)
 		}
-		return fl.Set("addr", b.Value.String())
+	}
+	if brokerName != "" {
+		defer func() {
+			if err == nil {
+				err = checkBrokerName(c.Context(), strings.Split(addr.Value.String(), ",")[0], brokerName)
+			}
+		}()
 	}
 	ns := ""
 	if n := fl.Lookup(flagNamesrvAddr); n != nil && n.Changed {
@@ -278,4 +294,21 @@ func clusterInfoOf(ctx context.Context, addr string) (remoting.ClusterInfo, erro
 		return ci, fmt.Errorf("name server %s: %w", addr, err)
 	}
 	return ci, nil
+}
+
+// checkBrokerName checks that the group the node at addr belongs to is
+// named name.
+func checkBrokerName(ctx context.Context, addr, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ci, err := clusterInfoOf(ctx, addr)
+	if err != nil {
+		return err
+	}
+	for n := range ci.BrokerAddrTable {
+		if base, _, _ := strings.Cut(n, "@"); base == name {
+			return nil
+		}
+	}
+	return fmt.Errorf("broker %q: the group at %s is %s", name, addr, strings.Join(slices.Sorted(mapKeys(ci.BrokerAddrTable)), ", "))
 }
