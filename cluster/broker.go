@@ -448,7 +448,15 @@ func Start(cfg Config) (*Broker, error) {
 		if cfg.HTTPHandlers != nil {
 			cfg.HTTPHandlers(mux)
 		}
-		b.http = &http.Server{Handler: b.httpAuth(mux), ReadHeaderTimeout: 5 * time.Second}
+		b.http = &http.Server{Handler: b.httpAuth(mux), ReadHeaderTimeout: 5 * time.Second,
+			ConnState: func(_ net.Conn, s http.ConnState) {
+				switch s {
+				case http.StateNew:
+					b.met.httpConns.Add(1)
+				case http.StateClosed, http.StateHijacked:
+					b.met.httpConns.Add(-1)
+				}
+			}}
 		b.wg.Add(1)
 		httpLn := b.tls.httpListener(b.httpLn, remoting.NewTLSRefusalLogger(b.log.With("port", "http")))
 		go func() { defer b.wg.Done(); _ = b.http.Serve(httpLn) }()
@@ -599,7 +607,21 @@ func (b *Broker) gauges() map[string]float64 {
 // scrapeFuncs are the values /metrics reads at scrape time (metrics.go).
 func (b *Broker) scrapeFuncs() scrapeFuncs {
 	return scrapeFuncs{
-		gauges:        b.gauges,
+		gauges: b.gauges,
+		connections: func() map[string]int {
+			m := map[string]int{"remoting": 0, "raft": 0, "http": int(b.met.httpConns.Load())}
+			if b.srv != nil {
+				m["remoting"] = b.srv.Conns()
+			}
+			if b.tr != nil {
+				for _, ps := range b.tr.Stats() {
+					if ps.Connected {
+						m["raft"]++
+					}
+				}
+			}
+			return m
+		},
 		leaderChanges: func() uint64 { return b.rep.Node().LeaderChanges() },
 		forcedUnconsumed: func() uint64 {
 			return b.rep.Store().ForcedUnconsumedMessages()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/raftmq/raftmq/cluster/membership"
@@ -323,6 +324,7 @@ func remoteAddr(conn *remoting.ServerConn) string {
 // host, request code and answer, so an operator sees why a client fails
 // without a log line per retry.
 func (b *Broker) refuse(conn *remoting.ServerConn, req *remoting.Command, code int32, remark string) *remoting.Command {
+	b.met.Refused.WithLabelValues(strconv.Itoa(int(code))).Inc()
 	if addr, first := b.refused.First(conn, req, code); first {
 		b.log.Warn("cluster: request refused (logged once per client host and code)", "client", addr,
 			"code", req.Code, "language", req.Language, "version", req.Version, "answer", code, "remark", remark)

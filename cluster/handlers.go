@@ -46,7 +46,8 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 	case remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage:
 		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleSend(ctx, conn, req) })
 	case remoting.PullMessage, remoting.LitePullMessage:
-		return b.met.pulled(b.handlePull(ctx, req))
+		start := time.Now()
+		return b.met.pulled(b.handlePull(ctx, req), start)
 	case remoting.QueryConsumerOffset:
 		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleQueryOffset(ctx, req) })
 	case remoting.UpdateConsumerOffset:

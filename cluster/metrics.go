@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -42,6 +44,15 @@ type Metrics struct {
 	ScheduleLateness  prometheus.Histogram   // due time to proposal, seconds
 	TxnEnded          *prometheus.CounterVec // by action
 	SendBack          *prometheus.CounterVec // by target: retry, dlq
+	// Refused: requests answered with an error by refuse (bad input,
+	// access denied, write permission wiped, ...), by answer code.
+	Refused *prometheus.CounterVec
+	// PullLatency is request in to answer out of a pull (a long poll's
+	// hold included); PullBytes the message bytes pulls returned.
+	PullLatency prometheus.Histogram
+	PullBytes   prometheus.Counter
+	// httpConns counts open connections of the HTTP port.
+	httpConns atomic.Int64
 
 	// The children of Sends and Pulls, looked up once.
 	sendsOK, sendsError                       prometheus.Counter
@@ -66,6 +77,9 @@ type scrapeFuncs struct {
 	// clusterRefusals: raft streams and frames, and forwarded requests,
 	// of another cluster refused.
 	clusterRefusals func() (raft, forward uint64)
+	// connections: open connections by protocol (remoting: the client
+	// port; raft: streams to peers; http).
+	connections func() map[string]int
 }
 
 // NewMetrics registers the metrics in a fresh registry, with the Go and
@@ -98,6 +112,12 @@ func NewMetrics(src scrapeFuncs) *Metrics {
 			Help: "Transactions ended through this node while leader, by action (commit, rollback, discard)."}, []string{"action"}),
 		SendBack: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_send_back_total",
 			Help: "Messages consumers sent back, by target (retry, dlq)."}, []string{"target"}),
+		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_requests_refused_total",
+			Help: "Client requests refused with an error answer (bad input, access denied, write permission wiped, unknown topic on send, ...), by answer code."}, []string{"code"}),
+		PullLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "raftmq_pull_seconds",
+			Help: "Time from a pull request to its answer, a long poll's hold included.", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 20)}),
+		PullBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_pull_bytes_total",
+			Help: "Message bytes returned by pulls (the answers' bodies)."}),
 		topicMessages: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_topic_messages_total",
 			Help: "Messages stored by sends this node answered as leader, by topic (duplicates of stored sends not counted; topics past the first 1,000 as _other)."}, []string{"topic"}),
 		topicBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_topic_message_bytes_total",
@@ -113,6 +133,7 @@ func NewMetrics(src scrapeFuncs) *Metrics {
 	m.scrape = &scrapeCollector{src: src}
 	reg.MustRegister(m.Sends, m.SendLatency, m.Fsync, m.Apply, m.Commit, m.BatchSize, m.Pulls, m.Forwarded, m.ForwardDropped,
 		m.ScheduleDelivered, m.ScheduleLateness, m.TxnEnded, m.SendBack, m.topicMessages, m.topicBytes, m.scrape,
+		m.Refused, m.PullLatency, m.PullBytes, buildInfo(),
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -139,14 +160,17 @@ func (m *Metrics) forwardDropped(reason string) {
 	m.ForwardDropped.WithLabelValues(reason).Inc()
 }
 
-// pulled counts a pull's answer by result and returns it.
-func (m *Metrics) pulled(resp *remoting.Command) *remoting.Command {
+// pulled counts a pull's answer by result, its time since start and its
+// bytes, and returns it.
+func (m *Metrics) pulled(resp *remoting.Command, start time.Time) *remoting.Command {
 	if resp == nil {
 		return nil // the client went away during a long poll
 	}
+	m.PullLatency.Observe(time.Since(start).Seconds())
 	switch resp.Code {
 	case remoting.Success:
 		m.pullFound.Inc()
+		m.PullBytes.Add(float64(len(resp.Body)))
 	case remoting.PullNotFound:
 		m.pullNone.Inc()
 	case remoting.PullRetryImmediately:
@@ -294,6 +318,11 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(clusterRefusedDesc, prometheus.CounterValue, float64(raft), "raft")
 		ch <- prometheus.MustNewConstMetric(clusterRefusedDesc, prometheus.CounterValue, float64(forward), "forward")
 	}
+	if c.src.connections != nil {
+		for proto, n := range c.src.connections() {
+			ch <- prometheus.MustNewConstMetric(connectionsDesc, prometheus.GaugeValue, float64(n), proto)
+		}
+	}
 	if c.src.followerLag != nil {
 		for id, lag := range c.src.followerLag() {
 			ch <- prometheus.MustNewConstMetric(followerLagDesc, prometheus.GaugeValue, float64(lag), strconv.FormatUint(id, 10))
@@ -331,4 +360,26 @@ type RetentionStatus struct {
 func retentionStatus(r store.RetentionConfig) RetentionStatus {
 	return RetentionStatus{FileReservedTime: r.FileReservedTime.String(), DeleteWhen: r.DeleteWhen,
 		CleanRatio: r.CleanRatio, ForceRatio: r.ForceRatio, FullRatio: r.FullRatio}
+}
+
+var connectionsDesc = prometheus.NewDesc("raftmq_connections", "Open connections by protocol: remoting (the client port, TLS or not), raft (streams to peers that are up), http.", []string{"protocol"}, nil)
+
+// buildInfo is raftmq_build_info: 1, labelled with the binary's module
+// version, VCS revision and Go version.
+func buildInfo() prometheus.Collector {
+	version, revision := "(devel)", "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				revision = s.Value
+			}
+		}
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "raftmq_build_info", Help: "1, labelled with the build's version, VCS revision and Go version.",
+		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": runtime.Version()}})
+	g.Set(1)
+	return g
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -93,6 +94,9 @@ func TestMetricsMoveWithLoad(t *testing.T) {
 		resp := invoke(t, lc, sendCmd("M", q, fmt.Sprintf("m%d", i), fmt.Sprintf("MU%d", i)))
 		require.Equal(t, remoting.Success, resp.Code, resp.Remark)
 	}
+	// A send to a topic name RocketMQ refuses is refused (and counted).
+	resp = invoke(t, lc, sendCmd("bad topic", 0, "x", "MUX"))
+	require.Equal(t, remoting.MessageIllegal, resp.Code, resp.Remark)
 	// A repeated send is answered as a duplicate and stores nothing.
 	resp = invoke(t, lc, sendCmd("M", 0, "m0", "MU0"))
 	require.Equal(t, "true", resp.ExtFields["raftmqDuplicate"])
@@ -131,6 +135,19 @@ func TestMetricsMoveWithLoad(t *testing.T) {
 	require.GreaterOrEqual(t, moved("raftmq_commit_seconds"), float64(n0+n1+1), "one commit sample per proposed entry")
 	require.Equal(t, 1.0, moved("raftmq_pulls_total", "result", "found"))
 	require.Equal(t, 1.0, moved("raftmq_pulls_total", "result", "none"))
+	require.Equal(t, 2.0, moved("raftmq_pull_seconds"), "one latency sample per pull")
+	require.Greater(t, moved("raftmq_pull_bytes_total"), float64(20*50), "the 20 messages pulled")
+	require.Equal(t, 1.0, moved("raftmq_requests_refused_total", "code", strconv.Itoa(int(remoting.MessageIllegal))))
+	conns, ok := sample(after, "raftmq_connections", "protocol", "remoting")
+	require.True(t, ok)
+	require.GreaterOrEqual(t, conns, 1.0, "this test's client connection")
+	raftConns, _ := sample(after, "raftmq_connections", "protocol", "raft")
+	require.Equal(t, 2.0, raftConns, "streams to both followers")
+	httpConns, _ := sample(after, "raftmq_connections", "protocol", "http")
+	require.GreaterOrEqual(t, httpConns, 1.0, "the scrape's own connection")
+	bi, ok := sample(after, "raftmq_build_info")
+	require.True(t, ok)
+	require.Equal(t, 1.0, bi)
 
 	lag, ok := sample(after, "raftmq_group_lag_messages", "group", "mg", "topic", "M")
 	require.True(t, ok)
@@ -171,7 +188,7 @@ func TestMetricsMoveWithLoad(t *testing.T) {
 	checkDashboard(t, after)
 }
 
-var metricName = regexp.MustCompile(`\braftmq_[a-z0-9_]+`)
+var metricName = regexp.MustCompile(`\b(?:raftmq|go|process)_[a-z0-9_]+`)
 
 // checkDashboard checks docs/grafana/raftmq.json is a dashboard whose
 // every query names metrics the scrape has.
@@ -202,7 +219,8 @@ func checkDashboard(t *testing.T, fams map[string]*dto.MetricFamily) {
 			for _, name := range names {
 				base := name
 				for _, suf := range []string{"_bucket", "_count", "_sum"} {
-					if b := strings.TrimSuffix(name, suf); b != name && fams[b] != nil && fams[b].GetType() == dto.MetricType_HISTOGRAM {
+					if b := strings.TrimSuffix(name, suf); b != name && fams[b] != nil &&
+						(fams[b].GetType() == dto.MetricType_HISTOGRAM || fams[b].GetType() == dto.MetricType_SUMMARY) {
 						base = b
 					}
 				}

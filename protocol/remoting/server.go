@@ -266,6 +266,13 @@ func (s *Server) offense(addr, reason string, err error) {
 	s.logger().Warn("remoting: closing connection", args...)
 }
 
+// Conns is the number of client connections open now.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mu.conns)
+}
+
 func (s *Server) forget(c *ServerConn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
