@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -80,6 +82,27 @@ type brokerFlags struct {
 	lazy          *vfs.LazyFS // set in --power-loss mode
 }
 
+// httpAuto is --http's default: the HTTP port is the client port + 20
+// (httpPortOffset) on the client address's host.
+const (
+	httpAuto       = "auto"
+	httpPortOffset = 20
+)
+
+// autoHTTPAddr is --http auto's address for a node whose client address
+// is client.
+func autoHTTPAddr(client string) (string, error) {
+	host, port, err := net.SplitHostPort(client)
+	if err != nil {
+		return "", err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p <= 0 || p+httpPortOffset > 65535 {
+		return "", fmt.Errorf("client port %q + %d is not a port; give --http HOST:PORT or --http \"\"", port, httpPortOffset)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p+httpPortOffset)), nil
+}
+
 // aclKeyName is the ACL key's file in a data directory, read when
 // --acl-key-file is not given.
 const aclKeyName = "acl.key"
@@ -100,7 +123,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.peers, "peer", nil, "a member as ID=CLIENTADDR/RAFTADDR, repeated for every member including this one")
 	fl.StringSliceVar(&f.peerList, "peers", nil, "every member at once, comma-separated: 1=C1/R1,2=C2/R2,3=C3/R3 (combines with --peer)")
 	fl.BoolVar(&f.join, "join", false, "join a running group (after `raftmq admin node add` on it) instead of bootstrapping")
-	fl.StringVar(&f.httpAddr, "http", "", "address for /metrics and /status (empty: off)")
+	fl.StringVar(&f.httpAddr, "http", httpAuto, "address for /metrics, /status and the console: auto is this node's client host and port + 20 (10931 for 10911, as raftmq cluster lays out its nodes); empty: off")
 	fl.StringVar(&f.httpToken, "http-token-file", "", "a `FILE` holding a bearer token that opens /metrics and /status (Authorization: Bearer, as Prometheus sends it); with it they need a credential even without an ACL")
 	fl.StringVar(&f.flush, "flush", "sync", "sync: acknowledge after a quorum fsynced; async: after a quorum has it in page cache")
 	fl.Int64Var(&f.segmentSize, "segment-size", 1<<30, "commitlog segment size in bytes")
@@ -193,8 +216,14 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 			return cluster.Config{}, fmt.Errorf("--cluster-id: %w", err)
 		}
 	}
+	httpAddr := f.httpAddr
+	if httpAddr == httpAuto {
+		if httpAddr, err = autoHTTPAddr(peers[f.id].Client); err != nil {
+			return cluster.Config{}, fmt.Errorf("--http auto: %w", err)
+		}
+	}
 	cfg := cluster.Config{
-		ID: f.id, Dir: dir, Peers: peers, Join: f.join, ClusterID: clusterID, HTTPAddr: f.httpAddr, Flush: fm,
+		ID: f.id, Dir: dir, Peers: peers, Join: f.join, ClusterID: clusterID, HTTPAddr: httpAddr, Flush: fm,
 		SegmentSize: f.segmentSize, AutoCreateTopics: f.autoCreate, BindIP: f.bindIP,
 		Raft: raftlog.Timing{TickInterval: f.tick, CommitNotifyDelay: f.notifyDelay}, LeaderWait: f.leaderWait, FailoverRoutes: f.failover, NameServers: namesrv.AddrsFromEnv(f.namesrv), ClusterName: f.cluster, BrokerName: f.broker, PreferredLeader: f.preferred, Logger: log,
 		FaultEndpoint: f.faultEndpoint,

@@ -103,16 +103,96 @@ func addConfigFlags(cmd *cobra.Command, opts configOptions) {
 	}
 }
 
-// applyConfigFile reads path and sets cmd's flags from it.
+// applyConfigFile reads path and sets cmd's flags from it: YAML, or Java
+// properties (RocketMQ's broker.conf) when the file is one
+// (isProperties).
 func applyConfigFile(cmd *cobra.Command, path string, aliases map[string]configAlias) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	if isProperties(path, data) {
+		ignored, err := applyProperties(cmd, data, aliases)
+		if err != nil {
+			return fmt.Errorf("config %s: %w", path, err)
+		}
+		if len(ignored) > 0 {
+			fmt.Fprintf(cmd.ErrOrStderr(), "raftmq: config %s: ignoring %d keys raftmq does not use: %s\n", path, len(ignored), strings.Join(ignored, ", "))
+		}
+		return nil
+	}
 	if err := applyConfig(cmd, data, aliases); err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
 	return nil
+}
+
+// isProperties reports whether a config file is Java properties text
+// (key=value lines) rather than YAML: its name ends in .conf or
+// .properties, or it is not a YAML mapping but has a key=value line.
+func isProperties(path string, data []byte) bool {
+	if strings.HasSuffix(path, ".conf") || strings.HasSuffix(path, ".properties") {
+		return true
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err == nil && len(doc.Content) > 0 && doc.Content[0].Kind == yaml.MappingNode {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line != "" && line[0] != '#' && line[0] != '!' && strings.Contains(line, "=") {
+			return true
+		}
+	}
+	return false
+}
+
+// applyProperties sets cmd's flags from Java properties text, as RocketMQ's
+// broker.conf: key=value (or key: value) lines, # and ! comments. A key
+// is an alias (RocketMQ's name) or a flag name; other keys are returned,
+// sorted, and do not stop the rest. A bad value or a key given twice is
+// an error. Flags set on the command line win.
+func applyProperties(cmd *cobra.Command, data []byte, aliases map[string]configAlias) (ignored []string, err error) {
+	flags := configFlags(cmd)
+	fromCLI := map[string]bool{}
+	for name, f := range flags {
+		fromCLI[name] = f.Changed
+	}
+	setBy := map[string]string{}
+	for n, raw := range strings.Split(string(data), "\n") {
+		line := strings.TrimSpace(raw)
+		if line == "" || line[0] == '#' || line[0] == '!' {
+			continue
+		}
+		i := strings.IndexAny(line, "=:")
+		if i <= 0 {
+			return nil, fmt.Errorf("line %d: %q: want key=value", n+1, line)
+		}
+		key, val := strings.TrimSpace(line[:i]), strings.TrimSpace(line[i+1:])
+		name, alias := key, configAlias{}
+		if a, ok := aliases[key]; ok {
+			name, alias = a.flag, a
+		}
+		f, ok := flags[name]
+		if !ok {
+			if !slices.Contains(ignored, key) {
+				ignored = append(ignored, key)
+			}
+			continue
+		}
+		if prev, dup := setBy[name]; dup {
+			return nil, fmt.Errorf("line %d: key %q sets %s, which %q already set", n+1, key, name, prev)
+		}
+		setBy[name] = key
+		if fromCLI[name] {
+			continue
+		}
+		if err := setFlag(f, &yaml.Node{Kind: yaml.ScalarNode, Value: val, Line: n + 1}, alias); err != nil {
+			return nil, fmt.Errorf("line %d: %s: %w", n+1, key, err)
+		}
+	}
+	slices.Sort(ignored)
+	return ignored, nil
 }
 
 // applyConfig sets cmd's flags from the YAML document data; flags already

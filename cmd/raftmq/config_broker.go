@@ -105,6 +105,7 @@ func brokerAliases() map[string]configAlias {
 			return "", fmt.Errorf("want SYNC_FLUSH or ASYNC_FLUSH, not %q", s)
 		}},
 		"brokerName":              {flag: "broker-name", unit: "name", example: "raftmq", convert: same},
+		"storePathRootDir":        {flag: "data", unit: "directory", example: `""`, convert: same},
 		"brokerClusterName":       {flag: "cluster-name", unit: "name", example: "DefaultCluster", convert: same},
 		"namesrvAddr":             {flag: "namesrv", unit: "ADDR;ADDR", example: `""`, convert: same},
 		"autoCreateTopicEnable":   {flag: "auto-create-topics", unit: "true or false", example: "true", convert: same},

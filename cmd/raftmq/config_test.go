@@ -386,3 +386,78 @@ func TestClusterStartsNodesFromBrokerConfig(t *testing.T) {
 		require.Equal(t, "12h0m0s", st.Retention.FileReservedTime, "node %d", i+1)
 	}
 }
+
+// A RocketMQ broker.conf (Java properties) sets the flags raftmq knows by
+// their RocketMQ names or flag names, lists the keys it does not know
+// without failing, lets the command line win, and refuses a bad value.
+func TestConfigBrokerConfProperties(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "broker.conf")
+	require.NoError(t, os.WriteFile(conf, []byte(`# RocketMQ broker.conf
+brokerClusterName = ClusterA
+brokerName=broker-a
+brokerId = 0
+deleteWhen=04;16
+fileReservedTime = 48
+brokerRole = ASYNC_MASTER
+flushDiskType = ASYNC_FLUSH
+storePathRootDir=`+dir+`/store
+diskMaxUsedSpaceRatio=80
+! a comment
+id: 1
+peer=1=127.0.0.1:10911/127.0.0.1:10921
+`), 0o644))
+	require.True(t, isProperties(conf, nil))
+	require.True(t, isProperties("x.yaml", []byte("a=b\n")))
+	require.False(t, isProperties("x.yaml", []byte("a: b=c\n")))
+
+	var f brokerFlags
+	root := newRoot()
+	var stderr bytes.Buffer
+	cmd := &cobra.Command{Use: "broker", RunE: func(*cobra.Command, []string) error { return nil }}
+	cmd.SetErr(&stderr)
+	root.AddCommand(cmd)
+	f.register(cmd)
+	require.NoError(t, cmd.ParseFlags([]string{"--broker-name", "from-cli"}))
+	require.NoError(t, applyConfigFile(cmd, conf, brokerAliases()))
+	require.Contains(t, stderr.String(), "ignoring 2 keys raftmq does not use: brokerId, brokerRole")
+	cfg, err := f.config(slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	require.Equal(t, "ClusterA", cfg.ClusterName)
+	require.Equal(t, "from-cli", cfg.BrokerName, "the command line wins")
+	require.Equal(t, commitlog.FlushAsync, cfg.Flush)
+	require.Equal(t, filepath.Join(dir, "store"), cfg.Dir)
+	require.Equal(t, 48*time.Hour, cfg.Store.Retention.FileReservedTime)
+	require.Equal(t, []int{4, 16}, cfg.Store.Retention.DeleteWhen)
+	require.Equal(t, 0.80, cfg.Store.Retention.CleanRatio)
+	require.Equal(t, "127.0.0.1:10931", cfg.HTTPAddr, "--http auto: the client port + 20")
+
+	bad := filepath.Join(dir, "bad.conf")
+	require.NoError(t, os.WriteFile(bad, []byte("flushDiskType=SOMETIMES\n"), 0o644))
+	err = applyConfigFile(brokerCmd(t), bad, brokerAliases())
+	require.ErrorContains(t, err, "line 1: flushDiskType: want SYNC_FLUSH or ASYNC_FLUSH")
+	require.NoError(t, os.WriteFile(bad, []byte("just words\n"), 0o644))
+	require.ErrorContains(t, applyConfigFile(brokerCmd(t), bad, brokerAliases()), "want key=value")
+}
+
+// --http is on by default, on the client port + 20; "" turns it off.
+func TestBrokerHTTPDefault(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "127.0.0.1:10931"},
+		{[]string{"--http", ""}, ""},
+		{[]string{"--http", "0.0.0.0:9000"}, "0.0.0.0:9000"},
+	} {
+		var f brokerFlags
+		cmd := &cobra.Command{Use: "broker"}
+		f.register(cmd)
+		require.NoError(t, cmd.ParseFlags(append([]string{"--id", "1", "--peer", "1=127.0.0.1:10911/127.0.0.1:10921"}, tc.args...)))
+		cfg, err := f.config(slog.New(slog.DiscardHandler))
+		require.NoError(t, err)
+		require.Equal(t, tc.want, cfg.HTTPAddr, "%v", tc.args)
+	}
+	_, err := autoHTTPAddr("127.0.0.1:65530")
+	require.ErrorContains(t, err, "is not a port")
+}

@@ -120,7 +120,7 @@ func TestDocExamplesParse(t *testing.T) {
 				t.Errorf("%s:%d: raftmq %s: %v", dc.file, dc.line, strings.Join(dc.args, " "), err)
 				continue
 			}
-			if !cmd.Runnable() {
+			if !cmd.Runnable() || cmd.Annotations[annotationGroupOnly] != "" {
 				t.Errorf("%s:%d: raftmq %s: %q is not a command that runs", dc.file, dc.line, strings.Join(dc.args, " "), cmd.CommandPath())
 				continue
 			}

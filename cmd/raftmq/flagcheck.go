@@ -109,6 +109,12 @@ func addrRule(empty bool) flagRule {
 	}}
 }
 
+// httpRule accepts --http's values: auto, empty (off) or HOST:PORT.
+func httpRule() flagRule {
+	a := addrRule(true)
+	return flagRule{accepts: "auto (the client port + 20), " + a.accepts, ok: func(v string) bool { return v == httpAuto || a.ok(v) }}
+}
+
 // fileRule accepts an empty value or an existing regular file (dir: an
 // existing directory).
 func fileRule(dir bool) flagRule {
@@ -141,7 +147,7 @@ func flagRules() map[string]flagRule {
 		"cache-window":        intRule(-1, maxI64, "-1 (keep all), 0 (1 GiB) or a byte count"),
 		"direct-io":           intRule(0, 1, "0 (buffered writes) or 1 (O_DIRECT)"),
 		"cq-max-open-files":   intRule(-1, maxI64, "-1 (no bound), 0 (from the descriptor limit) or a count of files"),
-		"http":                addrRule(true),
+		"http":                httpRule(),
 		"bind-ip":             {accepts: "empty or an IP address", ok: func(v string) bool { return v == "" || net.ParseIP(v) != nil }},
 		"namesrv":             {accepts: "empty or HOST:PORT;HOST:PORT...", ok: validNamesrv},
 		"cluster-name":        nonEmptyRule("a non-empty name"),

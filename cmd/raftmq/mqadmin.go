@@ -39,6 +39,10 @@ const (
 	flagClusterName = "cluster"
 )
 
+// annotationGroupOnly marks a command that only groups others: it runs
+// only to print its help or refuse an unknown subcommand.
+const annotationGroupOnly = "raftmq.groupOnly"
+
 // envAddrs is --addr's default: $RAFTMQ_ADDR, else the local three-node
 // group.
 func envAddrs() string {
@@ -57,6 +61,10 @@ func finishCommands(root *cobra.Command) {
 		if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
 			c.Args = cobra.ArbitraryArgs
 			c.RunE = unknownCommand
+			if c.Annotations == nil {
+				c.Annotations = map[string]string{}
+			}
+			c.Annotations[annotationGroupOnly] = "true"
 		}
 		fl := c.Flags()
 		if fl.Lookup("addr") != nil {
