@@ -107,7 +107,7 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 	case remoting.UpdateAndCreateTopic:
 		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleCreateTopic(ctx, req) })
 	case remoting.GetAllTopicConfig:
-		return b.handleAllTopics(req)
+		return b.handleAllTopics(ctx, req)
 	case remoting.ClusterStatus:
 		body, _ := json.Marshal(b.Status())
 		resp := remoting.NewResponse(req, remoting.Success, "")
@@ -881,7 +881,15 @@ func (b *Broker) handleSearchOffset(req *remoting.Command) *remoting.Command {
 	if err != nil {
 		return remoting.NewResponse(req, remoting.InvalidParameter, err.Error())
 	}
-	off, err := b.rep.Store().SearchOffset(h.Topic, h.QueueID, h.Timestamp)
+	st := b.rep.Store()
+	off, err := st.SearchOffset(h.Topic, h.QueueID, h.Timestamp)
+	if errors.Is(err, store.ErrNotFound) {
+		// A queue of the topic that was never written to has no file: its
+		// only offset is its next one (RocketMQ answers 0 too).
+		if tc, ok := st.Topic(h.Topic); ok && h.QueueID >= 0 && h.QueueID < max(tc.ReadQueueNums, tc.WriteQueueNums) {
+			off, err = st.MaxOffset(h.Topic, h.QueueID), nil
+		}
+	}
 	if err != nil {
 		return remoting.NewResponse(req, remoting.SystemError, err.Error())
 	}
@@ -1048,8 +1056,13 @@ func (b *Broker) handleAdmin(ctx context.Context, req *remoting.Command) *remoti
 }
 
 // handleAllTopics answers GET_ALL_TOPIC_CONFIG with RocketMQ's
-// TopicConfigSerializeWrapper JSON.
-func (b *Broker) handleAllTopics(req *remoting.Command) *remoting.Command {
+// TopicConfigSerializeWrapper JSON, after a read barrier (as the
+// subscription groups): a topic created through the leader is listed by
+// a follower asked next.
+func (b *Broker) handleAllTopics(ctx context.Context, req *remoting.Command) *remoting.Command {
+	if resp := b.barrierOrRefuse(ctx, req, "topic configs"); resp != nil {
+		return resp
+	}
 	table := map[string]offsets.TopicConfig{}
 	for _, tc := range b.rep.Store().Topics() {
 		table[tc.TopicName] = tc

@@ -43,7 +43,7 @@ func adminMoreCmds(adm *cobra.Command, e *adminEnv) {
 	}
 	topic, consumer, broker, offset := sub(adm, "topic", ""), sub(adm, "consumer", ""), sub(adm, "broker", ""), sub(adm, "offset", "")
 	broker.Short = "A node's runtime figures and settings; the group's write permission; retention on demand"
-	topic.AddCommand(e.topicClusters(), e.topicPerm())
+	topic.AddCommand(e.topicClusters(), e.topicPerm(), e.topicNames())
 	consumer.AddCommand(e.consumerStats(), e.consumerStatus(), e.consumerConfig())
 	cfg := &cobra.Command{Use: "config", Short: "Show or change broker settings (group-wide through raft, or one node's)"}
 	cfg.AddCommand(e.brokerConfigGet(), e.brokerConfigUpdate())
@@ -53,7 +53,7 @@ func adminMoreCmds(adm *cobra.Command, e *adminEnv) {
 	offset.AddCommand(e.offsetClone(), e.offsetSkip())
 	aclCmd := &cobra.Command{Use: "acl", Short: "The group's ACL accounts and global white list (replicated)"}
 	aclCmd.AddCommand(e.aclUpdate(), e.aclDelete(), e.aclWhiteAddrs())
-	adm.AddCommand(aclCmd, e.statsAll(), e.topicNames())
+	adm.AddCommand(aclCmd, e.statsAll())
 
 	for _, a := range []struct {
 		name string

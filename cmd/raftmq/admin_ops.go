@@ -712,6 +712,16 @@ func (e *adminEnv) queryAlias(by string) func() *cobra.Command {
 		c := e.command("query", "Find messages and print them with their properties", cobra.NoArgs, &f.json,
 			func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
 				ms, err := queryMessages(ctx, cl, f)
+				if err != nil && by == "id" && f.topic != "" {
+					// As mqadmin's queryMsgById: an id that is not an
+					// offsetMsgId may be the msgId (UNIQ_KEY) a producer
+					// was given.
+					byUniq := f
+					byUniq.id, byUniq.uniq = "", f.id
+					if ms2, err2 := queryMessages(ctx, cl, byUniq); err2 == nil && len(ms2) > 0 {
+						ms, err = ms2, nil
+					}
+				}
 				if err != nil {
 					return explain(err, f.topic, "")
 				}
@@ -730,8 +740,8 @@ func (e *adminEnv) queryAlias(by string) func() *cobra.Command {
 			c.Flags().StringVarP(&f.uniq, "msgId", "i", "", "the message's UNIQ_KEY (the msgId a producer is given)")
 			_ = c.MarkFlagRequired("msgId")
 		case "id":
-			c.Flags().StringVarP(&f.topic, "topic", "t", "", "topic (optional)")
-			c.Flags().StringVarP(&f.id, "msgId", "i", "", "the message's offsetMsgId")
+			c.Flags().StringVarP(&f.topic, "topic", "t", "", "topic (optional; with it, an id that is no offsetMsgId is looked up as a msgId)")
+			c.Flags().StringVarP(&f.id, "msgId", "i", "", "the message's offsetMsgId (or, with -t, its msgId)")
 			_ = c.MarkFlagRequired("msgId")
 		}
 		c.Flags().IntVarP(&f.max, "max", "m", 32, "most messages to print")
