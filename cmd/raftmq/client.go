@@ -215,17 +215,28 @@ func adminGroupCmds(logger func() *slog.Logger) []*cobra.Command {
 			return nil
 		})}
 	create.Flags().IntVar(&queues, "queues", 4, "read and write queues")
+	var topicsJSON bool
 	list := &cobra.Command{Use: "list", Short: "List topics with their queue offsets",
 		RunE: withClient(func(ctx context.Context, cl *client.Client, _ []string) error {
-			return listTopics(ctx, cl, strings.Split(addrs, ","))
+			return listTopics(ctx, cl, topicsJSON)
 		})}
+	list.Flags().BoolVar(&topicsJSON, "json", false, "print JSON: each topic's config and queues")
 	topic.AddCommand(create, list)
 
 	clusterCmd := &cobra.Command{Use: "cluster", Short: "Group status"}
+	var statusJSON bool
 	status := &cobra.Command{Use: "status", Short: "Each node's raft role, term, commit and applied index, and disk use",
 		RunE: withClient(func(ctx context.Context, cl *client.Client, _ []string) error {
+			if statusJSON {
+				st, err := nodeStatuses(ctx, cl, strings.Split(addrs, ","))
+				if err != nil {
+					return err
+				}
+				return printJSON(os.Stdout, st)
+			}
 			return printClusterStatus(ctx, cl, strings.Split(addrs, ","))
 		})}
+	status.Flags().BoolVar(&statusJSON, "json", false, "print each node's status as JSON")
 	var nsAddr string
 	var listJSON bool
 	clist := &cobra.Command{Use: "list", Short: "Every group (broker name) a name server knows, with its nodes by broker id (0: the leader)", Args: cobra.NoArgs,
@@ -324,11 +335,15 @@ func adminGroupCmds(logger func() *slog.Logger) []*cobra.Command {
 	offset := &cobra.Command{Use: "offset", Short: "Show or reset a consumer group's committed offset of a queue"}
 	var og, ot string
 	var oq int32
+	var getJSON bool
 	get := &cobra.Command{Use: "get", Short: "Print the group's committed offset of the queue (a linearizable read)", Args: cobra.NoArgs,
 		RunE: withClient(func(ctx context.Context, cl *client.Client, _ []string) error {
 			off, ok, err := cl.NewPullConsumer(og).FetchOffset(ctx, ot, oq)
 			if err != nil {
 				return err
+			}
+			if getJSON {
+				return printJSON(os.Stdout, map[string]any{"group": og, "topic": ot, "queueId": oq, "committed": ok, "offset": off})
 			}
 			if !ok {
 				fmt.Printf("group %s has no committed offset for %s/%d\n", og, ot, oq)
@@ -356,6 +371,7 @@ func adminGroupCmds(logger func() *slog.Logger) []*cobra.Command {
 		_ = c.MarkFlagRequired("group")
 		_ = c.MarkFlagRequired("topic")
 	}
+	get.Flags().BoolVar(&getJSON, "json", false, "print JSON")
 	offset.AddCommand(get, reset)
 
 	msg, query := newMessageCmd(withClient)
@@ -628,12 +644,24 @@ func printResult(r bench.Result, asJSON bool) error {
 }
 
 // listTopics asks a node for its topic configs (GET_ALL_TOPIC_CONFIG) and
-// prints each with its queues' offsets.
-func listTopics(ctx context.Context, cl *client.Client, _ []string) error {
+// prints each with its queues' offsets, as a table or as JSON.
+func listTopics(ctx context.Context, cl *client.Client, asJSON bool) error {
 	tcs, err := admin.Topics(ctx, cl)
 	if err != nil {
 		return fmt.Errorf("list topics: %w", err)
 	}
+	if asJSON {
+		out := []cluster.AdminTopicStatus{}
+		for _, tc := range tcs {
+			st, err := admin.TopicStatus(ctx, cl, tc.TopicName)
+			if err != nil {
+				return fmt.Errorf("list topics: %s: %w", tc.TopicName, err)
+			}
+			out = append(out, st)
+		}
+		return printJSON(os.Stdout, out)
+	}
+	fmt.Printf("%-24s %s\n", "#Topic", "#Queues (read/write), #Perm, #Queue offsets [min,max)")
 	for _, tc := range tcs {
 		n := tc.TopicName
 		var parts []string

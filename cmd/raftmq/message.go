@@ -39,10 +39,10 @@ func newMessageCmd(withClient func(func(context.Context, *client.Client, []strin
 			}
 			return printMessages(msg.OutOrStdout(), ms, f.json)
 		})}
-	query.Flags().StringVar(&f.topic, "topic", "", "topic (required with --key and --uniq)")
-	query.Flags().StringVar(&f.key, "key", "", "a key of the message's KEYS")
+	query.Flags().StringVarP(&f.topic, "topic", "t", "", "topic (required with --key and --uniq)")
+	query.Flags().StringVarP(&f.key, "key", "k", "", "a key of the message's KEYS")
 	query.Flags().StringVar(&f.uniq, "uniq", "", "the message's UNIQ_KEY (the msgId a producer is given)")
-	query.Flags().StringVar(&f.id, "id", "", "the message's offsetMsgId (the broker's msgId)")
+	query.Flags().StringVarP(&f.id, "id", "i", "", "the message's offsetMsgId (the broker's msgId)")
 	query.Flags().IntVar(&f.max, "max", 32, "most messages to print (the broker caps it at 64)")
 	query.Flags().DurationVar(&f.since, "since", 0, "only messages stored within this long before now (0: any time)")
 	query.Flags().BoolVar(&f.json, "json", false, "print JSON, one object per message")

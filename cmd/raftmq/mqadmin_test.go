@@ -5,21 +5,27 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/cluster"
+	"github.com/raftmq/raftmq/harness/localgroup"
 )
 
 // cheatSheetLines reads the mqadmin command lines of the code blocks of
@@ -190,4 +196,220 @@ func TestMqadminCheatSheet(t *testing.T) {
 	// Auto-creation is off now: a send to a new topic is refused.
 	out, err = cli(t, "admin", "sendMessage", "-t", "NoSuchTopic", "-p", "x")
 	require.ErrorContains(t, err, "TOPIC_NOT_EXIST", out)
+}
+
+// exitCode is the status main would exit with for err.
+func exitCode(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if err != nil {
+		return 1
+	}
+	return 0
+}
+
+// An unknown command or flag, anywhere in the tree, is a usage error
+// (exit 2) naming the closest known one; a command that only groups
+// others prints its help.
+func TestMqadminUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"admin", "topicLst"}, `unknown command "topicLst" for "raftmq admin"; did you mean topicList?`},
+		{[]string{"admin", "consumer", "progres"}, "did you mean progress?"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate" for "raftmq"`},
+		{[]string{"admin", "clusterList", "--jsn"}, "unknown flag: --jsn; did you mean --json?"},
+		{[]string{"admin", "topicStatus", "-x", "T"}, "takes -b (--broker-addr)"},
+		{[]string{"--log-format", "xml", "admin", "clusterList"}, `--log-format "xml": want text or json`},
+		{[]string{"--log-level", "loud", "admin", "clusterList"}, `--log-level "loud"`},
+		{[]string{"admin", "clusterList", "--addr", "127.0.0.1:1", "-n", "127.0.0.1:2"}, "give --addr or -n/--namesrv-addr, not both"},
+	} {
+		out, err := cli(t, tc.args...)
+		require.Equal(t, exitUsage, exitCode(err), "%v: %v %s", tc.args, err, out)
+		require.ErrorContains(t, err, tc.want, "%v", tc.args)
+	}
+	out, err := cli(t, "admin")
+	require.NoError(t, err)
+	require.Contains(t, out, "Available Commands:")
+}
+
+// -n resolves to the group's nodes through a node answering as a name
+// server; $RAFTMQ_ADDR wins over $NAMESRV_ADDR.
+func TestMqadminNamesrvResolution(t *testing.T) {
+	probe := func(args ...string) string {
+		c := newRoot()
+		addr := ""
+		cmd := &cobra.Command{Use: "probe", RunE: func(*cobra.Command, []string) error { return nil }}
+		addrFlag(cmd, &addr)
+		c.AddCommand(cmd)
+		finishCommands(c)
+		c.SetArgs(append([]string{"probe"}, args...))
+		require.NoError(t, c.Execute())
+		return addr
+	}
+	// Nothing listens on 127.0.0.1:1: resolving it would fail.
+	t.Setenv("NAMESRV_ADDR", "127.0.0.1:1")
+	t.Setenv("RAFTMQ_ADDR", "127.0.0.1:5,127.0.0.1:6")
+	require.Equal(t, "127.0.0.1:5,127.0.0.1:6", probe(), "$RAFTMQ_ADDR is --addr's default and wins over $NAMESRV_ADDR")
+	t.Setenv("RAFTMQ_ADDR", "")
+	require.Equal(t, "127.0.0.1:7", probe("--addr", "127.0.0.1:7"), "--addr wins over $NAMESRV_ADDR")
+	c := newRoot()
+	c.SetArgs([]string{"admin", "clusterList"})
+	c.SetOut(io.Discard)
+	c.SetErr(io.Discard)
+	require.ErrorContains(t, c.Execute(), "no name server answered", "$NAMESRV_ADDR is asked when no address is given")
+}
+
+// settingsOf returns node addr's settings by key, asked with creds.
+func settingsOf(t *testing.T, addr string, creds ...string) map[string]cluster.AdminSetting {
+	t.Helper()
+	var set map[string][]cluster.AdminSetting
+	cliJSON(t, &set, append(append([]string{}, creds...), "admin", "getBrokerConfig", "-b", addr)...)
+	out := map[string]cluster.AdminSetting{}
+	for _, s := range set[addr] {
+		out[s.Key] = s
+	}
+	return out
+}
+
+// countInLogs counts the lines of the nodes' logs that contain every one
+// of parts.
+func countInLogs(t *testing.T, g *localgroup.Group, parts ...string) int {
+	t.Helper()
+	n := 0
+	for _, nd := range g.Nodes {
+		b, err := os.ReadFile(nd.LogPath)
+		require.NoError(t, err)
+	line:
+		for _, l := range strings.Split(string(b), "\n") {
+			for _, p := range parts {
+				if !strings.Contains(l, p) {
+					continue line
+				}
+			}
+			n++
+		}
+	}
+	return n
+}
+
+// TestAdminSettingsACLAudit runs the new admin commands against three
+// broker processes with an ACL: a group-wide setting reaches every node
+// through raft and survives a restart, the wiped write permission refuses
+// sends, a node's log level changes on that node only, restart-only and
+// unknown keys are refused, ACL accounts are created and deleted from
+// the CLI, a non-admin account is refused (and counted), each change is
+// logged once with its caller, consumer progress without -g shows a group
+// that has offsets and no subscription config, and consume --commit --max
+// commits what it printed.
+func TestAdminSettingsACLAudit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	aclFile := filepath.Join(t.TempDir(), "plain_acl.yml")
+	require.NoError(t, os.WriteFile(aclFile, []byte(consoleACL), 0o644))
+	keyFile := filepath.Join(t.TempDir(), "acl.key")
+	require.NoError(t, os.WriteFile(keyFile, acl.EncodeKey(acl.NewKey()), 0o600))
+	g, _ := startProcesses(t, "--acl-file", aclFile, "--acl-key-file", keyFile)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	op := []string{"--access-key", "operator", "--secret-key", "operator-secret"}
+	reader := []string{"--access-key", "reader1", "--secret-key", "reader-secret"}
+	all := strings.Join(g.Addrs(), ",")
+	run := func(creds []string, args ...string) (string, error) {
+		return cli(t, append(append(append([]string{}, creds...), args...), "--addr", all)...)
+	}
+	require.Eventually(t, func() bool {
+		_, err := run(op, "admin", "updateTopic", "-t", "T1", "-r", "1", "-w", "1")
+		return err == nil
+	}, 15*time.Second, 100*time.Millisecond, "the group takes the file's ACL")
+
+	// Group-wide, through a follower's address: every node has it.
+	out, err := cli(t, append(op, "admin", "updateBrokerConfig", "-k", "brokerPermission", "-v", "4", "-b", g.Addrs()[1])...)
+	require.NoError(t, err, out)
+	for _, a := range g.Addrs() {
+		require.Eventually(t, func() bool { return settingsOf(t, a, op...)["brokerPermission"].Value == "4" }, 5*time.Second, 20*time.Millisecond, a)
+	}
+	require.Equal(t, cluster.ScopeGroup, settingsOf(t, g.Addrs()[0], op...)["brokerPermission"].Scope)
+	out, err = run(op, "admin", "sendMessage", "-t", "T1", "-p", "x")
+	require.ErrorContains(t, err, "the broker[raftmq] sending message is forbidden", out)
+	require.Equal(t, 1, countInLogs(t, g, "group-wide broker settings changed", "brokerPermission:4", "access_key=operator", "by=127.0.0.1:"),
+		"the change is logged once, by the leader, with the caller")
+
+	// It survives a restart (from the log or a snapshot).
+	require.NoError(t, g.Stop(3, 10*time.Second))
+	require.NoError(t, g.StartNode(3))
+	require.Eventually(t, func() bool {
+		out, err := cli(t, append(op, "admin", "getBrokerConfig", "-b", g.Addrs()[2], "--json")...)
+		return err == nil && strings.Contains(out, `"key": "brokerPermission",
+      "value": "4"`)
+	}, 20*time.Second, 100*time.Millisecond, "node 3 after its restart")
+	out, err = run(op, "admin", "addWritePerm", "-b", "raftmq")
+	require.NoError(t, err, out)
+	out, err = run(op, "admin", "sendMessage", "-t", "T1", "-p", "x")
+	require.NoError(t, err, out)
+
+	// A node's own setting: that node only.
+	out, err = cli(t, append(op, "admin", "updateBrokerConfig", "-k", "logLevel", "-v", "debug", "-b", g.Addrs()[0])...)
+	require.NoError(t, err, out)
+	require.Equal(t, "debug", settingsOf(t, g.Addrs()[0], op...)["logLevel"].Value)
+	require.Equal(t, "info", settingsOf(t, g.Addrs()[1], op...)["logLevel"].Value)
+	// Restart-only and unknown keys are refused; nothing changes.
+	_, err = run(op, "admin", "updateBrokerConfig", "-k", "fileReservedTime", "-v", "1")
+	require.ErrorContains(t, err, "needs a restart")
+	_, err = run(op, "admin", "updateBrokerConfig", "-k", "brokerPermision", "-v", "2")
+	require.ErrorContains(t, err, "did you mean brokerPermission?")
+	_, err = run(op, "admin", "updateBrokerConfig", "-k", "brokerPermission", "-v", "5")
+	require.ErrorContains(t, err, "want 2 (write only), 4 (read only) or 6")
+	require.Equal(t, "6", settingsOf(t, g.Addrs()[0], op...)["brokerPermission"].Value)
+
+	// A non-admin account may not change settings.
+	_, err = run(reader, "admin", "wipeWritePerm", "-b", "raftmq")
+	require.ErrorContains(t, err, "NO_PERMISSION")
+
+	// ACL accounts from the CLI.
+	out, err = run(op, "admin", "updateAclConfig", "-a", "newuser1", "-s", "newsecret1", "-m", "false", "-i", "SUB", "-u", "SUB")
+	require.NoError(t, err, out)
+	nu := []string{"--access-key", "newuser1", "--secret-key", "newsecret1"}
+	require.Eventually(t, func() bool {
+		_, err := run(nu, "admin", "topicList")
+		return err == nil
+	}, 5*time.Second, 50*time.Millisecond, "the new account signs requests")
+	_, err = run(nu, "admin", "updateTopic", "-t", "T2")
+	require.ErrorContains(t, err, "NO_PERMISSION", "not an admin")
+	out, err = run(op, "admin", "deleteAclConfig", "-a", "newuser1")
+	require.NoError(t, err, out)
+	require.Eventually(t, func() bool {
+		_, err := run(nu, "admin", "topicList")
+		return err != nil && strings.Contains(err.Error(), "NO_PERMISSION")
+	}, 5*time.Second, 50*time.Millisecond, "the deleted account is refused")
+	require.Equal(t, 1, countInLogs(t, g, "access control changed", "account=newuser1", "op=delete", "access_key=operator"))
+
+	// A group with offsets and no subscription config is listed.
+	cl, err := client.New(client.Options{Addrs: g.Addrs(), AccessKey: "operator", SecretKey: "operator-secret"})
+	require.NoError(t, err)
+	defer cl.Close()
+	p := cl.NewProducer(client.ProducerOptions{Group: "p"})
+	for i := range 150 {
+		_, err := p.Send(ctx, &client.Message{Topic: "T1", QueueID: 0, Body: []byte(fmt.Sprint("m", i))})
+		require.NoError(t, err)
+	}
+	require.NoError(t, cl.NewPullConsumer("offsets-only").CommitOffset(ctx, "T1", 0, 10))
+	var rows []groupSummary
+	cliJSON(t, &rows, append(op, "admin", "consumerProgress", "--addr", all)...)
+	i := slices.IndexFunc(rows, func(r groupSummary) bool { return r.Group == "offsets-only" })
+	require.GreaterOrEqual(t, i, 0, "%+v", rows)
+	require.Equal(t, int64(151-10), rows[i].TotalLag, "151 messages (one sent above), 10 consumed")
+
+	// consume --commit --max commits what it printed.
+	out, err = run(op, "consume", "--topic", "T1", "--group", "cli-reader", "--commit", "--max", "100")
+	require.NoError(t, err, out)
+	off, ok, err := cl.NewPullConsumer("cli-reader").FetchOffset(ctx, "T1", 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, int64(100), off)
+	require.Equal(t, 1, countInLogs(t, g, "topic created or updated", "topic=T1", "access_key=operator"))
 }
