@@ -90,14 +90,17 @@ const (
 )
 
 // autoHTTPAddr is --http auto's address for a node whose client address
-// is client.
+// is client (port 0, any free port, gives port 0 too).
 func autoHTTPAddr(client string) (string, error) {
 	host, port, err := net.SplitHostPort(client)
 	if err != nil {
 		return "", err
 	}
 	p, err := strconv.Atoi(port)
-	if err != nil || p <= 0 || p+httpPortOffset > 65535 {
+	if err == nil && p == 0 {
+		return net.JoinHostPort(host, "0"), nil
+	}
+	if err != nil || p < 0 || p+httpPortOffset > 65535 {
 		return "", fmt.Errorf("client port %q + %d is not a port; give --http HOST:PORT or --http \"\"", port, httpPortOffset)
 	}
 	return net.JoinHostPort(host, strconv.Itoa(p+httpPortOffset)), nil
