@@ -569,7 +569,7 @@ func (b *Broker) AdminImportConfig(ctx context.Context, cs offsets.ConfigSet) (A
 		return AdminImport{}, fmt.Errorf("cluster: import config: %w", err)
 	}
 	out.Index = b.rep.Node().Status().Applied
-	b.log.Info("cluster: config imported", "topics", out.Topics, "groups", out.Groups, "offsets", out.Offsets, "clamped", out.Clamped)
+	b.log.Debug("cluster: config imported", "topics", out.Topics, "groups", out.Groups, "offsets", out.Offsets, "clamped", out.Clamped)
 	return out, nil
 }
 
