@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 
@@ -57,7 +58,7 @@ func newRoot() *cobra.Command {
 	registerTLSFlags(root, &tf)
 	level := new(slog.LevelVar)
 	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
-		if _, err := newLogger(logLevel, logFormat, verbose, level); err != nil {
+		if _, err := newLogger(io.Discard, logLevel, logFormat, verbose, level); err != nil {
 			return usageError(err)
 		}
 		c.SetContext(context.WithValue(c.Context(), logLevelKey{}, level))
@@ -66,9 +67,9 @@ func newRoot() *cobra.Command {
 		return resolveTarget(c)
 	}
 	logger := func() *slog.Logger {
-		l, err := newLogger(logLevel, logFormat, verbose, level)
+		l, err := newLogger(os.Stderr, logLevel, logFormat, verbose, level)
 		if err != nil {
-			l, _ = newLogger("info", "text", verbose, level)
+			l, _ = newLogger(os.Stderr, "info", "text", verbose, level)
 		}
 		return l
 	}
@@ -83,9 +84,9 @@ func newRoot() *cobra.Command {
 // broker's logLevel setting changes at runtime.
 type logLevelKey struct{}
 
-// newLogger is the log of --log-level, --log-format and -v, on stderr;
-// it sets lv to the level and logs at lv's level.
-func newLogger(level, format string, verbose bool, lv *slog.LevelVar) (*slog.Logger, error) {
+// newLogger is the log of --log-level, --log-format and -v, on w; it
+// sets lv to the level and logs at lv's level.
+func newLogger(w io.Writer, level, format string, verbose bool, lv *slog.LevelVar) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
@@ -97,9 +98,9 @@ func newLogger(level, format string, verbose bool, lv *slog.LevelVar) (*slog.Log
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -47,4 +51,32 @@ func TestDemoInspectExportImport(t *testing.T) {
 	// And the node refuses to start rather than serve or cut it.
 	err = run(t, "store", "demo", "--data", node, "--messages", "1")
 	require.ErrorContains(t, err, "corrupt")
+}
+
+// --log-format json writes one JSON object per line; --log-level and -v
+// set the level, which the LevelVar changes at runtime.
+func TestLogFlags(t *testing.T) {
+	var buf bytes.Buffer
+	lv := new(slog.LevelVar)
+	l, err := newLogger(&buf, "warn", "json", false, lv)
+	require.NoError(t, err)
+	l.Info("hidden")
+	l.Warn("shown", "k", 1)
+	lv.Set(slog.LevelDebug)
+	l.Debug("now shown")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, 2, buf.String())
+	var rec map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[0]), &rec))
+	require.Equal(t, "WARN", rec["level"])
+	require.Equal(t, "shown", rec["msg"])
+	require.Equal(t, 1.0, rec["k"])
+
+	buf.Reset()
+	l, err = newLogger(&buf, "error", "text", true, lv)
+	require.NoError(t, err)
+	l.Debug("verbose wins")
+	require.Contains(t, buf.String(), "level=DEBUG msg=\"verbose wins\"")
+	_, err = newLogger(&buf, "info", "xml", false, lv)
+	require.Error(t, err)
 }
