@@ -222,7 +222,7 @@ func resolveTarget(c *cobra.Command) (err error) {
 	}
 	ctx, cancel := context.WithTimeout(c.Context(), 10*time.Second)
 	defer cancel()
-	nodes, err := groupFromNamesrv(ctx, namesrv.ParseAddrs(ns), clusterName)
+	nodes, err := groupFromNamesrv(ctx, namesrv.ParseAddrs(ns), clusterName, brokerName)
 	if err != nil {
 		return err
 	}
@@ -230,9 +230,9 @@ func resolveTarget(c *cobra.Command) (err error) {
 }
 
 // groupFromNamesrv asks the first of nss that answers for the clusters and
-// groups it knows and returns the nodes of the one group (of cluster, if
-// not "") it names.
-func groupFromNamesrv(ctx context.Context, nss []string, clusterName string) ([]string, error) {
+// groups it knows and returns the nodes of the one group (of cluster and
+// named brokerName, each if not "") it names.
+func groupFromNamesrv(ctx context.Context, nss []string, clusterName, brokerName string) ([]string, error) {
 	if len(nss) == 0 {
 		return nil, usageError(errors.New("-n: no name server address"))
 	}
@@ -257,6 +257,9 @@ func groupFromNamesrv(ctx context.Context, nss []string, clusterName string) ([]
 		}
 		names = slices.DeleteFunc(names, func(n string) bool { return !slices.Contains(in, n) })
 	}
+	if brokerName != "" {
+		names = slices.DeleteFunc(names, func(n string) bool { base, _, _ := strings.Cut(n, "@"); return base != brokerName })
+	}
 	// A follower's write-only failover route (name@id) is the same group.
 	groups := slices.Compact(slices.Collect(func(yield func(string) bool) {
 		for _, n := range names {
@@ -268,10 +271,11 @@ func groupFromNamesrv(ctx context.Context, nss []string, clusterName string) ([]
 	}))
 	switch len(groups) {
 	case 0:
-		return nil, fmt.Errorf("%s knows no broker group%s", nss[0], map[bool]string{true: " of cluster " + clusterName}[clusterName != ""])
+		return nil, fmt.Errorf("%s knows no broker group%s%s", nss[0], map[bool]string{true: " of cluster " + clusterName}[clusterName != ""],
+			map[bool]string{true: " named " + brokerName}[brokerName != ""])
 	case 1:
 	default:
-		return nil, fmt.Errorf("%s knows several groups (%s): name one node with -b ADDR or --addr", nss[0], strings.Join(groups, ", "))
+		return nil, fmt.Errorf("%s knows several groups (%s): name one with -b (its name, or a node's address) or --addr", nss[0], strings.Join(groups, ", "))
 	}
 	var nodes []string
 	for _, n := range names {
