@@ -175,20 +175,29 @@ func flagError(c *cobra.Command, err error) error {
 
 // resolveTarget points a command's --addr at the group its mqadmin flags
 // name: -b (a node) as is, or the nodes -n (or $NAMESRV_ADDR) lists for
-// the group, of cluster -c if given.
+// the group, of cluster -c if given. A group named by -b NAME or -c
+// CLUSTER is checked against the nodes the command will ask.
 func resolveTarget(c *cobra.Command) (err error) {
 	fl := c.Flags()
 	addr := fl.Lookup("addr")
 	if addr == nil {
 		return nil
 	}
-	brokerName := ""
+	brokerName, clusterName := "", ""
+	if cf := fl.Lookup(flagClusterName); cf != nil && cf.Changed && cf.Value.Type() == "string" {
+		clusterName = cf.Value.String()
+	}
+	defer func() {
+		if err == nil && (brokerName != "" || clusterName != "") {
+			err = checkGroup(c.Context(), strings.Split(addr.Value.String(), ",")[0], brokerName, clusterName)
+		}
+	}()
 	if b := fl.Lookup(flagBrokerAddr); b != nil && b.Changed {
 		v := b.Value.String()
 		if !strings.Contains(v, ":") {
 			// mqadmin's -b is a broker name in some commands
 			// (queryMsgByOffset, consumeMessage, sendMessage): the group's
-			// name, checked below.
+			// name.
 			brokerName = v
 		} else {
 			if addr.Changed {
@@ -196,13 +205,6 @@ func resolveTarget(c *cobra.Command) (err error) {
 			}
 			return fl.Set("addr", v)
 		}
-	}
-	if brokerName != "" {
-		defer func() {
-			if err == nil {
-				err = checkBrokerName(c.Context(), strings.Split(addr.Value.String(), ",")[0], brokerName)
-			}
-		}()
 	}
 	ns := ""
 	if n := fl.Lookup(flagNamesrvAddr); n != nil && n.Changed {
@@ -215,10 +217,6 @@ func resolveTarget(c *cobra.Command) (err error) {
 	}
 	if strings.TrimSpace(ns) == "" {
 		return nil
-	}
-	clusterName := ""
-	if cf := fl.Lookup(flagClusterName); cf != nil && cf.Value.Type() == "string" {
-		clusterName = cf.Value.String()
 	}
 	ctx, cancel := context.WithTimeout(c.Context(), 10*time.Second)
 	defer cancel()
@@ -308,14 +306,22 @@ func clusterInfoOf(ctx context.Context, addr string) (remoting.ClusterInfo, erro
 	return ci, nil
 }
 
-// checkBrokerName checks that the group the node at addr belongs to is
-// named name.
-func checkBrokerName(ctx context.Context, addr, name string) error {
+// checkGroup checks that the group the node at addr belongs to is named
+// name and is of cluster clusterName (each if not "").
+func checkGroup(ctx context.Context, addr, name, clusterName string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	ci, err := clusterInfoOf(ctx, addr)
 	if err != nil {
 		return err
+	}
+	if clusterName != "" {
+		if _, ok := ci.ClusterAddrTable[clusterName]; !ok {
+			return fmt.Errorf("cluster %q: the group at %s is of cluster %s", clusterName, addr, strings.Join(slices.Sorted(mapKeys(ci.ClusterAddrTable)), ", "))
+		}
+	}
+	if name == "" {
+		return nil
 	}
 	for n := range ci.BrokerAddrTable {
 		if base, _, _ := strings.Cut(n, "@"); base == name {

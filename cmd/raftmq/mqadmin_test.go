@@ -193,6 +193,15 @@ func TestMqadminCheatSheet(t *testing.T) {
 	require.Zero(t, pr.TotalLag, "GroupCopy skipped its backlog")
 	out, err := cli(t, "admin", "getConsumerConfig", "-g", "GroupOrder")
 	require.Error(t, err, "GroupOrder was deleted: %s", out)
+	// A cluster or broker name that is not the group's changes nothing.
+	out, err = cli(t, "admin", "updateTopic", "-c", "OtherCluster", "-t", "Elsewhere")
+	require.ErrorContains(t, err, `cluster "OtherCluster" is unknown to`, out)
+	out, err = cli(t, "admin", "updateTopic", "-b", addrs[1], "-c", "OtherCluster", "-t", "Elsewhere")
+	require.ErrorContains(t, err, `cluster "OtherCluster"`, out)
+	out, err = cli(t, "admin", "sendMessage", "-b", "other-broker", "-t", "TopicTest", "-p", "x")
+	require.ErrorContains(t, err, "knows no broker group named other-broker", out)
+	cliJSON(t, &names, "admin", "topic", "names")
+	require.NotContains(t, names, "Elsewhere")
 	// Auto-creation is off now: a send to a new topic is refused.
 	out, err = cli(t, "admin", "sendMessage", "-t", "NoSuchTopic", "-p", "x")
 	require.ErrorContains(t, err, "TOPIC_NOT_EXIST", out)
