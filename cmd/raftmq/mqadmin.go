@@ -221,6 +221,13 @@ func resolveTarget(c *cobra.Command) (err error) {
 	ctx, cancel := context.WithTimeout(c.Context(), 10*time.Second)
 	defer cancel()
 	nodes, err := groupFromNamesrv(ctx, namesrv.ParseAddrs(ns), clusterName, brokerName)
+	var several *severalGroupsError
+	if errors.As(err, &several) {
+		if f := fl.Lookup("namesrv"); f != nil && f.Value.Type() == "string" && !f.Changed {
+			// clusterList: every group the name server knows.
+			return fl.Set("namesrv", several.ns)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -273,7 +280,7 @@ func groupFromNamesrv(ctx context.Context, nss []string, clusterName, brokerName
 			map[bool]string{true: " named " + brokerName}[brokerName != ""])
 	case 1:
 	default:
-		return nil, fmt.Errorf("%s knows several groups (%s): name one with -b (its name, or a node's address) or --addr", nss[0], strings.Join(groups, ", "))
+		return nil, &severalGroupsError{ns: nss[0], groups: groups}
 	}
 	var nodes []string
 	for _, n := range names {
@@ -329,4 +336,15 @@ func checkGroup(ctx context.Context, addr, name, clusterName string) error {
 		}
 	}
 	return fmt.Errorf("broker %q: the group at %s is %s", name, addr, strings.Join(slices.Sorted(mapKeys(ci.BrokerAddrTable)), ", "))
+}
+
+// severalGroupsError: a name server knows several groups and the command
+// named none.
+type severalGroupsError struct {
+	ns     string
+	groups []string
+}
+
+func (e *severalGroupsError) Error() string {
+	return fmt.Sprintf("%s knows several groups (%s): name one with -b (its name, or a node's address) or --addr", e.ns, strings.Join(e.groups, ", "))
 }
