@@ -11,7 +11,8 @@ package raftlog
 // the broker, the simulator in the tests) calls it from one goroutine, and
 // everything it does happens inside those calls.
 //
-// The owner's loop is:
+// The owner's loop is written once, in loop.go (loop.ready), which Node
+// and the simulator both drive:
 //
 //	c.Tick() / c.Step(m) / c.Propose(ents) / c.ReadIndex(f) / ...
 //	for c.HasReady() {
@@ -31,8 +32,8 @@ package raftlog
 //
 // Every persistence step goes through the storage seam (Storage, hence the
 // commitlog and the raftstate file) and is the owner's: it decides how to
-// wait for a full disk (Node.untilSpace), and what to do with messages that
-// arrive meanwhile (StepWhileStalled). Core only reads the storage, through
+// wait for a full disk (loop.persist and Node.waitSpace), and what to do
+// with messages that arrive meanwhile (StepWhileStalled). Core only reads the storage, through
 // raft, and never writes it.
 //
 // # Moving persistence off the owner goroutine
@@ -64,7 +65,6 @@ package raftlog
 
 import (
 	"cmp"
-	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -76,8 +76,6 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/raftmq/raftmq/internal/failpoint"
 )
 
 // Core is the synchronous replication core (see the file comment). Its
@@ -90,11 +88,8 @@ type Core struct {
 	storage *Storage
 
 	// holdOn is whether commit-only appends are held back
-	// (Config.CommitNotifyDelay >= 0).
+	// (CoreConfig.HoldCommits).
 	holdOn bool
-	// fp are the failpoints on (Config.Failpoints): Ready's hook for
-	// ack-before-commit.
-	fp failpoint.Set
 
 	// rd is the Ready handed out by Ready and not yet advanced.
 	rd      raft.Ready
@@ -146,20 +141,55 @@ type Work struct {
 	// Commit and CommitTerm are the index and term of the last of
 	// Committed (0 when there are none).
 	Commit, CommitTerm uint64
-	// AckIndex and AckTerm, with the ack-before-commit mutant only, are the
-	// last appended entry a leader applies before it is committed.
-	AckIndex, AckTerm uint64
 	// StatusChanged says the role or the hard state changed.
 	StatusChanged bool
+}
+
+// Rand is a source of random numbers (math/rand/v2's *Rand is one).
+type Rand interface {
+	Uint64() uint64
+}
+
+// CoreConfig configures a Core: raft's settings and the state it starts
+// from. Node builds one from its Config; the simulator builds its own.
+type CoreConfig struct {
+	ID      uint64
+	Storage *Storage
+	// Applied is the index the state machine has applied.
+	Applied uint64
+	// Bootstrap lists the initial voters, used only when the log is empty.
+	Bootstrap []raft.Peer
+	// ElectionTick and HeartbeatTick count ticks (raft.Config).
+	ElectionTick, HeartbeatTick int
+	// HoldCommits holds back commit-only appends to followers in
+	// replicate state until the owner's timer fires (Work.Send leaves
+	// them out; see Timing.CommitNotifyDelay).
+	HoldCommits bool
+	// MaxSizePerMsg and MaxInflightMsgs are raft's flow control per
+	// follower.
+	MaxSizePerMsg   uint64
+	MaxInflightMsgs int
+	// Rand is where the core draws the start of its read ids.
+	Rand   Rand
+	Logger *slog.Logger
 }
 
 // NewCore builds the core of node cfg.ID over cfg.Storage: it raises the
 // in-memory commit index to cfg.Applied, creates the RawNode and, on an
 // empty log, bootstraps cfg.Bootstrap.
-func NewCore(cfg Config) (*Core, error) {
-	cfg.fill()
+func NewCore(cfg CoreConfig) (*Core, error) {
 	if cfg.ID == 0 {
 		return nil, errors.New("raftlog: node ID 0 is reserved")
+	}
+	if cfg.Storage == nil || cfg.Rand == nil {
+		return nil, errors.New("raftlog: a core needs a storage and a random source")
+	}
+	if cfg.ElectionTick <= 0 || cfg.HeartbeatTick <= 0 || cfg.MaxSizePerMsg == 0 || cfg.MaxInflightMsgs <= 0 {
+		return nil, fmt.Errorf("raftlog: core settings unset: election tick %d, heartbeat tick %d, max message size %d, max in flight %d",
+			cfg.ElectionTick, cfg.HeartbeatTick, cfg.MaxSizePerMsg, cfg.MaxInflightMsgs)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	hs, _, err := cfg.Storage.InitialState()
 	if err != nil {
@@ -205,19 +235,14 @@ func NewCore(cfg Config) (*Core, error) {
 	// to a request of an earlier incarnation of this node (queued at the
 	// leader or on the network across a restart) matches no request of
 	// this one.
-	var seq [8]byte
-	if _, err := rand.Read(seq[:]); err != nil {
-		return nil, fmt.Errorf("raftlog: read ids: %w", err)
-	}
 	return &Core{
 		id:      cfg.ID,
 		log:     cfg.Logger,
 		rn:      rn,
 		storage: cfg.Storage,
-		holdOn:  cfg.CommitNotifyDelay >= 0,
-		fp:      cfg.Failpoints,
+		holdOn:  cfg.HoldCommits,
 		reads:   map[uint64]func(uint64){},
-		readSeq: binary.BigEndian.Uint64(seq[:]) &^ 0xFFFFFFFF,
+		readSeq: cfg.Rand.Uint64() &^ 0xFFFFFFFF,
 	}, nil
 }
 
@@ -336,9 +361,6 @@ func (c *Core) Ready() Work {
 		w.Committed = rd.CommittedEntries
 		last := rd.CommittedEntries[k-1]
 		w.Commit, w.CommitTerm = last.GetIndex(), last.GetTerm()
-	}
-	if failpoint.On(c.fp, failpoint.AckBeforeCommit) {
-		c.ackBeforeCommit(&w, rd.Entries)
 	}
 	w.StatusChanged = rd.SoftState != nil || rd.HardState != nil
 	return w

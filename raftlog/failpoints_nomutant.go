@@ -7,7 +7,7 @@ import "go.etcd.io/raft/v3/raftpb"
 // Stubs of the failpoints in failpoints_mutant.go: the default build never
 // calls them (failpoint.On is constant false there).
 
-func (c *Core) ackBeforeCommit(*Work, []*raftpb.Entry) {
+func (l *loop) ackBeforeCommit([]*raftpb.Entry) {
 	panic("failpoint ack-before-commit: built without -tags mutant")
 }
 

@@ -3,10 +3,10 @@ package raftlog
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"runtime"
 	"strings"
 	"sync"
@@ -17,7 +17,6 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/raftmq/raftmq/internal/failpoint"
-	"github.com/raftmq/raftmq/internal/vfs"
 )
 
 // Transport carries raft messages to peers. Send must not block.
@@ -103,6 +102,9 @@ type Config struct {
 	Timing
 	// Clock is the source of ticks and timers (RealClock when nil).
 	Clock Clock
+	// Rand is the source of the core's read ids and of BatchEpoch (a
+	// generator seeded from crypto/rand when nil).
+	Rand Rand
 	// MaxSizePerMsg (default 1 MiB) and MaxInflightMsgs (default 256) are
 	// raft's flow control per follower.
 	MaxSizePerMsg   uint64
@@ -177,19 +179,16 @@ type Node struct {
 	done   chan struct{}
 	wg     sync.WaitGroup
 
-	status  atomic.Pointer[Status]
-	applied atomic.Uint64
-	appTerm atomic.Uint64
-	err     atomic.Pointer[error]
-	// tick is the current tick interval in nanoseconds.
-	tick atomic.Int64
-	// stalled is set while a Ready waits for disk space (untilSpace).
-	stalled  atomic.Bool
-	stopOnce sync.Once
+	// loop is the owner loop (loop.go) the raft goroutine drives; app
+	// the applier its applier goroutine runs.
+	loop *loop
+	app  *applier
 
-	// appliedc is closed (and replaced) whenever the applied index moves.
-	appliedMu sync.Mutex
-	appliedc  chan struct{}
+	status atomic.Pointer[Status]
+	err    atomic.Pointer[error]
+	// tick is the current tick interval in nanoseconds.
+	tick     atomic.Int64
+	stopOnce sync.Once
 
 	// heldTimer is the timer of the core's held commit-only appends
 	// (Config.CommitNotifyDelay), owned by the raft goroutine; heldc is
@@ -197,24 +196,19 @@ type Node struct {
 	heldTimer Timer
 	heldc     <-chan time.Time
 
-	// reqs is the owner goroutine's table of proposed batches.
-	reqs *batchTable
-
 	// transport is set by Start, before the raft goroutine runs.
 	transport Transport
-}
-
-type applyWork struct {
-	index, term uint64
-	batches     []*Batch // this node's entries up to index
-	snap        *pb.Snapshot
-	done        chan error
 }
 
 func (c *Config) fill() {
 	c.Timing.fill()
 	if c.Clock == nil {
 		c.Clock = RealClock{}
+	}
+	if c.Rand == nil {
+		var seed [32]byte
+		_, _ = rand.Read(seed[:])
+		c.Rand = mrand.New(mrand.NewChaCha8(seed))
 	}
 	if c.MaxSizePerMsg == 0 {
 		c.MaxSizePerMsg = 1 << 20
@@ -235,9 +229,7 @@ func (c *Config) fill() {
 		c.WaitTimeout = DefaultWaitTimeout
 	}
 	for c.BatchEpoch&^0xFFFFFFFF == 0 {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		c.BatchEpoch = binary.BigEndian.Uint64(b[:])
+		c.BatchEpoch = c.Rand.Uint64()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -247,14 +239,21 @@ func (c *Config) fill() {
 // NewNode creates a node over its storage; Start runs it.
 func NewNode(cfg Config) (*Node, error) {
 	cfg.fill()
-	core, err := NewCore(cfg)
+	core, err := NewCore(cfg.coreConfig())
 	if err != nil {
 		return nil, err
+	}
+	var appTerm uint64
+	if cfg.Applied > 0 {
+		if t, err := cfg.Storage.Term(cfg.Applied); err == nil {
+			appTerm = t
+		}
 	}
 	n := &Node{
 		cfg:    cfg,
 		log:    cfg.Logger,
 		core:   core,
+		app:    newApplier(cfg.SM, cfg.Applied, appTerm),
 		propc:  make(chan *Request, 8192),
 		recvc:  make(chan *pb.Message, 4096),
 		ctlc:   make(chan func(), 64),
@@ -262,19 +261,78 @@ func NewNode(cfg Config) (*Node, error) {
 		applyc: make(chan applyWork, 1024),
 		stopc:  make(chan struct{}),
 		done:   make(chan struct{}),
-
-		appliedc: make(chan struct{}),
-		reqs:     newBatchTable(cfg.Framing, cfg.MaxBatchBytes, cfg.WaitTimeout, cfg.BatchEpoch),
 	}
-	n.applied.Store(cfg.Applied)
-	if cfg.Applied > 0 {
-		if t, err := cfg.Storage.Term(cfg.Applied); err == nil {
-			n.appTerm.Store(t)
-		}
+	n.loop = &loop{
+		core: core, st: cfg.Storage, env: nodeEnv{n}, app: n.app, log: cfg.Logger,
+		reqs:          newBatchTable(cfg.Framing, cfg.MaxBatchBytes, cfg.WaitTimeout, cfg.BatchEpoch),
+		heldDelay:     cfg.CommitNotifyDelay,
+		fp:            cfg.Failpoints,
+		persisted:     cfg.PersistDuration,
+		statusChanged: n.publishStatus,
+	}
+	if f := cfg.OnConfChange; f != nil {
+		n.loop.onConfChange = func(_ uint64, cc *pb.ConfChangeV2, cs *pb.ConfState) { f(cc, cs) }
 	}
 	n.publishStatus()
 	return n, nil
 }
+
+// coreConfig is the Core's part of c (filled).
+func (c *Config) coreConfig() CoreConfig {
+	return CoreConfig{
+		ID: c.ID, Storage: c.Storage, Applied: c.Applied, Bootstrap: c.Bootstrap,
+		ElectionTick: c.ElectionTick, HeartbeatTick: c.HeartbeatTick, HoldCommits: c.CommitNotifyDelay >= 0,
+		MaxSizePerMsg: c.MaxSizePerMsg, MaxInflightMsgs: c.MaxInflightMsgs, Rand: c.Rand, Logger: c.Logger,
+	}
+}
+
+// nodeEnv is the owner loop's environment in the broker: the transport,
+// the node's clock, its held-append timer and its applier goroutine.
+type nodeEnv struct{ n *Node }
+
+func (e nodeEnv) send(msgs []*pb.Message) { e.n.transport.Send(msgs) }
+
+func (e nodeEnv) now() time.Time { return e.n.cfg.Clock.Now() }
+
+func (e nodeEnv) armHeld(d time.Duration) {
+	n := e.n
+	if n.heldc != nil {
+		return
+	}
+	if n.heldTimer == nil {
+		n.heldTimer = n.cfg.Clock.NewTimer(d)
+	} else {
+		n.heldTimer.Reset(d)
+	}
+	n.heldc = n.heldTimer.Chan()
+}
+
+func (e nodeEnv) apply(w applyWork) error {
+	n := e.n
+	if w.snap != nil {
+		w.done = make(chan error, 1)
+	}
+	select {
+	case n.applyc <- w:
+	case <-n.stopc:
+		return ErrStopped
+	}
+	if w.snap == nil {
+		return nil
+	}
+	select {
+	case err := <-w.done:
+		return err
+	case <-n.stopc:
+		return ErrStopped
+	}
+}
+
+// sentEarly lets the transport's writers, now runnable on this P, put
+// the appends on the wire before the raft goroutine blocks in the fsync,
+// rather than after a thread steals them or the fsync returns (one send
+// at a time: p50 -35..-55 us on 2 vCPUs).
+func (nodeEnv) sentEarly() { runtime.Gosched() }
 
 // Start runs the raft and applier goroutines, sending raft's messages
 // through t. The transport is given here rather than in Config so that it
@@ -442,30 +500,18 @@ func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
 // or the node stops.
 func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
 	for {
-		n.appliedMu.Lock()
-		ch := n.appliedc
-		n.appliedMu.Unlock()
-		if n.applied.Load() >= index {
+		ch := n.app.wait()
+		if n.app.applied.Load() >= index {
 			return nil
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return fmt.Errorf("raftlog: wait for applied index %d (at %d): %w", index, n.applied.Load(), ctx.Err())
+			return fmt.Errorf("raftlog: wait for applied index %d (at %d): %w", index, n.app.applied.Load(), ctx.Err())
 		case <-n.stopc:
 			return ErrStopped
 		}
 	}
-}
-
-// setApplied publishes a new applied index and wakes WaitApplied.
-func (n *Node) setApplied(index, term uint64) {
-	n.applied.Store(index)
-	n.appTerm.Store(term)
-	n.appliedMu.Lock()
-	close(n.appliedc)
-	n.appliedc = make(chan struct{})
-	n.appliedMu.Unlock()
 }
 
 // ReportUnreachable tells raft a message to id could not be sent.
@@ -487,12 +533,12 @@ func (n *Node) ReportSnapshot(id uint64, failure bool) {
 // Status returns the node's state as of its last loop iteration.
 func (n *Node) Status() Status {
 	st := *n.status.Load()
-	st.Applied, st.AppliedTerm = n.applied.Load(), n.appTerm.Load()
+	st.Applied, st.AppliedTerm = n.app.applied.Load(), n.app.term.Load()
 	return st
 }
 
 // Applied returns the state machine's applied index.
-func (n *Node) Applied() uint64 { return n.applied.Load() }
+func (n *Node) Applied() uint64 { return n.app.applied.Load() }
 
 // LeaderReady reports whether this node leads and has applied everything
 // committed before its term began (it has applied an entry of its own
@@ -501,7 +547,7 @@ func (n *Node) Applied() uint64 { return n.applied.Load() }
 // cannot replicate, and the others are about to elect a new leader.
 func (n *Node) LeaderReady() bool {
 	t := n.core.LeaderTerm()
-	return t != 0 && n.appTerm.Load() == t && n.applied.Load() >= n.core.FirstOwnIndex() && !n.stalled.Load()
+	return t != 0 && n.app.term.Load() == t && n.app.applied.Load() >= n.core.FirstOwnIndex() && !n.loop.stalled.Load()
 }
 
 // IsLeader reports whether this node currently believes it leads.
@@ -523,11 +569,10 @@ func (n *Node) run() {
 	for {
 		select {
 		case <-ticker.Chan():
-			n.core.Tick()
+			n.loop.tick()
 			if statusEvery++; statusEvery%4 == 0 {
 				n.publishStatus()
 			}
-			n.reqs.sweep(n.cfg.Clock.Now(), n.applied.Load())
 		case m := <-n.recvc:
 			n.step(m)
 			for i := 0; i < 1024; i++ {
@@ -547,17 +592,17 @@ func (n *Node) run() {
 			ticker.Reset(d)
 		case <-n.heldc:
 			n.heldc = nil
-			if msgs := n.core.FireHeld(); len(msgs) > 0 {
-				n.transport.Send(msgs)
-			}
+			n.loop.fireHeld()
 		case <-n.stopc:
 			return
 		}
-		for n.core.HasReady() {
-			if err := n.handleReady(); err != nil {
-				n.fail(err)
-				return
-			}
+		err := n.loop.ready()
+		if errors.Is(err, errStalled) {
+			err = n.waitSpace()
+		}
+		if err != nil {
+			n.fail(err)
+			return
 		}
 	}
 }
@@ -593,7 +638,7 @@ func (n *Node) recoverLostLog() {
 func (n *Node) exit() {
 	close(n.done)
 	n.dropQueued()
-	n.reqs.stop(n.applied.Load())
+	n.loop.stop()
 }
 
 // propose collects the queued requests (up to MaxProposalBytes) and packs
@@ -612,10 +657,7 @@ func (n *Node) propose(first *Request) {
 		}
 		break
 	}
-	ents, bs := n.reqs.pack(reqs, n.cfg.Clock.Now())
-	if err := n.core.Propose(ents); err != nil {
-		n.reqs.dropped(bs, err)
-	}
+	_ = n.loop.propose(reqs) // a refusal has failed them
 }
 
 // dropQueued fails the requests still queued.
@@ -630,171 +672,46 @@ func (n *Node) dropQueued() {
 	}
 }
 
-// handleReady does the work of one Ready (Core.Ready): send, install,
-// persist, send what waited for the fsync, hand the commit index to the
-// applier, advance.
-func (n *Node) handleReady() error {
-	w := n.core.Ready()
-	if n.core.HeldTimerArmed() && n.heldc == nil {
-		if n.heldTimer == nil {
-			n.heldTimer = n.cfg.Clock.NewTimer(n.cfg.CommitNotifyDelay)
-		} else {
-			n.heldTimer.Reset(n.cfg.CommitNotifyDelay)
-		}
-		n.heldc = n.heldTimer.Chan()
-	}
-	if len(w.Send) > 0 {
-		n.transport.Send(w.Send)
-		if len(w.Entries) > 0 {
-			// The transport's writers are now runnable on this P; let
-			// them put the appends on the wire before this goroutine
-			// blocks in the fsync below, rather than after a thread
-			// steals them or the fsync returns (one send at a time:
-			// p50 -35..-55 us on 2 vCPUs).
-			runtime.Gosched()
-		}
-	}
-	if w.Snapshot != nil {
-		done := make(chan error, 1)
-		select {
-		case n.applyc <- applyWork{snap: w.Snapshot, done: done}:
-		case <-n.stopc:
-			return ErrStopped
-		}
-		if err := <-done; err != nil {
-			return fmt.Errorf("raftlog: install snapshot at %d: %w", w.Snapshot.GetMetadata().GetIndex(), err)
-		}
-		n.log.Info("raftlog: installed snapshot", "index", w.Snapshot.GetMetadata().GetIndex(), "term", w.Snapshot.GetMetadata().GetTerm())
-		n.reqs.snapshotted(w.Snapshot.GetMetadata().GetIndex())
-	}
-	// A new term or vote is made durable before the entries of this Ready,
-	// so that on disk the term is never behind the log (OpenStorage
-	// checks it).
-	if w.HardState != nil {
-		if err := n.untilSpace("term and vote", func() error { return n.cfg.Storage.SetHardState(w.HardState) }); err != nil {
-			return err
-		}
-	}
-	if len(w.Entries) > 0 {
-		start := time.Now()
-		if err := n.untilSpace("entries", func() error { return n.cfg.Storage.Append(w.Entries) }); err != nil {
-			return err
-		}
-		if n.cfg.PersistDuration != nil {
-			n.cfg.PersistDuration(time.Since(start))
-		}
-		n.core.Appended(w.Entries)
-		n.reqs.appended(w.Entries)
-	}
-	if len(w.After) > 0 {
-		n.transport.Send(w.After)
-	}
-	if w.Commit > 0 {
-		for _, e := range w.Committed {
-			if err := n.applyConfChange(e); err != nil {
-				return err
-			}
-		}
-		select {
-		case n.applyc <- applyWork{index: w.Commit, term: w.CommitTerm, batches: n.reqs.take(w.Commit)}:
-		case <-n.stopc:
-			return ErrStopped
-		}
-	}
-	if w.AckIndex > 0 {
-		select {
-		case n.applyc <- applyWork{index: w.AckIndex, term: w.AckTerm, batches: n.reqs.take(w.AckIndex)}:
-		case <-n.stopc:
-			return ErrStopped
-		}
-	}
-	n.core.Advance()
-	if w.StatusChanged {
-		n.publishStatus()
-	}
-	return nil
-}
-
-// untilSpace runs write, a persistence step of a Ready, again and again
-// while it fails for lack of space (vfs.IsNoSpace), with a backoff from
-// 10 ms to 1 s, until it succeeds or the node stops. The Ready is neither
-// advanced nor acknowledged meanwhile: a follower stops answering appends
-// (raft tolerates a silent member), a leader stops heartbeating and loses
-// its leadership to a member that can write. Other errors return at once.
-// Meanwhile queued requests are refused (ErrDropped) and the proposed ones
-// still time out. The stall is logged once when it starts and once when it
-// ends, and DiskStalled reports it.
-func (n *Node) untilSpace(what string, write func() error) error {
-	err := write()
-	if !vfs.IsNoSpace(err) {
-		return err
-	}
-	start := n.cfg.Clock.Now()
-	n.stalled.Store(true)
-	n.log.Error("raftlog: disk full: cannot persist; not acknowledging until space frees", "what", what, "err", err)
-	defer n.stalled.Store(false)
-	wait := 10 * time.Millisecond
-	t := n.cfg.Clock.NewTimer(wait)
+// waitSpace waits while the loop's Ready waits for disk space (loop.go),
+// retrying it with the loop's backoff until it goes on or the node stops.
+// Meanwhile messages are stepped (Core.StepWhileStalled), queued requests
+// are refused (ErrDropped) and the proposed ones still time out; raft does
+// not tick and control calls wait. DiskStalled reports the stall.
+func (n *Node) waitSpace() error {
+	t := n.cfg.Clock.NewTimer(n.loop.stallWait())
 	defer t.Stop()
-	// Requests keep their timeouts, and new ones are refused rather than
-	// left queued behind the stall.
 	sweep := n.cfg.Clock.NewTicker(n.cfg.WaitTimeout / 10)
 	defer sweep.Stop()
-	refused := fmt.Errorf("%w: the node cannot persist (disk full)", ErrDropped)
-	for tries := 1; ; tries++ {
+	for {
 		select {
 		case <-n.stopc:
 			return ErrStopped
 		case m := <-n.recvc:
-			n.stepWhileStalled(m)
+			n.loop.stepWhileStalled(m)
 			continue
 		case q := <-n.propc:
-			q.Waiter.Fail(refused)
+			n.loop.refuse(q)
 			continue
 		case <-sweep.Chan():
-			n.reqs.sweep(n.cfg.Clock.Now(), n.applied.Load())
+			n.loop.sweep()
 			continue
 		case <-t.Chan():
 		}
-		if err = write(); !vfs.IsNoSpace(err) {
-			if err == nil {
-				n.log.Info("raftlog: disk space available again: persisted", "what", what, "stalled", n.cfg.Clock.Now().Sub(start).Round(time.Millisecond), "tries", tries+1)
-			}
+		err := n.loop.ready()
+		if !errors.Is(err, errStalled) {
 			return err
 		}
-		wait = min(2*wait, time.Second)
-		t.Reset(wait)
+		t.Reset(n.loop.stallWait())
 	}
 }
 
-// stepWhileStalled steps a message received while a Ready waits for disk
-// space (Core.StepWhileStalled) and publishes the status it leads to.
-func (n *Node) stepWhileStalled(m *pb.Message) {
-	n.core.StepWhileStalled(m)
-	n.publishStatus()
-}
-
 // DiskStalled reports whether the raft goroutine is waiting for space to
-// persist a Ready (see untilSpace).
-func (n *Node) DiskStalled() bool { return n.stalled.Load() }
+// persist a Ready (see waitSpace).
+func (n *Node) DiskStalled() bool { return n.loop.stalled.Load() }
 
 // LeaderChanges returns how many leaders this node has learnt of since it
 // started: one per term in which it knew a leader.
 func (n *Node) LeaderChanges() uint64 { return n.core.LeaderChanges() }
-
-func (n *Node) applyConfChange(e *pb.Entry) error {
-	cc, cs, err := n.core.ApplyConfChange(e)
-	if err != nil || cs == nil {
-		return err
-	}
-	if err := n.untilSpace("membership", func() error { return n.cfg.Storage.SetConfState(cs) }); err != nil {
-		return err
-	}
-	if n.cfg.OnConfChange != nil {
-		n.cfg.OnConfChange(cc, cs)
-	}
-	return nil
-}
 
 // applier applies commit indexes in order, coalescing queued ones
 // (coalesceApply).
@@ -826,59 +743,20 @@ func (n *Node) applier() {
 		}
 		ws := coalesceApply(batch)
 		for i, w := range ws {
-			if w.snap == nil {
-				if err := n.applyTo(w.index, w.term, w.batches); err != nil {
-					if i+1 < len(ws) && ws[i+1].snap != nil {
-						ws[i+1].done <- err // handleReady waits for it
-					}
-					return
+			err := n.app.do(w)
+			if w.snap != nil {
+				w.done <- err // the owner loop waits for it
+			} else if err != nil {
+				n.fail(err)
+				if i+1 < len(ws) && ws[i+1].snap != nil {
+					ws[i+1].done <- err
 				}
-				continue
 			}
-			err := n.cfg.SM.Restore(w.snap)
-			if err == nil {
-				md := w.snap.GetMetadata()
-				n.setApplied(md.GetIndex(), md.GetTerm())
-			}
-			w.done <- err
 			if err != nil {
 				return
 			}
 		}
 	}
-}
-
-// coalesceApply replaces each run of commit indexes in ws by its last (the
-// newest: applying up to it applies the others), in place; snapshots stay
-// where they are. The applier calls it on what it found queued, so that
-// commits queued while an Apply runs become one Apply.
-func coalesceApply(ws []applyWork) []applyWork {
-	out := ws[:0]
-	for _, w := range ws {
-		if k := len(out); k > 0 && w.snap == nil && out[k-1].snap == nil {
-			w.batches = append(out[k-1].batches, w.batches...)
-			out[k-1] = w
-			continue
-		}
-		out = append(out, w)
-	}
-	return out
-}
-
-func (n *Node) applyTo(index, term uint64, batches []*Batch) error {
-	if index <= n.applied.Load() {
-		// Applied already (the ack-before-commit mutant applies early).
-		for _, b := range batches {
-			b.Fail(fmt.Errorf("entry %d applied before its commit was handed over: %w", b.Index, ErrOutcomeUnknown))
-		}
-		return nil
-	}
-	if err := n.cfg.SM.Apply(index, batches); err != nil {
-		n.fail(fmt.Errorf("raftlog: apply up to %d: %w", index, err))
-		return err
-	}
-	n.setApplied(index, term)
-	return nil
 }
 
 // slogRaftLogger adapts slog to raft.Logger. etcd raft's Info lines are

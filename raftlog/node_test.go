@@ -402,8 +402,9 @@ func TestApplyCoalescing(t *testing.T) {
 }
 
 // The tests below drive Cores directly, single-threaded: each node is a
-// Core over a real Storage on a MemFS whose owner (simNode.handle, the
-// same steps as Node.handleReady) runs inside the test's own calls. A
+// Core over a real Storage on a MemFS whose owner (the product's owner
+// loop, loop.go, in the simNode's environment) runs inside the test's own
+// calls. A
 // message goes nowhere until the test delivers it, a tick or a timer
 // firing is a call, and raft's randomised election timeouts come from a
 // seeded stream, so there is nothing to wait for and no barrier.
@@ -428,9 +429,9 @@ func newCoreGroup(t *testing.T, size int) *coreGroup {
 		peers = append(peers, raft.Peer{ID: uint64(i)})
 	}
 	for _, id := range g.ids {
-		n := &simNode{id: id, peers: peers, fs: vfs.NewMem(), heldDelay: 1,
+		n := &simNode{id: id, peers: peers, fs: vfs.NewMem(), rng: rand.New(rand.NewPCG(id, 1)),
 			timing: Timing{ElectionTick: 10, HeartbeatTick: 2, CommitNotifyDelay: time.Millisecond}}
-		n.send = func(_ uint64, msgs []*pb.Message) {
+		n.out = func(_ uint64, msgs []*pb.Message) {
 			for _, m := range msgs {
 				g.out = append(g.out, proto.CloneOf(m))
 			}

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -43,9 +44,10 @@ var (
 	simFirst = flag.Uint64("sim.first", 1, "TestSim: the first seed to run")
 )
 
-// simNode is one replica under a test's control: a Core and the owner's
-// work for it, done synchronously (the same steps, in the same order, as
-// Node.handleReady).
+// simNode is one replica under a test's control: a Core and the
+// product's owner loop (loop.go) around it, whose environment (loopEnv)
+// and state machine (StateMachine) the simNode is: the network is the
+// test's, the clock is simulated milliseconds, the applier runs inline.
 type simNode struct {
 	id     uint64
 	peers  []raft.Peer
@@ -54,25 +56,29 @@ type simNode struct {
 	clog   *commitlog.Log
 	st     *Storage
 	core   *Core
+	loop   *loop
+	app    *applier
 	up     bool
+	// rng is the node's random source (the core's read ids, batch ids).
+	rng Rand
 
 	// applied is the state machine's applied index; data what it applied
 	// (normal entries with data), by index. Both are lost in a crash and
 	// rebuilt from the log.
 	applied uint64
 	data    map[uint64]string
-	// heldAt is when the held-append timer fires (-1: not armed);
-	// nextTick when the node ticks next. Simulated milliseconds.
-	heldAt, nextTick int64
-	heldDelay        int64
+	// t is the simulated time of the current call (ms); heldAt is when the
+	// held-append timer fires (-1: not armed); nextTick when the node ticks
+	// next; retryAt, while a write waits for disk space, when the loop
+	// tries again.
+	t, heldAt, nextTick, retryAt int64
 
-	// send carries the node's messages; onApply sees every entry it
-	// applies, onAppend every Work's entries once durable. restore, if
-	// set, installs a snapshot (else snapshots are an error).
-	send     func(from uint64, msgs []*pb.Message)
-	onApply  func(n *simNode, e *pb.Entry)
-	onAppend func(n *simNode, ents []*pb.Entry)
-	restore  func(n *simNode, s *pb.Snapshot) error
+	// out carries the node's messages; onApply sees every entry it
+	// applies. restore, if set, installs a snapshot (else snapshots are an
+	// error).
+	out     func(from uint64, msgs []*pb.Message)
+	onApply func(n *simNode, e *pb.Entry)
+	restore func(n *simNode, s *pb.Snapshot) error
 	// snapData, if set, is the Storage's SnapshotData.
 	snapData func() (uint64, []byte, error)
 	// works, if not nil, records every Work handed out (step tests).
@@ -82,14 +88,16 @@ type simNode struct {
 	durableSM bool
 	// forgetVote is the vote-not-durable mutant (simHooks.forgetVote).
 	forgetVote bool
-	// failpoints are the product's failpoints the node's Storage and Core
-	// run with (simHooks.failpoints).
+	// failpoints are the product's failpoints the node's Storage and
+	// owner loop run with (simHooks.failpoints).
 	failpoints failpoint.Set
+	// full, if set, says whether the node's disk is full now: its writes
+	// fail with vfs.ErrNoSpace.
+	full func() bool
 	// newReqs, if set, makes the node's request table (Node's batchTable,
-	// lost in a crash) at each open; the simulator then proposes through
-	// it, and answer answers the batches each commit hands over.
+	// lost in a crash) at each open; answer answers the batches each
+	// apply hands over.
 	newReqs func() *batchTable
-	reqs    *batchTable
 	answer  func(n *simNode, bs []*Batch, applied []*pb.Entry)
 	// onConfChange sees every membership change the node applies to raft;
 	// removed marks a node taken out of the group (never restarted).
@@ -101,14 +109,24 @@ func simLogOptions() commitlog.Options {
 	return commitlog.Options{SegmentSize: 4 << 10, WarmAhead: -1, CheckpointInterval: time.Hour, CacheWindow: -1, TailCache: 64 << 10}
 }
 
-// open opens the node's storage on n.fs and builds its core (applied 0:
-// the state machine is rebuilt from the log).
+// open opens the node's storage on n.fs and builds its core and owner
+// loop (applied 0 unless durableSM: the state machine is rebuilt from the
+// log).
 func (n *simNode) open() error {
-	l, err := commitlog.Open(n.fs, "/n/log", simLogOptions())
+	var fs vfs.FS = n.fs
+	if n.full != nil {
+		fs = vfs.WithErrors(n.fs, vfs.InjectorFunc(func(op vfs.Op, path string) error {
+			if (op == vfs.OpWrite || op == vfs.OpCreate) && n.full() {
+				return &os.PathError{Op: op.String(), Path: path, Err: vfs.ErrNoSpace}
+			}
+			return nil
+		}))
+	}
+	l, err := commitlog.Open(fs, "/n/log", simLogOptions())
 	if err != nil {
 		return fmt.Errorf("node %d: open log: %w", n.id, err)
 	}
-	st, err := OpenStorage(n.fs, "/n", l)
+	st, err := OpenStorage(fs, "/n", l)
 	if err != nil {
 		l.Close()
 		return fmt.Errorf("node %d: open storage: %w", n.id, err)
@@ -123,8 +141,10 @@ func (n *simNode) open() error {
 			return fmt.Errorf("node %d: %w", n.id, err)
 		}
 	}
-	c, err := NewCore(Config{ID: n.id, Storage: st, Applied: applied, Bootstrap: n.peers, Timing: n.timing, Failpoints: n.failpoints,
-		MaxSizePerMsg: 8 << 10, MaxInflightMsgs: 16, Logger: slog.New(slog.DiscardHandler)})
+	appliedTerm, _ := st.Term(applied)
+	c, err := NewCore(CoreConfig{ID: n.id, Storage: st, Applied: applied, Bootstrap: n.peers,
+		ElectionTick: n.timing.ElectionTick, HeartbeatTick: n.timing.HeartbeatTick, HoldCommits: n.timing.CommitNotifyDelay >= 0,
+		MaxSizePerMsg: 8 << 10, MaxInflightMsgs: 16, Rand: n.rng})
 	if err != nil {
 		st.Close()
 		l.Close()
@@ -132,8 +152,20 @@ func (n *simNode) open() error {
 	}
 	n.clog, n.st, n.core, n.up = l, st, c, true
 	n.applied, n.data, n.heldAt = applied, data, -1
+	reqs := newBatchTable(Framing{AppendHeader: appendPlainHeader, BatchID: plainBatchID, HeaderSize: plainHeaderSize},
+		1<<10, simWait*time.Millisecond, n.rng.Uint64()|1<<32)
 	if n.newReqs != nil {
-		n.reqs = n.newReqs()
+		reqs = n.newReqs()
+	}
+	var w logWriter = st
+	if n.forgetVote {
+		w = forgetfulStore{st}
+	}
+	n.app = newApplier(n, applied, appliedTerm)
+	n.loop = &loop{core: c, st: w, env: n, app: n.app, reqs: reqs, log: slog.New(slog.DiscardHandler),
+		heldDelay: n.timing.CommitNotifyDelay, fp: n.failpoints}
+	if n.onConfChange != nil {
+		n.loop.onConfChange = func(index uint64, _ *pb.ConfChangeV2, cs *pb.ConfState) { n.onConfChange(n, index, cs) }
 	}
 	return nil
 }
@@ -250,93 +282,89 @@ func (n *simNode) close() {
 	}
 }
 
-// handle does the work of every Ready the core has, at time now.
+// handle does the work of every Ready the core has, at time now. A write
+// that finds the disk full leaves the node stalled until retryAt.
 func (n *simNode) handle(now int64) error {
-	for n.core.HasReady() {
-		if err := n.do(n.core.Ready(), now); err != nil {
-			return err
+	n.t = now
+	var err error
+	if n.works == nil || n.stalled() {
+		err = n.loop.ready()
+	} else {
+		for err == nil && n.core.HasReady() {
+			w := n.core.Ready()
+			*n.works = append(*n.works, w)
+			err = n.loop.do(w)
 		}
+	}
+	if errors.Is(err, errStalled) {
+		n.retryAt = now + n.loop.stallWait().Milliseconds()
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("node %d: %w", n.id, err)
 	}
 	return nil
 }
 
-// do does w, a Work the core handed out, and advances.
+// do does w, a Work the core handed out, with the product's loop.
 func (n *simNode) do(w Work, now int64) error {
-	if n.works != nil {
-		*n.works = append(*n.works, w)
+	n.t = now
+	return n.loop.do(w)
+}
+
+// stalled reports whether a write of the node's loop waits for space.
+func (n *simNode) stalled() bool { return n.loop.stalled.Load() }
+
+// The node's loopEnv.
+
+func (n *simNode) send(msgs []*pb.Message) { n.out(n.id, msgs) }
+
+func (n *simNode) now() time.Time { return time.UnixMilli(n.t) }
+
+func (n *simNode) armHeld(d time.Duration) {
+	if n.heldAt < 0 {
+		n.heldAt = n.t + d.Milliseconds()
 	}
-	if n.core.HeldTimerArmed() && n.heldAt < 0 {
-		n.heldAt = now + n.heldDelay
+}
+
+func (n *simNode) apply(w applyWork) error { return n.app.do(w) }
+
+func (n *simNode) sentEarly() {}
+
+// The node's StateMachine, called by the product's applier.
+
+// Apply applies the log up to index and answers the batches.
+func (n *simNode) Apply(index uint64, bs []*Batch) error {
+	applied, err := n.applyTo(index)
+	if err != nil {
+		return err
 	}
-	if len(w.Send) > 0 {
-		n.send(n.id, w.Send)
+	if n.answer != nil {
+		n.answer(n, bs, applied)
 	}
-	if w.Snapshot != nil {
-		if n.restore == nil {
-			return fmt.Errorf("node %d: snapshot at %d without a restore", n.id, w.Snapshot.GetMetadata().GetIndex())
-		}
-		if err := n.restore(n, w.Snapshot); err != nil {
-			return fmt.Errorf("node %d: install snapshot: %w", n.id, err)
-		}
-		n.applied = w.Snapshot.GetMetadata().GetIndex()
-		if n.reqs != nil {
-			n.reqs.snapshotted(n.applied)
-		}
-	}
-	if w.HardState != nil {
-		hs := w.HardState
-		if n.forgetVote {
-			hs = proto.CloneOf(hs)
-			hs.Vote = proto.Uint64(0)
-		}
-		if err := n.st.SetHardState(hs); err != nil {
-			return fmt.Errorf("node %d: %w", n.id, err)
-		}
-	}
-	if len(w.Entries) > 0 {
-		if err := n.st.Append(w.Entries); err != nil {
-			return fmt.Errorf("node %d: %w", n.id, err)
-		}
-		n.core.Appended(w.Entries)
-		if n.reqs != nil {
-			n.reqs.appended(w.Entries)
-		}
-		if n.onAppend != nil {
-			n.onAppend(n, w.Entries)
-		}
-	}
-	if len(w.After) > 0 {
-		n.send(n.id, w.After)
-	}
-	for _, e := range w.Committed {
-		_, cs, err := n.core.ApplyConfChange(e)
-		if err != nil {
-			return err
-		}
-		if cs != nil {
-			if err := n.st.SetConfState(cs); err != nil {
-				return fmt.Errorf("node %d: %w", n.id, err)
-			}
-			if n.onConfChange != nil {
-				n.onConfChange(n, e.GetIndex(), cs)
-			}
-		}
-	}
-	if w.Commit > 0 {
-		var bs []*Batch
-		if n.reqs != nil {
-			bs = n.reqs.take(w.Commit)
-		}
-		applied, err := n.applyTo(w.Commit)
-		if err != nil {
-			return err
-		}
-		if n.answer != nil {
-			n.answer(n, bs, applied)
-		}
-	}
-	n.core.Advance()
 	return nil
+}
+
+// Restore installs a snapshot with the restore hook.
+func (n *simNode) Restore(snap *pb.Snapshot) error {
+	if n.restore == nil {
+		return fmt.Errorf("node %d: snapshot at %d without a restore", n.id, snap.GetMetadata().GetIndex())
+	}
+	if err := n.restore(n, snap); err != nil {
+		return fmt.Errorf("node %d: install snapshot: %w", n.id, err)
+	}
+	n.applied = snap.GetMetadata().GetIndex()
+	return nil
+}
+
+// forgetfulStore is the vote-not-durable mutant's storage: it persists
+// every hard state with no vote.
+type forgetfulStore struct{ *Storage }
+
+func (f forgetfulStore) SetHardState(hs *pb.HardState) error {
+	hs = proto.CloneOf(hs)
+	hs.Vote = proto.Uint64(0)
+	return f.Storage.SetHardState(hs)
 }
 
 // applyTo applies the log up to index (the sim's state machine: it
@@ -364,10 +392,9 @@ func (n *simNode) applyTo(index uint64) ([]*pb.Entry, error) {
 // fireHeld fires the held-append timer if it is due at now.
 func (n *simNode) fireHeld(now int64) {
 	if n.heldAt >= 0 && now >= n.heldAt {
+		n.t = now
 		n.heldAt = -1
-		if msgs := n.core.FireHeld(); len(msgs) > 0 {
-			n.send(n.id, msgs)
-		}
+		n.loop.fireHeld()
 	}
 }
 
@@ -381,12 +408,10 @@ type simMsg struct {
 	failed bool
 }
 
-// simHooks plant known-bad behaviour in the simulator's owner, to prove
-// its checks catch it. They exist only in this test file.
+// simHooks plant known-bad behaviour, to prove the simulator's checks
+// catch it: in the simulator's storage writer or state machine (those
+// exist only in this test file), or the product's own mutants.
 type simHooks struct {
-	// ackBeforeCommit acknowledges a proposal as soon as the leader that
-	// took it has appended it, without waiting for a quorum.
-	ackBeforeCommit bool
 	// forgetVote persists every hard state with no vote: a node that
 	// crashes after voting may vote again in the same term.
 	forgetVote bool
@@ -400,9 +425,11 @@ type simHooks struct {
 	// a definite failure that is not true.
 	lostWhenApplied bool
 	// failpoints are the product's own failpoints (internal/failpoint),
-	// on in every node's Storage and Core: vote-not-fsynced makes the
-	// Storage write term, vote and membership without fsync. Only a build
-	// with -tags mutant can turn one on (failpoint.Of).
+	// on in every node's Storage and owner loop: vote-not-fsynced makes
+	// the Storage write term, vote and membership without fsync;
+	// ack-before-commit makes the loop hand the applier what a leader has
+	// appended, without waiting for a quorum. Only a build with -tags
+	// mutant can turn one on (failpoint.Of).
 	failpoints failpoint.Set
 
 	// Not bad behaviours but a fault schedule, for the tests of the
@@ -465,14 +492,19 @@ type sim struct {
 
 	leaderOf map[uint64]uint64 // term -> leader
 	crashAt  map[uint64]int64  // node -> when a scheduled crash happens
-	cut      map[uint64]bool   // node -> its scheduled crash drops every unsynced write
-	commits  map[uint64]commitRec
-	err      error
+	// fullUntil is, per node, when its full disk frees (its writes fail
+	// with ErrNoSpace before). A snapshot install is exempt (installing):
+	// the product stops a node whose install fails, full disk or not.
+	fullUntil  map[uint64]int64
+	installing bool
+	cut        map[uint64]bool // node -> its scheduled crash drops every unsynced write
+	commits    map[uint64]commitRec
+	err        error
 
 	h     hash.Hash
 	trace *strings.Builder
 	// Counters for the report.
-	elections, crashes, applies, reads, installs int
+	elections, crashes, applies, reads, installs, stalls int
 }
 
 func (s *sim) logf(format string, args ...any) {
@@ -559,7 +591,7 @@ func (s *sim) reportSnap(m *pb.Message, failed bool) {
 
 func newSim(seed uint64, hooks simHooks, verbose bool) (*sim, error) {
 	s := &sim{seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), hooks: hooks, side: map[uint64]int{},
-		tookBy: map[string]uint64{}, crashAt: map[uint64]int64{}, cut: map[uint64]bool{}, acked: map[string]bool{}, leaderOf: map[uint64]uint64{},
+		tookBy: map[string]uint64{}, crashAt: map[uint64]int64{}, fullUntil: map[uint64]int64{}, cut: map[uint64]bool{}, acked: map[string]bool{}, leaderOf: map[uint64]uint64{},
 		failed: map[string]error{}, applied: map[string]bool{},
 		commits: map[uint64]commitRec{}, h: sha256.New()}
 	if verbose {
@@ -578,20 +610,23 @@ func newSim(seed uint64, hooks simHooks, verbose bool) (*sim, error) {
 // addNode starts the node with the next id: a founding member with
 // peers, or (peers nil) one joining with an empty log.
 func (s *sim) addNode(peers []raft.Peer) error {
-	n := &simNode{id: uint64(len(s.nodes) + 1), peers: peers, fs: vfs.NewMem(), heldDelay: 2,
+	id := uint64(len(s.nodes) + 1)
+	n := &simNode{id: id, peers: peers, fs: vfs.NewMem(), rng: s.rng,
 		timing: Timing{ElectionTick: 10, HeartbeatTick: 2, CommitNotifyDelay: 2 * time.Millisecond}}
-	n.send = s.sendFrom
+	n.out = s.sendFrom
 	n.forgetVote = s.hooks.forgetVote
 	n.failpoints = s.hooks.failpoints
 	n.durableSM = true
 	n.restore = func(n *simNode, snap *pb.Snapshot) error {
+		s.installing = true
+		defer func() { s.installing = false }()
 		s.installs++
 		s.logf("install snapshot %d on %d", snap.GetMetadata().GetIndex(), n.id)
 		return n.installDurable(n, snap)
 	}
+	n.full = func() bool { return s.now < s.fullUntil[id] && !s.installing }
 	n.snapData = n.snapshotData
 	n.onApply = s.onApply
-	n.onAppend = s.onAppend
 	n.onConfChange = s.onConfChange
 	n.newReqs = func() *batchTable {
 		return newBatchTable(Framing{AppendHeader: appendPlainHeader, BatchID: plainBatchID, HeaderSize: plainHeaderSize},
@@ -661,7 +696,7 @@ func (s *sim) changeMembership() {
 		return
 	}
 	n := s.pick()
-	if !n.up {
+	if !n.up || n.stalled() {
 		return
 	}
 	s.lastCC = s.now
@@ -764,9 +799,6 @@ func (s *sim) answer(n *simNode, bs []*Batch, applied []*pb.Entry) {
 		case i < 0:
 			b.Fail(ErrOutcomeUnknown)
 		case plainBatchID(applied[i].GetData()) == b.ID || (s.hooks.answerByIndex && applied[i].GetType() == pb.EntryType_EntryNormal):
-			if s.hooks.ackBeforeCommit {
-				continue // acknowledged on append
-			}
 			if s.hooks.lostWhenApplied {
 				b.Fail(ErrLost)
 				continue
@@ -801,19 +833,6 @@ func (s *sim) onApply(n *simNode, e *pb.Entry) {
 		}
 	} else {
 		s.commits[e.GetIndex()] = commitRec{term: e.GetTerm(), data: data, atTerm: n.core.BasicStatus().GetTerm()}
-	}
-}
-
-func (s *sim) onAppend(n *simNode, ents []*pb.Entry) {
-	if !s.hooks.ackBeforeCommit || n.core.LeaderTerm() == 0 {
-		return
-	}
-	for _, e := range ents {
-		for _, d := range simValues(e.GetData()) {
-			if s.tookBy[d] == n.id && !s.acked[d] {
-				s.ack(d, n.id, e.GetIndex())
-			}
-		}
 	}
 }
 
@@ -914,7 +933,11 @@ func (s *sim) step(chaos bool) {
 	for _, dm := range due {
 		m := dm.m
 		if dm.report {
-			if from := s.node(m.GetFrom()); from.up {
+			if from := s.node(m.GetFrom()); from.up && from.stalled() {
+				// Node's control queue waits for the stall to end.
+				s.seq++
+				s.net = append(s.net, simMsg{at: s.now + 1, seq: s.seq, m: m, report: true, failed: dm.failed})
+			} else if from.up {
 				s.logf("snapshot report %d->%d failed=%v", m.GetFrom(), m.GetTo(), dm.failed)
 				from.core.ReportSnapshot(m.GetTo(), dm.failed)
 				if err := from.handle(s.now); err != nil {
@@ -932,6 +955,12 @@ func (s *sim) step(chaos bool) {
 		if !to.up || !s.connected(m.GetFrom(), m.GetTo()) {
 			s.logf("lost %s", msgString(m))
 			s.reportSnap(m, true)
+			continue
+		}
+		if to.stalled() {
+			s.logf("recv (stalled) %s", msgString(m))
+			to.loop.stepWhileStalled(m)
+			s.reportSnap(m, false)
 			continue
 		}
 		s.logf("recv %s", msgString(m))
@@ -953,10 +982,28 @@ func (s *sim) step(chaos bool) {
 			}
 			s.logf("checkpoint %d", n.id)
 		}
+		if n.stalled() {
+			// Waiting for space: raft does not tick, requests still time
+			// out, and the write is retried at the loop's backoff.
+			n.t = s.now
+			if s.now >= n.nextTick {
+				n.nextTick += 10
+				n.loop.sweep()
+			}
+			if s.now >= n.retryAt {
+				s.stalls++
+				if err := n.handle(s.now); err != nil {
+					s.failf("%v", err)
+					return
+				}
+				s.logf("retry write on %d: stalled=%v", n.id, n.stalled())
+			}
+			continue
+		}
 		if s.now >= n.nextTick {
 			n.nextTick += 10
-			n.core.Tick()
-			n.reqs.sweep(time.UnixMilli(s.now), n.applied)
+			n.t = s.now
+			n.loop.tick()
 			if err := n.handle(s.now); err != nil {
 				s.failf("%v", err)
 				return
@@ -1008,8 +1055,14 @@ func (s *sim) faults() {
 	if s.membership && s.rng.Float64() < 0.02 {
 		s.changeMembership()
 	}
-	if s.rng.Float64() < 0.004 {
+	if s.rng.Float64() < 0.0005 {
 		if n := s.pick(); n.up {
+			s.fullUntil[n.id] = s.now + 20 + s.rng.Int64N(300)
+			s.logf("disk full on %d until %d", n.id, s.fullUntil[n.id])
+		}
+	}
+	if s.rng.Float64() < 0.004 {
+		if n := s.pick(); n.up && !n.full() {
 			at, err := n.compact()
 			if err != nil {
 				s.failf("node %d: compact: %v", n.id, err)
@@ -1027,6 +1080,9 @@ func (s *sim) faults() {
 }
 
 func (s *sim) restart(n *simNode) {
+	if n.full() {
+		return // it cannot open its log; it is tried again later
+	}
 	if err := n.open(); err != nil {
 		s.failf("restart: %v", err)
 		return
@@ -1055,12 +1111,16 @@ func (s *sim) propose() {
 		s.tookBy[v] = n.id
 		reqs = append(reqs, &Request{Data: []byte(v), Expires: s.rng.IntN(2) == 0, Waiter: &simWaiter{s: s, v: v, node: n.id}})
 	}
-	ents, bs := n.reqs.pack(reqs, time.UnixMilli(s.now))
-	err := n.core.Propose(ents)
-	s.logf("propose %d values in %d entries to %d: %v", len(reqs), len(ents), n.id, err)
-	if err != nil {
-		n.reqs.dropped(bs, err)
+	n.t = s.now
+	if n.stalled() {
+		s.logf("propose %d values to %d: refused (disk full)", len(reqs), n.id)
+		for _, q := range reqs {
+			n.loop.refuse(q)
+		}
+		return
 	}
+	err := n.loop.propose(reqs)
+	s.logf("propose %d values to %d: %v", len(reqs), n.id, err)
 	if err := n.handle(s.now); err != nil {
 		s.failf("%v", err)
 	}
@@ -1071,8 +1131,8 @@ func (s *sim) propose() {
 // started.
 func (s *sim) read() {
 	n := s.pick()
-	if !n.up {
-		return
+	if !n.up || n.stalled() {
+		return // a stalled node's control calls wait
 	}
 	need, id := s.maxAcked, n.id
 	answer := func(idx uint64) {
@@ -1101,6 +1161,7 @@ func (s *sim) run(chaosMs, healMs int64) error {
 	}
 	clear(s.side)
 	s.drop, s.dup, s.delay, s.jitter = 0, 0, 3, 0
+	clear(s.fullUntil)
 	for _, n := range s.active() {
 		if !n.up && s.err == nil {
 			s.restart(n)
@@ -1194,7 +1255,7 @@ func TestSim(t *testing.T) {
 	}
 	start := time.Now()
 	last := start
-	var elections, crashes, acks, reads, installs int
+	var elections, crashes, acks, reads, installs, stalls int
 	for i := range seeds {
 		seed := *simFirst + uint64(i)
 		out := runSeed(t, seed, simHooks{}, false)
@@ -1206,15 +1267,16 @@ func TestSim(t *testing.T) {
 		acks += len(out.s.ackOrder)
 		reads += out.s.reads
 		installs += out.s.installs
+		stalls += out.s.stalls
 		if time.Since(last) > 10*time.Second {
 			last = time.Now()
 			t.Logf("%d/%d seeds, %.0f seeds/min", i+1, seeds, float64(i+1)/time.Since(start).Minutes())
 		}
 	}
-	t.Logf("%d seeds in %v: %d elections, %d crashes, %d values acknowledged, %d reads answered, %d snapshots installed", seeds,
-		time.Since(start).Round(time.Millisecond), elections, crashes, acks, reads, installs)
-	if acks == 0 || elections == 0 || reads == 0 || installs == 0 {
-		t.Fatal("the simulation elected, acknowledged, read or installed nothing")
+	t.Logf("%d seeds in %v: %d elections, %d crashes, %d values acknowledged, %d reads answered, %d snapshots installed, %d writes retried on a full disk", seeds,
+		time.Since(start).Round(time.Millisecond), elections, crashes, acks, reads, installs, stalls)
+	if acks == 0 || elections == 0 || reads == 0 || installs == 0 || stalls == 0 {
+		t.Fatal("the simulation elected, acknowledged, read, installed or waited for space not once")
 	}
 }
 
@@ -1236,20 +1298,6 @@ func TestSimDeterministic(t *testing.T) {
 	if c.hash == runSeed(t, 1, simHooks{}, false).hash {
 		t.Fatal("seeds 1 and 2 gave the same history")
 	}
-}
-
-// The simulator catches a leader that acknowledges a proposal once it has
-// appended it, before a quorum holds it.
-func TestSimCatchesAckBeforeCommit(t *testing.T) {
-	const budget = 100
-	for seed := uint64(1); seed <= budget; seed++ {
-		out := runSeed(t, seed, simHooks{ackBeforeCommit: true}, false)
-		if out.err != nil {
-			t.Logf("seed %d caught it: %v", seed, out.err)
-			return
-		}
-	}
-	t.Fatalf("no seed among %d caught the ack-before-commit mutant", budget)
 }
 
 // The simulator catches a node that forgets its vote in a crash. It needs
