@@ -391,6 +391,18 @@ func (l *Log) append(ents []Entry) error {
 	return l.appendEntries(ents)
 }
 
+// refusal is the error of a write refused after the sticky failure werr.
+// A full device that failed the log where it could not be retried (the
+// log's state had changed) is reported as such but does not pass for a
+// full device (vfs.IsNoSpace): waiting for space would not help, and the
+// caller's retry loop must not wait forever. Caller holds mu.
+func (l *Log) refusal() error {
+	if vfs.IsNoSpace(l.mu.werr) {
+		return fmt.Errorf("commitlog: refusing writes after an earlier failure (a full device, where the write could not be retried): %v", l.mu.werr)
+	}
+	return fmt.Errorf("commitlog: refusing writes after an earlier failure: %w", l.mu.werr)
+}
+
 // refusalLocked returns why the log refuses writes (nil if it does not).
 // Caller holds mu.
 func (l *Log) refusalLocked() error {
@@ -398,7 +410,7 @@ func (l *Log) refusalLocked() error {
 		return ErrClosed
 	}
 	if l.mu.werr != nil {
-		return fmt.Errorf("commitlog: refusing writes after an earlier failure: %w", l.mu.werr)
+		return l.refusal()
 	}
 	return nil
 }
@@ -791,7 +803,7 @@ func (l *Log) truncateSuffix(from uint64) error {
 		return ErrClosed
 	}
 	if l.mu.werr != nil {
-		return fmt.Errorf("commitlog: refusing writes after an earlier failure: %w", l.mu.werr)
+		return l.refusal()
 	}
 	if from > l.mu.last {
 		return nil
@@ -818,7 +830,9 @@ func (l *Log) truncateSuffix(from uint64) error {
 	}
 	l.sm.Unlock()
 	if err := l.writeCheckpoint(from-1, ckptForce); err != nil {
-		return l.fail(err)
+		// Nothing but the checkpoint was written: a full device leaves the
+		// log as it was, and the truncation can be tried again.
+		return l.failUnlessNoSpace(err)
 	}
 	s, err := l.segForLocked(from)
 	if err != nil {

@@ -475,3 +475,31 @@ func TestReadAt(t *testing.T) {
 	}
 	require.ErrorIs(t, l.ReadAt(make([]byte, 10), 1<<40), ErrBadPosition)
 }
+
+// A truncation whose checkpoint write finds the device full changes
+// nothing and can be tried again; a no-space failure the log cannot retry
+// (here a sync) leaves it refusing writes with an error that does not pass
+// for a full device, so that a caller retrying on no space does not wait
+// forever.
+func TestTruncateNoSpaceRetries(t *testing.T) {
+	tog := &vfs.Toggle{Err: vfs.ErrNoSpace}
+	l := openT(t, vfs.WithErrors(vfs.NewMem(), tog), Options{})
+	w := writerT(t, l)
+	require.NoError(t, w.AppendSync(mkEntries(1, 5, 1, varSize)...))
+	tog.Arm(vfs.OpWrite)
+	require.True(t, vfs.IsNoSpace(w.TruncateSuffix(3)))
+	require.NoError(t, l.Err(), "a truncation that wrote nothing failed the log")
+	require.Equal(t, uint64(5), l.LastIndex())
+	tog.Disarm()
+	require.NoError(t, w.TruncateSuffix(3))
+	require.NoError(t, w.AppendSync(mkEntries(3, 4, 2, varSize)...))
+	require.Equal(t, uint64(4), l.LastIndex())
+
+	tog.Arm(vfs.OpSync)
+	require.True(t, vfs.IsNoSpace(w.AppendSync(mkEntries(5, 5, 2, varSize)...)))
+	tog.Disarm()
+	err := w.AppendSync(mkEntries(6, 6, 2, varSize)...)
+	require.Error(t, err)
+	require.False(t, vfs.IsNoSpace(err), "a sticky failure passes for a full device: %v", err)
+	require.Contains(t, err.Error(), "full device")
+}

@@ -72,6 +72,8 @@ type simNode struct {
 	// next; retryAt, while a write waits for disk space, when the loop
 	// tries again.
 	t, heldAt, nextTick, retryAt int64
+	// stallErr is the write error the loop stalls on, for the trace.
+	stallErr error
 
 	// out carries the node's messages; onApply sees every entry it
 	// applies. restore, if set, installs a snapshot (else snapshots are an
@@ -297,6 +299,7 @@ func (n *simNode) handle(now int64) error {
 		}
 	}
 	if errors.Is(err, errStalled) {
+		n.stallErr = err
 		n.retryAt = now + n.loop.stallWait().Milliseconds()
 		return nil
 	}
@@ -996,7 +999,11 @@ func (s *sim) step(chaos bool) {
 					s.failf("%v", err)
 					return
 				}
-				s.logf("retry write on %d: stalled=%v", n.id, n.stalled())
+				if n.stalled() {
+					s.logf("retry write on %d: %v", n.id, n.stallErr)
+				} else {
+					s.logf("retry write on %d: done", n.id)
+				}
 			}
 			continue
 		}
