@@ -417,12 +417,15 @@ type coreGroup struct {
 	works map[uint64]*[]Work
 	out   []*pb.Message
 	cut   map[uint64]bool
+	// full marks the nodes whose disk is full (their log and raft state
+	// writes fail with vfs.ErrNoSpace).
+	full map[uint64]bool
 }
 
 func newCoreGroup(t *testing.T, size int) *coreGroup {
 	t.Helper()
 	cryptotest.SetGlobalRandom(t, 1)
-	g := &coreGroup{t: t, nodes: map[uint64]*simNode{}, works: map[uint64]*[]Work{}, cut: map[uint64]bool{}}
+	g := &coreGroup{t: t, nodes: map[uint64]*simNode{}, works: map[uint64]*[]Work{}, cut: map[uint64]bool{}, full: map[uint64]bool{}}
 	var peers []raft.Peer
 	for i := 1; i <= size; i++ {
 		g.ids = append(g.ids, uint64(i))
@@ -436,6 +439,7 @@ func newCoreGroup(t *testing.T, size int) *coreGroup {
 				g.out = append(g.out, proto.CloneOf(m))
 			}
 		}
+		n.full = func() bool { return g.full[id] }
 		g.works[id] = &[]Work{}
 		n.works = g.works[id]
 		require.NoError(t, n.open())

@@ -42,5 +42,6 @@ go test -count=1 -timeout 5m -tags mutant ./internal/failpoint ./jepsen "$@"
 go test -count=1 -timeout 5m -tags mutant -run 'TestFault' ./cluster "$@"
 # Failpoints are per store: a no-dedupe store beside a correct one.
 go test -count=1 -timeout 5m -tags mutant -run 'TestFailpoints' ./store "$@"
-# The simulator against the storage's own vote-not-fsynced mutant.
-go test -count=1 -timeout 5m -tags mutant -run 'TestSimCatchesUnsyncedVote' ./raftlog "$@"
+# The simulator against the product's own failpoints: the storage's
+# vote-not-fsynced and the owner loop's ack-before-commit.
+go test -count=1 -timeout 5m -tags mutant -run 'TestSimCatchesUnsyncedVote|TestSimCatchesAckBeforeCommit' ./raftlog "$@"
