@@ -128,21 +128,21 @@ type stall struct {
 // if a write waits for disk space; calling it again (after stallWait)
 // retries that write and goes on.
 func (l *loop) ready() error {
-	for {
-		if !l.busy {
-			if !l.core.HasReady() {
-				return nil
-			}
-			l.begin(l.core.Ready())
-		}
+	if l.busy {
 		if err := l.work(); err != nil {
 			return err
 		}
 	}
+	for l.core.HasReady() {
+		if err := l.do(l.core.Ready()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // do does w, a Work just taken from the core (Core.Ready), and only that
-// one (errStalled as ready). Tests that look at each Work call it.
+// one; errStalled as ready.
 func (l *loop) do(w Work) error {
 	if l.busy {
 		return errors.New("raftlog: a Ready is still in progress")
