@@ -36,6 +36,10 @@ import (
 //	                              only those to the listed nodes)
 //	stabilize                     deliver and fire held-append timers
 //	                              until nothing more is sent
+//	fill 1 n=60 size=900          node 1 proposes 60 entries of 900 bytes,
+//	                              each delivered (prints only last indexes)
+//	compact 1                     node 1 drops its log up to its applied
+//	                              index (Storage.Compact)
 //	fire-held 1                   node 1's held-append timer fires
 //	read-index 1                  node 1 starts a read-index request
 //	cut 1 / heal 1                messages to and from node 1 are dropped,
@@ -116,6 +120,7 @@ func (e *interactionEnv) handle(t *testing.T, d *datadriven.TestData) string {
 			d.ScanArgs(t, "size", &size)
 		}
 		e.g = newCoreGroup(t, size)
+		e.g.withSnapshots()
 		e.g.outbox()
 		e.seen = map[uint64]int{}
 		for _, id := range e.g.ids {
@@ -160,25 +165,40 @@ func (e *interactionEnv) handle(t *testing.T, d *datadriven.TestData) string {
 	case "deliver":
 		e.deliver(t, ids(d))
 	case "stabilize":
-		for round := 0; ; round++ {
-			if round == 100 {
-				d.Fatalf(t, "the group kept sending for 100 rounds")
-			}
-			if len(e.g.out) > 0 {
-				e.deliver(t, nil)
-				continue
-			}
-			fired := false
-			for _, id := range e.g.ids {
-				if n := e.g.nodes[id]; n.heldAt >= 0 && !n.stalled() {
-					e.fireHeld(t, id)
-					fired = true
-				}
-			}
-			if !fired {
-				break
-			}
+		e.stabilize(t, d)
+	case "fill":
+		// Silently: k proposals of size bytes, each stabilized.
+		id := one()
+		k, size := 1, 100
+		if d.HasArg("n") {
+			d.ScanArgs(t, "n", &k)
 		}
+		if d.HasArg("size") {
+			d.ScanArgs(t, "size", &size)
+		}
+		for i := range k {
+			data := fmt.Sprintf("f%d.", i)
+			data += strings.Repeat("x", max(0, size-len(data)))
+			if err := e.g.core(id).Propose([]*pb.Entry{{Data: []byte(data)}}); err != nil {
+				d.Fatalf(t, "fill: %v", err)
+			}
+			e.handleNode(t, id)
+			e.stabilize(t, d)
+		}
+		e.out.Reset()
+		for _, n := range e.g.ids {
+			last, _ := e.g.nodes[n].st.LastIndex()
+			e.printf("%d: last index %d", n, last)
+		}
+	case "compact":
+		id := one()
+		n := e.g.nodes[id]
+		at, err := n.st.Compact(n.applied)
+		if err != nil {
+			d.Fatalf(t, "compact: %v", err)
+		}
+		first, _ := n.st.FirstIndex()
+		e.printf("%d: compacted through %d: the log starts at %d", id, at, first)
 	case "fire-held":
 		e.fireHeld(t, one())
 	case "read-index":
@@ -270,6 +290,36 @@ func (e *interactionEnv) deliver(t *testing.T, to []uint64) {
 			e.printf("recv %s", msgString(m))
 			n.core.Step(m)
 			e.handleNode(t, m.GetTo())
+			if m.GetType() == pb.MessageType_MsgSnap {
+				// The transport reports a snapshot it delivered.
+				e.printf("%d: snapshot to %d reported delivered", m.GetFrom(), m.GetTo())
+				e.g.core(m.GetFrom()).ReportSnapshot(m.GetTo(), false)
+				e.handleNode(t, m.GetFrom())
+			}
+		}
+	}
+}
+
+// stabilize delivers and fires held-append timers until nothing more is
+// sent.
+func (e *interactionEnv) stabilize(t *testing.T, d *datadriven.TestData) {
+	for round := 0; ; round++ {
+		if round == 100 {
+			d.Fatalf(t, "the group kept sending for 100 rounds")
+		}
+		if len(e.g.out) > 0 {
+			e.deliver(t, nil)
+			continue
+		}
+		fired := false
+		for _, id := range e.g.ids {
+			if n := e.g.nodes[id]; n.heldAt >= 0 && !n.stalled() {
+				e.fireHeld(t, id)
+				fired = true
+			}
+		}
+		if !fired {
+			return
 		}
 	}
 }
@@ -317,7 +367,7 @@ func (e *interactionEnv) status(id uint64) {
 		st.Leader, st.Commit, st.LastIndex, n.applied, st.Voters)
 	var data []string
 	for _, i := range slices.Sorted(maps.Keys(n.data)) {
-		data = append(data, fmt.Sprintf("%d:%s", i, n.data[i]))
+		data = append(data, fmt.Sprintf("%d:%s", i, short(n.data[i])))
 	}
 	e.printf("  applied data: [%s]", strings.Join(data, " "))
 	if n.stalled() {
@@ -335,7 +385,7 @@ func entString(ents []*pb.Entry) string {
 		case e.GetType() != pb.EntryType_EntryNormal:
 			s += " " + strings.TrimPrefix(e.GetType().String(), "Entry")
 		case len(e.GetData()) > 0:
-			s += " " + strconv.Quote(string(e.GetData()))
+			s += " " + strconv.Quote(short(string(e.GetData())))
 		}
 		parts = append(parts, s)
 	}

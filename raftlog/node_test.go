@@ -454,6 +454,33 @@ func newCoreGroup(t *testing.T, size int) *coreGroup {
 
 func (g *coreGroup) core(id uint64) *Core { return g.nodes[id].core }
 
+// withSnapshots gives every node a state machine that snapshots (its
+// applied data) and installs snapshots.
+func (g *coreGroup) withSnapshots() {
+	for _, id := range g.ids {
+		n := g.nodes[id]
+		n.restore = func(n *simNode, s *pb.Snapshot) error {
+			data, pos, err := simDecodeApplied(s.GetData())
+			if err != nil {
+				return err
+			}
+			if err := n.st.ApplySnapshot(s.GetMetadata(), pos); err != nil {
+				return err
+			}
+			n.data = data
+			return nil
+		}
+		n.snapData = func() (uint64, []byte, error) {
+			pos, err := n.clog.Position(n.applied + 1)
+			if err != nil {
+				pos = n.clog.EndPosition()
+			}
+			return n.applied, simEncodeApplied(n.data, pos), nil
+		}
+		n.st.SnapshotData = n.snapData
+	}
+}
+
 func (g *coreGroup) handle(id uint64) {
 	g.t.Helper()
 	require.NoError(g.t, g.nodes[id].handle(0))
@@ -855,28 +882,7 @@ func TestPreVoteAndCheckQuorum(t *testing.T) {
 // only after, and then follows the log from the snapshot on.
 func TestSnapshotHandoff(t *testing.T) {
 	g := newCoreGroup(t, 3)
-	for _, id := range g.ids {
-		n := g.nodes[id]
-		n.restore = func(n *simNode, s *pb.Snapshot) error {
-			data, pos, err := simDecodeApplied(s.GetData())
-			if err != nil {
-				return err
-			}
-			if err := n.st.ApplySnapshot(s.GetMetadata(), pos); err != nil {
-				return err
-			}
-			n.data = data
-			return nil
-		}
-		n.snapData = func() (uint64, []byte, error) {
-			pos, err := n.clog.Position(n.applied + 1)
-			if err != nil {
-				pos = n.clog.EndPosition()
-			}
-			return n.applied, simEncodeApplied(n.data, pos), nil
-		}
-		n.st.SnapshotData = n.snapData
-	}
+	g.withSnapshots()
 	g.elect(1)
 	g.cut[3] = true
 	pad := strings.Repeat("p", 900)
