@@ -11,7 +11,7 @@ import (
 
 // simVoteBudget is how many seeds TestSimCatchesUnsyncedVote may try:
 // about 1 seed in 23 ends with two leaders in a term (13 of seeds 1-300;
-// 45 of them fail in all, the others by a node refusing to start).
+// 40 of them fail in all, the others by a node refusing to start).
 const simVoteBudget = 300
 
 // The simulator catches the product's vote-not-fsynced mutant
