@@ -42,7 +42,7 @@ type Point uint8
 const (
 	// AckBeforeCommit: the leader applies entries, and so answers sends,
 	// as soon as its own copy is durable, before a quorum holds them
-	// (raftlog: Core.Ready sets Work.AckIndex).
+	// (raftlog: the owner loop hands the applier what it appended).
 	AckBeforeCommit Point = iota
 	// AckBeforeFsync: the commit log is not synced before an append is
 	// acknowledged (it is written to the page cache and synced later).
