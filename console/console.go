@@ -31,7 +31,6 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/client"
-	"github.com/raftmq/raftmq/jepsen/report"
 	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
@@ -50,9 +49,11 @@ type Config struct {
 	// authentication with an account's accessKey (user) and secretKey
 	// (password), which sign the console's requests to the group.
 	ACL bool
-	// RunsDir, if set, is a directory of `raftmq jepsen` runs whose
-	// reports the chaos page lists and serves.
-	RunsDir string
+	// Chaos, if set, serves the chaos page: the requests under
+	// /console/chaos/, with that prefix stripped (so the page's index is
+	// "/"). Without it the page says how to give the broker a directory of
+	// chaos runs. The console knows nothing of what it serves.
+	Chaos http.Handler
 	// SampleInterval: how often viewed topics and groups are sampled for
 	// rates and lag plots (default 5 s).
 	SampleInterval time.Duration
@@ -116,8 +117,8 @@ func New(cfg Config) (*Console, error) {
 	if c.tmpl, err = templates(); err != nil {
 		return nil, err
 	}
-	if cfg.RunsDir != "" {
-		c.chaos = http.StripPrefix(strings.TrimSuffix(Prefix, "/")+"/chaos", report.Handler(cfg.RunsDir, c.log))
+	if cfg.Chaos != nil {
+		c.chaos = http.StripPrefix(strings.TrimSuffix(Prefix, "/")+"/chaos", cfg.Chaos)
 	}
 	c.mux = c.routes()
 	c.wg.Add(1)

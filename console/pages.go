@@ -16,7 +16,7 @@ import (
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/client/admin"
 	"github.com/raftmq/raftmq/cluster"
-	"github.com/raftmq/raftmq/harness/bench"
+	"github.com/raftmq/raftmq/internal/chart"
 	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/offsets"
 	"github.com/raftmq/raftmq/protocol/remoting"
@@ -289,7 +289,7 @@ func (c *Console) topicPage(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		end := ss[len(ss)-1].at.Sub(ss[0].at).Seconds()
-		svg, err := bench.LineChart("Messages stored per second", "messages per second", end, []bench.Series{{Name: topic, Points: pts}})
+		svg, err := chart.LineChart("Messages stored per second", "messages per second", end, []chart.Series{{Name: topic, Points: pts}})
 		if err != nil {
 			c.log.Warn("console: rate plot", "topic", topic, "err", err)
 		}
@@ -393,29 +393,29 @@ func (c *Console) groupPage(w http.ResponseWriter, r *http.Request) {
 // lagPlot draws a group's total lag and its lag per topic over its samples.
 func lagPlot(ss []groupSample) (string, error) {
 	t0 := ss[0].at
-	total := bench.Series{Name: "total"}
-	perTopic := map[string]*bench.Series{}
+	total := chart.Series{Name: "total"}
+	perTopic := map[string]*chart.Series{}
 	var names []string
 	for _, s := range ss {
 		x := s.at.Sub(t0).Seconds()
 		total.Points = append(total.Points, [2]float64{x, float64(s.total)})
 		for t, lag := range s.byTopic {
 			if perTopic[t] == nil {
-				perTopic[t] = &bench.Series{Name: t}
+				perTopic[t] = &chart.Series{Name: t}
 				names = append(names, t)
 			}
 			perTopic[t].Points = append(perTopic[t].Points, [2]float64{x, float64(lag)})
 		}
 	}
 	sort.Strings(names)
-	series := []bench.Series{total}
+	series := []chart.Series{total}
 	if len(names) > 1 {
 		for _, t := range names[:min(len(names), maxPlotLine-1)] {
 			series = append(series, *perTopic[t])
 		}
 	}
 	end := ss[len(ss)-1].at.Sub(t0).Seconds()
-	return bench.LineChart(fmt.Sprintf("Lag over the last %.0f s", end), "messages behind", end, series)
+	return chart.LineChart(fmt.Sprintf("Lag over the last %.0f s", end), "messages behind", end, series)
 }
 
 // kv is a property.

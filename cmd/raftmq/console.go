@@ -11,6 +11,7 @@ import (
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/cluster"
 	"github.com/raftmq/raftmq/console"
+	"github.com/raftmq/raftmq/jepsen/report"
 	"github.com/raftmq/raftmq/protocol/remoting"
 )
 
@@ -40,7 +41,10 @@ func (f *consoleFlags) setup(cfg *cluster.Config, log *slog.Logger) (*console.Co
 			addrs = append(addrs, cfg.Peers[id].Client)
 		}
 	}
-	cc := console.Config{Addrs: addrs, ACL: cfg.ACLFile != "", RunsDir: f.runs, Logger: log}
+	cc := console.Config{Addrs: addrs, ACL: cfg.ACLFile != "", Logger: log}
+	if f.runs != "" {
+		cc.Chaos = report.Handler(f.runs, log.With("component", "console"))
+	}
 	if t := cfg.TLS; t != nil && t.Mode != remoting.TLSDisabled {
 		tc, err := client.LoadTLS(client.TLSFiles{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile})
 		if err != nil {

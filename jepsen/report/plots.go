@@ -19,6 +19,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"github.com/raftmq/raftmq/internal/chart"
 	"github.com/raftmq/raftmq/jepsen/history"
 )
 
@@ -51,14 +52,16 @@ const (
 	maxQueueSeries = 6
 )
 
-// Colors (0xRRGGBB) of operation outcomes, polls and the healed marker.
-const (
-	okRGB     = 0x1f77b4
-	failRGB   = 0xd62728
-	infoRGB   = 0xff7f0e
-	pollRGB   = 0x2ca02c
-	healedRGB = 0x008000
+// Colors of operation outcomes and polls, those of every chart of the
+// project's pages, and the healed marker's (0xRRGGBB).
+var (
+	okColor   = chart.Blue
+	failColor = chart.Red
+	infoColor = chart.Orange
+	pollColor = chart.Green
 )
+
+const healedRGB = 0x008000
 
 // hexColor returns the opaque color 0xRRGGBB.
 func hexColor(v uint32) color.NRGBA {
@@ -72,23 +75,23 @@ func kindColor(kind string) color.NRGBA {
 	rgb := func(r, g, b uint8) color.NRGBA { return color.NRGBA{R: r, G: g, B: b, A: 0xff} }
 	switch kind {
 	case "partition":
-		return rgb(0x94, 0x67, 0xbd)
+		return chart.Purple
 	case "kill":
 		return rgb(0xe3, 0x4a, 0x33)
 	case "pause":
-		return rgb(0x7f, 0x7f, 0x7f)
+		return chart.Grey
 	case "power-loss":
 		return rgb(0x8c, 0x2d, 0x04)
 	case "corrupt":
-		return rgb(0xe3, 0x77, 0xc2)
+		return chart.Pink
 	case "clock":
-		return rgb(0x17, 0xbe, 0xcf)
+		return chart.Cyan
 	case "delay":
 		return rgb(0xbc, 0xbd, 0x22)
 	case "loss":
 		return rgb(0xfd, 0xae, 0x6b)
 	case "membership":
-		return rgb(0x8c, 0x56, 0x4b)
+		return chart.Brown
 	case "restart":
 		return rgb(0x6b, 0xae, 0xd6)
 	case "heal":
@@ -290,9 +293,9 @@ func (h healedLine) Thumbnail(c *draw.Canvas) {
 	c.StrokeLine2(healedStyle(), x, c.Min.Y, x, c.Max.Y)
 }
 
-// chart is a plot under construction with its legend, drawn at the right
+// figure is a plot under construction with its legend, drawn at the right
 // of the plot rather than over the data.
-type chart struct {
+type figure struct {
 	p      *plot.Plot
 	legend plot.Legend
 	ax     timeAxis
@@ -304,9 +307,9 @@ func sansFont(size vg.Length) font.Font {
 	return font.From(font.Font{Typeface: "Liberation", Variant: "Sans"}, size)
 }
 
-// newChart starts a plot over the run's time axis with the fault bands
+// newFigure starts a plot over the run's time axis with the fault bands
 // drawn first (under the data).
-func newChart(title, ylabel string, ax timeAxis) *chart {
+func newFigure(title, ylabel string, ax timeAxis) *figure {
 	p := plot.New()
 	p.Title.Text = title
 	p.Title.TextStyle.Font = sansFont(12)
@@ -319,7 +322,7 @@ func newChart(title, ylabel string, ax timeAxis) *chart {
 	p.X.Tick.Marker = plot.TickerFunc(secondsTicks)
 	p.Y.Label.Text = ylabel
 	p.Add(plotter.NewGrid())
-	ch := &chart{p: p, legend: plot.NewLegend(), ax: ax}
+	ch := &figure{p: p, legend: plot.NewLegend(), ax: ax}
 	ch.legend.TextStyle.Font = sansFont(9)
 	ch.legend.Top, ch.legend.Left = true, true
 	ch.legend.ThumbnailWidth = vg.Points(14)
@@ -332,7 +335,7 @@ func newChart(title, ylabel string, ax timeAxis) *chart {
 
 // finish adds the legend entries shared by every plot (fault kinds, the
 // healed line), fixes the x axis and renders the plot as inline SVG.
-func (ch *chart) finish() (string, error) {
+func (ch *figure) finish() (string, error) {
 	var kinds []string
 	seen := map[string]bool{}
 	for _, b := range ch.ax.Bands {
@@ -614,7 +617,7 @@ func latencyPlot(run *history.Run, ax timeAxis) plotResult {
 		}
 		series[p.outcome] = append(series[p.outcome], plotter.XY{X: p.x, Y: y})
 	}
-	ch := newChart(res.Title, "latency (ms, log)", ax)
+	ch := newFigure(res.Title, "latency (ms, log)", ax)
 	ch.p.Y.Scale = plot.LogScale{}
 	ch.p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	for _, o := range []struct {
@@ -623,9 +626,9 @@ func latencyPlot(run *history.Run, ax timeAxis) plotResult {
 		radius  float64
 		label   string
 	}{
-		{history.OK, withAlpha(hexColor(okRGB), 0xb0), 1.2, "ok"},
-		{history.Fail, hexColor(failRGB), 1.6, "fail"},
-		{history.Info, hexColor(infoRGB), 1.6, "info (at top)"},
+		{history.OK, withAlpha(okColor, 0xb0), 1.2, "ok"},
+		{history.Fail, failColor, 1.6, "fail"},
+		{history.Info, infoColor, 1.6, "info (at top)"},
 	} {
 		xys := series[o.outcome]
 		if len(xys) == 0 {
@@ -721,7 +724,7 @@ func throughputPlot(run *history.Run, ax timeAxis) plotResult {
 		return res
 	}
 	b, sends, polls := countBuckets(run.Ops, ax)
-	ch := newChart(res.Title, "ops/s", ax)
+	ch := newFigure(res.Title, "ops/s", ax)
 	ymax := 1.0
 	for _, s := range []struct {
 		vals  []float64
@@ -729,9 +732,9 @@ func throughputPlot(run *history.Run, ax timeAxis) plotResult {
 		label string
 		show  bool
 	}{
-		{b.sendOK, hexColor(okRGB), "send ok/s", sends},
-		{b.pollOK, hexColor(pollRGB), "poll ok/s", polls},
-		{b.other, hexColor(failRGB), "fail+info/s (all kinds)", true},
+		{b.sendOK, okColor, "send ok/s", sends},
+		{b.pollOK, pollColor, "poll ok/s", polls},
+		{b.other, failColor, "fail+info/s (all kinds)", true},
 	} {
 		if !s.show {
 			continue
@@ -827,10 +830,10 @@ func offsetsPlot(run *history.Run, ax timeAxis) plotResult {
 			}
 		}
 		lines = append(lines,
-			line{fmt.Sprintf("acked head, %d queues", len(queues)), head, hexColor(okRGB), false},
-			line{fmt.Sprintf("polled, %d queues", len(queues)), next, hexColor(pollRGB), true})
+			line{fmt.Sprintf("acked head, %d queues", len(queues)), head, okColor, false},
+			line{fmt.Sprintf("polled, %d queues", len(queues)), next, pollColor, true})
 	}
-	ch := newChart(res.Title, "offset", ax)
+	ch := newFigure(res.Title, "offset", ax)
 	ymax := 1.0
 	for _, l := range lines {
 		first := 0
@@ -883,17 +886,17 @@ func runningMax(s []float64) {
 func queueColor(i int) color.NRGBA {
 	switch i % maxQueueSeries {
 	case 0:
-		return hexColor(okRGB)
+		return okColor
 	case 1:
-		return hexColor(pollRGB)
+		return pollColor
 	case 2:
-		return color.NRGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}
+		return chart.Purple
 	case 3:
-		return hexColor(infoRGB)
+		return infoColor
 	case 4:
-		return color.NRGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff}
+		return chart.Brown
 	default:
-		return color.NRGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff}
+		return chart.Cyan
 	}
 }
 

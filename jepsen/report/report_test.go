@@ -424,7 +424,7 @@ func TestLatencyPlotDownsamples(t *testing.T) {
 	}
 	// 250 fail glyphs and the legend's: count the subpaths of fail fills.
 	glyphs := 0
-	failFill := regexp.MustCompile(`<path d="([^"]*)" style="fill:` + strings.ToUpper(cssColor(hexColor(failRGB))) + `"`)
+	failFill := regexp.MustCompile(`<path d="([^"]*)" style="fill:` + strings.ToUpper(cssColor(failColor)) + `"`)
 	for _, m := range failFill.FindAllStringSubmatch(p.SVG, -1) {
 		glyphs += strings.Count(m[1], "M")
 	}
