@@ -94,8 +94,8 @@ type Config struct {
 	// and /debug/pprof/ on the HTTP port (Authorization: Bearer), which
 	// then need a credential even without an ACL (httpauth.go).
 	HTTPToken   string
-	BrokerName  string // default "raftmq"
-	ClusterName string // default "DefaultCluster"
+	BrokerName  string // default DefaultBrokerName
+	ClusterName string // default DefaultClusterName
 	// ClusterID is the group's cluster ID (--cluster-id), the same on
 	// every member, best chosen at random once (NewClusterID); 0: the one
 	// recorded in Dir; required to bootstrap several members (see
@@ -247,13 +247,20 @@ const peersFile = "peers.json"
 // shorter than the 3 s a RocketMQ client gives a send.
 const DefaultLeaderWait = 2 * time.Second
 
+// The names a group registers under with the name servers unless told
+// otherwise: brokerName and RocketMQ's default cluster name.
+const (
+	DefaultBrokerName  = "raftmq"
+	DefaultClusterName = "DefaultCluster"
+)
+
 // Start opens the node's store and starts serving.
 func Start(cfg Config) (*Broker, error) {
 	if cfg.BrokerName == "" {
-		cfg.BrokerName = "raftmq"
+		cfg.BrokerName = DefaultBrokerName
 	}
 	if cfg.ClusterName == "" {
-		cfg.ClusterName = "DefaultCluster"
+		cfg.ClusterName = DefaultClusterName
 	}
 	if cfg.SendTimeout <= 0 {
 		cfg.SendTimeout = raftlog.DefaultWaitTimeout

@@ -12,6 +12,17 @@ import (
 	"github.com/raftmq/raftmq/store/txn"
 )
 
+// The retention defaults, RocketMQ's: RetentionConfig's zero fields take
+// them.
+const (
+	DefaultFileReservedTime = 72 * time.Hour
+	DefaultDeleteWhen       = "04" // as ParseDeleteWhen reads it
+	DefaultCleanRatio       = 0.75
+	DefaultForceRatio       = 0.85
+	DefaultFullRatio        = 0.90
+	DefaultCheckInterval    = 10 * time.Second
+)
+
 // RetentionConfig says when whole commitlog segments are deleted, with the
 // consume-queue and index files that only point into them. The defaults are
 // RocketMQ's (fileReservedTime 72 h, deleteWhen 04, diskMaxUsedSpaceRatio 75 %).
@@ -46,22 +57,26 @@ type RetentionConfig struct {
 
 func (r *RetentionConfig) fill() error {
 	if r.FileReservedTime <= 0 {
-		r.FileReservedTime = 72 * time.Hour
+		r.FileReservedTime = DefaultFileReservedTime
 	}
 	if r.DeleteWhen == nil {
-		r.DeleteWhen = []int{4}
+		hours, err := ParseDeleteWhen(DefaultDeleteWhen)
+		if err != nil {
+			return err
+		}
+		r.DeleteWhen = hours
 	}
 	if r.CleanRatio <= 0 {
-		r.CleanRatio = 0.75
+		r.CleanRatio = DefaultCleanRatio
 	}
 	if r.ForceRatio <= 0 {
-		r.ForceRatio = 0.85
+		r.ForceRatio = DefaultForceRatio
 	}
 	if r.FullRatio <= 0 {
-		r.FullRatio = 0.90
+		r.FullRatio = DefaultFullRatio
 	}
 	if r.CheckInterval <= 0 {
-		r.CheckInterval = 10 * time.Second
+		r.CheckInterval = DefaultCheckInterval
 	}
 	return r.check()
 }

@@ -21,9 +21,11 @@ import (
 	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/cluster"
 	"github.com/raftmq/raftmq/commitlog"
+	"github.com/raftmq/raftmq/consumequeue"
 	"github.com/raftmq/raftmq/internal/failpoint"
 	"github.com/raftmq/raftmq/internal/vfs"
 	"github.com/raftmq/raftmq/namesrv"
+	"github.com/raftmq/raftmq/protocol/remoting"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store/schedule"
 	"github.com/raftmq/raftmq/store/txn"
@@ -119,6 +121,29 @@ const exitCorrupt = 3
 // (cluster.ErrOtherCluster): restarting it cannot help.
 const exitOtherCluster = 4
 
+// sizeText spells a default byte count in a flag's help: "64 MiB".
+func sizeText(n int64) string {
+	for _, u := range []struct {
+		shift  uint
+		suffix string
+	}{{40, "TiB"}, {30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
+		if n >= 1<<u.shift && n%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d %s", n>>u.shift, u.suffix)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// countText spells a default count in a flag's help with thousands
+// separators: "10,000".
+func countText(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
 func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.Uint64Var(&f.id, "id", 0, "this node's raft id (>0)")
@@ -129,18 +154,18 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.httpAddr, "http", httpAuto, "address for /metrics, /status and the console: auto is this node's client host and port + 20 (10931 for 10911, as raftmq cluster lays out its nodes); empty: off")
 	fl.StringVar(&f.httpToken, "http-token-file", "", "a `FILE` holding a bearer token that opens /metrics and /status (Authorization: Bearer, as Prometheus sends it); with it they need a credential even without an ACL")
 	fl.StringVar(&f.flush, "flush", "sync", "sync: acknowledge after a quorum fsynced; async: after a quorum has it in page cache")
-	fl.Int64Var(&f.segmentSize, "segment-size", 1<<30, "commitlog segment size in bytes")
-	fl.Int64Var(&f.warmAhead, "warm-ahead", 0, "bytes of the commitlog segment zero-filled and synced ahead of the writer in sync mode (0: 64 MiB, -1: off)")
-	fl.Int64Var(&f.cacheWindow, "cache-window", 0, "bytes of the commitlog kept in the page cache behind its durable end; older pages are released (0: 1 GiB, -1: keep all)")
-	fl.IntVar(&f.cqOpenFiles, "cq-max-open-files", 0, "consume-queue files kept open at once; the least recently used close beyond it (0: half the process's file-descriptor limit, 1,024 to 16,384; -1: no bound). Keep it above the number of queues written to within a second, within the descriptor limit")
+	fl.Int64Var(&f.segmentSize, "segment-size", commitlog.DefaultSegmentSize, "commitlog segment size in bytes")
+	fl.Int64Var(&f.warmAhead, "warm-ahead", 0, fmt.Sprintf("bytes of the commitlog segment zero-filled and synced ahead of the writer in sync mode (0: %s, -1: off)", sizeText(commitlog.DefaultWarmAhead)))
+	fl.Int64Var(&f.cacheWindow, "cache-window", 0, fmt.Sprintf("bytes of the commitlog kept in the page cache behind its durable end; older pages are released (0: %s, -1: keep all)", sizeText(commitlog.DefaultCacheWindow)))
+	fl.IntVar(&f.cqOpenFiles, "cq-max-open-files", 0, fmt.Sprintf("consume-queue files kept open at once; the least recently used close beyond it (0: half the process's file-descriptor limit, %s to %s; -1: no bound). Keep it above the number of queues written to within a second, within the descriptor limit", countText(consumequeue.DefaultMaxOpenFiles), countText(consumequeue.MaxDerivedOpenFiles)))
 	fl.StringVar(&f.aclFile, "acl-file", "", "enable access control with this plain_acl.yml (RocketMQ's format): the group's ACL until it holds one, then proposed as the group's; requests must then be signed (AccessKey, Signature)")
 	fl.StringVar(&f.aclKeyFile, "acl-key-file", "", "a `FILE` holding the group's ACL key (made by raftmq cert acl-key; the same file on every node), which seals the secret keys the log holds. Required with --acl-file (default: <data>/acl.key if it exists)")
-	fl.DurationVar(&f.clientRead, "client-read-timeout", 0, "a client frame must arrive within this once started, else the connection closes (0: 30 s, negative: none)")
-	fl.DurationVar(&f.clientIdle, "client-idle-timeout", 0, "close a client connection with no request in flight after this long without a frame (0: 120 s, negative: never)")
-	fl.IntVar(&f.maxConns, "max-client-conns", 0, "most client connections at once; more are closed at once and logged (0: 10,000, negative: no limit)")
-	fl.IntVar(&f.maxInflight, "max-inflight-requests", 0, "requests read and not yet answered per connection before the node stops reading it (0: 4,096, negative: no limit)")
-	fl.Int64Var(&f.inflightB, "max-inflight-bytes", 0, "request bytes read and not yet answered per connection before the node stops reading it (0: 64 MiB, negative: no limit)")
-	fl.Int64Var(&f.inflightAll, "max-inflight-total", 0, "request bytes read and not yet answered over every client connection (0: 512 MiB, negative: no limit)")
+	fl.DurationVar(&f.clientRead, "client-read-timeout", 0, fmt.Sprintf("a client frame must arrive within this once started, else the connection closes (0: %s, negative: none)", shortDuration(remoting.DefaultReadTimeout)))
+	fl.DurationVar(&f.clientIdle, "client-idle-timeout", 0, fmt.Sprintf("close a client connection with no request in flight after this long without a frame (0: %s, negative: never)", shortDuration(remoting.DefaultIdleTimeout)))
+	fl.IntVar(&f.maxConns, "max-client-conns", 0, fmt.Sprintf("most client connections at once; more are closed at once and logged (0: %s, negative: no limit)", countText(remoting.DefaultMaxConns)))
+	fl.IntVar(&f.maxInflight, "max-inflight-requests", 0, fmt.Sprintf("requests read and not yet answered per connection before the node stops reading it (0: %s, negative: no limit)", countText(remoting.DefaultMaxInflightRequests)))
+	fl.Int64Var(&f.inflightB, "max-inflight-bytes", 0, fmt.Sprintf("request bytes read and not yet answered per connection before the node stops reading it (0: %s, negative: no limit)", sizeText(remoting.DefaultMaxInflightBytes)))
+	fl.Int64Var(&f.inflightAll, "max-inflight-total", 0, fmt.Sprintf("request bytes read and not yet answered over every client connection (0: %s, negative: no limit)", sizeText(remoting.DefaultMaxInflightTotal)))
 	fl.StringVar(&f.memLimit, "memory-limit", "auto", memoryLimitUsage)
 	fl.DurationVar(&f.maxTimer, "max-timer-delay", schedule.DefaultMaxDelay, "longest delay a timer message (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS) may ask for; further is refused")
 	fl.DurationVar(&f.txnTimeout, "transaction-timeout", txn.DefaultTimeout, "age at which an open transaction is first checked back with its producer (RocketMQ's transactionTimeOut)")
@@ -151,13 +176,13 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.bindIP, "bind-ip", "", "source IP for outgoing raft connections")
 	fl.DurationVar(&f.tick, "tick", raftlog.DefaultTickInterval, fmt.Sprintf("raft tick (election timeout is %d ticks, heartbeat %d)", raftlog.DefaultElectionTick, raftlog.DefaultHeartbeatTick))
 	fl.StringVar(&f.namesrv, "namesrv", "", "name servers to register with, ADDR;ADDR (default: $NAMESRV_ADDR; none: routes only from the nodes themselves)")
-	fl.StringVar(&f.cluster, "cluster-name", "DefaultCluster", "cluster the group registers under with the name servers")
+	fl.StringVar(&f.cluster, "cluster-name", cluster.DefaultClusterName, "cluster the group registers under with the name servers")
 	fl.StringVar(&f.clusterID, "cluster-id", "", "the group's cluster ID, 16 hex digits, the same on every member (raftmq cluster-id prints a random one); a node refuses to start on a data directory recorded with another, and refuses raft traffic and forwarded requests of another (empty: the recorded one; required to bootstrap a group of several members; a single-member group picks its own; with --join, learnt from the group)")
 	fl.BoolVar(&f.failover, "failover-routes", true, "list each follower in routes as a write-only broker name, so RocketMQ clients retry a failed send on a live node (see README)")
-	fl.DurationVar(&f.leaderWait, "leader-wait", 0, "how long a request that needs the leader waits for an election before it is refused (0: 2s, negative: no wait)")
+	fl.DurationVar(&f.leaderWait, "leader-wait", 0, fmt.Sprintf("how long a request that needs the leader waits for an election before it is refused (0: %s, negative: no wait)", shortDuration(cluster.DefaultLeaderWait)))
 	fl.DurationVar(&f.notifyDelay, "commit-notify-delay", 0, fmt.Sprintf("how long the leader holds an append that only tells followers a new commit index, hoping the next append carries it (0: %v, negative: send at once)", raftlog.DefaultCommitNotifyDelay))
 	fl.Uint64Var(&f.preferred, "preferred-leader", 0, "node that should lead whenever it is up and caught up (0: any)")
-	fl.StringVar(&f.broker, "broker-name", "raftmq", "brokerName the group registers under")
+	fl.StringVar(&f.broker, "broker-name", cluster.DefaultBrokerName, "brokerName the group registers under")
 	fl.BoolVar(&f.faultEndpoint, "fault-endpoint", false, "accept FAULT (9005) requests: tick-rate and clock skew (chaos testing; binaries built with -tags mutant only)")
 	fl.BoolVar(&f.powerLoss, "power-loss", false, "keep unsynced writes in process memory, so kill -9 loses them as a power cut would (chaos testing)")
 	fl.StringVar(&f.mutants, "mutant", "", mutantFlagHelp("known-bad behaviours for harness self-tests"))

@@ -11,44 +11,80 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/raftmq/raftmq/cluster"
 	"github.com/raftmq/raftmq/harness/localgroup"
-	"github.com/raftmq/raftmq/raftlog"
 )
 
 type clusterFlags struct {
-	data        string
-	basePort    int
-	nodes       int
-	flush       string
-	demo        int
-	segment     int64
-	warmAhead   int64
-	cacheWin    int64
-	directIO    int
-	cqOpenFiles int
-	tick        time.Duration
-	notify      time.Duration
-	groups      int
+	data     string
+	basePort int
+	nodes    int
+	demo     int
+	groups   int
 	// namesrvPort is the name server's port when groups > 1.
 	namesrvPort int
 	// restart: the watch loop restarts a node that exited, with backoff.
 	restart bool
 	// tls: certificates in <data>/tls, TLS enforcing, mTLS between nodes.
 	tls bool
-	// brokerConfig is a broker config file every node reads (--config);
-	// with it, only the cluster flags given on the command line are
-	// passed on, so that the file's settings are not overridden by the
-	// cluster's defaults.
+	// brokerConfig is a broker config file every node reads (--config).
 	brokerConfig string
-	// changed reports whether a flag was given on the command line.
-	changed func(name string) bool
+	// node holds the broker's own flags that the cluster offers
+	// (nodeFlags), registered by the broker's registration function, so
+	// their names, defaults and help are the broker's.
+	node      brokerFlags
+	nodeFlags []*pflag.Flag
+}
+
+// clusterSetsBrokerFlags names the broker's flags that `raftmq cluster`
+// does not offer, because it sets them itself for each node or group
+// (identity, data, addresses, membership, TLS files with --tls, the
+// group's names with --groups) or because they are the chaos harness's.
+// Every other flag of `raftmq broker` is a flag of `raftmq cluster` too,
+// passed to every node when given.
+func clusterSetsBrokerFlags() []string {
+	return []string{"id", "data", "peer", "peers", "join", "http", "http-token-file", "bind-ip", "route", "cluster-id",
+		"broker-name", "namesrv", "tls-mode", "tls-cert", "tls-key", "tls-ca", "tls-client-auth",
+		"fault-endpoint", "power-loss", "mutant"}
+}
+
+// register declares the cluster's flags: its own, then the broker's that
+// it passes on.
+func (f *clusterFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.data, "data", "raftmq-data", "data directory (one subdirectory per node)")
+	fl.IntVar(&f.basePort, "base-port", 10911, "first client port")
+	fl.IntVar(&f.nodes, "nodes", 3, "number of nodes")
+	fl.IntVar(&f.groups, "groups", 1, "number of groups (broker names raftmq-g1, raftmq-g2, ...; with more than one, a name server runs too and each group's ports start 100 above the previous)")
+	fl.IntVar(&f.namesrvPort, "namesrv-port", 9876, "the name server's port (with --groups > 1)")
+	fl.IntVar(&f.demo, "demo", 1000, "messages to send and read back once the group is up (0: none)")
+	fl.BoolVar(&f.tls, "tls", false, "run the group with TLS: a CA and node certificates in <data>/tls (made once), client and HTTP ports enforcing TLS, mutual TLS between nodes")
+	fl.BoolVar(&f.restart, "restart", true, "restart a node that exits (killed, crashed, or refusing to start), after 1 s, doubling to 30 s while it keeps failing")
+	fl.StringVar(&f.brokerConfig, "broker-config", "", "a broker config `FILE` (YAML, as raftmq broker --print-config prints) every node reads; the broker's flags given to the cluster override it")
+	f.addBrokerFlags(fl)
+}
+
+// addBrokerFlags registers on fs the broker's flags that the cluster
+// passes on, with the broker's own registration function, and records
+// them in f.
+func (f *clusterFlags) addBrokerFlags(fs *pflag.FlagSet) {
+	broker := &cobra.Command{Use: "broker"}
+	f.node.register(broker)
+	broker.Flags().VisitAll(func(fl *pflag.Flag) {
+		if slices.Contains(clusterSetsBrokerFlags(), fl.Name) {
+			return
+		}
+		fs.AddFlag(fl)
+		f.nodeFlags = append(f.nodeFlags, fl)
+	})
 }
 
 func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
@@ -62,7 +98,6 @@ func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
 			"applied index) until Ctrl-C, which stops all three cleanly. Ports: clients base-port+i-1,\n" +
 			"raft base-port+10+i-1, HTTP (/metrics, /status) base-port+20+i-1.",
 		RunE: func(c *cobra.Command, _ []string) error {
-			f.changed = c.Flags().Changed
 			if err := validateFlags(c.Flags(), flagRules()); err != nil {
 				return err
 			}
@@ -72,23 +107,7 @@ func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
 			return runCluster(c.Context(), logger(), f)
 		},
 	}
-	cmd.Flags().StringVar(&f.data, "data", "raftmq-data", "data directory (one subdirectory per node)")
-	cmd.Flags().IntVar(&f.basePort, "base-port", 10911, "first client port")
-	cmd.Flags().IntVar(&f.nodes, "nodes", 3, "number of nodes")
-	cmd.Flags().IntVar(&f.groups, "groups", 1, "number of groups (broker names raftmq-g1, raftmq-g2, ...; with more than one, a name server runs too and each group's ports start 100 above the previous)")
-	cmd.Flags().IntVar(&f.namesrvPort, "namesrv-port", 9876, "the name server's port (with --groups > 1)")
-	cmd.Flags().StringVar(&f.flush, "flush", "sync", "sync (fsync on a quorum before ack) or async")
-	cmd.Flags().IntVar(&f.demo, "demo", 1000, "messages to send and read back once the group is up (0: none)")
-	cmd.Flags().BoolVar(&f.tls, "tls", false, "run the group with TLS: a CA and node certificates in <data>/tls (made once), client and HTTP ports enforcing TLS, mutual TLS between nodes")
-	cmd.Flags().BoolVar(&f.restart, "restart", true, "restart a node that exits (killed, crashed, or refusing to start), after 1 s, doubling to 30 s while it keeps failing")
-	cmd.Flags().Int64Var(&f.segment, "segment-size", 1<<30, "commitlog segment size")
-	cmd.Flags().DurationVar(&f.tick, "tick", raftlog.DefaultTickInterval, "raft tick")
-	cmd.Flags().Int64Var(&f.warmAhead, "warm-ahead", 0, "commitlog bytes zero-filled ahead of the writer in sync mode (0: 64 MiB, -1: off)")
-	cmd.Flags().Int64Var(&f.cacheWin, "cache-window", 0, "commitlog bytes kept in the page cache behind its durable end (0: 1 GiB, -1: keep all)")
-	cmd.Flags().IntVar(&f.cqOpenFiles, "cq-max-open-files", 0, "consume-queue files each broker keeps open (0: half its file-descriptor limit, 1,024 to 16,384; -1: no bound)")
-	cmd.Flags().IntVar(&f.directIO, "direct-io", 0, "1: write commitlog appends with O_DIRECT, past the page cache (0: buffered writes, the default)")
-	cmd.Flags().StringVar(&f.brokerConfig, "broker-config", "", "a broker config file (YAML, `raftmq broker --print-config`) every node reads; the cluster flags above are passed on only where given, so the file's settings hold")
-	cmd.Flags().DurationVar(&f.notify, "commit-notify-delay", 0, "how long a leader holds a commit-only append to a follower (0: 2ms, negative: never)")
+	f.register(cmd)
 	addConfigFlags(cmd, configOptions{title: "raftmq cluster configuration: raftmq cluster --config FILE (YAML)",
 		intro: []string{"The local group `raftmq cluster` starts; for one node's settings see", "`raftmq broker --print-config`."}})
 	return cmd
@@ -172,7 +191,7 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 	}()
 	for i, g := range planned {
 		name, dir := names[i], dirs[i]
-		fmt.Printf("raftmq: starting %s, a %d-node group (flush %s), data in %s\n", name, f.nodes, f.flush, dir)
+		fmt.Printf("raftmq: starting %s, a %d-node group (flush %s), data in %s\n", name, f.nodes, f.node.flush, dir)
 		fmt.Printf("  %-4s %-17s %-17s %-17s %s\n", "node", "client", "raft", "http", "log")
 		for _, n := range g.Nodes {
 			fmt.Printf("  n%-3d %-17s %-17s %-17s %s\n", n.ID, n.Client, n.Raft, n.HTTP, n.LogPath)
@@ -306,15 +325,12 @@ func portsFree(groups []*localgroup.Group, nsAddr string) error {
 	return nil
 }
 
-// brokerArgs are the arguments every node gets from the cluster's flags:
-// all of them, or with --broker-config the file plus only those given on
-// the command line.
-func (f clusterFlags) brokerArgs() ([]string, error) {
-	passed := []struct{ name, value string }{
-		{"flush", f.flush}, {"segment-size", fmt.Sprint(f.segment)}, {"tick", f.tick.String()},
-		{"warm-ahead", fmt.Sprint(f.warmAhead)}, {"cache-window", fmt.Sprint(f.cacheWin)}, {"direct-io", fmt.Sprint(f.directIO)},
-		{"commit-notify-delay", f.notify.String()}, {"cq-max-open-files", fmt.Sprint(f.cqOpenFiles)},
-	}
+// brokerArgs are the arguments every node gets from the cluster's command
+// line: --config with --broker-config, and each of the broker's flags
+// given to the cluster (on the command line or in the cluster's --config
+// file). A flag not given is left out, so the node takes the broker's
+// default, which is the cluster's (one registration), or the file's.
+func (f *clusterFlags) brokerArgs() ([]string, error) {
 	var args []string
 	if f.brokerConfig != "" {
 		abs, err := filepath.Abs(f.brokerConfig)
@@ -326,10 +342,17 @@ func (f clusterFlags) brokerArgs() ([]string, error) {
 		}
 		args = append(args, "--config", abs)
 	}
-	for _, p := range passed {
-		if f.brokerConfig == "" || (f.changed != nil && f.changed(p.name)) {
-			args = append(args, "--"+p.name, p.value)
+	for _, fl := range f.nodeFlags {
+		if !fl.Changed {
+			continue
 		}
+		if sv, ok := fl.Value.(pflag.SliceValue); ok {
+			for _, v := range sv.GetSlice() {
+				args = append(args, "--"+fl.Name+"="+v)
+			}
+			continue
+		}
+		args = append(args, "--"+fl.Name+"="+fl.Value.String())
 	}
 	return args, nil
 }

@@ -25,12 +25,12 @@ type retentionFlags struct {
 }
 
 func (r *retentionFlags) register(fl *pflag.FlagSet) {
-	fl.DurationVar(&r.reserved, "file-reserved-time", 72*time.Hour, "a commitlog segment whose newest message is older than this is expired (RocketMQ's fileReservedTime)")
-	fl.StringVar(&r.deleteWhen, "delete-when", "04", "hours of the day (local time) at which expired segments are deleted whatever the disk usage, \"04\" or \"04;16\" (deleteWhen)")
-	fl.Float64Var(&r.clean, "disk-clean-ratio", 0.75, "above this used fraction of the data disk, expired segments are deleted at any hour (diskMaxUsedSpaceRatio)")
-	fl.Float64Var(&r.force, "disk-force-clean-ratio", 0.85, "above this, the oldest segments are deleted even if not expired, and even if a live follower still needs them (diskSpaceCleanForciblyRatio)")
-	fl.Float64Var(&r.full, "disk-full-ratio", 0.90, "above this, sends are refused until usage falls back below it (diskSpaceWarningLevelRatio)")
-	fl.DurationVar(&r.check, "disk-check-interval", 10*time.Second, "how often disk usage is measured and retention runs (cleanResourceInterval)")
+	fl.DurationVar(&r.reserved, "file-reserved-time", store.DefaultFileReservedTime, "a commitlog segment whose newest message is older than this is expired (RocketMQ's fileReservedTime)")
+	fl.StringVar(&r.deleteWhen, "delete-when", store.DefaultDeleteWhen, "hours of the day (local time) at which expired segments are deleted whatever the disk usage, \"04\" or \"04;16\" (deleteWhen)")
+	fl.Float64Var(&r.clean, "disk-clean-ratio", store.DefaultCleanRatio, "above this used fraction of the data disk, expired segments are deleted at any hour (diskMaxUsedSpaceRatio)")
+	fl.Float64Var(&r.force, "disk-force-clean-ratio", store.DefaultForceRatio, "above this, the oldest segments are deleted even if not expired, and even if a live follower still needs them (diskSpaceCleanForciblyRatio)")
+	fl.Float64Var(&r.full, "disk-full-ratio", store.DefaultFullRatio, "above this, sends are refused until usage falls back below it (diskSpaceWarningLevelRatio)")
+	fl.DurationVar(&r.check, "disk-check-interval", store.DefaultCheckInterval, "how often disk usage is measured and retention runs (cleanResourceInterval)")
 }
 
 // config returns the store's retention settings, validated.

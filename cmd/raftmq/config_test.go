@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -325,30 +326,87 @@ func TestConfigAnchors(t *testing.T) {
 	require.Len(t, cfg.Peers, 1)
 }
 
-// With --broker-config, a cluster passes the file to every node and only
-// the cluster flags given on the command line; without it, all of them.
+// The cluster offers the broker's own flags, declared once: the same
+// names, defaults and help, and passes to every node exactly those given
+// (as --name=value, lists one element each), after --config FILE with
+// --broker-config. A flag it sets per node is not offered.
 func TestClusterBrokerArgs(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "broker.yaml")
-	require.NoError(t, os.WriteFile(file, []byte("flush: async\n"), 0o644))
-	f := clusterFlags{flush: "sync", segment: 1 << 30, tick: 50 * time.Millisecond}
-	all, err := f.brokerArgs()
+	parse := func(args ...string) (*clusterFlags, error) {
+		var f clusterFlags
+		cmd := &cobra.Command{Use: "cluster"}
+		f.register(cmd)
+		if err := cmd.Flags().Parse(args); err != nil {
+			return nil, err
+		}
+		return &f, nil
+	}
+	f, err := parse()
 	require.NoError(t, err)
-	require.Contains(t, strings.Join(all, " "), "--flush sync --segment-size 1073741824 --tick 50ms")
-	require.NotContains(t, all, "--config")
+	none, err := f.brokerArgs()
+	require.NoError(t, err)
+	require.Empty(t, none, "flags not given are the broker's defaults: nothing to pass")
 
-	f.brokerConfig = file
-	f.changed = func(name string) bool { return name == "tick" }
+	broker := &cobra.Command{Use: "broker"}
+	var bf brokerFlags
+	bf.register(broker)
+	clusterFlags := &cobra.Command{Use: "cluster"}
+	f.register(clusterFlags)
+	offered := 0
+	broker.Flags().VisitAll(func(b *pflag.Flag) {
+		c := clusterFlags.Flags().Lookup(b.Name)
+		if slices.Contains(clusterSetsBrokerFlags(), b.Name) {
+			if b.Name != "data" { // the cluster's own --data is the parent of the nodes'
+				require.Nil(t, c, "--%s is set by the cluster per node", b.Name)
+			}
+			return
+		}
+		offered++
+		require.NotNil(t, c, "--%s of the broker is not a flag of the cluster", b.Name)
+		require.Equal(t, b.DefValue, c.DefValue, "--%s", b.Name)
+		require.Equal(t, b.Usage, c.Usage, "--%s", b.Name)
+	})
+	require.Greater(t, offered, 30)
+	for _, name := range clusterSetsBrokerFlags() {
+		require.NotNil(t, broker.Flags().Lookup(name), "clusterSetsBrokerFlags names --%s, which the broker does not have", name)
+	}
+
+	f, err = parse("--flush", "async", "--tick=20ms", "--segment-size", "4096", "--disk-full-ratio", "0.95", "--console=false", "--nodes", "5")
+	require.NoError(t, err)
 	args, err := f.brokerArgs()
 	require.NoError(t, err)
-	require.Equal(t, []string{"--config", file, "--tick", "50ms"}, args)
+	require.ElementsMatch(t, []string{"--flush=async", "--tick=20ms", "--segment-size=4096", "--disk-full-ratio=0.95", "--console=false"}, args)
+	// What a node gets is what its broker accepts.
+	require.NoError(t, checkBrokerArgs(append([]string{"--id", "1", "--peer", "1=127.0.0.1:1/127.0.0.1:2"}, args...)))
+	var node brokerFlags
+	nodeCmd := &cobra.Command{Use: "broker"}
+	node.register(nodeCmd)
+	require.NoError(t, nodeCmd.Flags().Parse(args))
+	require.Equal(t, "async", node.flush)
+	require.Equal(t, 20*time.Millisecond, node.tick)
+	require.Equal(t, int64(4096), node.segmentSize)
+	require.Equal(t, 0.95, node.ret.full)
+	require.False(t, node.console.on)
 
-	f.brokerConfig = filepath.Join(t.TempDir(), "missing.yaml")
+	_, err = parse("--peer", "1=a/b")
+	require.ErrorContains(t, err, "unknown flag: --peer")
+
+	file := filepath.Join(t.TempDir(), "broker.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("flush: async\n"), 0o644))
+	f, err = parse("--broker-config", file, "--tick", "50ms")
+	require.NoError(t, err)
+	args, err = f.brokerArgs()
+	require.NoError(t, err)
+	require.Equal(t, []string{"--config", file, "--tick=50ms"}, args)
+
+	f, err = parse("--broker-config", filepath.Join(t.TempDir(), "missing.yaml"))
+	require.NoError(t, err)
 	_, err = f.brokerArgs()
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
 
 // A local group started with --broker-config runs every node with the
-// file's settings: each node's /status shows them.
+// file's settings, and with the broker flags given to the cluster over
+// them: each node's /status shows both.
 func TestClusterStartsNodesFromBrokerConfig(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -358,7 +416,7 @@ func TestClusterStartsNodesFromBrokerConfig(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte("disk-full-ratio: 0.93\nfileReservedTime: 12\n"), 0o644))
 	base := freeBasePort(t)
 	cmd := exec.Command(os.Args[0], "cluster", "--demo", "0", "--restart=false", "--data", filepath.Join(dir, "data"),
-		"--base-port", fmt.Sprint(base), "--broker-config", file)
+		"--base-port", fmt.Sprint(base), "--broker-config", file, "--file-reserved-time", "30h")
 	cmd.Env = append(os.Environ(), "RAFTMQ_TEST_MAIN=1")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -383,7 +441,7 @@ func TestClusterStartsNodesFromBrokerConfig(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		require.Equal(t, 0.93, st.Retention.FullRatio, "node %d", i+1)
-		require.Equal(t, "12h0m0s", st.Retention.FileReservedTime, "node %d", i+1)
+		require.Equal(t, "30h0m0s", st.Retention.FileReservedTime, "node %d: the cluster's flag overrides the file", i+1)
 	}
 }
 
