@@ -11,7 +11,7 @@
 #   NATS_SYNC=always ./scripts/nats-ab.sh      # NATS fsyncing too
 #   BROKER_CONFIG=b.yaml ./scripts/nats-ab.sh  # a broker config file for raftmq's nodes
 #
-# Per round: fdatasync p50 of 1 KiB appends (the peers' hwlimits), NATS's
+# Per round: fdatasync p50 of 1 KiB appends (scripts/peers/fsync), NATS's
 # one-at-a-time publish (p50) and pipelined publish (window 1000), then
 # raftmq's one send at a time (p50) and pipelined auto-batched sends
 # (window 1000). Prints one line per run and a summary table with ratios.
@@ -22,7 +22,7 @@ export PATH="/usr/local/go/bin:$HOME/go/bin:$PATH"
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 NATS_SYNC=${NATS_SYNC:-default}
-peers=../shared/tools/peers
+peers=scripts/peers
 data=$(mktemp -d "${TMPDIR:-/tmp}/raftmq-natsab.XXXXXX")
 out=$data/results.txt
 
@@ -39,7 +39,7 @@ go build -o raftmq ./cmd/raftmq
 [ -x "$peers/nats/run.sh" ] || { echo "no $peers/nats/run.sh"; exit 1; }
 for r in $(seq 1 "$ROUNDS"); do
   echo "== round $r: fdatasync"
-  fs=$(TESTS=fsync DUR=2s QUIET_WAIT=0 "$peers/limits/run.sh" 2>&1 | awk '/^fsync +prealloc\+fdatasync \(WAL-like\) +size=1024/ { for (i = 1; i <= NF; i++) if ($i ~ /^p50=/) { sub("p50=", "", $i); sub("us", "", $i); print $i } }' | head -1)
+  fs=$( (cd "$peers/fsync" && go run . -dir "$data" -size 1024 -duration 2s) 2>&1 | awk '/^fsync / { for (i = 1; i <= NF; i++) if ($i ~ /^p50_us=/) { sub("p50_us=", "", $i); print $i } }' | head -1)
   echo "fdatasync $r p50_us=$fs" | tee -a "$out"
   echo "== round $r: NATS JetStream R3 sync=$NATS_SYNC"
   SYNC=$NATS_SYNC SYNC_DUR=$DURATION ASYNC_DUR=$DURATION QUIET_WAIT=0 "$peers/nats/run.sh" 2>&1 |

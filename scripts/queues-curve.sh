@@ -22,7 +22,7 @@
 #   NATS_RATE  publishes/s assumed for NATS's first run (default 30000): its
 #              bench tool sends a count, not for a time (below)
 #   PEERS_WORK scratch directory for the NATS binaries (default
-#              /tmp/peers-work, as ../shared/tools/peers/nats/run.sh)
+#              /tmp/peers-work, as scripts/peers/nats/run.sh)
 #   BIN        the raftmq binary to measure (default: ./raftmq, built
 #              first). Comparing two builds: run the script with each
 #              binary in turn, alternating, and compare the ratios, e.g.
@@ -52,7 +52,7 @@
 # produced. Every figure is also given as a ratio to the first point's (4
 # queues by default): a flat curve is 1.00 throughout.
 #
-# NATS. ../shared/tools/peers/nats/run.sh starts a three-node cluster and
+# NATS. scripts/peers/nats/run.sh starts a three-node cluster and
 # runs its jsbench, which publishes to one subject only and cannot be told
 # otherwise. So this script starts the same cluster itself (the same
 # nats-server build and configuration as run.sh: default sync_interval,
@@ -90,7 +90,7 @@ CONSUME_MSGS=${CONSUME_MSGS:-200000}
 PEERS_WORK=${PEERS_WORK:-/tmp/peers-work}
 BIN=${BIN:-}
 NATSCLI_VERSION=v0.5.1 # its nats-server and nats.go are those of run.sh's go.mod
-peers=../shared/tools/peers/nats
+peers=scripts/peers/nats
 bin=$PEERS_WORK/bin
 
 data=$(mktemp -d "${TMPDIR:-/tmp}/raftmq-queues.XXXXXX")

@@ -1,0 +1,3 @@
+module github.com/raftmq/raftmq/scripts/peers/fsync
+
+go 1.26.0
