@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -137,4 +140,28 @@ func TestCheckerFindsPlantedBreaches(t *testing.T) {
 			require.Equal(t, []string{c.want}, check(c.floors, c.pkgs))
 		})
 	}
+}
+
+// docs/layout.md's table of floors says what the layout says: every
+// package on its floor with its kind, none left out, none added.
+func TestLayoutDocMatches(t *testing.T) {
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	require.NoError(t, err)
+	doc, err := os.ReadFile(filepath.Join(filepath.Dir(strings.TrimSpace(string(gomod))), "docs", "layout.md"))
+	require.NoError(t, err)
+	row := regexp.MustCompile("^\\| ([0-9]+) \\| (product|lab|binary) \\| `([^`]+)` \\|")
+	inDoc := map[string]string{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		if m := row.FindStringSubmatch(line); m != nil {
+			require.NotContains(t, inDoc, m[3], "docs/layout.md lists %s twice", m[3])
+			inDoc[m[3]] = m[1] + " " + m[2]
+		}
+	}
+	inLayout := map[string]string{}
+	for i, f := range layout {
+		for _, p := range f.pkgs {
+			inLayout[p] = fmt.Sprintf("%d %s", i+1, f.kind)
+		}
+	}
+	require.Equal(t, inLayout, inDoc, "docs/layout.md's floors differ from layout_test.go's")
 }
