@@ -1,9 +1,10 @@
 // Package console is the web console each broker serves on its HTTP port
 // (`raftmq broker --http ADDR`, at /console/): the group's members, topics,
-// consumer groups with their lag, message search, dead-letter queues and
-// the chaos harness's reports, as server-rendered HTML (html/template, CSS
-// and SVG plots inline, no script, nothing fetched from elsewhere: the
-// pages work offline).
+// consumer groups with their lag, message search and dead-letter queues,
+// as server-rendered HTML (html/template, CSS and SVG plots inline, no
+// script, nothing fetched from elsewhere: the pages work offline), plus a
+// chaos page served by a handler the caller passes in (Config.Chaos: the
+// binary's chaos reports), of which the console knows nothing.
 //
 // The console holds no state of the group: every figure on a page is the
 // answer of the group's admin API to a request made for that page, through
