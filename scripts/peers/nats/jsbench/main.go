@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -126,8 +127,11 @@ func run(urls string, o options) error {
 		q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))]) / 1e3 }
 		r.P50us, r.P90us, r.P99us, r.P999us, r.MaxUs = q(.5), q(.9), q(.99), q(.999), q(1)
 	}
-	fmt.Printf("%-8s %-28s msgs=%d errs=%d %.2fs  %.0f msgs/s  %.1f MB/s  p50=%.0fus p90=%.0fus p99=%.0fus p99.9=%.0fus max=%.0fus\n",
-		r.Mode, r.Label, r.Msgs, r.Errors, r.Seconds, r.MsgsPerSec, r.MBPerSec, r.P50us, r.P90us, r.P99us, r.P999us, r.MaxUs)
+	line := fmt.Sprintf("%-8s %-28s msgs=%d errs=%d %.2fs  %.0f msgs/s  %.1f MB/s", r.Mode, r.Label, r.Msgs, r.Errors, r.Seconds, r.MsgsPerSec, r.MBPerSec)
+	if len(lat) > 0 { // a consumer's run has no latency
+		line += fmt.Sprintf("  p50=%.0fus p90=%.0fus p99=%.0fus p99.9=%.0fus max=%.0fus", r.P50us, r.P90us, r.P99us, r.P999us, r.MaxUs)
+	}
+	fmt.Println(line)
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -326,5 +330,5 @@ func cpuSeconds() float64 {
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	return math.Round(float64(ru.Utime.Nano()+ru.Stime.Nano())/1e6) / 1e3 // seconds, to the millisecond
 }
