@@ -108,9 +108,33 @@ func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
 		},
 	}
 	f.register(cmd)
-	addConfigFlags(cmd, configOptions{title: "raftmq cluster configuration: raftmq cluster --config FILE (YAML)",
-		intro: []string{"The local group `raftmq cluster` starts; for one node's settings see", "`raftmq broker --print-config`."}})
+	addConfigFlags(cmd, clusterConfigOptions())
 	return cmd
+}
+
+// clusterConfigOptions describe `raftmq cluster --config`'s file: the
+// group's own keys, then the broker's keys it passes to every node,
+// grouped as the broker's file groups them.
+func clusterConfigOptions() configOptions {
+	opts := configOptions{title: "raftmq cluster configuration: raftmq cluster --config FILE (YAML)",
+		intro: []string{"The local group `raftmq cluster` starts. The broker's keys below are passed to",
+			"every node when set; `raftmq broker --print-config` explains them for one node."},
+		sections: []configSection{{"the local group", []string{"data", "nodes", "groups", "base-port", "namesrv-port",
+			"demo", "restart", "tls", "broker-config"}}}}
+	var scratch brokerFlags
+	broker := &cobra.Command{Use: "broker"}
+	scratch.register(broker)
+	for _, sec := range brokerConfigOptions().sections {
+		var keys []string // the broker's own flags: not the inherited --verbose
+		for _, k := range sec.keys {
+			if broker.Flags().Lookup(k) != nil {
+				keys = append(keys, k)
+			}
+		}
+		opts.sections = append(opts.sections, configSection{"every node: " + sec.title, keys})
+	}
+	opts.sections = append(opts.sections, configSection{"this command's log", []string{"verbose"}})
+	return opts
 }
 
 func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {

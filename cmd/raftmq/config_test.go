@@ -349,11 +349,12 @@ func TestClusterBrokerArgs(t *testing.T) {
 	broker := &cobra.Command{Use: "broker"}
 	var bf brokerFlags
 	bf.register(broker)
-	clusterFlags := &cobra.Command{Use: "cluster"}
-	f.register(clusterFlags)
+	clusterCmd := &cobra.Command{Use: "cluster"}
+	var offeredBy clusterFlags
+	offeredBy.register(clusterCmd)
 	offered := 0
 	broker.Flags().VisitAll(func(b *pflag.Flag) {
-		c := clusterFlags.Flags().Lookup(b.Name)
+		c := clusterCmd.Flags().Lookup(b.Name)
 		if slices.Contains(clusterSetsBrokerFlags(), b.Name) {
 			if b.Name != "data" { // the cluster's own --data is the parent of the nodes'
 				require.Nil(t, c, "--%s is set by the cluster per node", b.Name)
@@ -397,6 +398,20 @@ func TestClusterBrokerArgs(t *testing.T) {
 	args, err = f.brokerArgs()
 	require.NoError(t, err)
 	require.Equal(t, []string{"--config", file, "--tick=50ms"}, args)
+
+	// A broker key in the cluster's own config file is passed on like
+	// the flag; the command line wins over the file.
+	cmdFile := filepath.Join(t.TempDir(), "cluster.yaml")
+	require.NoError(t, os.WriteFile(cmdFile, []byte("nodes: 5\nflush: async\nmax-client-conns: 50\n"), 0o644))
+	var cf clusterFlags
+	ccmd := &cobra.Command{Use: "cluster"}
+	cf.register(ccmd)
+	require.NoError(t, ccmd.Flags().Parse([]string{"--max-client-conns", "70"}))
+	require.NoError(t, applyConfigFile(ccmd, cmdFile, nil))
+	args, err = cf.brokerArgs()
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"--flush=async", "--max-client-conns=70"}, args)
+	require.Equal(t, 5, cf.nodes)
 
 	f, err = parse("--broker-config", filepath.Join(t.TempDir(), "missing.yaml"))
 	require.NoError(t, err)
