@@ -23,7 +23,11 @@ import (
 	"github.com/raftmq/raftmq/namesrv"
 )
 
-const defaultAddrs = "127.0.0.1:10911,127.0.0.1:10912,127.0.0.1:10913"
+// defaultAddrs are the client addresses of the group `raftmq cluster`
+// starts by default: its first three nodes.
+func defaultAddrs() string {
+	return fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", defaultBasePort, defaultBasePort+1, defaultBasePort+2)
+}
 
 // addrFlag adds --addr to a command that talks to a group.
 func addrFlag(cmd *cobra.Command, addrs *string) {

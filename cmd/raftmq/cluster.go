@@ -23,6 +23,11 @@ import (
 	"github.com/raftmq/raftmq/harness/localgroup"
 )
 
+// defaultBasePort is the first client port of the group `raftmq cluster`
+// starts, RocketMQ's broker port; the client commands' --addr defaults to
+// that group.
+const defaultBasePort = 10911
+
 type clusterFlags struct {
 	data     string
 	basePort int
@@ -61,7 +66,7 @@ func clusterSetsBrokerFlags() []string {
 func (f *clusterFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.data, "data", "raftmq-data", "data directory (one subdirectory per node)")
-	fl.IntVar(&f.basePort, "base-port", 10911, "first client port")
+	fl.IntVar(&f.basePort, "base-port", defaultBasePort, "first client port")
 	fl.IntVar(&f.nodes, "nodes", 3, "number of nodes")
 	fl.IntVar(&f.groups, "groups", 1, "number of groups (broker names raftmq-g1, raftmq-g2, ...; with more than one, a name server runs too and each group's ports start 100 above the previous)")
 	fl.IntVar(&f.namesrvPort, "namesrv-port", 9876, "the name server's port (with --groups > 1)")

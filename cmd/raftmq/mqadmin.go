@@ -49,7 +49,7 @@ func envAddrs() string {
 	if a := strings.TrimSpace(os.Getenv("RAFTMQ_ADDR")); a != "" {
 		return a
 	}
-	return defaultAddrs
+	return defaultAddrs()
 }
 
 // finishCommands walks the tree under root adding mqadmin's flags and the
