@@ -64,9 +64,9 @@ go build -o raftmq ./cmd/raftmq
 if [ "${NATS:-1}" != 0 ]; then
   if [ -x "$peers" ]; then
     echo "== NATS JetStream R3, default sync (every 2 min)"
-    "$peers" 2>&1 | grep -E '^(sync|async|consume) '
+    { "$peers" 2>&1 | grep -E '^(sync|async|consume) |^!!'; } || echo "!! the NATS run failed"
     echo "== NATS JetStream R3, sync=always"
-    SYNC=always "$peers" 2>&1 | grep -E '^(sync|async|consume) '
+    { SYNC=always "$peers" 2>&1 | grep -E '^(sync|async|consume) |^!!'; } || echo "!! the NATS run failed"
   else
     echo "== NATS: $peers not found, skipped"
   fi
@@ -74,7 +74,7 @@ fi
 if [ "${ETCD:-1}" != 0 ]; then
   if [ -x "$etcd" ]; then
     echo "== etcd, three members, fsync (one put at a time, then 256 clients)"
-    "$etcd" 2>&1 | grep -E '^put '
+    { "$etcd" 2>&1 | grep -E '^put |^!!'; } || echo "!! the etcd run failed"
   else
     echo "== etcd: $etcd not found, skipped"
   fi

@@ -50,7 +50,8 @@ machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /pro
 # "RESULT {json}" with client_cpu_s and seconds. It appends to that JSON
 # srv_cpu_s (the servers' CPU seconds), foreign_cpu_s (everything else's)
 # and load1_before, adds the same figures to the other lines, and appends
-# the output to FILE.
+# the output to FILE. A command that fails is reported on a line starting
+# with "!!", with the end of its error output, and measured fails.
 measured() {
   local file=$1 hz try=0 load s0 s1 m0 m1 srv busy client secs foreign flag line
   shift
@@ -59,7 +60,12 @@ measured() {
     load=$(cut -d' ' -f1 /proc/loadavg)
     s0=$(proc_ticks "${PIDS[@]}")
     m0=$(machine_ticks)
-    "$@" >"$file.run"
+    if ! "$@" >"$file.run" 2>"$file.err"; then
+      echo "!! ${1##*/} failed: $(tail -3 "$file.err" | tr '\n' ' ')"
+      rm -f "$file.run" "$file.err"
+      return 1
+    fi
+    cat "$file.err" >&2
     s1=$(proc_ticks "${PIDS[@]}")
     m1=$(machine_ticks)
     srv=$(awk -v a="$s0" -v b="$s1" -v hz="$hz" 'BEGIN { printf "%.2f", (b - a) / hz }')
@@ -82,7 +88,7 @@ measured() {
     *) echo "$line  [cpu s: servers=$srv client=${client:-0} other=$foreign$flag]" ;;
     esac
   done <"$file.run" | tee -a "$file"
-  rm -f "$file.run"
+  rm -f "$file.run" "$file.err"
 }
 
 # wait_ports PORT... waits up to 30 s for each port of 127.0.0.1 to accept

@@ -144,7 +144,7 @@ func run(eps []string, clients, conns, size int, n int64, d time.Duration) (resu
 	}
 	wg.Wait()
 	r := result{System: "etcd", Mode: "put", Clients: clients, Conns: conns, MsgSize: size, Errors: failed.Load(),
-		Seconds: time.Since(start).Seconds(), ClientCPU: cpuSeconds() - cpu0}
+		Seconds: time.Since(start).Seconds(), ClientCPU: math.Round((cpuSeconds()-cpu0)*1e3) / 1e3}
 	all := slices.Concat(lats...)
 	slices.Sort(all)
 	r.Msgs = int64(len(all))
@@ -163,5 +163,5 @@ func cpuSeconds() float64 {
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
 	}
-	return math.Round(float64(ru.Utime.Nano()+ru.Stime.Nano())/1e6) / 1e3 // seconds, to the millisecond
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }

@@ -116,7 +116,7 @@ func run(urls string, o options) error {
 	if err != nil {
 		return err
 	}
-	r.Seconds, r.ClientCPU = time.Since(start).Seconds(), cpuSeconds()-cpu0
+	r.Seconds, r.ClientCPU = time.Since(start).Seconds(), math.Round((cpuSeconds()-cpu0)*1e3)/1e3 // to the millisecond
 	if o.mode != "consume" {
 		r.Msgs = int64(len(lat))
 	}
@@ -262,13 +262,20 @@ func publishAsync(js jetstream.JetStream, o options, payload []byte) ([]time.Dur
 // ordered consumer or a durable one that acknowledges every message, and
 // returns how many it read and their mean size.
 func consume(ctx context.Context, js jetstream.JetStream, o options, r *result) (int64, int, error) {
-	s, err := js.Stream(ctx, o.stream)
+	// On a loaded machine the cluster may be electing its meta leader
+	// again: the lookups and the consumer's creation are retried for a
+	// while, as in setup.
+	var s jetstream.Stream
+	var info *jetstream.StreamInfo
+	err := retry(time.Minute, func() (err error) {
+		if s, err = js.Stream(ctx, o.stream); err != nil {
+			return err
+		}
+		info, err = s.Info(ctx)
+		return err
+	})
 	if err != nil {
-		return 0, 0, err
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return 0, 0, err
+		return 0, 0, fmt.Errorf("stream %s: %w", o.stream, err)
 	}
 	want := int64(info.State.Msgs)
 	if o.n > 0 {
@@ -283,16 +290,22 @@ func consume(ctx context.Context, js jetstream.JetStream, o options, r *result) 
 	ack := o.consumer == "durable"
 	switch o.consumer {
 	case "ordered":
-		cons, err = s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+		err = retry(time.Minute, func() (err error) {
+			cons, err = s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+			return err
+		})
 	case "durable":
 		name := fmt.Sprintf("bench-%d", time.Now().UnixNano())
-		cons, err = s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 100000})
+		err = retry(time.Minute, func() (err error) {
+			cons, err = s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 100000})
+			return err
+		})
 		defer func() { _ = s.DeleteConsumer(context.Background(), name) }()
 	default:
 		return 0, 0, fmt.Errorf("unknown consumer %q", o.consumer)
 	}
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, fmt.Errorf("%s consumer: %w", o.consumer, err)
 	}
 	var got, bytes atomic.Int64
 	done := make(chan struct{})
@@ -330,5 +343,5 @@ func cpuSeconds() float64 {
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
 	}
-	return math.Round(float64(ru.Utime.Nano()+ru.Stime.Nano())/1e6) / 1e3 // seconds, to the millisecond
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
