@@ -138,19 +138,26 @@ func Groups(ctx context.Context, cl *client.Client) ([]offsets.SubscriptionGroup
 func DLQTopic(group string) string { return "%DLQ%" + group }
 
 // DeadLetters reads a group's dead-letter topic from its start (up to max
-// messages; 0: all), oldest first.
+// messages; 0: all), oldest first. A group that never had a dead letter
+// has no such topic: none.
 func DeadLetters(ctx context.Context, cl *client.Client, group string, max int) ([]*client.MessageExt, error) {
 	topic := DLQTopic(group)
 	pc := cl.NewPullConsumer("raftmq-admin-dlq")
 	lo, err := cl.MinOffset(ctx, topic, 0)
 	if err != nil {
+		if topicMissing(err) {
+			return nil, nil
+		}
 		return nil, fmt.Errorf("dead-letter queue of group %s: %w", group, err)
 	}
 	var out []*client.MessageExt
 	for off := lo; max == 0 || len(out) < max; {
 		pr, err := pc.Pull(ctx, topic, 0, off, 32, 0)
 		if err != nil {
-			return nil, err
+			if off == lo && topicMissing(err) {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("dead-letter queue of group %s: %w", group, err)
 		}
 		if len(pr.Messages) == 0 {
 			break
@@ -265,6 +272,13 @@ func ByTime(ctx context.Context, cl *client.Client, topic string, begin, end tim
 		out = out[:limit]
 	}
 	return out, nil
+}
+
+// topicMissing reports whether err is a broker's answer that a topic does
+// not exist.
+func topicMissing(err error) bool {
+	var ce *client.Error
+	return errors.As(err, &ce) && ce.Code == remoting.TopicNotExist
 }
 
 // NotFound reports whether err is a broker's answer that a topic, a
