@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -50,66 +47,30 @@ func shellWords(s string) []string {
 	return words
 }
 
-// docCommands reads the raftmq command lines of the shell blocks (```sh,
-// ```bash or a bare ```) of a Markdown file: a line whose first word,
-// after VAR=value assignments, is ./raftmq or raftmq; a trailing comment,
-// `&` and continuation lines are handled.
+// docCommands reads the raftmq command lines of the shell blocks of a
+// Markdown file: a line whose first word, after VAR=value assignments, is
+// ./raftmq or raftmq.
 func docCommands(t *testing.T, file string) []docCommand {
-	f, err := os.Open(file)
+	blocks, err := parseDocBlocks(file)
 	require.NoError(t, err)
-	defer f.Close()
 	var cmds []docCommand
-	inShell, inFence := false, false
-	var pending string
-	pendingLine := 0
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		trimmed := strings.TrimSpace(line)
-		if strings.HasPrefix(trimmed, "```") {
-			if inFence {
-				inFence, inShell = false, false
+	for _, b := range blocks {
+		for _, l := range b.lines {
+			words := stripAssignments(shellWords(l.text))
+			if len(words) == 0 || (words[0] != "./raftmq" && words[0] != "raftmq") {
 				continue
 			}
-			lang := strings.TrimPrefix(trimmed, "```")
-			inFence, inShell = true, lang == "" || lang == "sh" || lang == "bash"
-			continue
+			cmds = append(cmds, docCommand{file: file, line: l.line, args: words[1:]})
 		}
-		if !inShell {
-			continue
-		}
-		if i := strings.Index(trimmed, " #"); i >= 0 {
-			trimmed = strings.TrimSpace(trimmed[:i])
-		}
-		if pending == "" {
-			pendingLine = n
-		}
-		if strings.HasSuffix(trimmed, `\`) {
-			pending += strings.TrimSuffix(trimmed, `\`) + " "
-			continue
-		}
-		full := strings.TrimSuffix(strings.TrimSpace(pending+trimmed), "&")
-		pending = ""
-		words := shellWords(full)
-		for len(words) > 0 && strings.Contains(words[0], "=") && !strings.HasPrefix(words[0], "-") {
-			words = words[1:]
-		}
-		if len(words) == 0 || (words[0] != "./raftmq" && words[0] != "raftmq") {
-			continue
-		}
-		cmds = append(cmds, docCommand{file: file, line: pendingLine, args: words[1:]})
 	}
-	require.NoError(t, sc.Err())
 	return cmds
 }
 
 // Every raftmq command in the shell examples of the README and docs/ names
 // a command that exists and flags it accepts.
 func TestDocExamplesParse(t *testing.T) {
-	files := []string{filepath.Join("..", "..", "README.md")}
-	more, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	files, err := docFiles()
 	require.NoError(t, err)
-	files = append(files, more...)
 	total := 0
 	for _, file := range files {
 		for _, dc := range docCommands(t, file) {
