@@ -212,8 +212,30 @@ func (r *docRun) startGroup(dir string, program string, args []string, env []str
 			extra = append(extra, 100*g+off)
 		}
 	}
-	g := &docGroup{base: freeBasePort(r.t, extra...)}
-	args = append(args, "--base-port", strconv.Itoa(g.base))
+	// freeBasePort's ports are free when it looks, not necessarily when
+	// the nodes bind them (an ephemeral port of any connection on the
+	// machine may take one meanwhile): a group refused a busy port starts
+	// again on others.
+	var lastErr error
+	for attempt := 0; attempt < 4; attempt++ {
+		g, err := r.tryGroup(dir, program, args, env, groups, extra, attempt)
+		if err == nil {
+			return g, nil
+		}
+		lastErr = err
+		if !strings.Contains(err.Error(), "is in use") {
+			break
+		}
+		r.t.Logf("%v; again on other ports", err)
+	}
+	return nil, lastErr
+}
+
+// tryGroup starts a group on ports found from a start that moves with
+// attempt.
+func (r *docRun) tryGroup(dir, program string, args, env []string, groups int, extra []int, attempt int) (*docGroup, error) {
+	g := &docGroup{base: docBasePort(r.t, attempt, extra...)}
+	args = append(append([]string(nil), args...), "--base-port", strconv.Itoa(g.base))
 	if groups > 1 {
 		g.namesrv = freePort(r.t)
 		args = append(args, "--namesrv-port", strconv.Itoa(g.namesrv))
@@ -224,18 +246,42 @@ func (r *docRun) startGroup(dir string, program string, args []string, env []str
 	}
 	g.server = srv
 	began := time.Now()
-	defer func() { r.t.Logf("group up in %s: %s", time.Since(began).Round(100*time.Millisecond), g.line) }()
 	deadline := time.After(2 * time.Minute)
 	for !strings.Contains(g.out.String(), "watching; Ctrl-C stops all nodes") {
 		select {
 		case err := <-g.done:
 			return nil, fmt.Errorf("%s exited before its group was up (%v):\n%s", g.line, err, g.out.String())
 		case <-deadline:
+			_ = g.stop()
 			return nil, fmt.Errorf("%s: no group within 2 min:\n%s", g.line, g.out.String())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	r.t.Logf("group up in %s: %s", time.Since(began).Round(100*time.Millisecond), g.line)
 	return g, nil
+}
+
+// docBasePort is freeBasePort searching from a start that moves with
+// attempt, so that a retry does not land on the same ports.
+func docBasePort(t *testing.T, attempt int, extra ...int) int {
+	offs := append([]int{0, 1, 2, 10, 11, 12, 20, 21, 22}, extra...)
+	start := 20000 + (os.Getpid()%2000*10+attempt*4099)%30000
+	for base := start; base < 60000; base += 97 {
+		free := true
+		for _, off := range offs {
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+off)))
+			if err != nil {
+				free = false
+				break
+			}
+			l.Close()
+		}
+		if free {
+			return base
+		}
+	}
+	t.Fatal("no free ports")
+	return 0
 }
 
 // tail returns the last n lines of s.
