@@ -11,13 +11,17 @@
 # time (window 1), pipelined one request per message (window 1000), and
 # pipelined auto-batched sends. Prints one line per run and, at the end,
 # each figure's median per binary and the ratio new / old.
-# Uses ports 13911-13933; stops what it started. Measurements hold
-# /tmp/raftmq-bench.lock, so that two scripts never measure at once.
+# Uses ports 13911-13933 (BASE_PORT moves them: clients +0..2, raft
+# +10..12, HTTP +20..22); stops what it started. Measurements hold LOCK
+# (default /tmp/raftmq-bench.lock; empty: none), so that two scripts never
+# measure at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$HOME/go/bin:$PATH"
 ROUNDS=${ROUNDS:-4}
 DURATION=${DURATION:-10s}
+BASE_PORT=${BASE_PORT:-13911}
+LOCK=${LOCK-/tmp/raftmq-bench.lock}
 : "${OLD:?set OLD to the baseline raftmq binary}"
 data=$(mktemp -d "${TMPDIR:-/tmp}/raftmq-ab.XXXXXX")
 out=$data/results.txt
@@ -31,18 +35,20 @@ if [ -z "${NEW:-}" ]; then
 fi
 
 bench() {
-  "$GROUP_BIN" bench produce --addr 127.0.0.1:13911,127.0.0.1:13912,127.0.0.1:13913 --duration "$DURATION" --json "$@" 2>/dev/null | tail -1
+  "$GROUP_BIN" bench produce --addr "127.0.0.1:$BASE_PORT,127.0.0.1:$((BASE_PORT + 1)),127.0.0.1:$((BASE_PORT + 2))" --duration "$DURATION" --json "$@" 2>/dev/null | tail -1
 }
 
-exec 9>/tmp/raftmq-bench.lock
-flock 9
+if [ -n "$LOCK" ]; then
+  exec 9>"$LOCK"
+  flock 9
+fi
 for r in $(seq 1 "$ROUNDS"); do
   order="old new"
   [ $((r % 2)) = 0 ] && order="new old"
   for which in $order; do
     if [ "$which" = old ]; then GROUP_BIN=$OLD; else GROUP_BIN=$NEW; fi
     echo "== round $r: $which ($GROUP_BIN)"
-    fresh_group --base-port 13911
+    fresh_group --base-port "$BASE_PORT"
     bench --window 1 | awk -v w="$which" '{ print w " one " $0 }' | tee -a "$out"
     bench --window 1000 | awk -v w="$which" '{ print w " pipelined " $0 }' | tee -a "$out"
     bench --window 1000 --auto-batch | awk -v w="$which" '{ print w " auto-batch " $0 }' | tee -a "$out"

@@ -51,6 +51,9 @@ var shortForms = []shortForm{
 		full: true, timeout: 3 * time.Minute},
 	{cmd: "./scripts/backlog.sh", env: map[string]string{"SIZE": "16M", "TOPICS": "2", "QUEUES": "2", "DURATION": "1s", "CHUNK": "1s",
 		"COLD": "0", "LOCK": ""}, full: true, timeout: 4 * time.Minute},
+	{cmd: "./scripts/delay-backlog.sh", env: map[string]string{"MESSAGES": "2000", "DELAY": "8", "BASELINE": "1s", "SEND": "1s"},
+		full: true, timeout: 3 * time.Minute},
+	{cmd: "./scripts/ab.sh", env: map[string]string{"ROUNDS": "1", "DURATION": "1s", "LOCK": ""}, full: true, timeout: 3 * time.Minute},
 	{cmd: "./scripts/cluster.sh"},
 	{cmd: "go build"},
 	{cmd: "go test", flags: map[string]string{"-benchtime": "1x"}, full: true, timeout: 5 * time.Minute},
@@ -72,6 +75,10 @@ var shellTools = map[string]bool{"openssl": true, "printf": true, "chmod": true,
 
 // placeholderRE matches a placeholder such as <msgId>.
 var placeholderRE = regexp.MustCompile(`<[A-Za-z][A-Za-z0-9]*>`)
+
+// oldBinaryPlaceholder is the baseline binary of an A/B comparison; the
+// test gives its own build.
+const oldBinaryPlaceholder = "/path/to/old/raftmq"
 
 // sentRE reads a produce command's output line.
 var sentRE = regexp.MustCompile(`msgId ([0-9A-F]+) offsetMsgId ([0-9A-F]+)`)
@@ -401,7 +408,7 @@ func (r *docRun) runBlock(b docBlock) {
 		words := shellWords(l.text)
 		var assigns []string
 		for len(words) > 0 && isAssignment(words[0]) {
-			assigns = append(assigns, words[0])
+			assigns = append(assigns, strings.ReplaceAll(words[0], oldBinaryPlaceholder, r.bin))
 			words = words[1:]
 		}
 		kind := lineKind(words)
@@ -500,7 +507,9 @@ func (r *docRun) runBlock(b docBlock) {
 				g = own
 				continue
 			}
-			if words[0] == "./scripts/queues-curve.sh" || words[0] == "./scripts/backlog.sh" {
+			if sf.env != nil {
+				// Every script with settings takes its group's ports from
+				// BASE_PORT.
 				port := "BASE_PORT=" + strconv.Itoa(freeBasePort(t))
 				env = append(env, port)
 				settings = append(settings, port)
