@@ -433,7 +433,7 @@ func (r *docRun) runBlock(b docBlock) {
 				if ph := placeholderRE.FindString(a); ph != "" {
 					v, ok := r.lastMsg[ph]
 					if !ok {
-						t.Errorf("%s: placeholder %s: the test fills <msgId> and <offsetMsgId> from the last raftmq produce, and there was none before it", at, ph)
+						t.Errorf("%s: placeholder %s: the test fills only <msgId> and <offsetMsgId>, from the output of a raftmq produce before it", at, ph)
 						args = nil
 						break
 					}
