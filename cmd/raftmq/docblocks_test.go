@@ -244,7 +244,7 @@ func TestDocBlocksParseAndClassify(t *testing.T) {
 	require.Equal(t, "bench produce", path)
 	_, err = commandPath([]string{"bench", "produce", "--no-such-flag"})
 	require.Error(t, err)
-	_, err = commandPath([]string{"admin", "no-such-command"})
+	_, err = commandPath([]string{"no-such-command"})
 	require.Error(t, err)
 
 	sf, ok := shortFormOf(path)

@@ -76,6 +76,9 @@ var shellTools = map[string]bool{"openssl": true, "printf": true, "chmod": true,
 // placeholderRE matches a placeholder such as <msgId>.
 var placeholderRE = regexp.MustCompile(`<[A-Za-z][A-Za-z0-9]*>`)
 
+// addrEnv is the variable whose value is --addr's default (envAddrs).
+const addrEnv = "RAFTMQ_ADDR"
+
 // oldBinaryPlaceholder is the baseline binary of an A/B comparison; the
 // test gives its own build.
 const oldBinaryPlaceholder = "/path/to/old/raftmq"
@@ -326,7 +329,7 @@ func commandPath(args []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !cmd.Runnable() {
+	if !cmd.Runnable() || cmd.Annotations[annotationGroupOnly] != "" {
 		return "", fmt.Errorf("%q is not a command that runs", cmd.CommandPath())
 	}
 	if err := cmd.ParseFlags(rest); err != nil {
