@@ -108,7 +108,7 @@ func initDB(b *bolt.DB) error {
 			return nil
 		}
 		if err := checkFormat(tx); err != nil {
-			if errors.Is(err, errFormat1) {
+			if errors.Is(err, errFormatOld) {
 				upgrade = true
 				return nil
 			}
@@ -118,7 +118,7 @@ func initDB(b *bolt.DB) error {
 		return err
 	})
 	if err == nil && upgrade {
-		return upgradeFrom1(b)
+		return upgradeFormat(b)
 	}
 	if err != nil || !empty {
 		return err
@@ -133,24 +133,25 @@ func initDB(b *bolt.DB) error {
 	})
 }
 
-// errFormat1 is checkFormat's answer for a version 1 database, which
-// initDB upgrades.
-var errFormat1 = errors.New("format version 1")
+// errFormatOld is checkFormat's answer for a version 1 or 2 database,
+// which initDB upgrades.
+var errFormatOld = errors.New("older format version")
 
-// upgradeFrom1 turns a version 1 database into version 2 in one
-// transaction: it adds the schedule and transactions buckets, empty, since
-// version 1 brokers kept no schedule and no transactions.
-func upgradeFrom1(b *bolt.DB) error {
+// upgradeFormat turns a version 1 or 2 database into the current version
+// in one transaction: it adds the buckets later versions brought (the
+// schedule and transactions buckets in 2, pop in 3), empty, since older
+// brokers kept no such state.
+func upgradeFormat(b *bolt.DB) error {
 	return b.Update(func(tx *bolt.Tx) error {
-		for _, name := range []string{bucketSchedule, bucketTransactions} {
+		for _, name := range []string{bucketSchedule, bucketTransactions, bucketPop} {
 			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
-				return fmt.Errorf("offsets: upgrade to format 2: create bucket %q: %w", name, err)
+				return fmt.Errorf("offsets: upgrade to format %d: create bucket %q: %w", formatVersion, name, err)
 			}
 		}
 		if _, err := newTx(tx); err != nil {
-			return fmt.Errorf("offsets: upgrade to format 2: %w", err)
+			return fmt.Errorf("offsets: upgrade to format %d: %w", formatVersion, err)
 		}
-		return tx.Bucket([]byte(bucketMeta)).Put(metaFormatKey(), encodeFormat(2))
+		return tx.Bucket([]byte(bucketMeta)).Put(metaFormatKey(), encodeFormat(formatVersion))
 	})
 }
 
@@ -171,8 +172,8 @@ func checkFormat(tx *bolt.Tx) error {
 	if err != nil {
 		return err
 	}
-	if got == 1 && formatVersion == 2 {
-		return errFormat1
+	if got == 1 || got == 2 {
+		return errFormatOld
 	}
 	if got != formatVersion {
 		return fmt.Errorf("offsets: format version %d, this build reads %d: %w", got, formatVersion, ErrCorrupt)

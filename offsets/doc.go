@@ -98,6 +98,13 @@
 //	key  | half queue offset u64 (8) |
 //	val  record bytes, as given
 //
+// pop ("pop"), the pop consumption state of each consumer group's view of
+// a queue: its cursor and in-flight records, encoded by the store (package
+// store/pop); the key is the consumer offset's:
+//
+//	key  | escaped group | escaped topic | queueId u32 (4) |
+//	val  state bytes, as given
+//
 // # Snapshots and RocketMQ config files
 //
 // DB.WriteSnapshot streams a consistent copy of the whole database for a raft

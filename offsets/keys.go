@@ -17,6 +17,7 @@ const (
 	bucketDedupeByTime    = "dedupe_by_time"
 	bucketSchedule        = "schedule"
 	bucketTransactions    = "transactions"
+	bucketPop             = "pop"
 )
 
 // bucketNames lists every bucket Open creates.
@@ -24,14 +25,14 @@ func bucketNames() []string {
 	return []string{
 		bucketMeta, bucketConsumerOffsets, bucketQueueOffsets,
 		bucketTopics, bucketGroups, bucketDedupe, bucketDedupeByTime,
-		bucketSchedule, bucketTransactions,
+		bucketSchedule, bucketTransactions, bucketPop,
 	}
 }
 
 // formatVersion is stored under metaKindFormat. Bump it on any layout change.
-// Version 2 added the schedule and transactions buckets; a version 1
-// database is upgraded in place when opened (upgradeFrom1).
-const formatVersion uint32 = 2
+// Version 2 added the schedule and transactions buckets, version 3 the pop
+// bucket; an older database is upgraded in place when opened (upgrade).
+const formatVersion uint32 = 3
 
 // Meta bucket key kinds (the first byte of every meta key).
 const (

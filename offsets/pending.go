@@ -78,3 +78,34 @@ func (t *Tx) ForEachTransaction(fn func(halfOffset int64, val []byte) error) err
 	}
 	return nil
 }
+
+// PutPopQueue stores the pop state of a group's view of a queue.
+func (t *Tx) PutPopQueue(group, topic string, queueID int32, val []byte) error {
+	if err := checkQueueArgs(topic, queueID, 0); err != nil || group == "" {
+		return fmt.Errorf("offsets: put pop state of %q %q %d: %w", group, topic, queueID, ErrInvalidArgument)
+	}
+	return t.put(t.pop, encodeConsumerOffsetKey(group, topic, queueID), val, "pop state")
+}
+
+// DeletePopQueue removes the pop state of a group's view of a queue;
+// absent is not an error.
+func (t *Tx) DeletePopQueue(group, topic string, queueID int32) error {
+	return t.del(t.pop, encodeConsumerOffsetKey(group, topic, queueID), "pop state")
+}
+
+// ForEachPopQueue calls fn for every stored pop state, ordered as consumer
+// offsets are. val is only valid during the call. An error from fn stops
+// the walk and is returned unchanged.
+func (t *Tx) ForEachPopQueue(fn func(group, topic string, queueID int32, val []byte) error) error {
+	c := t.pop.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		group, topic, q, err := decodeConsumerOffsetKey(k)
+		if err != nil {
+			return fmt.Errorf("offsets: pop key %x: %w", k, err)
+		}
+		if err := fn(group, topic, q, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}

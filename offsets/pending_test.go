@@ -1,6 +1,7 @@
 package offsets
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -69,6 +70,7 @@ func TestOpenUpgradesFormat1(t *testing.T) {
 	require.NoError(t, db.bolt.Update(func(tx *bolt.Tx) error {
 		require.NoError(t, tx.DeleteBucket([]byte(bucketSchedule)))
 		require.NoError(t, tx.DeleteBucket([]byte(bucketTransactions)))
+		require.NoError(t, tx.DeleteBucket([]byte(bucketPop)))
 		return tx.Bucket([]byte(bucketMeta)).Put(metaFormatKey(), encodeFormat(1))
 	}))
 	require.NoError(t, db.Close())
@@ -89,6 +91,52 @@ func TestOpenUpgradesFormat1(t *testing.T) {
 		v, err := decodeFormat(tx.Bucket([]byte(bucketMeta)).Get(metaFormatKey()))
 		require.NoError(t, err)
 		require.Equal(t, formatVersion, v)
+		return nil
+	}))
+}
+
+func TestPopQueues(t *testing.T) {
+	db := openTestDB(t, "")
+	update(t, db, func(tx *Tx) error {
+		require.NoError(t, tx.PutPopQueue("g", "T", 1, []byte("b")))
+		require.NoError(t, tx.PutPopQueue("g", "T", 0, []byte("a")))
+		require.NoError(t, tx.PutPopQueue("h", "T", 0, []byte("c")))
+		require.NoError(t, tx.DeletePopQueue("h", "T", 0))
+		require.NoError(t, tx.DeletePopQueue("h", "T", 9)) // absent
+		require.ErrorIs(t, tx.PutPopQueue("", "T", 0, nil), ErrInvalidArgument)
+		require.ErrorIs(t, tx.PutPopQueue("g", "T", -1, nil), ErrInvalidArgument)
+		return nil
+	})
+	require.NoError(t, db.View(func(tx *Tx) error {
+		var got []string
+		require.NoError(t, tx.ForEachPopQueue(func(g, topic string, q int32, v []byte) error {
+			got = append(got, fmt.Sprintf("%s/%s/%d=%s", g, topic, q, v))
+			return nil
+		}))
+		require.Equal(t, []string{"g/T/0=a", "g/T/1=b"}, got)
+		return nil
+	}))
+}
+
+// A version 2 database (no pop bucket) is upgraded when opened.
+func TestOpenUpgradesFormat2(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := Open(path, testOptions(t))
+	require.NoError(t, err)
+	update(t, db, func(tx *Tx) error { return tx.SetScheduleOffset(3, 8) })
+	require.NoError(t, db.bolt.Update(func(tx *bolt.Tx) error {
+		require.NoError(t, tx.DeleteBucket([]byte(bucketPop)))
+		return tx.Bucket([]byte(bucketMeta)).Put(metaFormatKey(), encodeFormat(2))
+	}))
+	require.NoError(t, db.Close())
+	db, err = Open(path, testOptions(t))
+	require.NoError(t, err)
+	defer db.Close()
+	update(t, db, func(tx *Tx) error { return tx.PutPopQueue("g", "T", 0, []byte("x")) })
+	require.NoError(t, db.View(func(tx *Tx) error {
+		v, err := tx.ScheduleOffset(3)
+		require.NoError(t, err)
+		require.EqualValues(t, 8, v)
 		return nil
 	}))
 }

@@ -29,6 +29,7 @@ type Tx struct {
 	dedupeByTime    *bolt.Bucket
 	schedule        *bolt.Bucket
 	transactions    *bolt.Bucket
+	pop             *bolt.Bucket
 }
 
 func newTx(btx *bolt.Tx) (*Tx, error) {
@@ -46,6 +47,7 @@ func newTx(btx *bolt.Tx) (*Tx, error) {
 		{bucketDedupeByTime, &tx.dedupeByTime},
 		{bucketSchedule, &tx.schedule},
 		{bucketTransactions, &tx.transactions},
+		{bucketPop, &tx.pop},
 	} {
 		if *b.dst = btx.Bucket([]byte(b.name)); *b.dst == nil {
 			return nil, fmt.Errorf("offsets: bucket %q missing: %w", b.name, ErrCorrupt)

@@ -18,6 +18,7 @@ import (
 	"github.com/raftmq/raftmq/internal/failpoint"
 	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/offsets"
+	"github.com/raftmq/raftmq/store/pop"
 	"github.com/raftmq/raftmq/store/schedule"
 	"github.com/raftmq/raftmq/store/txn"
 )
@@ -27,8 +28,10 @@ type Result struct {
 	Index, Term uint64
 	BatchID     uint64
 	Kind        byte            // 0 for no-ops and conf changes
-	Messages    []MessageResult // for KindMessages
-	Err         error           // for a command, or a malformed entry
+	Messages    []MessageResult // for KindMessages (and the records of other kinds)
+	// Pop holds a pop entry's results, one per op (package pop).
+	Pop []pop.Result
+	Err error // for a command, or a malformed entry
 }
 
 // MessageResult is where one message landed.
@@ -237,6 +240,11 @@ func (s *Store) applyEntry(e *commitlog.Entry) (Result, error) {
 			}
 		case kind == KindTxn:
 			r.Messages, r.Err, err = s.applyTxn(payload, e.Pos+commitlog.HeaderSize+BodyHeaderSize)
+			if err != nil {
+				return r, err
+			}
+		case kind == KindPop:
+			r.Pop, r.Messages, r.Err, err = s.applyPop(payload, e.Pos+commitlog.HeaderSize+BodyHeaderSize)
 			if err != nil {
 				return r, err
 			}
@@ -488,6 +496,87 @@ func (s *Store) applyTxn(payload []byte, base int64) (msgs []MessageResult, resE
 	}
 	msgs, err = s.applyMessages(recs, base+int64(len(payload)-len(recs)), false)
 	return msgs, nil, err
+}
+
+// applyPop applies a pop entry (package pop): each op in turn, against
+// the replicated pop state; the record of a revive that moves its message
+// to the dead-letter topic is stored only if the revive applied. Each
+// queue whose state changed also moves its group's consumer offset forward
+// to the queue's low water (pop.Queue.LowWater), so that pull-side tools
+// (progress, lag, a later pull consumer) see what pop consumers finished.
+// Apply-time failures are per op (pop.Result.Err); resErr is a malformed
+// entry, nothing of which applies; err is a storage error.
+func (s *Store) applyPop(payload []byte, base int64) (pops []pop.Result, msgs []MessageResult, resErr, err error) {
+	b, recs, derr := pop.DecodeBatch(payload)
+	if derr != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrBadEntry, derr), nil
+	}
+	dlqs := 0
+	for i := range b.Ops {
+		if b.Ops[i].DLQ {
+			dlqs++
+		}
+	}
+	if n := message.CountRecords(recs); n != dlqs {
+		return nil, nil, fmt.Errorf("%w: pop entry with %d dead-letter revives carries %d records", ErrBadEntry, dlqs, n), nil
+	}
+	pops = make([]pop.Result, len(b.Ops))
+	st := s.state
+	st.mu.Lock()
+	for i := range b.Ops {
+		o := &b.Ops[i]
+		if err := offsets.CheckGroupName(o.Group); err != nil {
+			pops[i].Err = fmt.Errorf("%w: %w", pop.ErrBadOp, err)
+			continue
+		}
+		if _, ok := st.topics[o.Topic]; !ok {
+			pops[i].Err = fmt.Errorf("%w: %q", ErrUnknownTopic, o.Topic)
+			continue
+		}
+		if o.Queue < 0 {
+			pops[i].Err = fmt.Errorf("%w: queue %d", pop.ErrBadOp, o.Queue)
+			continue
+		}
+		r := st.pop.ApplyOp(b.Now, o)
+		pops[i] = r
+		k := o.Key()
+		if _, ok := st.pop.Queues[k]; !ok {
+			continue
+		}
+		st.dirtyPop[k] = true
+		ok := offsetKey{o.Group, o.Topic, o.Queue}
+		if cur, has := st.consumer[ok]; !has || r.LowWater > cur {
+			st.consumer[ok] = r.LowWater
+			st.dirtyConsumer[ok] = true
+		}
+	}
+	st.mu.Unlock()
+	if dlqs == 0 {
+		return pops, nil, nil, nil
+	}
+	recBase := base + int64(len(payload)-len(recs))
+	off := 0
+	for i := range b.Ops {
+		if !b.Ops[i].DLQ {
+			continue
+		}
+		v, perr := message.Parse(recs[off:], false)
+		if perr != nil {
+			// Counted above, so it parses; keep the check for safety.
+			return pops, msgs, fmt.Errorf("%w: dead-letter record at %d: %w", ErrBadEntry, off, perr), nil
+		}
+		phy := recBase + int64(off)
+		off += v.Size
+		if !pops[i].DLQ {
+			continue // the revive did not apply: its copy is not stored
+		}
+		mr, err := s.applyMessage(&v, phy, false)
+		if err != nil {
+			return pops, msgs, nil, err
+		}
+		msgs = append(msgs, mr)
+	}
+	return pops, msgs, nil, nil
 }
 
 func (s *Store) applyCommand(payload []byte) error {

@@ -19,6 +19,10 @@ const (
 	// KindTxn ends or checks a transaction (package txn): a txn.Op head,
 	// then its records.
 	KindTxn byte = 4
+	// KindPop changes pop consumption state (package pop): a pop.Batch
+	// head, then the records of messages its revives move to dead-letter
+	// topics.
+	KindPop byte = 5
 
 	bodyOffKind    = 0
 	bodyOffBatchID = 1
@@ -136,7 +140,7 @@ func parseBody(b []byte) (kind byte, batchID uint64, payload []byte, err error) 
 		return 0, 0, nil, fmt.Errorf("%w: %d bytes", ErrBadEntry, len(b))
 	}
 	kind = b[bodyOffKind]
-	if kind < KindMessages || kind > KindTxn {
+	if kind < KindMessages || kind > KindPop {
 		return 0, 0, nil, fmt.Errorf("%w: kind %d", ErrBadEntry, kind)
 	}
 	return kind, binary.BigEndian.Uint64(b[bodyOffBatchID:]), b[BodyHeaderSize:], nil

@@ -242,6 +242,9 @@ func (st *state) restoreDelta(d *stateDelta) {
 	for k := range d.txns {
 		st.dirtyTxns[k] = true
 	}
+	for k := range d.pop {
+		st.dirtyPop[k] = true
+	}
 	st.dirtyACL = st.dirtyACL || d.writeACL
 	st.dirtyBrokerConfig = st.dirtyBrokerConfig || d.writeBrokerConfig
 	st.persisted = min(st.persisted, d.prevPersisted)

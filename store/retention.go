@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/store/pop"
 	"github.com/raftmq/raftmq/store/schedule"
 	"github.com/raftmq/raftmq/store/txn"
 )
@@ -310,6 +311,10 @@ func entryRecords(kind byte, payload []byte) []byte {
 		}
 	case KindTxn:
 		if _, recs, err := txn.DecodeOp(payload); err == nil {
+			return recs
+		}
+	case KindPop:
+		if _, recs, err := pop.DecodeBatch(payload); err == nil {
 			return recs
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/raftmq/raftmq/offsets"
+	"github.com/raftmq/raftmq/store/pop"
 	"github.com/raftmq/raftmq/store/txn"
 )
 
@@ -34,6 +35,7 @@ type state struct {
 	queues      map[queueKey]int64 // next queue offset to assign
 	sched       map[int32]int64    // next unit to deliver of each schedule queue
 	txns        map[int64]txn.Record
+	pop         *pop.State
 	acl         []byte // access-control state (Config.ApplyACL); nil: none
 	// brokerConfig is the group-wide broker settings (OpBrokerConfig);
 	// nil: none.
@@ -45,6 +47,7 @@ type state struct {
 	dirtyQueues       map[queueKey]bool
 	dirtySched        map[int32]bool
 	dirtyTxns         map[int64]bool
+	dirtyPop          map[pop.Key]bool
 	dirtyACL          bool
 	dirtyBrokerConfig bool
 	// dirtyGen counts clearDirty calls (from 1), so that Apply marks a
@@ -61,6 +64,7 @@ func loadState(db *offsets.DB) (*state, error) {
 		queues:   map[queueKey]int64{},
 		sched:    map[int32]int64{},
 		txns:     map[int64]txn.Record{},
+		pop:      pop.NewState(),
 	}
 	st.clearDirty()
 	err := db.View(func(tx *offsets.Tx) error {
@@ -108,12 +112,22 @@ func loadState(db *offsets.DB) (*state, error) {
 		}); err != nil {
 			return err
 		}
-		return tx.ForEachTransaction(func(half int64, val []byte) error {
+		if err := tx.ForEachTransaction(func(half int64, val []byte) error {
 			r, err := txn.DecodeRecord(val)
 			if err != nil {
 				return fmt.Errorf("transaction at half offset %d: %w", half, err)
 			}
 			st.txns[half] = r
+			return nil
+		}); err != nil {
+			return err
+		}
+		return tx.ForEachPopQueue(func(group, topic string, q int32, val []byte) error {
+			pq, err := pop.DecodeQueue(val)
+			if err != nil {
+				return fmt.Errorf("pop state of %s/%s/%d: %w", group, topic, q, err)
+			}
+			st.pop.Queues[pop.Key{Group: group, Topic: topic, Queue: q}] = pq
 			return nil
 		})
 	})
@@ -131,6 +145,7 @@ func (st *state) clearDirty() {
 	st.dirtyQueues = map[queueKey]bool{}
 	st.dirtySched = map[int32]bool{}
 	st.dirtyTxns = map[int64]bool{}
+	st.dirtyPop = map[pop.Key]bool{}
 	st.dirtyACL = false
 	st.dirtyBrokerConfig = false
 	st.dirtyGen++
@@ -148,6 +163,7 @@ type stateDelta struct {
 	queues               map[queueKey]int64
 	sched                map[int32]int64
 	txns                 map[int64]*txn.Record // nil: ended
+	pop                  map[pop.Key][]byte    // encoded queue state; nil: none
 	acl                  []byte                // written when writeACL
 	writeACL             bool
 	brokerConfig         map[string]string // written when writeBrokerConfig
@@ -171,6 +187,14 @@ func (st *state) takeDelta() *stateDelta {
 		queues:       make(map[queueKey]int64, len(st.dirtyQueues)),
 		sched:        make(map[int32]int64, len(st.dirtySched)),
 		txns:         make(map[int64]*txn.Record, len(st.dirtyTxns)),
+		pop:          make(map[pop.Key][]byte, len(st.dirtyPop)),
+	}
+	for k := range st.dirtyPop {
+		if q, ok := st.pop.Queues[k]; ok {
+			d.pop[k] = q.Encode()
+		} else {
+			d.pop[k] = nil
+		}
 	}
 	for name := range st.dirtyTopics {
 		var c *offsets.TopicConfig
@@ -270,6 +294,15 @@ func (d *stateDelta) write(db *offsets.DB, indexCheckpoint []byte) error {
 					return err
 				}
 			} else if err := tx.PutTransaction(h, r.Encode()); err != nil {
+				return err
+			}
+		}
+		for k, v := range d.pop {
+			if v == nil {
+				if err := tx.DeletePopQueue(k.Group, k.Topic, k.Queue); err != nil {
+					return err
+				}
+			} else if err := tx.PutPopQueue(k.Group, k.Topic, k.Queue, v); err != nil {
 				return err
 			}
 		}
@@ -404,3 +437,61 @@ func (s *Store) BrokerConfig() (map[string]string, uint64) {
 
 // BrokerConfigVersion is BrokerConfig's version, without the copy.
 func (s *Store) BrokerConfigVersion() uint64 { return s.brokerConfigVersion.Load() }
+
+// PopQueue returns a copy of a group's pop state in a queue.
+func (s *Store) PopQueue(k pop.Key) (*pop.Queue, bool) {
+	s.state.mu.RLock()
+	defer s.state.mu.RUnlock()
+	q, ok := s.state.pop.Queues[k]
+	if !ok {
+		return nil, false
+	}
+	return q.Clone(), true
+}
+
+// PopDue lists the records hidden past their visible-again time at nowMs,
+// by queue, at most limit in all (package pop).
+func (s *Store) PopDue(nowMs int64, limit int) map[pop.Key][]pop.Record {
+	s.state.mu.RLock()
+	defer s.state.mu.RUnlock()
+	out := map[pop.Key][]pop.Record{}
+	n := 0
+	for k, q := range s.state.pop.Queues {
+		if n >= limit {
+			break
+		}
+		if due := q.Due(nowMs); len(due) > 0 {
+			if len(due) > limit-n {
+				due = due[:limit-n]
+			}
+			out[k] = due
+			n += len(due)
+		}
+	}
+	return out
+}
+
+// PopInFlight counts, by topic and queue, a group's messages in flight
+// (popped and neither acked nor dead-lettered).
+func (s *Store) PopInFlight(group string) map[pop.Key]int {
+	s.state.mu.RLock()
+	defer s.state.mu.RUnlock()
+	out := map[pop.Key]int{}
+	for k, q := range s.state.pop.Queues {
+		if k.Group == group && len(q.InFlight) > 0 {
+			out[k] = len(q.InFlight)
+		}
+	}
+	return out
+}
+
+// PopTotals returns the number of queues with pop state and of messages
+// in flight over all of them.
+func (s *Store) PopTotals() (queues, inFlight int) {
+	s.state.mu.RLock()
+	defer s.state.mu.RUnlock()
+	for _, q := range s.state.pop.Queues {
+		inFlight += len(q.InFlight)
+	}
+	return len(s.state.pop.Queues), inFlight
+}

@@ -1,0 +1,435 @@
+// Package pop holds the rules of pop consumption (RocketMQ 5's
+// SimpleConsumer model) as replicated state: for each consumer group's
+// view of a queue, a cursor and the in-flight records, and the entry that
+// changes them.
+//
+// A pop hides messages from the group for an invisible time: each popped
+// queue offset gets an in-flight Record (its pop time, when it becomes
+// visible again, how many times it was delivered). An ack removes the
+// record; a change of invisible time gives it a new pop time and a new
+// visible-again time; a revive, proposed by the leader once the
+// visible-again time has passed, marks it visible, so that the next pop
+// hands it out again (attempt + 1), or, past the group's maximum, removes
+// it as the message goes to the dead-letter topic in the same entry.
+//
+// The cursor (Queue.Next) is the first offset never popped; offsets below
+// it that have no record were acked (or dead-lettered), or skipped by the
+// popping consumer's filter.
+//
+// Every change is an Op of a Batch, one raft entry; the times in it are
+// the proposing leader's clock (Batch.Now). Apply checks each op against
+// the state, so an op proposed twice, or built by a leader from a state
+// that moved since, takes effect at most once and fails the same way on
+// every replica. A receipt (what a consumer acks with) names the record
+// by queue offset and pop time; a pop of a record is allowed only at a
+// time later than its last pop time, so a receipt is never reused.
+package pop
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Key is one consumer group's view of one queue.
+type Key struct {
+	Group string
+	Topic string
+	Queue int32
+}
+
+// Record is one in-flight message of a queue.
+type Record struct {
+	Offset int64
+	// PopTime is the leader's time (ms) of the pop or of the last change
+	// of invisible time: with Offset, the receipt.
+	PopTime int64
+	// VisibleAt is when the message may be revived (ms).
+	VisibleAt int64
+	// Attempt counts deliveries, from 1 at the first pop.
+	Attempt int32
+	// Revived: the invisible time passed and a revive entry applied; the
+	// next pop hands the message out again.
+	Revived bool
+}
+
+// Queue is a queue's pop state for one group.
+type Queue struct {
+	// Next is the first queue offset never popped.
+	Next int64
+	// InFlight holds the records by offset.
+	InFlight map[int64]*Record
+}
+
+// LowWater is the group's consumed position in the queue: the lowest
+// offset still in flight, or Next.
+func (q *Queue) LowWater() int64 {
+	low := q.Next
+	for off := range q.InFlight {
+		low = min(low, off)
+	}
+	return low
+}
+
+// Busy reports whether a record is hidden (popped, not acked, not revived):
+// an orderly pop waits for it.
+func (q *Queue) Busy() bool {
+	for _, r := range q.InFlight {
+		if !r.Revived {
+			return true
+		}
+	}
+	return false
+}
+
+// Sorted returns the records by offset.
+func (q *Queue) Sorted() []Record {
+	out := make([]Record, 0, len(q.InFlight))
+	for _, r := range q.InFlight {
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b Record) int { return int(min(max(a.Offset-b.Offset, -1), 1)) })
+	return out
+}
+
+// Clone returns a deep copy.
+func (q *Queue) Clone() *Queue {
+	c := &Queue{Next: q.Next, InFlight: make(map[int64]*Record, len(q.InFlight))}
+	for off, r := range q.InFlight {
+		rc := *r
+		c.InFlight[off] = &rc
+	}
+	return c
+}
+
+// Op types.
+const (
+	OpPop    = "pop"
+	OpAck    = "ack"
+	OpChange = "change"
+	OpRevive = "revive"
+)
+
+// Op is one change of a queue's pop state.
+type Op struct {
+	Type  string `json:"t"`
+	Group string `json:"g"`
+	Topic string `json:"tp"`
+	Queue int32  `json:"q"`
+
+	// A pop hides Offsets (ascending) for Invisible ms: revived records,
+	// and offsets of [From, To), which the cursor then passes, only if it
+	// is at From (or the queue has no state yet and Init is set: From is
+	// then the start the leader chose). Offsets of [From, To) not listed
+	// were skipped by the consumer's filter.
+	From      int64   `json:"f,omitempty"`
+	To        int64   `json:"to,omitempty"`
+	Init      bool    `json:"i,omitempty"`
+	Offsets   []int64 `json:"o,omitempty"`
+	Invisible int64   `json:"iv,omitempty"`
+	// Order: an orderly pop, refused while a record of the queue is hidden.
+	Order bool `json:"ord,omitempty"`
+
+	// Offset and PopTime name a record (ack, change, revive); a change
+	// also sets Invisible.
+	Offset  int64 `json:"off,omitempty"`
+	PopTime int64 `json:"pt,omitempty"`
+	// DLQ: a revive that moves the message to the group's dead-letter
+	// topic; the entry carries the copy to store, one record per such op,
+	// in op order.
+	DLQ bool `json:"dlq,omitempty"`
+}
+
+// Key returns the op's queue.
+func (o *Op) Key() Key { return Key{o.Group, o.Topic, o.Queue} }
+
+// Batch is the head of a pop entry.
+type Batch struct {
+	// Now is the proposing leader's clock, ms.
+	Now int64 `json:"now"`
+	Ops []Op  `json:"ops"`
+}
+
+// Errors of an op's result. They are deterministic: every replica reaches
+// the same.
+var (
+	// ErrBadOp is an op that makes no sense on its own.
+	ErrBadOp = errors.New("pop: malformed op")
+	// ErrMoved: the pop's cursor part was built from a cursor that moved
+	// since (another pop got there first); nothing of it was taken.
+	ErrMoved = errors.New("pop: queue cursor moved")
+	// ErrBusy: an orderly pop while a message of the queue is hidden.
+	ErrBusy = errors.New("pop: queue has a message in flight")
+	// ErrStale: the receipt names a record that was popped again or had
+	// its invisible time changed since: another receipt holds it.
+	ErrStale = errors.New("pop: receipt handle is expired")
+	// ErrNotPopped: the offset was never popped by the group.
+	ErrNotPopped = errors.New("pop: offset was never popped")
+	// ErrNotDue: a revive before the record's visible-again time, or of a
+	// record already revived.
+	ErrNotDue = errors.New("pop: record not due for revival")
+)
+
+// Result is what one op did.
+type Result struct {
+	Err error
+	// Popped lists, for a pop, the records handed out (in offset order).
+	Popped []Record
+	// PopTime is a change's new pop time.
+	PopTime int64
+	// Done: an ack of an offset already acked (or dead-lettered): nothing
+	// to do, and not an error.
+	Done bool
+	// DLQ: a revive that removed the record; its record in the entry is
+	// stored in the dead-letter topic.
+	DLQ bool
+	// LowWater is the queue's LowWater after the op.
+	LowWater int64
+}
+
+// State is every queue's pop state. It is not safe for concurrent use.
+type State struct {
+	Queues map[Key]*Queue
+}
+
+// NewState returns an empty state.
+func NewState() *State { return &State{Queues: map[Key]*Queue{}} }
+
+// Apply applies a batch's ops in order and returns one result per op.
+func (s *State) Apply(b *Batch) []Result {
+	out := make([]Result, len(b.Ops))
+	for i := range b.Ops {
+		out[i] = s.ApplyOp(b.Now, &b.Ops[i])
+	}
+	return out
+}
+
+// ApplyOp applies one op of a batch whose time is now.
+func (s *State) ApplyOp(now int64, o *Op) Result {
+	k := o.Key()
+	q := s.Queues[k]
+	var r Result
+	switch o.Type {
+	case OpPop:
+		r = s.pop(now, k, q, o)
+		q = s.Queues[k]
+	case OpAck:
+		r = ack(q, o)
+	case OpChange:
+		r = change(now, q, o)
+	case OpRevive:
+		r = revive(now, q, o)
+	default:
+		r.Err = fmt.Errorf("%w: type %q", ErrBadOp, o.Type)
+	}
+	if q != nil {
+		r.LowWater = q.LowWater()
+	}
+	return r
+}
+
+func (s *State) pop(now int64, k Key, q *Queue, o *Op) Result {
+	switch {
+	case o.Invisible <= 0:
+		return Result{Err: fmt.Errorf("%w: invisible time %d", ErrBadOp, o.Invisible)}
+	case o.From < 0 || o.To < o.From:
+		return Result{Err: fmt.Errorf("%w: cursor range [%d, %d)", ErrBadOp, o.From, o.To)}
+	case !slices.IsSorted(o.Offsets):
+		return Result{Err: fmt.Errorf("%w: offsets not ascending", ErrBadOp)}
+	}
+	if q != nil && o.Order && q.Busy() {
+		return Result{Err: ErrBusy}
+	}
+	cursorOK := (q != nil && q.Next == o.From) || (q == nil && o.Init)
+	if q == nil {
+		if !cursorOK && o.To > o.From {
+			return Result{Err: ErrMoved}
+		}
+		q = &Queue{Next: o.From, InFlight: map[int64]*Record{}}
+		s.Queues[k] = q
+	}
+	var r Result
+	for i, off := range o.Offsets {
+		if i > 0 && off == o.Offsets[i-1] {
+			continue
+		}
+		rec := q.InFlight[off]
+		switch {
+		case off < o.From:
+			if rec == nil || !rec.Revived || rec.PopTime >= now {
+				continue // acked, popped again, or changed since the leader looked
+			}
+			rec.PopTime, rec.VisibleAt, rec.Revived = now, now+o.Invisible, false
+			rec.Attempt++
+		case off < o.To && cursorOK && rec == nil:
+			rec = &Record{Offset: off, PopTime: now, VisibleAt: now + o.Invisible, Attempt: 1}
+			q.InFlight[off] = rec
+		default:
+			continue
+		}
+		r.Popped = append(r.Popped, *rec)
+	}
+	if cursorOK {
+		q.Next = max(q.Next, o.To)
+	} else if o.To > o.From {
+		r.Err = ErrMoved // the revived records it took stand
+	}
+	return r
+}
+
+// find returns the record an ack, change or revive names, or the error.
+func find(q *Queue, o *Op) (*Record, Result) {
+	if q == nil || o.Offset >= q.Next || o.Offset < 0 {
+		return nil, Result{Err: ErrNotPopped}
+	}
+	rec := q.InFlight[o.Offset]
+	if rec == nil {
+		return nil, Result{Done: true}
+	}
+	if rec.PopTime != o.PopTime {
+		return nil, Result{Err: ErrStale}
+	}
+	return rec, Result{}
+}
+
+func ack(q *Queue, o *Op) Result {
+	rec, r := find(q, o)
+	if rec == nil {
+		return r
+	}
+	delete(q.InFlight, o.Offset)
+	return r
+}
+
+func change(now int64, q *Queue, o *Op) Result {
+	if o.Invisible < 0 {
+		return Result{Err: fmt.Errorf("%w: invisible time %d", ErrBadOp, o.Invisible)}
+	}
+	rec, r := find(q, o)
+	if rec == nil {
+		if r.Done {
+			// The message was acked: there is nothing to keep hidden.
+			return Result{Err: ErrStale}
+		}
+		return r
+	}
+	// A new pop time, later than the last, so the old receipt dies.
+	rec.PopTime = max(now, rec.PopTime+1)
+	rec.VisibleAt = rec.PopTime + o.Invisible
+	rec.Revived = false
+	return Result{PopTime: rec.PopTime}
+}
+
+func revive(now int64, q *Queue, o *Op) Result {
+	rec, r := find(q, o)
+	if rec == nil {
+		return r
+	}
+	if rec.Revived || rec.VisibleAt > now {
+		return Result{Err: ErrNotDue}
+	}
+	if o.DLQ {
+		delete(q.InFlight, o.Offset)
+		return Result{DLQ: true}
+	}
+	rec.Revived = true
+	return Result{}
+}
+
+// Due returns, in offset order, the records of q that are hidden and whose
+// visible-again time is at or before now.
+func (q *Queue) Due(now int64) []Record {
+	var out []Record
+	for _, r := range q.InFlight {
+		if !r.Revived && r.VisibleAt <= now {
+			out = append(out, *r)
+		}
+	}
+	slices.SortFunc(out, func(a, b Record) int { return int(min(max(a.Offset-b.Offset, -1), 1)) })
+	return out
+}
+
+// The entry payload: the batch's JSON head, then the records of its DLQ
+// revives back to back.
+//
+//	| head length u32 | head (JSON Batch) | records |
+
+// AppendBatch appends b's encoding; the records follow it.
+func AppendBatch(dst []byte, b *Batch) ([]byte, error) {
+	js, err := json.Marshal(b)
+	if err != nil {
+		return nil, fmt.Errorf("pop: encode batch: %w", err)
+	}
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(js)))
+	return append(dst, js...), nil
+}
+
+// ErrBadBatch is returned for a pop entry that does not decode.
+var ErrBadBatch = errors.New("pop: malformed pop entry")
+
+// DecodeBatch splits a pop entry payload into its head and its records.
+func DecodeBatch(p []byte) (*Batch, []byte, error) {
+	if len(p) < 4 {
+		return nil, nil, fmt.Errorf("%w: %d bytes", ErrBadBatch, len(p))
+	}
+	n := binary.BigEndian.Uint32(p)
+	if uint64(n) > uint64(len(p)-4) {
+		return nil, nil, fmt.Errorf("%w: head of %d bytes in %d", ErrBadBatch, n, len(p))
+	}
+	var b Batch
+	if err := json.Unmarshal(p[4:4+n], &b); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrBadBatch, err)
+	}
+	return &b, p[4+n:], nil
+}
+
+// Encoding of a Queue (the value of its key in the store's database):
+//
+//	| next i64 | count u32 | count × (offset i64 | pop time i64 | visible at i64 | attempt i32 | revived u8) |
+const recordSize = 8 + 8 + 8 + 4 + 1
+
+// Encode returns q's encoding, records by offset.
+func (q *Queue) Encode() []byte {
+	b := make([]byte, 0, 12+recordSize*len(q.InFlight))
+	b = binary.BigEndian.AppendUint64(b, uint64(q.Next))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(q.InFlight)))
+	for _, r := range q.Sorted() {
+		b = binary.BigEndian.AppendUint64(b, uint64(r.Offset))
+		b = binary.BigEndian.AppendUint64(b, uint64(r.PopTime))
+		b = binary.BigEndian.AppendUint64(b, uint64(r.VisibleAt))
+		b = binary.BigEndian.AppendUint32(b, uint32(r.Attempt))
+		var rv byte
+		if r.Revived {
+			rv = 1
+		}
+		b = append(b, rv)
+	}
+	return b
+}
+
+// DecodeQueue decodes Encode's output.
+func DecodeQueue(b []byte) (*Queue, error) {
+	if len(b) < 12 {
+		return nil, fmt.Errorf("pop: queue state of %d bytes", len(b))
+	}
+	q := &Queue{Next: int64(binary.BigEndian.Uint64(b)), InFlight: map[int64]*Record{}}
+	n := int(binary.BigEndian.Uint32(b[8:]))
+	b = b[12:]
+	if len(b) != n*recordSize {
+		return nil, fmt.Errorf("pop: queue state: %d records in %d bytes", n, len(b))
+	}
+	for i := 0; i < n; i++ {
+		r := &Record{
+			Offset:    int64(binary.BigEndian.Uint64(b)),
+			PopTime:   int64(binary.BigEndian.Uint64(b[8:])),
+			VisibleAt: int64(binary.BigEndian.Uint64(b[16:])),
+			Attempt:   int32(binary.BigEndian.Uint32(b[24:])),
+			Revived:   b[28] == 1,
+		}
+		q.InFlight[r.Offset] = r
+		b = b[recordSize:]
+	}
+	return q, nil
+}

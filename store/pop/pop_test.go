@@ -1,0 +1,210 @@
+package pop
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
+
+const g, tp = "g", "T"
+
+func popOp(from, to int64, init bool, inv int64, offs ...int64) Op {
+	return Op{Type: OpPop, Group: g, Topic: tp, From: from, To: to, Init: init, Offsets: offs, Invisible: inv}
+}
+
+func offsetsOf(rs []Record) []int64 {
+	var out []int64
+	for _, r := range rs {
+		out = append(out, r.Offset)
+	}
+	return out
+}
+
+func one(t *testing.T, s *State, now int64, o Op) Result {
+	t.Helper()
+	return s.Apply(&Batch{Now: now, Ops: []Op{o}})[0]
+}
+
+func TestPopAckLifecycle(t *testing.T) {
+	s := NewState()
+	r := one(t, s, 1000, popOp(0, 3, true, 500, 0, 1, 2))
+	if r.Err != nil || !reflect.DeepEqual(offsetsOf(r.Popped), []int64{0, 1, 2}) {
+		t.Fatalf("pop: %+v", r)
+	}
+	if r.Popped[0].PopTime != 1000 || r.Popped[0].VisibleAt != 1500 || r.Popped[0].Attempt != 1 {
+		t.Fatalf("record %+v", r.Popped[0])
+	}
+	// The same pop again (proposed twice): the cursor moved, nothing taken.
+	if r := one(t, s, 1001, popOp(0, 3, true, 500, 0, 1, 2)); !errors.Is(r.Err, ErrMoved) || len(r.Popped) != 0 {
+		t.Fatalf("second pop: %+v", r)
+	}
+	// Ack with the wrong pop time: stale, nothing changes.
+	if r := one(t, s, 1002, Op{Type: OpAck, Group: g, Topic: tp, Offset: 1, PopTime: 999}); !errors.Is(r.Err, ErrStale) {
+		t.Fatalf("stale ack: %+v", r)
+	}
+	if r := one(t, s, 1002, Op{Type: OpAck, Group: g, Topic: tp, Offset: 1, PopTime: 1000}); r.Err != nil || r.Done || r.LowWater != 0 {
+		t.Fatalf("ack: %+v", r)
+	}
+	// Idempotent.
+	if r := one(t, s, 1003, Op{Type: OpAck, Group: g, Topic: tp, Offset: 1, PopTime: 1000}); r.Err != nil || !r.Done {
+		t.Fatalf("ack again: %+v", r)
+	}
+	// Never popped.
+	if r := one(t, s, 1003, Op{Type: OpAck, Group: g, Topic: tp, Offset: 7, PopTime: 1000}); !errors.Is(r.Err, ErrNotPopped) {
+		t.Fatalf("forged ack: %+v", r)
+	}
+	if r := one(t, s, 1003, Op{Type: OpAck, Group: "other", Topic: tp, Offset: 0, PopTime: 1000}); !errors.Is(r.Err, ErrNotPopped) {
+		t.Fatalf("other group's ack: %+v", r)
+	}
+	if r := one(t, s, 1004, Op{Type: OpAck, Group: g, Topic: tp, Offset: 0, PopTime: 1000}); r.Err != nil || r.LowWater != 2 {
+		t.Fatalf("ack 0: %+v", r)
+	}
+}
+
+func TestReviveAndRepop(t *testing.T) {
+	s := NewState()
+	one(t, s, 1000, popOp(0, 2, true, 500, 0, 1))
+	// Too early: refused whatever the leader said.
+	if r := one(t, s, 1499, Op{Type: OpRevive, Group: g, Topic: tp, Offset: 0, PopTime: 1000}); !errors.Is(r.Err, ErrNotDue) {
+		t.Fatalf("early revive: %+v", r)
+	}
+	if due := s.Queues[Key{g, tp, 0}].Due(1500); !reflect.DeepEqual(offsetsOf(due), []int64{0, 1}) {
+		t.Fatalf("due %v", due)
+	}
+	if r := one(t, s, 1500, Op{Type: OpRevive, Group: g, Topic: tp, Offset: 0, PopTime: 1000}); r.Err != nil {
+		t.Fatalf("revive: %+v", r)
+	}
+	if r := one(t, s, 1500, Op{Type: OpRevive, Group: g, Topic: tp, Offset: 0, PopTime: 1000}); !errors.Is(r.Err, ErrNotDue) {
+		t.Fatalf("revive twice: %+v", r)
+	}
+	// Offset 1 is still hidden: only 0 is popped again, with attempt 2
+	// and a new pop time.
+	r := one(t, s, 1600, popOp(2, 2, false, 500, 0, 1))
+	if r.Err != nil || len(r.Popped) != 1 || r.Popped[0].Offset != 0 || r.Popped[0].Attempt != 2 || r.Popped[0].PopTime != 1600 {
+		t.Fatalf("re-pop: %+v", r)
+	}
+	// The first receipt is dead; the second acks.
+	if r := one(t, s, 1601, Op{Type: OpAck, Group: g, Topic: tp, Offset: 0, PopTime: 1000}); !errors.Is(r.Err, ErrStale) {
+		t.Fatalf("old receipt: %+v", r)
+	}
+	if r := one(t, s, 1601, Op{Type: OpAck, Group: g, Topic: tp, Offset: 0, PopTime: 1600}); r.Err != nil {
+		t.Fatalf("new receipt: %+v", r)
+	}
+	// A revived record is not popped again at its own pop time.
+	s2 := NewState()
+	one(t, s2, 10, popOp(0, 1, true, 1, 0))
+	one(t, s2, 11, Op{Type: OpRevive, Group: g, Topic: tp, Offset: 0, PopTime: 10})
+	if r := one(t, s2, 10, popOp(1, 1, false, 5, 0)); len(r.Popped) != 0 {
+		t.Fatalf("re-pop at the same time: %+v", r)
+	}
+}
+
+func TestChangeInvisible(t *testing.T) {
+	s := NewState()
+	one(t, s, 1000, popOp(0, 1, true, 500, 0))
+	r := one(t, s, 1000, Op{Type: OpChange, Group: g, Topic: tp, Offset: 0, PopTime: 1000, Invisible: 2000})
+	if r.Err != nil || r.PopTime != 1001 {
+		t.Fatalf("change: %+v", r)
+	}
+	rec := s.Queues[Key{g, tp, 0}].InFlight[0]
+	if rec.VisibleAt != 3001 || rec.Attempt != 1 {
+		t.Fatalf("record %+v", rec)
+	}
+	if r := one(t, s, 1600, Op{Type: OpRevive, Group: g, Topic: tp, Offset: 0, PopTime: 1001}); !errors.Is(r.Err, ErrNotDue) {
+		t.Fatalf("revive before the new time: %+v", r)
+	}
+	if r := one(t, s, 1700, Op{Type: OpChange, Group: g, Topic: tp, Offset: 0, PopTime: 1000, Invisible: 1}); !errors.Is(r.Err, ErrStale) {
+		t.Fatalf("change with the old receipt: %+v", r)
+	}
+	one(t, s, 1800, Op{Type: OpAck, Group: g, Topic: tp, Offset: 0, PopTime: 1001})
+	if r := one(t, s, 1900, Op{Type: OpChange, Group: g, Topic: tp, Offset: 0, PopTime: 1001, Invisible: 1}); !errors.Is(r.Err, ErrStale) {
+		t.Fatalf("change after ack: %+v", r)
+	}
+}
+
+func TestOrderlyPop(t *testing.T) {
+	s := NewState()
+	o := popOp(0, 1, true, 100, 0)
+	o.Order = true
+	one(t, s, 10, o)
+	o2 := popOp(1, 2, false, 100, 1)
+	o2.Order = true
+	if r := one(t, s, 20, o2); !errors.Is(r.Err, ErrBusy) {
+		t.Fatalf("orderly pop while busy: %+v", r)
+	}
+	if s.Queues[Key{g, tp, 0}].Next != 1 {
+		t.Fatal("a refused pop moved the cursor")
+	}
+	one(t, s, 30, Op{Type: OpAck, Group: g, Topic: tp, Offset: 0, PopTime: 10})
+	if r := one(t, s, 40, o2); r.Err != nil || len(r.Popped) != 1 {
+		t.Fatalf("orderly pop after ack: %+v", r)
+	}
+}
+
+func TestDLQAndFilterSkips(t *testing.T) {
+	s := NewState()
+	// Offsets 1 and 2 were skipped by the filter: the cursor passes them.
+	r := one(t, s, 10, popOp(0, 4, true, 5, 0, 3))
+	if !reflect.DeepEqual(offsetsOf(r.Popped), []int64{0, 3}) || s.Queues[Key{g, tp, 0}].Next != 4 {
+		t.Fatalf("filtered pop: %+v", r)
+	}
+	r = one(t, s, 20, Op{Type: OpRevive, Group: g, Topic: tp, Offset: 0, PopTime: 10, DLQ: true})
+	if r.Err != nil || !r.DLQ || r.LowWater != 3 {
+		t.Fatalf("dlq revive: %+v", r)
+	}
+	if r := one(t, s, 21, Op{Type: OpAck, Group: g, Topic: tp, Offset: 0, PopTime: 10}); !r.Done {
+		t.Fatalf("ack after dlq: %+v", r)
+	}
+}
+
+func TestEncodeRoundTrip(t *testing.T) {
+	s := NewState()
+	one(t, s, 10, popOp(5, 9, true, 5, 5, 6, 8))
+	one(t, s, 20, Op{Type: OpRevive, Group: g, Topic: tp, Offset: 6, PopTime: 10})
+	q := s.Queues[Key{g, tp, 0}]
+	got, err := DecodeQueue(q.Encode())
+	if err != nil || !reflect.DeepEqual(got, q) {
+		t.Fatalf("round trip: %v\n%+v\n%+v", err, got, q)
+	}
+	if _, err := DecodeQueue(q.Encode()[:20]); err == nil {
+		t.Fatal("truncated state decoded")
+	}
+	b := &Batch{Now: 7, Ops: []Op{popOp(0, 1, true, 3, 0)}}
+	p, err := AppendBatch(nil, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = append(p, "records"...)
+	got2, recs, err := DecodeBatch(p)
+	if err != nil || !reflect.DeepEqual(got2, b) || string(recs) != "records" {
+		t.Fatalf("batch round trip: %v %+v %q", err, got2, recs)
+	}
+	if _, _, err := DecodeBatch(p[:3]); !errors.Is(err, ErrBadBatch) {
+		t.Fatalf("short batch: %v", err)
+	}
+}
+
+// Two replicas applying the same batches reach the same state, whatever
+// order the ops of their maps were visited in.
+func TestDeterministic(t *testing.T) {
+	batches := []*Batch{
+		{Now: 10, Ops: []Op{popOp(0, 8, true, 5, 0, 1, 2, 3, 4, 5, 6, 7)}},
+		{Now: 12, Ops: []Op{{Type: OpAck, Group: g, Topic: tp, Offset: 3, PopTime: 10}, {Type: OpChange, Group: g, Topic: tp, Offset: 4, PopTime: 10, Invisible: 50}}},
+		{Now: 16, Ops: []Op{{Type: OpRevive, Group: g, Topic: tp, Offset: 0, PopTime: 10}, {Type: OpRevive, Group: g, Topic: tp, Offset: 1, PopTime: 10, DLQ: true}}},
+		{Now: 17, Ops: []Op{popOp(8, 8, false, 5, 0, 2)}},
+	}
+	a, b := NewState(), NewState()
+	for _, bt := range batches {
+		ra, rb := a.Apply(bt), b.Apply(bt)
+		if !reflect.DeepEqual(ra, rb) {
+			t.Fatalf("results differ: %+v %+v", ra, rb)
+		}
+	}
+	qa, qb := a.Queues[Key{g, tp, 0}], b.Queues[Key{g, tp, 0}]
+	if string(qa.Encode()) != string(qb.Encode()) {
+		t.Fatal("states differ")
+	}
+	if want := []int64{0, 2, 4, 5, 6, 7}; !reflect.DeepEqual(offsetsOf(qa.Sorted()), want) {
+		t.Fatalf("in flight %v, want %v", offsetsOf(qa.Sorted()), want)
+	}
+}

@@ -1,0 +1,102 @@
+package store
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftmq/raftmq/internal/vfs"
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/store/pop"
+)
+
+func popEntry(t *testing.T, sa *Standalone, b *pop.Batch, msgs ...*message.Message) []byte {
+	t.Helper()
+	head, err := pop.AppendBatch(nil, b)
+	require.NoError(t, err)
+	return internalEntry(t, sa, KindPop, head, msgs...)
+}
+
+// Pop entries change the pop state through Apply: pops hide, acks remove,
+// a dead-letter revive stores its copy only if it applies, the group's
+// consumer offset follows the low water, and the state survives a restart
+// and travels in a snapshot.
+func TestPopStateAppliesPersistsAndSnapshots(t *testing.T) {
+	cfg := testConfig(t, vfs.NewMem())
+	sa := openSA(t, cfg)
+	createTopic(t, sa, "T", 2)
+	createTopic(t, sa, "%DLQ%g", 1)
+	for i := range 4 {
+		_, err := sa.Put(msg("T", 0, i, "", ""))
+		require.NoError(t, err)
+	}
+	k := pop.Key{Group: "g", Topic: "T", Queue: 0}
+	r, err := sa.appendApply(popEntry(t, sa, &pop.Batch{Now: 100, Ops: []pop.Op{
+		{Type: pop.OpPop, Group: "g", Topic: "T", From: 0, To: 3, Init: true, Offsets: []int64{0, 1, 2}, Invisible: 50},
+		{Type: pop.OpPop, Group: "g", Topic: "nope", From: 0, To: 1, Init: true, Offsets: []int64{0}, Invisible: 50},
+		{Type: pop.OpPop, Group: "bad group!", Topic: "T", From: 0, To: 1, Init: true, Offsets: []int64{0}, Invisible: 50},
+	}}))
+	require.NoError(t, err)
+	require.NoError(t, r.Err)
+	require.Len(t, r.Pop, 3)
+	require.NoError(t, r.Pop[0].Err)
+	require.Len(t, r.Pop[0].Popped, 3)
+	require.ErrorIs(t, r.Pop[1].Err, ErrUnknownTopic)
+	require.ErrorIs(t, r.Pop[2].Err, pop.ErrBadOp)
+	off, ok := sa.ConsumerOffset("g", "T", 0)
+	require.True(t, ok)
+	require.Equal(t, int64(0), off)
+
+	// Ack 0 and revive 1 to the dead-letter topic; a revive of 2 with a
+	// wrong receipt does not apply, and its copy is not stored.
+	r, err = sa.appendApply(popEntry(t, sa, &pop.Batch{Now: 200, Ops: []pop.Op{
+		{Type: pop.OpAck, Group: "g", Topic: "T", Offset: 0, PopTime: 100},
+		{Type: pop.OpRevive, Group: "g", Topic: "T", Offset: 1, PopTime: 100, DLQ: true},
+		{Type: pop.OpRevive, Group: "g", Topic: "T", Offset: 2, PopTime: 99, DLQ: true},
+	}}, msg("%DLQ%g", 0, 1, "", ""), msg("%DLQ%g", 0, 2, "", "")))
+	require.NoError(t, err)
+	require.NoError(t, r.Err)
+	require.NoError(t, r.Pop[0].Err)
+	require.True(t, r.Pop[1].DLQ)
+	require.ErrorIs(t, r.Pop[2].Err, pop.ErrStale)
+	require.Len(t, r.Messages, 1)
+	require.Equal(t, int64(1), sa.MaxOffset("%DLQ%g", 0))
+	off, _ = sa.ConsumerOffset("g", "T", 0)
+	require.Equal(t, int64(2), off, "the consumer offset follows the low water")
+
+	// A dead-letter revive without its record is malformed: nothing applies.
+	r, err = sa.appendApply(popEntry(t, sa, &pop.Batch{Now: 300, Ops: []pop.Op{
+		{Type: pop.OpRevive, Group: "g", Topic: "T", Offset: 2, PopTime: 100, DLQ: true},
+	}}))
+	require.NoError(t, err)
+	require.ErrorIs(t, r.Err, ErrBadEntry)
+	q, ok := sa.PopQueue(k)
+	require.True(t, ok)
+	require.Len(t, q.InFlight, 1)
+	require.Equal(t, int64(3), q.Next)
+
+	require.NoError(t, sa.Close())
+	sa = openSA(t, cfg)
+	defer sa.Close()
+	q2, ok := sa.PopQueue(k)
+	require.True(t, ok)
+	require.Equal(t, q, q2, "the pop state survives a restart")
+	require.Equal(t, map[pop.Key]int{k: 1}, sa.PopInFlight("g"))
+	due := sa.PopDue(150, 10)
+	require.Len(t, due[k], 1)
+	require.Equal(t, int64(2), due[k][0].Offset)
+
+	_, snap, err := sa.Snapshot()
+	require.NoError(t, err)
+	sb := openSA(t, testConfig(t, vfs.NewMem()))
+	defer sb.Close()
+	require.NoError(t, sb.Restore(snap, func(info SnapshotInfo) error { return sb.w.Reset(info.Index+1, info.Pos) }))
+	q3, ok := sb.PopQueue(k)
+	require.True(t, ok)
+	require.Equal(t, q, q3, "the pop state travels in a snapshot")
+	// The restored state goes on: the receipt acks on the new replica.
+	r, err = sb.appendApply(popEntry(t, sb, &pop.Batch{Now: 400, Ops: []pop.Op{{Type: pop.OpAck, Group: "g", Topic: "T", Offset: 2, PopTime: 100}}}))
+	require.NoError(t, err)
+	require.NoError(t, r.Pop[0].Err)
+	require.False(t, r.Pop[0].Done)
+}
