@@ -285,6 +285,10 @@ func (rs *resources) group(name string, perm Perm) {
 //     GET_CONSUMER_LIST_BY_GROUP 38: SUB on consumerGroup;
 //   - LOCK_BATCH_MQ 41, UNLOCK_BATCH_MQ 42: SUB on the body's group and
 //     on the topics of its queues;
+//   - the pop codes (POP_MESSAGE 200050, ACK_MESSAGE 200051, PEEK_MESSAGE
+//     200052, CHANGE_MESSAGE_INVISIBLETIME 200053, NOTIFICATION 200054,
+//     POLLING_INFO 200055): SUB on consumerGroup and topic;
+//     BATCH_ACK_MESSAGE 200151: SUB on each ack's group and topic;
 //   - anything else: nothing (signature, and NeedsAdmin, only).
 //
 // A topic %RETRY%G is always group G. RocketMQ's table has the sends (its
@@ -323,6 +327,24 @@ func Resources(code int32, ext map[string]string, body []byte) ([]Resource, erro
 		}
 		rs.topic(h.Topic, Sub)
 		rs.group(h.ConsumerGroup, Sub)
+	case remoting.PopMessage, remoting.AckMessage, remoting.ChangeMessageInvisibleTime,
+		remoting.PeekMessage, remoting.Notification, remoting.PollingInfo:
+		// Every pop header has consumerGroup and topic.
+		group, topic := ext["consumerGroup"], ext["topic"]
+		if group == "" || topic == "" {
+			return fail(fmt.Errorf("pop request without consumerGroup or topic: %w", remoting.ErrMalformed))
+		}
+		rs.topic(topic, Sub)
+		rs.group(group, Sub)
+	case remoting.BatchAckMessage:
+		body, err := remoting.DecodeBatchAckBody(body)
+		if err != nil {
+			return fail(err)
+		}
+		for _, a := range body.Acks {
+			rs.topic(a.Topic, Sub)
+			rs.group(a.ConsumerGroup, Sub)
+		}
 	case remoting.QueryConsumerOffset:
 		h, err := remoting.DecodeQueryConsumerOffsetRequestHeader(ext)
 		if err != nil {

@@ -224,6 +224,7 @@ type Broker struct {
 	fps  fpState
 	acl  aclState
 	gset groupSettingsCache // the group-wide settings (brokerconfig.go)
+	pop  *popState          // pop consumption (pop.go)
 
 	// removed is closed once this node learns it was removed from the
 	// group (members.go).
@@ -294,7 +295,7 @@ func Start(cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("cluster: node %d is not in its own peer list", cfg.ID)
 	}
 	b := &Broker{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), peers: map[uint64]Peer{}, fwd: map[string]*remoting.Conn{}, stopc: make(chan struct{}), removed: make(chan struct{}), selfRemoved: make(chan struct{}, 1),
-		fp: cfg.Store.Failpoints, members: membership.New(0), filters: filter.NewCache(0), locks: locks.New(0), watched: map[*remoting.ServerConn]struct{}{}}
+		fp: cfg.Store.Failpoints, members: membership.New(0), filters: filter.NewCache(0), locks: locks.New(0), watched: map[*remoting.ServerConn]struct{}{}, pop: newPopState()}
 	b.life, b.stopLife = context.WithCancel(context.Background())
 	if !failpoint.Built && cfg.FaultEndpoint {
 		return nil, fmt.Errorf("cluster: the fault endpoint: %w", failpoint.ErrNotBuilt)
@@ -427,9 +428,11 @@ func Start(cfg Config) (*Broker, error) {
 		b.wg.Add(1)
 		go func() { defer b.wg.Done(); b.seedACL() }()
 	}
-	b.wg.Add(2)
+	b.wg.Add(4)
 	go func() { defer b.wg.Done(); b.scheduleLoop() }()
 	go func() { defer b.wg.Done(); b.txnCheckLoop() }()
+	go func() { defer b.wg.Done(); b.popBatcher() }()
+	go func() { defer b.wg.Done(); b.popReviveLoop() }()
 	if len(cfg.NameServers) > 0 {
 		b.reg = namesrv.NewRegistrar(namesrv.RegistrarConfig{Addrs: cfg.NameServers, State: b.registrations, Logger: b.log, Dial: b.tls.dialer(nil)})
 		b.wg.Add(1)
@@ -588,7 +591,9 @@ func (b *Broker) gauges() map[string]float64 {
 	if b.rep.Node().LeaderReady() {
 		ready = 1
 	}
+	_, inFlight := s.PopTotals()
 	return map[string]float64{
+		"raftmq_pop_in_flight":                   float64(inFlight),
 		"raftmq_raft_term":                       float64(st.Term),
 		"raftmq_raft_leader":                     float64(st.Leader),
 		"raftmq_raft_is_leader":                  isLeader,

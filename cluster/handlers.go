@@ -118,6 +118,9 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 	case remoting.TransferLeader, remoting.AddNode, remoting.RemoveNode:
 		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleAdmin(ctx, req) })
 	}
+	if resp, ok := b.handlePopCode(ctx, conn, req); ok {
+		return resp
+	}
 	if resp, ok := b.handleAdminCode(ctx, conn, req); ok {
 		return resp
 	}

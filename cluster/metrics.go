@@ -53,6 +53,11 @@ type Metrics struct {
 	PullBytes   prometheus.Counter
 	// httpConns counts open connections of the HTTP port.
 	httpConns atomic.Int64
+	// Pop consumption (leader).
+	Popped     prometheus.Counter
+	PopAcked   prometheus.Counter
+	PopRevived *prometheus.CounterVec // by outcome: visible, dlq
+	PopEntries prometheus.Counter
 
 	// The children of Sends and Pulls, looked up once.
 	sendsOK, sendsError                       prometheus.Counter
@@ -110,6 +115,11 @@ func NewMetrics(src scrapeFuncs) *Metrics {
 			Help: "Time from a delayed message's due time to the proposal of its delivery.", Buckets: prometheus.ExponentialBuckets(1e-3, 2, 16)}),
 		TxnEnded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_transactions_ended_total",
 			Help: "Transactions ended through this node while leader, by action (commit, rollback, discard)."}, []string{"action"}),
+		Popped:   prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_pop_messages_total", Help: "Messages handed out by pops (leader)."}),
+		PopAcked: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_pop_acked_total", Help: "Popped messages acked (leader; repeated acks not counted)."}),
+		PopRevived: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_pop_revived_total",
+			Help: "Popped messages whose invisible time passed unacked (leader), by outcome: visible again, or moved to the dead-letter topic."}, []string{"outcome"}),
+		PopEntries: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_pop_entries_total", Help: "Pop entries (pops, acks, changes, revives) proposed (leader)."}),
 		SendBack: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_send_back_total",
 			Help: "Messages consumers sent back, by target (retry, dlq)."}, []string{"target"}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_requests_refused_total",
@@ -134,6 +144,7 @@ func NewMetrics(src scrapeFuncs) *Metrics {
 	reg.MustRegister(m.Sends, m.SendLatency, m.Fsync, m.Apply, m.Commit, m.BatchSize, m.Pulls, m.Forwarded, m.ForwardDropped,
 		m.ScheduleDelivered, m.ScheduleLateness, m.TxnEnded, m.SendBack, m.topicMessages, m.topicBytes, m.scrape,
 		m.Refused, m.PullLatency, m.PullBytes, buildInfo(),
+		m.Popped, m.PopAcked, m.PopRevived, m.PopEntries,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -253,6 +264,7 @@ var gaugeHelp = map[string]string{
 	"raftmq_disk_full":                       "1 while sends are refused because the disk is above its full ratio.",
 	"raftmq_disk_free_bytes":                 "Free bytes of the data file system at the last check.",
 	"raftmq_disk_stalled":                    "1 while raft waits for disk space to write.",
+	"raftmq_pop_in_flight":                   "Popped messages neither acked nor dead-lettered, over every group and queue.",
 	"raftmq_disk_clean_ratio":                "Used fraction above which expired segments are deleted at any hour (--disk-clean-ratio).",
 	"raftmq_disk_force_clean_ratio":          "Used fraction above which the oldest segments are deleted even if not expired (--disk-force-clean-ratio).",
 	"raftmq_disk_full_ratio":                 "Used fraction above which sends are refused (--disk-full-ratio).",

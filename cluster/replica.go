@@ -16,6 +16,7 @@ import (
 	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
+	"github.com/raftmq/raftmq/store/pop"
 )
 
 // ReplicaConfig configures one node's replicated store.
@@ -339,6 +340,26 @@ func (r *Replica) ProposeInternal(ctx context.Context, kind byte, payload []byte
 	}
 	o, err := r.submit(ctx, &raftlog.Request{Kind: kind, Data: payload}, records)
 	return o.msgs, err
+}
+
+// ProposePopAsync replicates a pop entry (package pop): b's head, then
+// the dead-letter copies of its DLQ revives, in op order, stamped and
+// checked here like sends. done gets the ops' results and the stored
+// copies' results once the entry applied, or the error (on another
+// goroutine; it must not block). An error return means done is never
+// called.
+func (r *Replica) ProposePopAsync(b *pop.Batch, dlq []*message.Message, done func([]pop.Result, []store.MessageResult, error)) error {
+	recs, err := r.encodeSend(dlq)
+	if err != nil {
+		return err
+	}
+	payload, err := pop.AppendBatch(make([]byte, 0, 256+len(recs)), b)
+	if err != nil {
+		return err
+	}
+	payload = append(payload, recs[store.BodyHeaderSize:]...)
+	w := newAsyncWaiter(len(dlq), func(o outcome) { done(o.pops, o.msgs, o.err) })
+	return r.node.Submit(context.Background(), &raftlog.Request{Kind: store.KindPop, Data: payload, Waiter: w, Expires: true})
 }
 
 // submit queues q, expecting count message results, and waits for its

@@ -8,6 +8,7 @@ import (
 
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
+	"github.com/raftmq/raftmq/store/pop"
 )
 
 // Errors a proposer sees. ErrNotLeader, ErrDropped and ErrLost are
@@ -34,6 +35,7 @@ type waiter struct {
 
 type outcome struct {
 	msgs []store.MessageResult
+	pops []pop.Result // a pop entry's results
 	err  error
 }
 
@@ -89,6 +91,13 @@ func answerBatches(batches []*raftlog.Batch, rs []store.Result, complete bool, a
 func answer(b *raftlog.Batch, r *store.Result) {
 	if r.Kind == store.KindCommand || r.Err != nil {
 		b.Fail(r.Err) // a command's outcome is its apply-time error
+		return
+	}
+	if r.Kind == store.KindPop {
+		// A pop entry holds one request (its kind is never merged).
+		for _, q := range b.Requests {
+			q.Waiter.(*waiter).finish(outcome{msgs: r.Messages, pops: r.Pop})
+		}
 		return
 	}
 	msgs := r.Messages

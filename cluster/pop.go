@@ -1,0 +1,833 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/raftmq/raftmq/cluster/filter"
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/offsets"
+	"github.com/raftmq/raftmq/protocol/remoting"
+	"github.com/raftmq/raftmq/store"
+	"github.com/raftmq/raftmq/store/pop"
+)
+
+// Pop consumption (RocketMQ 5's SimpleConsumer model; package store/pop
+// holds the state and its rules). The leader decides what a pop hands out
+// from the replicated state, proposes the pop entry that hides it, and
+// answers only once that entry applied: a message is never handed out
+// before its pop is committed. Acks and changes of invisible time are ops
+// too. Ops from concurrent requests share entries (popBatcher). The
+// leader's revive loop (popReviveLoop) proposes the revival of records
+// whose invisible time passed, after a read barrier at the start of each
+// term, like the scheduler.
+//
+// The Go API (Pop, PopAck, PopChangeInvisible, PopPeek) is what the
+// remoting handlers (pop_handlers.go) call, and what a gRPC service can
+// call: it works on the leader only (ErrNotLeader elsewhere) and uses no
+// remoting types.
+
+// Pop settings.
+const (
+	// MaxPopInvisible is the longest invisible time a pop or a change may
+	// ask for: 12 hours, as RocketMQ's proxy.
+	MaxPopInvisible = 12 * time.Hour
+	// popReviveTick is how often the leader looks for records to revive.
+	popReviveTick = 50 * time.Millisecond
+	// popReviveMax bounds the revives proposed per tick.
+	popReviveMax = 1024
+	// popBatchOps bounds the ops of one pop entry.
+	popBatchOps = 1024
+	// popInFlight bounds the pop entries in flight at once: while they
+	// commit, the next ops queue up and share the next entry.
+	popInFlight = 2
+	// popMaxBytes bounds the records one pop reads per queue.
+	popMaxBytes = 4 << 20
+)
+
+// Errors of the pop API. The remoting handlers map them to RocketMQ's
+// codes; store.ErrUnknownTopic is a topic that does not exist.
+var (
+	// ErrPopInvalid is a request with a bad parameter (max messages,
+	// invisible time, queue id, receipt).
+	ErrPopInvalid = errors.New("cluster: invalid pop request")
+	// ErrPopNoGroup is a pop of a group without a config.
+	ErrPopNoGroup = errors.New("cluster: subscription group does not exist")
+	// ErrPopNoPermission is a pop of a topic not readable, or of a group
+	// whose consumption is disabled.
+	ErrPopNoPermission = errors.New("cluster: no permission to pop")
+	// ErrPopFilter is a filter expression that does not compile.
+	ErrPopFilter = errors.New("cluster: bad filter expression")
+	// ErrReceiptExpired is an ack or change with a receipt whose message
+	// was popped again, or had its invisible time changed, since: another
+	// receipt holds it. Nothing was changed.
+	ErrReceiptExpired = pop.ErrStale
+	// ErrReceiptUnknown is an ack or change of an offset the group never
+	// popped (a forged receipt, or another group's). Nothing was changed.
+	ErrReceiptUnknown = pop.ErrNotPopped
+)
+
+// PopRequest asks for up to Max messages of Group in Topic, hidden from
+// the group for Invisible.
+type PopRequest struct {
+	Group, Topic string
+	// QueueID is the queue to pop from; < 0: any readable queue.
+	QueueID   int32
+	Max       int
+	Invisible time.Duration
+	// InitMode is where a group with no position in a queue starts:
+	// remoting.PopInitMin (the queue's first message) or PopInitMax (its
+	// last one).
+	InitMode int32
+	// Order: orderly (FIFO) pop: a queue's next message is not handed out
+	// while an earlier one is in flight. A group whose config says
+	// consumeMessageOrderly always pops in order.
+	Order bool
+	// ExpressionType (TAG or SQL92, "" is TAG) and Expression ("" is *)
+	// filter the messages; those the filter rejects are passed over.
+	ExpressionType, Expression string
+}
+
+// Popped is one message a pop handed out.
+type Popped struct {
+	// Record is the stored record (RocketMQ's encoding, as a pull returns
+	// it) with its receipt in property POP_CK and the delivery attempts
+	// before this one in its reconsume times.
+	Record      []byte
+	QueueID     int32
+	QueueOffset int64
+	// Attempt counts deliveries of the message, from 1.
+	Attempt int32
+	// Receipt acks it, or changes its invisible time.
+	Receipt Receipt
+}
+
+// PopResult is what a pop handed out.
+type PopResult struct {
+	Messages []Popped
+	// PopTime is the leader's time of the pop (ms): the receipts' pop
+	// time.
+	PopTime int64
+	// Rest approximates the messages left to pop in the queues looked at.
+	Rest int64
+	// StartOffsets are, by queue, the first offset each queue's pop
+	// looked at (POP_MESSAGE's startOffsetInfo).
+	StartOffsets map[int32]int64
+}
+
+// Receipt names one delivery of a popped message: what an ack or a change
+// of invisible time presents. Its string form is RocketMQ's POP_CK.
+type Receipt struct {
+	Group, Topic string
+	QueueID      int32
+	Offset       int64
+	PopTime      int64
+	Invisible    int64 // ms
+	StartOffset  int64
+	Order        bool
+	BrokerName   string
+}
+
+// String returns the receipt in RocketMQ's POP_CK format.
+func (r Receipt) String() string { return r.ExtraInfo().String() }
+
+// ExtraInfo returns the receipt's fields as RocketMQ's extraInfo.
+func (r Receipt) ExtraInfo() remoting.ExtraInfo {
+	rq := int32(0)
+	if r.Order {
+		rq = remoting.PopOrderReviveQueue
+	}
+	return remoting.ExtraInfo{StartOffset: r.StartOffset, PopTime: r.PopTime, InvisibleTime: r.Invisible, ReviveQid: rq,
+		BrokerName: r.BrokerName, QueueID: r.QueueID, QueueOffset: r.Offset}
+}
+
+// ParseReceipt reads a POP_CK receipt of group's message in topic. offset
+// is the message's queue offset when the receipt does not carry it (-1:
+// it must).
+func ParseReceipt(group, topic, s string, offset int64) (Receipt, error) {
+	e, err := remoting.ParseExtraInfo(s)
+	if err != nil {
+		return Receipt{}, fmt.Errorf("%w: %w", ErrPopInvalid, err)
+	}
+	if e.TopicFlag != 0 {
+		return Receipt{}, fmt.Errorf("%w: receipt of a pop retry topic (flag %d): raftmq has none", ErrPopInvalid, e.TopicFlag)
+	}
+	if e.QueueOffset < 0 {
+		e.QueueOffset = offset
+	}
+	if e.QueueOffset < 0 {
+		return Receipt{}, fmt.Errorf("%w: receipt %q names no offset", ErrPopInvalid, s)
+	}
+	return Receipt{Group: group, Topic: topic, QueueID: e.QueueID, Offset: e.QueueOffset, PopTime: e.PopTime, Invisible: e.InvisibleTime,
+		StartOffset: e.StartOffset, Order: e.ReviveQid == remoting.PopOrderReviveQueue, BrokerName: e.BrokerName}, nil
+}
+
+// popState is the broker's pop machinery: the batcher, the per-queue
+// locks that serialise pops of one queue on the leader, and the term the
+// last read barrier was for.
+type popState struct {
+	calls chan *popCall
+	slots chan struct{}
+
+	mu    sync.Mutex
+	locks map[pop.Key]chan struct{}
+
+	term atomic.Uint64
+	next atomic.Uint32 // rotates the first queue of pops of any queue
+
+	pollMu  sync.Mutex
+	polling map[string]int // suspended pops by group@topic@queue
+}
+
+func newPopState() *popState {
+	return &popState{calls: make(chan *popCall, 4096), slots: make(chan struct{}, popInFlight),
+		locks: map[pop.Key]chan struct{}{}, polling: map[string]int{}}
+}
+
+// lock takes k's pop lock: waiting for it (until ctx ends) when wait,
+// else only if it is free.
+func (p *popState) lock(ctx context.Context, k pop.Key, wait bool) bool {
+	p.mu.Lock()
+	l, ok := p.locks[k]
+	if !ok {
+		l = make(chan struct{}, 1)
+		p.locks[k] = l
+	}
+	p.mu.Unlock()
+	if !wait {
+		select {
+		case l <- struct{}{}:
+			return true
+		default:
+			return false
+		}
+	}
+	select {
+	case l <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (p *popState) unlock(k pop.Key) {
+	p.mu.Lock()
+	l := p.locks[k]
+	p.mu.Unlock()
+	<-l
+}
+
+// popCall is one op waiting for its entry.
+type popCall struct {
+	op   pop.Op
+	dlq  *message.Message // a DLQ revive's copy
+	done chan popDone
+}
+
+type popDone struct {
+	res pop.Result
+	err error
+}
+
+// popBatcher packs the ops queued by requests into pop entries, up to
+// popInFlight entries at a time: ops that arrive while entries commit
+// share the next one.
+func (b *Broker) popBatcher() {
+	p := b.pop
+	var calls []*popCall
+	drain := func() {
+		for len(calls) < popBatchOps {
+			select {
+			case c := <-p.calls:
+				calls = append(calls, c)
+			default:
+				return
+			}
+		}
+	}
+	for {
+		select {
+		case c := <-p.calls:
+			calls = append(calls[:0], c)
+		case <-b.stopc:
+			return
+		}
+		drain()
+		select {
+		case p.slots <- struct{}{}:
+		case <-b.stopc:
+			for _, c := range calls {
+				c.done <- popDone{err: ErrStopping}
+			}
+			return
+		}
+		drain()
+		b.proposePops(slices.Clone(calls))
+	}
+}
+
+// proposePops proposes one entry of calls' ops and answers each call when
+// it applied. It releases its in-flight slot when done.
+func (b *Broker) proposePops(calls []*popCall) {
+	batch := &pop.Batch{Now: time.Now().UnixMilli(), Ops: make([]pop.Op, len(calls))}
+	var dlq []*message.Message
+	for i, c := range calls {
+		batch.Ops[i] = c.op
+		if c.op.DLQ {
+			dlq = append(dlq, c.dlq)
+		}
+	}
+	done := func(res []pop.Result, _ []store.MessageResult, err error) {
+		<-b.pop.slots
+		for i, c := range calls {
+			switch {
+			case err != nil:
+				c.done <- popDone{err: err}
+			case i < len(res):
+				c.done <- popDone{res: res[i]}
+			default:
+				c.done <- popDone{err: fmt.Errorf("%w: pop entry with fewer results than ops", store.ErrBadEntry)}
+			}
+		}
+		b.met.PopEntries.Inc()
+	}
+	if err := b.rep.ProposePopAsync(batch, dlq, done); err != nil {
+		done(nil, nil, err)
+	}
+}
+
+// popOps queues ops (with their DLQ copies, nil for others) and waits for
+// their results.
+func (b *Broker) popOps(ctx context.Context, ops []pop.Op, dlq []*message.Message) ([]pop.Result, error) {
+	calls := make([]*popCall, len(ops))
+	for i := range ops {
+		c := &popCall{op: ops[i], done: make(chan popDone, 1)}
+		if dlq != nil {
+			c.dlq = dlq[i]
+		}
+		calls[i] = c
+		select {
+		case b.pop.calls <- c:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("indeterminate: %w", ctx.Err())
+		case <-b.stopc:
+			return nil, ErrStopping
+		}
+	}
+	out := make([]pop.Result, len(ops))
+	var firstErr error
+	for i, c := range calls {
+		select {
+		case d := <-c.done:
+			if d.err != nil && firstErr == nil {
+				firstErr = d.err
+			}
+			out[i] = d.res
+		case <-ctx.Done():
+			return nil, fmt.Errorf("indeterminate: %w", ctx.Err())
+		}
+	}
+	return out, firstErr
+}
+
+// popBarrier runs a read barrier once per term, so that the leader
+// decides pops from state that holds every earlier leader's commits.
+func (b *Broker) popBarrier(ctx context.Context) error {
+	node := b.rep.Node()
+	if !node.IsLeader() {
+		return ErrNotLeader
+	}
+	term := node.Status().Term
+	if b.pop.term.Load() == term {
+		return nil
+	}
+	if err := b.readBarrier(ctx); err != nil {
+		return fmt.Errorf("read barrier: %w: %w", ErrNotLeader, err)
+	}
+	b.pop.term.Store(term)
+	return nil
+}
+
+// popCheck validates a pop's group, topic and queue and returns the
+// topic's and the group's config.
+func (b *Broker) popCheck(group, topic string, queueID int32) (offsets.TopicConfig, offsets.SubscriptionGroupConfig, error) {
+	st := b.rep.Store()
+	tc, ok := st.Topic(topic)
+	if !ok {
+		return tc, offsets.SubscriptionGroupConfig{}, fmt.Errorf("%w: topic[%s] not exist, apply first please!", store.ErrUnknownTopic, topic)
+	}
+	gc, ok := st.SubscriptionGroup(group)
+	if !ok {
+		return tc, gc, fmt.Errorf("%w: subscription group [%s] does not exist", ErrPopNoGroup, group)
+	}
+	if tc.Perm&offsets.PermRead == 0 {
+		return tc, gc, fmt.Errorf("%w: the topic[%s] peeking message is forbidden", ErrPopNoPermission, topic)
+	}
+	if !gc.ConsumeEnable {
+		return tc, gc, fmt.Errorf("%w: subscription group no permission, %s", ErrPopNoPermission, group)
+	}
+	if queueID >= tc.ReadQueueNums {
+		return tc, gc, fmt.Errorf("%w: queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d] consumer:[%s]",
+			ErrPopInvalid, queueID, topic, tc.ReadQueueNums, group)
+	}
+	return tc, gc, nil
+}
+
+// Pop hides and returns up to req.Max messages (leader only). An empty
+// result is not an error: the caller polls again.
+func (b *Broker) Pop(ctx context.Context, req PopRequest) (*PopResult, error) {
+	switch {
+	case req.Max <= 0 || req.Max > remoting.PopMaxMessages:
+		return nil, fmt.Errorf("%w: the max message num of pop is %d, not in [1, %d]", ErrPopInvalid, req.Max, remoting.PopMaxMessages)
+	case req.Invisible <= 0 || req.Invisible > MaxPopInvisible:
+		return nil, fmt.Errorf("%w: invisibleTime %d ms is not in (0, %d]", ErrPopInvalid, req.Invisible.Milliseconds(), MaxPopInvisible.Milliseconds())
+	case req.InitMode != remoting.PopInitMin && req.InitMode != remoting.PopInitMax:
+		return nil, fmt.Errorf("%w: initMode %d", ErrPopInvalid, req.InitMode)
+	}
+	tc, gc, err := b.popCheck(req.Group, req.Topic, req.QueueID)
+	if err != nil {
+		return nil, err
+	}
+	flt, err := b.filters.Get(req.ExpressionType, req.Expression)
+	if err != nil {
+		return nil, fmt.Errorf("%w: parse the consumer's subscription [%s] failed: %w", ErrPopFilter, req.Expression, err)
+	}
+	if err := b.popBarrier(ctx); err != nil {
+		return nil, err
+	}
+	order := req.Order || gc.ConsumeMessageOrderly
+	queues := []int32{req.QueueID}
+	if req.QueueID < 0 {
+		n := tc.ReadQueueNums
+		queues = make([]int32, n)
+		start := int32(b.pop.next.Add(1) % uint32(max(n, 1)))
+		for i := range n {
+			queues[i] = (start + i) % n
+		}
+	}
+	res := &PopResult{StartOffsets: map[int32]int64{}}
+	for _, q := range queues {
+		left := req.Max - len(res.Messages)
+		if left <= 0 {
+			break
+		}
+		if err := b.popQueue(ctx, &req, flt, order, q, left, req.QueueID >= 0, res); err != nil {
+			if len(res.Messages) > 0 {
+				// What was hidden is handed out; the rest fails later.
+				b.log.Debug("cluster: pop stopped early", "group", req.Group, "topic", req.Topic, "queue", q, "err", err)
+				break
+			}
+			return nil, err
+		}
+	}
+	if len(res.Messages) > 0 {
+		res.PopTime = res.Messages[0].Receipt.PopTime
+		b.met.Popped.Add(float64(len(res.Messages)))
+	}
+	return res, nil
+}
+
+// popQueue pops up to n messages of queue q into res.
+func (b *Broker) popQueue(ctx context.Context, req *PopRequest, flt filter.Filter, order bool, q int32, n int, wait bool, res *PopResult) error {
+	k := pop.Key{Group: req.Group, Topic: req.Topic, Queue: q}
+	if !b.pop.lock(ctx, k, wait) {
+		return nil // another pop of the queue is under way: skip it, as RocketMQ does
+	}
+	defer b.pop.unlock(k)
+	for attempt := 0; ; attempt++ {
+		op, recs, rest, err := b.buildPop(req, flt, order, k, n)
+		res.Rest += rest
+		if err != nil || op == nil {
+			return err
+		}
+		out, err := b.popOps(ctx, []pop.Op{*op}, nil)
+		if err != nil {
+			return err
+		}
+		r := out[0]
+		if errors.Is(r.Err, pop.ErrMoved) && len(r.Popped) == 0 && attempt < 2 {
+			continue // built from a state that moved: build again
+		}
+		if r.Err != nil && !errors.Is(r.Err, pop.ErrMoved) && !errors.Is(r.Err, pop.ErrBusy) {
+			return r.Err
+		}
+		res.StartOffsets[q] = op.From
+		if len(op.Offsets) > 0 {
+			res.StartOffsets[q] = min(op.From, op.Offsets[0])
+		}
+		for _, rec := range r.Popped {
+			raw, ok := recs[rec.Offset]
+			if !ok {
+				continue // not read (cannot happen: apply grants only listed offsets)
+			}
+			receipt := Receipt{Group: req.Group, Topic: req.Topic, QueueID: q, Offset: rec.Offset, PopTime: rec.PopTime,
+				Invisible: req.Invisible.Milliseconds(), StartOffset: res.StartOffsets[q], Order: order, BrokerName: b.cfg.BrokerName}
+			out, err := withReceipt(raw, receipt, rec.Attempt)
+			if err != nil {
+				b.log.Error("cluster: a popped message cannot be re-encoded; it is revived later", "topic", req.Topic, "queue", q, "offset", rec.Offset, "err", err)
+				continue
+			}
+			res.Messages = append(res.Messages, Popped{Record: out, QueueID: q, QueueOffset: rec.Offset, Attempt: rec.Attempt, Receipt: receipt})
+		}
+		return nil
+	}
+}
+
+// buildPop decides a pop of up to n messages of k from this node's state:
+// its revived records first, then messages from the cursor on, and reads
+// them (by offset). rest counts the messages left behind. A nil op: nothing
+// to pop.
+func (b *Broker) buildPop(req *PopRequest, flt filter.Filter, order bool, k pop.Key, n int) (*pop.Op, map[int64][]byte, int64, error) {
+	st := b.rep.Store()
+	now := time.Now().UnixMilli()
+	op := &pop.Op{Type: pop.OpPop, Group: k.Group, Topic: k.Topic, Queue: k.Queue, Invisible: req.Invisible.Milliseconds(), Order: order}
+	recs := map[int64][]byte{}
+	state, ok := st.PopQueue(k)
+	maxOff := st.MaxOffset(k.Topic, k.Queue)
+	if ok {
+		op.From = state.Next
+		if order && state.Busy() {
+			return nil, nil, 0, nil
+		}
+		for _, r := range state.Sorted() {
+			if len(op.Offsets) >= n {
+				break
+			}
+			if !r.Revived || r.PopTime >= now {
+				continue
+			}
+			gr, err := st.GetMessages(k.Topic, k.Queue, r.Offset, 1, popMaxBytes, nil)
+			if err != nil {
+				return nil, nil, 0, fmt.Errorf("read queue %s/%d at %d: %w", k.Topic, k.Queue, r.Offset, err)
+			}
+			if gr.Status != store.Found || gr.QueueOffsets[0] != r.Offset {
+				// Removed by retention: it can be delivered no more.
+				b.log.Debug("cluster: a revived pop message is gone from its queue", "topic", k.Topic, "queue", k.Queue, "offset", r.Offset)
+				continue
+			}
+			op.Offsets = append(op.Offsets, r.Offset)
+			recs[r.Offset] = gr.Records[0]
+		}
+	} else {
+		op.Init = true
+		if off, has := st.ConsumerOffset(k.Group, k.Topic, k.Queue); has {
+			op.From = off
+		} else if req.InitMode == remoting.PopInitMin {
+			op.From = st.MinOffset(k.Topic, k.Queue)
+		} else {
+			op.From = max(maxOff-1, st.MinOffset(k.Topic, k.Queue))
+		}
+	}
+	op.To = op.From
+	if order && len(op.Offsets) > 0 {
+		// An orderly pop hands out the earliest messages only: the revived
+		// ones go again before anything newer.
+		return op, recs, max(maxOff-op.From, 0), nil
+	}
+	if left := n - len(op.Offsets); left > 0 && op.From < maxOff {
+		var tags func(int64) bool
+		if flt != nil {
+			tags = flt.MatchTagsCode
+		}
+		from := op.From
+		gr, err := st.GetMessages(k.Topic, k.Queue, from, left, popMaxBytes, tags)
+		if err == nil && gr.Status == store.OffsetTooSmall {
+			// Retention removed what the cursor had not reached: pass it.
+			gr, err = st.GetMessages(k.Topic, k.Queue, gr.NextBeginOffset, left, popMaxBytes, tags)
+		}
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("read queue %s/%d at %d: %w", k.Topic, k.Queue, from, err)
+		}
+		keepMatching(&gr, flt)
+		switch gr.Status {
+		case store.Found, store.NoMatchedMessage:
+			op.To = gr.NextBeginOffset
+			for i, off := range gr.QueueOffsets {
+				op.Offsets = append(op.Offsets, off)
+				recs[off] = gr.Records[i]
+			}
+		case store.OffsetOverflowBadly:
+			// The cursor is past the queue's end (a queue reset by a
+			// snapshot): nothing to pop until it grows again.
+		}
+	}
+	if len(op.Offsets) == 0 && op.To == op.From && !op.Init {
+		return nil, nil, max(maxOff-op.From, 0), nil
+	}
+	slices.Sort(op.Offsets)
+	return op, recs, max(maxOff-op.To, 0), nil
+}
+
+// withReceipt returns a copy of a stored record with the receipt in
+// POP_CK and attempt-1 in its reconsume times.
+func withReceipt(rec []byte, r Receipt, attempt int32) ([]byte, error) {
+	m, _, err := message.Decode(rec)
+	if err != nil {
+		return nil, err
+	}
+	props := maps.Clone(m.Properties)
+	if props == nil {
+		props = map[string]string{}
+	}
+	props[message.PropertyPopCK] = r.String()
+	if _, ok := props[message.PropertyFirstPopTime]; !ok && attempt <= 1 {
+		props[message.PropertyFirstPopTime] = strconv.FormatInt(r.PopTime, 10)
+	}
+	m.Properties, m.RawProperties = props, ""
+	m.ReconsumeTimes = max(attempt-1, 0)
+	return message.Append(nil, &m)
+}
+
+// PopAck acks receipts (leader only) and returns each one's outcome: nil
+// (acked, or acked before: an ack is idempotent), ErrReceiptExpired or
+// ErrReceiptUnknown (nothing changed), or another error. The error return
+// is for the whole call (not the leader, not committed in time).
+func (b *Broker) PopAck(ctx context.Context, rs []Receipt) ([]error, error) {
+	if err := b.popBarrier(ctx); err != nil {
+		return nil, err
+	}
+	ops := make([]pop.Op, len(rs))
+	for i, r := range rs {
+		ops[i] = pop.Op{Type: pop.OpAck, Group: r.Group, Topic: r.Topic, Queue: r.QueueID, Offset: r.Offset, PopTime: r.PopTime}
+	}
+	out, err := b.popOps(ctx, ops, nil)
+	if err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(out))
+	acked := 0
+	for i, r := range out {
+		errs[i] = r.Err
+		if r.Err == nil && !r.Done {
+			acked++
+		}
+	}
+	b.met.PopAcked.Add(float64(acked))
+	return errs, nil
+}
+
+// PopChangeInvisible hides a popped message for d from now on (leader
+// only) and returns its new receipt; the old one is dead. d may be 0 (the
+// message is revived at the next tick).
+func (b *Broker) PopChangeInvisible(ctx context.Context, r Receipt, d time.Duration) (Receipt, error) {
+	if d < 0 || d > MaxPopInvisible {
+		return Receipt{}, fmt.Errorf("%w: invisibleTime %d ms is not in [0, %d]", ErrPopInvalid, d.Milliseconds(), MaxPopInvisible.Milliseconds())
+	}
+	if err := b.popBarrier(ctx); err != nil {
+		return Receipt{}, err
+	}
+	out, err := b.popOps(ctx, []pop.Op{{Type: pop.OpChange, Group: r.Group, Topic: r.Topic, Queue: r.QueueID, Offset: r.Offset,
+		PopTime: r.PopTime, Invisible: d.Milliseconds()}}, nil)
+	if err != nil {
+		return Receipt{}, err
+	}
+	if out[0].Err != nil {
+		return Receipt{}, out[0].Err
+	}
+	r.PopTime, r.Invisible, r.StartOffset = out[0].PopTime, d.Milliseconds(), r.Offset
+	return r, nil
+}
+
+// PopPeek reads up to max messages of a group's queue from its pop cursor
+// without hiding them (leader only).
+func (b *Broker) PopPeek(ctx context.Context, group, topic string, queueID int32, maxMsgs int) ([][]byte, error) {
+	if maxMsgs <= 0 || maxMsgs > remoting.PopMaxMessages {
+		return nil, fmt.Errorf("%w: the max message num of peek is %d, not in [1, %d]", ErrPopInvalid, maxMsgs, remoting.PopMaxMessages)
+	}
+	if queueID < 0 {
+		return nil, fmt.Errorf("%w: queueId %d", ErrPopInvalid, queueID)
+	}
+	if _, _, err := b.popCheck(group, topic, queueID); err != nil {
+		return nil, err
+	}
+	if err := b.popBarrier(ctx); err != nil {
+		return nil, err
+	}
+	st := b.rep.Store()
+	from := st.MinOffset(topic, queueID)
+	if q, ok := st.PopQueue(pop.Key{Group: group, Topic: topic, Queue: queueID}); ok {
+		from = q.Next
+	} else if off, ok := st.ConsumerOffset(group, topic, queueID); ok {
+		from = off
+	}
+	gr, err := st.GetMessages(topic, queueID, from, maxMsgs, popMaxBytes, nil)
+	if err != nil {
+		return nil, err
+	}
+	if gr.Status != store.Found {
+		return nil, nil
+	}
+	return gr.Records, nil
+}
+
+// popAvailable reports whether a pop of group in topic (queue q, < 0:
+// any) would find something: a revived record, or messages past a cursor.
+func (b *Broker) popAvailable(group, topic string, q int32) bool {
+	st := b.rep.Store()
+	tc, ok := st.Topic(topic)
+	if !ok {
+		return false
+	}
+	queues := []int32{q}
+	if q < 0 {
+		queues = nil
+		for i := range tc.ReadQueueNums {
+			queues = append(queues, i)
+		}
+	}
+	for _, qi := range queues {
+		maxOff := st.MaxOffset(topic, qi)
+		state, ok := st.PopQueue(pop.Key{Group: group, Topic: topic, Queue: qi})
+		if !ok {
+			if maxOff > st.MinOffset(topic, qi) {
+				return true
+			}
+			continue
+		}
+		if state.Next < maxOff {
+			return true
+		}
+		for _, r := range state.InFlight {
+			if r.Revived {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// popReviveLoop revives, while the node leads, the records whose invisible
+// time passed: visible again, or past the group's retryMaxTimes moved to
+// its dead-letter topic.
+func (b *Broker) popReviveLoop() {
+	b.whileLeader(popReviveTick, func(ctx context.Context) bool {
+		b.reviveDue(ctx, time.Now().UnixMilli())
+		return true
+	})
+}
+
+// reviveDue proposes the revival of the records due at nowMs and waits
+// for it.
+func (b *Broker) reviveDue(ctx context.Context, nowMs int64) {
+	st := b.rep.Store()
+	due := st.PopDue(nowMs, popReviveMax)
+	if len(due) == 0 {
+		return
+	}
+	var ops []pop.Op
+	var dlq []*message.Message
+	anyDLQ := false
+	for k, recs := range due {
+		maxTimes := int32(offsets.NewSubscriptionGroupConfig(k.Group).RetryMaxTimes)
+		if gc, ok := st.SubscriptionGroup(k.Group); ok {
+			maxTimes = gc.RetryMaxTimes
+		}
+		for _, r := range recs {
+			op := pop.Op{Type: pop.OpRevive, Group: k.Group, Topic: k.Topic, Queue: k.Queue, Offset: r.Offset, PopTime: r.PopTime}
+			var copyMsg *message.Message
+			if r.Attempt > maxTimes {
+				m, err := b.popDeadLetter(ctx, k, r)
+				if err != nil {
+					b.log.Warn("cluster: pop: dead-letter copy failed; revived instead", "group", k.Group, "topic", k.Topic, "queue", k.Queue, "offset", r.Offset, "err", err)
+				} else {
+					op.DLQ, copyMsg, anyDLQ = true, m, true
+				}
+			}
+			ops = append(ops, op)
+			dlq = append(dlq, copyMsg)
+		}
+	}
+	if !anyDLQ {
+		dlq = nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
+	defer cancel()
+	out, err := b.popOps(rctx, ops, dlq)
+	if err != nil {
+		b.log.Debug("cluster: pop: revive not applied; retried at the next tick", "ops", len(ops), "err", err)
+		return
+	}
+	revived, dead := 0, 0
+	for i, r := range out {
+		switch {
+		case r.Err != nil:
+		case r.DLQ:
+			dead++
+			b.log.Info("cluster: popped message moved to the dead-letter queue", "group", ops[i].Group, "topic", ops[i].Topic,
+				"queue", ops[i].Queue, "offset", ops[i].Offset)
+		default:
+			revived++
+		}
+	}
+	b.met.PopRevived.WithLabelValues("visible").Add(float64(revived))
+	b.met.PopRevived.WithLabelValues("dlq").Add(float64(dead))
+}
+
+// popDeadLetter builds the dead-letter copy of a popped message, creating
+// the group's %DLQ% topic through raft if missing.
+func (b *Broker) popDeadLetter(ctx context.Context, k pop.Key, r pop.Record) (*message.Message, error) {
+	st := b.rep.Store()
+	gr, err := st.GetMessages(k.Topic, k.Queue, r.Offset, 1, popMaxBytes, nil)
+	if err != nil {
+		return nil, err
+	}
+	if gr.Status != store.Found || gr.QueueOffsets[0] != r.Offset {
+		return nil, fmt.Errorf("message at %d is gone (%v)", r.Offset, gr.Status)
+	}
+	orig, _, err := message.Decode(gr.Records[0])
+	if err != nil {
+		return nil, err
+	}
+	topic := DLQGroupTopic(k.Group)
+	if _, ok := st.Topic(topic); !ok {
+		tc := dlqTopicConfig(topic)
+		if err := b.exec(ctx, &store.Command{Op: store.OpCreateTopic, Topic: &tc}); err != nil {
+			return nil, fmt.Errorf("create dead-letter topic %s: %w", topic, err)
+		}
+	}
+	props := maps.Clone(orig.Properties)
+	if props == nil {
+		props = map[string]string{}
+	}
+	delete(props, message.PropertyPopCK)
+	props[message.PropertyDLQOriginTopic] = k.Topic
+	id := props[message.PropertyUniqKey]
+	if id == "" {
+		id = message.OffsetMsgID(orig.StoreHost, orig.PhysicalOffset)
+	}
+	props[message.PropertyDLQOriginMessageID] = id
+	if props[message.PropertyOriginMessageID] == "" {
+		props[message.PropertyOriginMessageID] = id
+	}
+	if props[message.PropertyRetryTopic] == "" {
+		props[message.PropertyRetryTopic] = k.Topic
+	}
+	return &message.Message{Topic: topic, QueueID: 0, Flag: orig.Flag, SysFlag: orig.SysFlag, BornTimestamp: orig.BornTimestamp,
+		BornHost: orig.BornHost, ReconsumeTimes: r.Attempt, Body: orig.Body, Properties: props}, nil
+}
+
+// pollKey names a long-polling pop for POLLING_INFO.
+func pollKey(group, topic string, q int32) string {
+	return group + "@" + topic + "@" + strconv.Itoa(int(q))
+}
+
+// polling counts a suspended pop in (delta 1) or out (-1) and returns the
+// count.
+func (p *popState) polling1(key string, delta int) int {
+	p.pollMu.Lock()
+	defer p.pollMu.Unlock()
+	n := p.polling[key] + delta
+	if n <= 0 {
+		delete(p.polling, key)
+		return 0
+	}
+	p.polling[key] = n
+	return n
+}

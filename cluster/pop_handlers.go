@@ -1,0 +1,383 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/raftmq/raftmq/protocol/remoting"
+	"github.com/raftmq/raftmq/store/pop"
+)
+
+// The remoting side of pop consumption (pop.go): POP_MESSAGE,
+// ACK_MESSAGE, BATCH_ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME,
+// PEEK_MESSAGE, NOTIFICATION and POLLING_INFO. A follower forwards every
+// one of them to the leader, like writes; a pop's long polling waits on
+// the node that received it, which forwards one attempt at a time, so a
+// forward never outlives its timeout.
+
+// popPollMax bounds a pop's long polling, as RocketMQ's proxy clamps it.
+const popPollMax = 20 * time.Second
+
+// popPollRecheck is how often a suspended pop looks again even without a
+// change in the store (a leader elsewhere revives records this node only
+// learns of by applying, which also wakes it).
+const popPollRecheck = 500 * time.Millisecond
+
+// popResponse maps an error of the pop API to RocketMQ's code and remark.
+func (b *Broker) popResponse(conn *remoting.ServerConn, req *remoting.Command, err error) *remoting.Command {
+	switch {
+	case errors.Is(err, ErrPopInvalid), errors.Is(err, pop.ErrBadOp):
+		return b.refuse(conn, req, remoting.InvalidParameter, err.Error())
+	case errors.Is(err, ErrPopNoGroup):
+		return b.refuse(conn, req, remoting.SubscriptionGroupNotExist, err.Error())
+	case errors.Is(err, ErrPopNoPermission):
+		return b.refuse(conn, req, remoting.NoPermission, err.Error())
+	case errors.Is(err, ErrPopFilter):
+		return b.refuse(conn, req, remoting.SubscriptionParseFailed, err.Error())
+	case errors.Is(err, ErrReceiptExpired):
+		return remoting.NewResponse(req, remoting.NoMessage, "receipt handle is expired: the message was popped again or its invisible time changed; nothing was acked")
+	case errors.Is(err, ErrReceiptUnknown):
+		return remoting.NewResponse(req, remoting.NoMessage, fmt.Sprintf("%v: the offset was never popped by this group; nothing was acked", err))
+	case errors.Is(err, pop.ErrMoved), errors.Is(err, pop.ErrBusy):
+		return remoting.NewResponse(req, remoting.SystemBusy, err.Error())
+	}
+	return b.errorResponse(req, err)
+}
+
+func (b *Broker) handlePopCode(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) (*remoting.Command, bool) {
+	switch req.Code {
+	case remoting.PopMessage:
+		return b.handlePop(ctx, conn, req), true
+	case remoting.AckMessage:
+		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleAck(ctx, conn, req) }), true
+	case remoting.BatchAckMessage:
+		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleBatchAck(ctx, conn, req) }), true
+	case remoting.ChangeMessageInvisibleTime:
+		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleChangeInvisible(ctx, conn, req) }), true
+	case remoting.PeekMessage:
+		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handlePeek(ctx, conn, req) }), true
+	case remoting.Notification:
+		return b.handleNotification(ctx, conn, req), true
+	case remoting.PollingInfo:
+		return b.handlePollingInfo(conn, req), true
+	}
+	return nil, false
+}
+
+// handlePop serves POP_MESSAGE: one attempt on the leader (or forwarded
+// to it with no polling), again whenever the store changes until the
+// poll time ends.
+func (b *Broker) handlePop(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+	h, err := remoting.DecodePopMessageRequestHeader(req.ExtFields)
+	if err != nil {
+		return b.refuse(conn, req, remoting.InvalidParameter, err.Error())
+	}
+	if h.MaxMsgNums <= 0 || h.MaxMsgNums > remoting.PopMaxMessages {
+		return b.refuse(conn, req, remoting.InvalidParameter, fmt.Sprintf("the max message num of pop is %d, not in [1, %d]", h.MaxMsgNums, remoting.PopMaxMessages))
+	}
+	if h.InvisibleTime <= 0 || h.InvisibleTime > MaxPopInvisible.Milliseconds() {
+		return b.refuse(conn, req, remoting.InvalidParameter, fmt.Sprintf("invisibleTime %d ms is not in (0, %d]", h.InvisibleTime, MaxPopInvisible.Milliseconds()))
+	}
+	poll := min(time.Duration(h.PollTime)*time.Millisecond, popPollMax)
+	deadline := time.Now().Add(poll)
+	once := *req
+	once.ExtFields = make(map[string]string, len(req.ExtFields))
+	for k, v := range req.ExtFields {
+		once.ExtFields[k] = v
+	}
+	once.ExtFields["pollTime"] = "0"
+	st := b.rep.Store()
+	key := pollKey(h.ConsumerGroup, h.Topic, h.QueueID)
+	suspended := false
+	defer func() {
+		if suspended {
+			b.pop.polling1(key, -1)
+		}
+	}()
+	for {
+		changed := st.Changed()
+		resp := b.leaderOnly(ctx, &once, func(ctx context.Context) *remoting.Command { return b.popOnce(ctx, conn, &once, &h) })
+		if resp.Code != remoting.PollingTimeout || !time.Now().Before(deadline) {
+			resp.Opaque = req.Opaque
+			return resp
+		}
+		if !suspended {
+			suspended = true
+			b.pop.polling1(key, 1)
+		}
+		t := time.NewTimer(min(time.Until(deadline), popPollRecheck))
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		}
+		t.Stop()
+	}
+}
+
+// popOnce is one pop attempt on the leader.
+func (b *Broker) popOnce(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command, h *remoting.PopMessageRequestHeader) *remoting.Command {
+	pctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
+	defer cancel()
+	res, err := b.Pop(pctx, PopRequest{Group: h.ConsumerGroup, Topic: h.Topic, QueueID: h.QueueID, Max: int(h.MaxMsgNums),
+		Invisible: time.Duration(h.InvisibleTime) * time.Millisecond, InitMode: h.InitMode, Order: h.Order,
+		ExpressionType: h.ExpType, Expression: h.Exp})
+	if err != nil {
+		return b.popResponse(conn, req, err)
+	}
+	if len(res.Messages) == 0 {
+		resp := remoting.NewResponse(req, remoting.PollingTimeout, "NO_NEW_MSG")
+		rh := remoting.PopMessageResponseHeader{PopTime: time.Now().UnixMilli(), InvisibleTime: h.InvisibleTime, RestNum: res.Rest}
+		resp.ExtFields = rh.Encode()
+		return resp
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "FOUND")
+	rh := popResponseHeader(res, h.InvisibleTime)
+	resp.ExtFields = rh.Encode()
+	for _, m := range res.Messages {
+		resp.Body = append(resp.Body, m.Record...)
+	}
+	return resp
+}
+
+// popResponseHeader builds POP_MESSAGE's header: the pop time and, by
+// queue, the start offset and the messages' offsets (and an orderly pop's
+// delivery counts), from which RocketMQ's clients rebuild each message's
+// receipt.
+func popResponseHeader(res *PopResult, invisible int64) remoting.PopMessageResponseHeader {
+	rh := remoting.PopMessageResponseHeader{PopTime: res.PopTime, InvisibleTime: invisible, RestNum: res.Rest}
+	byQueue := map[int32][]int64{}
+	var queues []int32
+	var counts []string
+	for _, m := range res.Messages {
+		if _, ok := byQueue[m.QueueID]; !ok {
+			queues = append(queues, m.QueueID)
+		}
+		byQueue[m.QueueID] = append(byQueue[m.QueueID], m.QueueOffset)
+		if m.Receipt.Order {
+			rh.ReviveQid = remoting.PopOrderReviveQueue
+			counts = append(counts, fmt.Sprintf("0 qo%d%%%d %d", m.QueueID, m.QueueOffset, m.Attempt-1))
+		}
+	}
+	slices.Sort(queues)
+	var starts, offs []string
+	for _, q := range queues {
+		starts = append(starts, fmt.Sprintf("0 %d %d", q, res.StartOffsets[q]))
+		strs := make([]string, len(byQueue[q]))
+		for i, o := range byQueue[q] {
+			strs[i] = strconv.FormatInt(o, 10)
+		}
+		offs = append(offs, fmt.Sprintf("0 %d %s", q, strings.Join(strs, ",")))
+	}
+	rh.StartOffsetInfo, rh.MsgOffsetInfo, rh.OrderCountInfo = strings.Join(starts, ";"), strings.Join(offs, ";"), strings.Join(counts, ";")
+	return rh
+}
+
+// ackCheck validates an ack's or a change's topic and queue, as RocketMQ's
+// ack processor does, and returns the error response, or nil.
+func (b *Broker) ackCheck(conn *remoting.ServerConn, req *remoting.Command, group, topic string, queueID int32, offset int64) *remoting.Command {
+	st := b.rep.Store()
+	tc, ok := st.Topic(topic)
+	if !ok {
+		return b.refuse(conn, req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", topic))
+	}
+	if _, ok := st.SubscriptionGroup(group); !ok {
+		return b.refuse(conn, req, remoting.SubscriptionGroupNotExist, fmt.Sprintf("subscription group [%s] does not exist", group))
+	}
+	if queueID < 0 || queueID >= tc.ReadQueueNums {
+		return b.refuse(conn, req, remoting.MessageIllegal, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d] consumer:[%s]",
+			queueID, topic, tc.ReadQueueNums, group))
+	}
+	lo, hi := st.MinOffset(topic, queueID), st.MaxOffset(topic, queueID)
+	if offset < lo || offset >= hi {
+		return b.refuse(conn, req, remoting.NoMessage, fmt.Sprintf("offset is illegal, key:%s@%d, cqOffset:%d, minOffset:%d, maxOffset:%d",
+			topic, queueID, offset, lo, hi))
+	}
+	return nil
+}
+
+func (b *Broker) handleAck(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+	h, err := remoting.DecodeAckMessageRequestHeader(req.ExtFields)
+	if err != nil {
+		return b.refuse(conn, req, remoting.InvalidParameter, err.Error())
+	}
+	r, err := ParseReceipt(h.ConsumerGroup, h.Topic, h.ExtraInfo, h.Offset)
+	if err != nil {
+		return b.popResponse(conn, req, err)
+	}
+	if r.QueueID != h.QueueID || r.Offset != h.Offset {
+		return b.refuse(conn, req, remoting.InvalidParameter, fmt.Sprintf("receipt names queue %d offset %d, the request queue %d offset %d", r.QueueID, r.Offset, h.QueueID, h.Offset))
+	}
+	if resp := b.ackCheck(conn, req, h.ConsumerGroup, h.Topic, h.QueueID, h.Offset); resp != nil {
+		return resp
+	}
+	actx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
+	defer cancel()
+	errs, err := b.PopAck(actx, []Receipt{r})
+	if err == nil {
+		err = errs[0]
+	}
+	if err != nil {
+		return b.popResponse(conn, req, err)
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+// handleBatchAck serves BATCH_ACK_MESSAGE: every ack of the body in one
+// entry. It answers SUCCESS only if every one was carried out (or had
+// been); otherwise the first failure's code, with the count in its remark.
+func (b *Broker) handleBatchAck(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+	if len(req.Body) == 0 {
+		return b.refuse(conn, req, remoting.NoMessage, "batch ack without a body")
+	}
+	body, err := remoting.DecodeBatchAckBody(req.Body)
+	if err != nil {
+		return b.refuse(conn, req, remoting.InvalidParameter, err.Error())
+	}
+	var rs []Receipt
+	for _, a := range body.Acks {
+		if a.RetryFlag != "" && a.RetryFlag != "0" {
+			return b.refuse(conn, req, remoting.InvalidParameter, fmt.Sprintf("ack of a pop retry topic (flag %s): raftmq has none", a.RetryFlag))
+		}
+		for _, off := range a.Offsets() {
+			if resp := b.ackCheck(conn, req, a.ConsumerGroup, a.Topic, a.QueueID, off); resp != nil {
+				return resp
+			}
+			rs = append(rs, Receipt{Group: a.ConsumerGroup, Topic: a.Topic, QueueID: a.QueueID, Offset: off, PopTime: a.PopTime, Invisible: a.InvisibleTime})
+		}
+	}
+	if len(rs) == 0 {
+		return b.refuse(conn, req, remoting.NoMessage, "batch ack names no offset")
+	}
+	actx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
+	defer cancel()
+	errs, err := b.PopAck(actx, rs)
+	if err != nil {
+		return b.popResponse(conn, req, err)
+	}
+	failed := 0
+	var first error
+	for _, e := range errs {
+		if e != nil {
+			failed++
+			if first == nil {
+				first = e
+			}
+		}
+	}
+	if first != nil {
+		resp := b.popResponse(conn, req, first)
+		resp.Remark = fmt.Sprintf("%d of %d acks not carried out; first: %s", failed, len(errs), resp.Remark)
+		return resp
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+func (b *Broker) handleChangeInvisible(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+	h, err := remoting.DecodeChangeInvisibleTimeRequestHeader(req.ExtFields)
+	if err != nil {
+		return b.refuse(conn, req, remoting.InvalidParameter, err.Error())
+	}
+	r, err := ParseReceipt(h.ConsumerGroup, h.Topic, h.ExtraInfo, h.Offset)
+	if err != nil {
+		return b.popResponse(conn, req, err)
+	}
+	if r.QueueID != h.QueueID || r.Offset != h.Offset {
+		return b.refuse(conn, req, remoting.InvalidParameter, fmt.Sprintf("receipt names queue %d offset %d, the request queue %d offset %d", r.QueueID, r.Offset, h.QueueID, h.Offset))
+	}
+	if resp := b.ackCheck(conn, req, h.ConsumerGroup, h.Topic, h.QueueID, h.Offset); resp != nil {
+		return resp
+	}
+	cctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
+	defer cancel()
+	nr, err := b.PopChangeInvisible(cctx, r, time.Duration(h.InvisibleTime)*time.Millisecond)
+	if err != nil {
+		return b.popResponse(conn, req, err)
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	rh := remoting.ChangeInvisibleTimeResponseHeader{PopTime: nr.PopTime, InvisibleTime: nr.Invisible}
+	if nr.Order {
+		rh.ReviveQid = remoting.PopOrderReviveQueue
+	}
+	resp.ExtFields = rh.Encode()
+	return resp
+}
+
+func (b *Broker) handlePeek(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+	h, err := remoting.DecodePeekMessageRequestHeader(req.ExtFields)
+	if err != nil {
+		return b.refuse(conn, req, remoting.InvalidParameter, err.Error())
+	}
+	recs, err := b.PopPeek(ctx, h.ConsumerGroup, h.Topic, h.QueueID, int(h.MaxMsgNums))
+	if err != nil {
+		return b.popResponse(conn, req, err)
+	}
+	if len(recs) == 0 {
+		return remoting.NewResponse(req, remoting.PollingTimeout, "NO_NEW_MSG")
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "FOUND")
+	rh := remoting.PopMessageResponseHeader{PopTime: time.Now().UnixMilli()}
+	resp.ExtFields = rh.Encode()
+	for _, r := range recs {
+		resp.Body = append(resp.Body, r...)
+	}
+	return resp
+}
+
+// handleNotification serves NOTIFICATION: whether a pop would find a
+// message, waiting up to the poll time for one. It reads this node's
+// state after a read barrier, so a follower answers too.
+func (b *Broker) handleNotification(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+	h, err := remoting.DecodeNotificationRequestHeader(req.ExtFields)
+	if err != nil {
+		return b.refuse(conn, req, remoting.InvalidParameter, err.Error())
+	}
+	if _, _, err := b.popCheck(h.ConsumerGroup, h.Topic, h.QueueID); err != nil {
+		return b.popResponse(conn, req, err)
+	}
+	if resp := b.barrierOrRefuse(ctx, req, "notification"); resp != nil {
+		return resp
+	}
+	deadline := time.Now().Add(min(time.Duration(h.PollTime)*time.Millisecond, popPollMax))
+	st := b.rep.Store()
+	for {
+		changed := st.Changed()
+		has := b.popAvailable(h.ConsumerGroup, h.Topic, h.QueueID)
+		if has || !time.Now().Before(deadline) {
+			resp := remoting.NewResponse(req, remoting.Success, "")
+			resp.ExtFields = map[string]string{"hasMsg": strconv.FormatBool(has), "pollingFull": "false"}
+			return resp
+		}
+		t := time.NewTimer(min(time.Until(deadline), popPollRecheck))
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		}
+		t.Stop()
+	}
+}
+
+// handlePollingInfo serves POLLING_INFO: the pops suspended on this node
+// for a group's queue.
+func (b *Broker) handlePollingInfo(conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+	h, err := remoting.DecodePollingInfoRequestHeader(req.ExtFields)
+	if err != nil {
+		return b.refuse(conn, req, remoting.InvalidParameter, err.Error())
+	}
+	if _, _, err := b.popCheck(h.ConsumerGroup, h.Topic, h.QueueID); err != nil {
+		return b.popResponse(conn, req, err)
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.ExtFields = map[string]string{"pollingNum": strconv.Itoa(b.pop.polling1(pollKey(h.ConsumerGroup, h.Topic, h.QueueID), 0))}
+	return resp
+}

@@ -1,0 +1,223 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/offsets"
+	"github.com/raftmq/raftmq/protocol/remoting"
+	"github.com/raftmq/raftmq/store/pop"
+)
+
+// popSetup creates topic T (queues queues) and group g (mod changes its
+// config) through c, and sends n messages to queue 0.
+func popSetup(t *testing.T, c *remoting.Conn, queues int32, n int, mod func(*offsets.SubscriptionGroupConfig)) {
+	t.Helper()
+	ch := remoting.CreateTopicRequestHeader{Topic: "T", ReadQueueNums: queues, WriteQueueNums: queues, Perm: 6}
+	require.Equal(t, remoting.Success, invoke(t, c, remoting.NewRequest(remoting.UpdateAndCreateTopic, ch.Encode(), nil)).Code)
+	gc := offsets.NewSubscriptionGroupConfig("g")
+	if mod != nil {
+		mod(&gc)
+	}
+	body, err := json.Marshal(gc)
+	require.NoError(t, err)
+	resp := invoke(t, c, remoting.NewRequest(remoting.UpdateAndCreateSubscriptionGroup, nil, body))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	for i := range n {
+		resp := invoke(t, c, sendCmd("T", 0, fmt.Sprint("m", i), fmt.Sprint("U", i)))
+		require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	}
+}
+
+type popped struct {
+	body, ck string
+	offset   int64
+	attempts int32
+}
+
+// popReq pops up to max messages of g from T (queue -1: any).
+func popReq(t *testing.T, c *remoting.Conn, queue, maxMsgs int32, invisible, poll time.Duration, mod func(*remoting.PopMessageRequestHeader)) (*remoting.Command, []popped) {
+	t.Helper()
+	h := remoting.PopMessageRequestHeader{ConsumerGroup: "g", Topic: "T", QueueID: queue, MaxMsgNums: maxMsgs,
+		InvisibleTime: invisible.Milliseconds(), PollTime: poll.Milliseconds(), BornTime: time.Now().UnixMilli(), InitMode: remoting.PopInitMin}
+	if mod != nil {
+		mod(&h)
+	}
+	resp := invoke(t, c, remoting.NewRequest(remoting.PopMessage, h.Encode(), nil))
+	var out []popped
+	for b := resp.Body; len(b) > 0; {
+		m, n, err := message.Decode(b)
+		require.NoError(t, err)
+		b = b[n:]
+		out = append(out, popped{body: string(m.Body), ck: m.Properties[message.PropertyPopCK], offset: m.QueueOffset, attempts: m.ReconsumeTimes})
+	}
+	return resp, out
+}
+
+func ackReq(t *testing.T, c *remoting.Conn, p popped) *remoting.Command {
+	t.Helper()
+	h := remoting.AckMessageRequestHeader{ConsumerGroup: "g", Topic: "T", QueueID: 0, ExtraInfo: p.ck, Offset: p.offset}
+	return invoke(t, c, remoting.NewRequest(remoting.AckMessage, h.Encode(), nil))
+}
+
+// Pop through a follower, ack through the other follower, an expired
+// message comes back with a new receipt, acks are idempotent, a stale or
+// forged receipt changes nothing, and bad requests get RocketMQ's codes.
+func TestPopAckRedeliver(t *testing.T) {
+	tb := startBrokers(t)
+	l, f := tb.leader(), tb.follower()
+	var other *Broker
+	for _, b := range tb.bs {
+		if b != l && b != f {
+			other = b
+		}
+	}
+	cl, cf, co := dial(t, l.ClientAddr()), dial(t, f.ClientAddr()), dial(t, other.ClientAddr())
+	popSetup(t, cl, 1, 5, nil)
+
+	resp, msgs := popReq(t, cf, -1, 3, 400*time.Millisecond, 0, nil)
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	require.Len(t, msgs, 3)
+	rh, err := remoting.DecodePopMessageResponseHeader(resp.ExtFields)
+	require.NoError(t, err)
+	require.Equal(t, "0 0 0,1,2", rh.MsgOffsetInfo)
+	for i, m := range msgs {
+		require.Equal(t, fmt.Sprint("m", i), m.body)
+		require.Zero(t, m.attempts)
+		e, err := remoting.ParseExtraInfo(m.ck)
+		require.NoError(t, err)
+		require.Equal(t, int64(i), e.QueueOffset)
+		require.Equal(t, rh.PopTime, e.PopTime)
+	}
+	// Acks through another node; again (idempotent).
+	require.Equal(t, remoting.Success, ackReq(t, co, msgs[0]).Code)
+	require.Equal(t, remoting.Success, ackReq(t, co, msgs[0]).Code)
+	// Change 1's invisible time: the old receipt dies, the new one lives.
+	chh := remoting.ChangeInvisibleTimeRequestHeader{ConsumerGroup: "g", Topic: "T", QueueID: 0, ExtraInfo: msgs[1].ck, Offset: 1, InvisibleTime: 60_000}
+	cresp := invoke(t, cf, remoting.NewRequest(remoting.ChangeMessageInvisibleTime, chh.Encode(), nil))
+	require.Equal(t, remoting.Success, cresp.Code, cresp.Remark)
+	crh, err := remoting.DecodeChangeInvisibleTimeResponseHeader(cresp.ExtFields)
+	require.NoError(t, err)
+	require.Greater(t, crh.PopTime, rh.PopTime)
+	require.Equal(t, remoting.NoMessage, ackReq(t, cl, msgs[1]).Code, "the receipt replaced by a change")
+	// The two others are popped next; then nothing.
+	_, next := popReq(t, cl, 0, 32, 30*time.Second, 0, nil)
+	require.Len(t, next, 2)
+	require.Equal(t, []int64{3, 4}, []int64{next[0].offset, next[1].offset})
+	resp, none := popReq(t, cf, 0, 32, 30*time.Second, 0, nil)
+	require.Equal(t, remoting.PollingTimeout, resp.Code)
+	require.Empty(t, none)
+	// 2's invisible time passes: it comes back with attempt 2 and a new
+	// receipt; the old receipt no longer acks it.
+	var again []popped
+	require.Eventually(t, func() bool {
+		_, again = popReq(t, cf, 0, 32, 30*time.Second, 0, nil)
+		return len(again) > 0
+	}, 10*time.Second, 50*time.Millisecond)
+	require.Len(t, again, 1)
+	require.Equal(t, int64(2), again[0].offset)
+	require.Equal(t, int32(1), again[0].attempts)
+	require.NotEqual(t, msgs[2].ck, again[0].ck)
+	require.Equal(t, remoting.NoMessage, ackReq(t, cl, msgs[2]).Code, "an expired receipt")
+	require.Equal(t, remoting.Success, ackReq(t, cl, again[0]).Code)
+	// Long polling: a pop waits for a message sent meanwhile.
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		invoke(t, cl, sendCmd("T", 0, "late", "ULATE"))
+	}()
+	start := time.Now()
+	resp, late := popReq(t, cf, 0, 32, 30*time.Second, 5*time.Second, nil)
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	require.Len(t, late, 1)
+	require.Equal(t, "late", late[0].body)
+	require.Less(t, time.Since(start), 4*time.Second)
+
+	// The state is the same on every node once applied.
+	k := pop.Key{Group: "g", Topic: "T", Queue: 0}
+	want, ok := l.Replica().Store().PopQueue(k)
+	require.True(t, ok)
+	require.Eventually(t, func() bool {
+		for _, b := range tb.bs {
+			q, ok := b.Replica().Store().PopQueue(k)
+			if !ok || string(q.Encode()) != string(want.Encode()) {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 20*time.Millisecond)
+	off, _ := l.Replica().Store().ConsumerOffset("g", "T", 0)
+	require.Equal(t, int64(1), off, "the consumer offset is the lowest offset in flight")
+
+	// Bad input.
+	for _, bad := range []struct {
+		name string
+		mod  func(*remoting.PopMessageRequestHeader)
+		code int32
+	}{
+		{"max 0", func(h *remoting.PopMessageRequestHeader) { h.MaxMsgNums = 0 }, remoting.InvalidParameter},
+		{"max 33", func(h *remoting.PopMessageRequestHeader) { h.MaxMsgNums = 33 }, remoting.InvalidParameter},
+		{"invisible 0", func(h *remoting.PopMessageRequestHeader) { h.InvisibleTime = 0 }, remoting.InvalidParameter},
+		{"invisible 13h", func(h *remoting.PopMessageRequestHeader) { h.InvisibleTime = (13 * time.Hour).Milliseconds() }, remoting.InvalidParameter},
+		{"unknown topic", func(h *remoting.PopMessageRequestHeader) { h.Topic = "NOPE" }, remoting.TopicNotExist},
+		{"unknown group", func(h *remoting.PopMessageRequestHeader) { h.ConsumerGroup = "nope" }, remoting.SubscriptionGroupNotExist},
+		{"bad queue", func(h *remoting.PopMessageRequestHeader) { h.QueueID = 7 }, remoting.InvalidParameter},
+		{"bad sql", func(h *remoting.PopMessageRequestHeader) { h.ExpType, h.Exp = "SQL92", "a >" }, remoting.SubscriptionParseFailed},
+	} {
+		resp, got := popReq(t, cf, 0, 1, time.Second, 0, bad.mod)
+		require.Equal(t, bad.code, resp.Code, "%s: %s", bad.name, resp.Remark)
+		require.Empty(t, got, bad.name)
+	}
+	forged := late[0]
+	forged.ck = fmt.Sprintf("5 %d 30000 0 0 raftmq 0 5", time.Now().UnixMilli())
+	forged.offset = 5
+	require.Equal(t, remoting.NoMessage, ackReq(t, cf, forged).Code, "an offset beyond the queue")
+	h := remoting.AckMessageRequestHeader{ConsumerGroup: "other", Topic: "T", QueueID: 0, ExtraInfo: late[0].ck, Offset: late[0].offset}
+	require.Equal(t, remoting.SubscriptionGroupNotExist, invoke(t, cf, remoting.NewRequest(remoting.AckMessage, h.Encode(), nil)).Code)
+	h = remoting.AckMessageRequestHeader{ConsumerGroup: "g", Topic: "T", QueueID: 0, ExtraInfo: "not a receipt", Offset: late[0].offset}
+	require.Equal(t, remoting.InvalidParameter, invoke(t, cf, remoting.NewRequest(remoting.AckMessage, h.Encode(), nil)).Code)
+	q, _ := l.Replica().Store().PopQueue(k)
+	require.Contains(t, q.InFlight, late[0].offset, "a bad ack acked nothing")
+}
+
+// Past retryMaxTimes deliveries a message goes to %DLQ%g; an orderly
+// group gets a queue's next message only once the one before is acked.
+func TestPopDeadLetterAndOrder(t *testing.T) {
+	tb := startBrokers(t)
+	l := tb.leader()
+	c := dial(t, l.ClientAddr())
+	popSetup(t, c, 1, 3, func(gc *offsets.SubscriptionGroupConfig) { gc.RetryMaxTimes = 1; gc.ConsumeMessageOrderly = true })
+
+	_, first := popReq(t, c, 0, 32, 200*time.Millisecond, 0, nil)
+	require.Len(t, first, 3, "an orderly pop takes a batch")
+	resp, none := popReq(t, c, 0, 32, 200*time.Millisecond, 0, nil)
+	require.Equal(t, remoting.PollingTimeout, resp.Code)
+	require.Empty(t, none, "nothing while the batch is in flight")
+	for _, m := range first[1:] {
+		require.Equal(t, remoting.Success, ackReq(t, c, m).Code)
+	}
+	// 0 comes back once (attempt 2), then goes to the dead-letter topic.
+	var again []popped
+	require.Eventually(t, func() bool {
+		_, again = popReq(t, c, 0, 32, 200*time.Millisecond, 0, nil)
+		return len(again) > 0
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Len(t, again, 1)
+	require.Equal(t, int64(0), again[0].offset)
+	require.Equal(t, int32(1), again[0].attempts)
+	e, err := remoting.ParseExtraInfo(again[0].ck)
+	require.NoError(t, err)
+	require.EqualValues(t, remoting.PopOrderReviveQueue, e.ReviveQid)
+	require.Eventually(t, func() bool { return l.Replica().Store().MaxOffset(DLQGroupTopic("g"), 0) == 1 }, 10*time.Second, 20*time.Millisecond)
+	dl := queued(t, l, DLQGroupTopic("g"))
+	require.Len(t, dl["U0"], 1)
+	require.Equal(t, "T", dl["U0"][0].Properties[message.PropertyDLQOriginTopic])
+	q, _ := l.Replica().Store().PopQueue(pop.Key{Group: "g", Topic: "T", Queue: 0})
+	require.Empty(t, q.InFlight)
+	off, _ := l.Replica().Store().ConsumerOffset("g", "T", 0)
+	require.Equal(t, int64(3), off)
+}
