@@ -445,6 +445,12 @@ func sleep(ctx context.Context, d time.Duration) error {
 // caller to interpret, or the last error; an error after an indeterminate
 // attempt wraps ErrIndeterminate.
 func (c *Client) invokeLeader(ctx context.Context, mk func() *remoting.Command, idempotent bool) (*remoting.Command, string, error) {
+	return c.invokeLeaderTimeout(ctx, mk, idempotent, c.timeout)
+}
+
+// invokeLeaderTimeout is invokeLeader with timeout for each attempt (a
+// long-polling request waits longer than the client's timeout).
+func (c *Client) invokeLeaderTimeout(ctx context.Context, mk func() *remoting.Command, idempotent bool, timeout time.Duration) (*remoting.Command, string, error) {
 	var (
 		lastErr error
 		unknown bool // some attempt had an indeterminate outcome
@@ -453,7 +459,7 @@ func (c *Client) invokeLeader(ctx context.Context, mk func() *remoting.Command, 
 	)
 	for attempt := 1; attempt <= adminAttempts; attempt++ {
 		addr := c.writeTarget(avoid)
-		resp, written, err := c.invoke(ctx, addr, mk(), c.timeout)
+		resp, written, err := c.invoke(ctx, addr, mk(), timeout)
 		retry := false
 		switch {
 		case err != nil:

@@ -138,6 +138,14 @@ func codeName(code int32) string {
 		return "QUERY_NOT_FOUND"
 	case remoting.InvalidParameter:
 		return "INVALID_PARAMETER"
+	case remoting.SubscriptionParseFailed:
+		return "SUBSCRIPTION_PARSE_FAILED"
+	case remoting.SubscriptionGroupNotExist:
+		return "SUBSCRIPTION_GROUP_NOT_EXIST"
+	case remoting.NoMessage:
+		return "NO_MESSAGE"
+	case remoting.PollingTimeout:
+		return "POLLING_TIMEOUT"
 	}
 	return "code"
 }

@@ -1,0 +1,233 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/protocol/remoting"
+)
+
+// SimpleConsumer consumes by pop (RocketMQ 5's SimpleConsumer model): it
+// receives batches of a group's messages, each hidden from the group for
+// an invisible time, and acks each one it processed. A message not acked
+// within its invisible time is delivered again, possibly to another
+// consumer; ChangeInvisibleDuration extends (or shortens) the time. It
+// keeps no state: any number of consumers may share a group and a queue,
+// with no rebalancing and no locks. Its methods are safe for concurrent
+// use.
+type SimpleConsumer struct {
+	c     *Client
+	group string
+	topic string
+	opts  SimpleConsumerOptions
+}
+
+// SimpleConsumerOptions tune a SimpleConsumer; the zero value receives
+// every message, from any queue, polling up to 20 s.
+type SimpleConsumerOptions struct {
+	// ExpressionType is "TAG" (or "") or "SQL92"; Expression "" is "*".
+	ExpressionType, Expression string
+	// Await is how long a Receive waits for a message (long polling);
+	// 0: 20 s; negative: it does not wait.
+	Await time.Duration
+	// QueueID is the queue to receive from; nil: any.
+	QueueID *int32
+	// FromMax: a group with no position in a queue starts at its last
+	// message (RocketMQ's initMode MAX); by default at its first.
+	FromMax bool
+	// Order asks for orderly (FIFO) delivery: a queue's next message only
+	// once the one before is acked (or dead-lettered).
+	Order bool
+}
+
+// ErrReceiptExpired is wrapped by Ack's and ChangeInvisibleDuration's
+// error when the message's receipt is no longer valid: its invisible time
+// passed and it was received again, or its invisible time was changed
+// with another receipt. Nothing was acked: the message will be (or was)
+// delivered again.
+var ErrReceiptExpired = errors.New("client: receipt handle expired")
+
+// ReceivedMessage is a message a SimpleConsumer received.
+type ReceivedMessage struct {
+	*MessageExt
+	// Receipt is what acks the message (RocketMQ's POP_CK); a successful
+	// ChangeInvisibleDuration replaces it.
+	Receipt string
+	// Attempt counts deliveries of the message, from 1
+	// (MessageExt.ReconsumeTimes + 1).
+	Attempt int32
+	// InvisibleUntil is when the message becomes visible again unless
+	// acked (the broker's clock).
+	InvisibleUntil time.Time
+}
+
+// NewSimpleConsumer returns a consumer of group in topic.
+func (c *Client) NewSimpleConsumer(group, topic string, opts SimpleConsumerOptions) *SimpleConsumer {
+	return &SimpleConsumer{c: c, group: group, topic: topic, opts: opts}
+}
+
+// Start announces the consumer to the group's leader with a heartbeat
+// (CONSUME_POP), as RocketMQ's clients do before they pop: the leader
+// creates the group's config where it is missing, before it answers (a
+// follower does not: Start then succeeds and a pop of a group without a
+// config is refused with SUBSCRIPTION_GROUP_NOT_EXIST).
+func (sc *SimpleConsumer) Start(ctx context.Context) error {
+	id, err := sc.c.newClientID(ctx)
+	if err != nil {
+		return fmt.Errorf("client: simple consumer %s: %w", sc.group, err)
+	}
+	typ, expr := sc.opts.ExpressionType, sc.opts.Expression
+	if typ == "" {
+		typ = "TAG"
+	}
+	if expr == "" {
+		expr = "*"
+	}
+	cd := remoting.ConsumerData{GroupName: sc.group, ConsumeType: "CONSUME_POP", MessageModel: "CLUSTERING", ConsumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+		SubscriptionDataSet: []remoting.SubscriptionData{{Topic: sc.topic, SubString: expr, ExpressionType: typ, SubVersion: time.Now().UnixNano()}}}
+	body, err := (&remoting.HeartbeatData{ClientID: id, ConsumerDataSet: []remoting.ConsumerData{cd}}).Encode()
+	if err != nil {
+		return fmt.Errorf("client: simple consumer %s: %w", sc.group, err)
+	}
+	mk := func() *remoting.Command { return remoting.NewRequest(remoting.HeartBeat, nil, body) }
+	resp, addr, err := sc.c.invokeLeader(ctx, mk, true)
+	if err == nil && resp.Code != remoting.Success {
+		err = responseError(addr, resp)
+	}
+	if err != nil {
+		return fmt.Errorf("client: simple consumer %s heartbeat: %w", sc.group, err)
+	}
+	return nil
+}
+
+// Receive pops up to max (1 to 32) messages, hiding them from the group
+// for invisible. It returns none, and no error, when the wait (Await)
+// ended without a message. An error wrapping ErrIndeterminate means
+// messages may have been hidden: they come back after invisible.
+func (sc *SimpleConsumer) Receive(ctx context.Context, max int, invisible time.Duration) ([]*ReceivedMessage, error) {
+	await := sc.opts.Await
+	if await == 0 {
+		await = 20 * time.Second
+	}
+	await = max0(await)
+	q := int32(-1)
+	if sc.opts.QueueID != nil {
+		q = *sc.opts.QueueID
+	}
+	init := remoting.PopInitMin
+	if sc.opts.FromMax {
+		init = remoting.PopInitMax
+	}
+	mk := func() *remoting.Command {
+		h := remoting.PopMessageRequestHeader{ConsumerGroup: sc.group, Topic: sc.topic, QueueID: q, MaxMsgNums: int32(max),
+			InvisibleTime: invisible.Milliseconds(), PollTime: await.Milliseconds(), BornTime: time.Now().UnixMilli(), InitMode: init,
+			ExpType: sc.opts.ExpressionType, Exp: sc.opts.Expression, Order: sc.opts.Order}
+		return remoting.NewRequest(remoting.PopMessage, h.Encode(), nil)
+	}
+	resp, addr, err := sc.c.invokeLeaderTimeout(ctx, mk, false, sc.c.timeout+await)
+	if err != nil {
+		return nil, fmt.Errorf("client: receive %s %s: %w", sc.group, sc.topic, err)
+	}
+	switch resp.Code {
+	case remoting.Success:
+	case remoting.PollingTimeout, remoting.PullNotFound:
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("client: receive %s %s: %w", sc.group, sc.topic, responseError(addr, resp))
+	}
+	rh, err := remoting.DecodePopMessageResponseHeader(resp.ExtFields)
+	if err != nil {
+		return nil, fmt.Errorf("client: receive %s %s: %w: %w", sc.group, sc.topic, ErrProtocol, err)
+	}
+	var out []*ReceivedMessage
+	for b := resp.Body; len(b) > 0; {
+		v, err := message.Parse(b, false)
+		if err != nil {
+			return nil, fmt.Errorf("client: receive %s %s: %w: %w", sc.group, sc.topic, ErrCorrupt, err)
+		}
+		ms, err := DecodeMessages(b[:v.Size], sc.topic, v.QueueID)
+		if err != nil {
+			return nil, fmt.Errorf("client: receive %s %s: %w", sc.group, sc.topic, err)
+		}
+		b = b[v.Size:]
+		m := ms[0]
+		ck, ok := m.Property(message.PropertyPopCK)
+		if !ok {
+			return nil, fmt.Errorf("client: receive %s %s: %w: message without POP_CK", sc.group, sc.topic, ErrProtocol)
+		}
+		e, err := remoting.ParseExtraInfo(ck)
+		if err != nil {
+			return nil, fmt.Errorf("client: receive %s %s: %w: %w", sc.group, sc.topic, ErrProtocol, err)
+		}
+		out = append(out, &ReceivedMessage{MessageExt: m, Receipt: ck, Attempt: m.ReconsumeTimes + 1,
+			InvisibleUntil: time.UnixMilli(e.PopTime + rh.InvisibleTime)})
+	}
+	return out, nil
+}
+
+func max0(d time.Duration) time.Duration {
+	if d < 0 {
+		return 0
+	}
+	return d
+}
+
+// Ack acknowledges m: it will not be delivered again. Acking twice is not
+// an error. An error wrapping ErrReceiptExpired means m's invisible time
+// passed and it was received again (or its receipt was replaced): nothing
+// was acked.
+func (sc *SimpleConsumer) Ack(ctx context.Context, m *ReceivedMessage) error {
+	h := remoting.AckMessageRequestHeader{ConsumerGroup: sc.group, Topic: m.Topic, QueueID: m.QueueID, ExtraInfo: m.Receipt, Offset: m.QueueOffset}
+	mk := func() *remoting.Command { return remoting.NewRequest(remoting.AckMessage, h.Encode(), nil) }
+	resp, addr, err := sc.c.invokeLeader(ctx, mk, true)
+	if err == nil && resp.Code != remoting.Success {
+		err = receiptError(addr, resp)
+	}
+	if err != nil {
+		return fmt.Errorf("client: ack %s %s/%d@%d: %w", sc.group, m.Topic, m.QueueID, m.QueueOffset, err)
+	}
+	return nil
+}
+
+// ChangeInvisibleDuration hides m for d from now on (0: visible again at
+// once) and replaces m.Receipt with the new receipt; the old one no longer
+// acks.
+func (sc *SimpleConsumer) ChangeInvisibleDuration(ctx context.Context, m *ReceivedMessage, d time.Duration) error {
+	h := remoting.ChangeInvisibleTimeRequestHeader{ConsumerGroup: sc.group, Topic: m.Topic, QueueID: m.QueueID, ExtraInfo: m.Receipt,
+		Offset: m.QueueOffset, InvisibleTime: d.Milliseconds()}
+	mk := func() *remoting.Command {
+		return remoting.NewRequest(remoting.ChangeMessageInvisibleTime, h.Encode(), nil)
+	}
+	resp, addr, err := sc.c.invokeLeader(ctx, mk, false)
+	if err == nil && resp.Code != remoting.Success {
+		err = receiptError(addr, resp)
+	}
+	if err != nil {
+		return fmt.Errorf("client: change invisible time of %s %s/%d@%d: %w", sc.group, m.Topic, m.QueueID, m.QueueOffset, err)
+	}
+	rh, err := remoting.DecodeChangeInvisibleTimeResponseHeader(resp.ExtFields)
+	if err != nil {
+		return fmt.Errorf("client: change invisible time: %w: %w", ErrProtocol, err)
+	}
+	e, err := remoting.ParseExtraInfo(m.Receipt)
+	if err != nil {
+		return fmt.Errorf("client: change invisible time: %w: %w", ErrProtocol, err)
+	}
+	e.StartOffset, e.PopTime, e.InvisibleTime, e.ReviveQid = m.QueueOffset, rh.PopTime, rh.InvisibleTime, rh.ReviveQid
+	m.Receipt = e.String()
+	m.InvisibleUntil = time.UnixMilli(rh.PopTime + rh.InvisibleTime)
+	return nil
+}
+
+// receiptError is the error of an ack or change answered other than
+// SUCCESS: NO_MESSAGE about a receipt wraps ErrReceiptExpired too.
+func receiptError(addr string, resp *remoting.Command) error {
+	e := responseError(addr, resp)
+	if resp.Code == remoting.NoMessage {
+		return fmt.Errorf("%w: %w", ErrReceiptExpired, e)
+	}
+	return e
+}
