@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/raftmq/raftmq/message"
@@ -69,11 +70,12 @@ func (c *Client) NewSimpleConsumer(group, topic string, opts SimpleConsumerOptio
 	return &SimpleConsumer{c: c, group: group, topic: topic, opts: opts}
 }
 
-// Start announces the consumer to the group's leader with a heartbeat
+// Start announces the consumer to every known node with a heartbeat
 // (CONSUME_POP), as RocketMQ's clients do before they pop: the leader
-// creates the group's config where it is missing, before it answers (a
-// follower does not: Start then succeeds and a pop of a group without a
-// config is refused with SUBSCRIPTION_GROUP_NOT_EXIST).
+// creates the group's config where it is missing, before it answers. A
+// pop of a group without a config is refused
+// (SUBSCRIPTION_GROUP_NOT_EXIST). Start fails only if no node accepted the
+// heartbeat.
 func (sc *SimpleConsumer) Start(ctx context.Context) error {
 	id, err := sc.c.newClientID(ctx)
 	if err != nil {
@@ -92,15 +94,26 @@ func (sc *SimpleConsumer) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("client: simple consumer %s: %w", sc.group, err)
 	}
-	mk := func() *remoting.Command { return remoting.NewRequest(remoting.HeartBeat, nil, body) }
-	resp, addr, err := sc.c.invokeLeader(ctx, mk, true)
-	if err == nil && resp.Code != remoting.Success {
-		err = responseError(addr, resp)
+	// Every node: the leader among them creates the group.
+	nodes := sc.c.nodes()
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, addr := range nodes {
+		wg.Go(func() {
+			resp, _, err := sc.c.invoke(ctx, addr, remoting.NewRequest(remoting.HeartBeat, nil, body), sc.c.timeout)
+			if err == nil && resp.Code != remoting.Success {
+				err = responseError(addr, resp)
+			}
+			errs[i] = err
+		})
 	}
-	if err != nil {
-		return fmt.Errorf("client: simple consumer %s heartbeat: %w", sc.group, err)
+	wg.Wait()
+	for _, err := range errs {
+		if err == nil {
+			return nil
+		}
 	}
-	return nil
+	return fmt.Errorf("client: simple consumer %s heartbeat: %w", sc.group, errors.Join(errs...))
 }
 
 // Receive pops up to max (1 to 32) messages, hiding them from the group

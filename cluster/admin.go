@@ -16,6 +16,7 @@ import (
 	"github.com/raftmq/raftmq/offsets"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
+	"github.com/raftmq/raftmq/store/pop"
 )
 
 // The broker's admin API: plain functions returning plain structs, which
@@ -238,6 +239,9 @@ type AdminConsumeQueue struct {
 	Committed      bool   `json:"committed"`
 	Lag            int64  `json:"lag"`
 	LastConsume    int64  `json:"lastConsumeTimestamp"`
+	// InFlight counts the group's popped messages of the queue neither
+	// acked nor dead-lettered (pop consumption).
+	InFlight int64 `json:"inFlight,omitempty"`
 }
 
 // AdminConsumerProgress is a consumer group's progress in every queue of
@@ -247,6 +251,8 @@ type AdminConsumerProgress struct {
 	Topics   []string            `json:"topics"`
 	Queues   []AdminConsumeQueue `json:"queues"`
 	TotalLag int64               `json:"totalLag"`
+	// TotalInFlight sums the queues' InFlight.
+	TotalInFlight int64 `json:"totalInFlight,omitempty"`
 }
 
 // groupKnown reports whether anything names group: a subscription-group
@@ -289,6 +295,7 @@ func (b *Broker) AdminConsumerProgress(ctx context.Context, group, topic string)
 		sort.Strings(topics)
 	}
 	out := AdminConsumerProgress{Group: group, Topics: topics, Queues: []AdminConsumeQueue{}}
+	inFlight := st.PopInFlight(group)
 	for _, t := range topics {
 		tc, ok := st.Topic(t)
 		if !ok {
@@ -302,7 +309,9 @@ func (b *Broker) AdminConsumerProgress(ctx context.Context, group, topic string)
 			if cq.ConsumerOffset > 0 {
 				cq.LastConsume, _ = st.StoreTimeAt(t, q, cq.ConsumerOffset-1)
 			}
+			cq.InFlight = int64(inFlight[pop.Key{Group: group, Topic: t, Queue: q}])
 			out.TotalLag += cq.Lag
+			out.TotalInFlight += cq.InFlight
 			out.Queues = append(out.Queues, cq)
 		}
 	}

@@ -415,16 +415,28 @@ func (e *adminEnv) consumerProgress() *cobra.Command {
 				return printJSON(out, v)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "#Topic\t#QID\t#Broker Offset\t#Consumer Offset\t#Diff\t#LastTime")
+			pops := v.TotalInFlight > 0 // a pop consumer's messages in flight: one more column
+			head := "#Topic\t#QID\t#Broker Offset\t#Consumer Offset\t#Diff\t#LastTime"
+			if pops {
+				head += "\t#InFlight"
+			}
+			fmt.Fprintln(tw, head)
 			for _, q := range v.Queues {
 				co := strconv.FormatInt(q.ConsumerOffset, 10)
 				if !q.Committed {
 					co = "-"
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%s\n", q.Topic, q.QueueID, q.BrokerOffset, co, q.Lag, fmtTime(q.LastConsume))
+				row := fmt.Sprintf("%s\t%d\t%d\t%s\t%d\t%s", q.Topic, q.QueueID, q.BrokerOffset, co, q.Lag, fmtTime(q.LastConsume))
+				if pops {
+					row += fmt.Sprintf("\t%d", q.InFlight)
+				}
+				fmt.Fprintln(tw, row)
 			}
 			tw.Flush()
 			fmt.Fprintf(out, "Consume Diff Total: %d\n", v.TotalLag)
+			if pops {
+				fmt.Fprintf(out, "Pop In Flight Total: %d\n", v.TotalInFlight)
+			}
 			return nil
 		})
 	c.Flags().StringVarP(&group, "group", "g", "", "consumer group (default: a line for every group)")

@@ -370,3 +370,39 @@ func (txListener) ExecuteLocalTransaction(context.Context, *client.Message) clie
 func (txListener) CheckLocalTransaction(context.Context, *client.MessageExt) client.LocalTransactionState {
 	return client.CommitMessage
 }
+
+// TestConsumePop runs consume --pop against three broker processes: it
+// creates the group, acks what it prints (the group's offset moves), and
+// with --no-ack leaves the messages in flight, which admin consumer
+// progress counts.
+func TestConsumePop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	g, _ := startProcesses(t)
+	all := strings.Join(g.Addrs(), ",")
+	const topic, group = "popt", "pop-group"
+	out, err := cli(t, "admin", "topic", "update", topic, "--queues", "1", "--addr", all)
+	require.NoError(t, err, out)
+	cl, err := client.New(client.Options{Addrs: g.Addrs()})
+	require.NoError(t, err)
+	defer cl.Close()
+	p := cl.NewProducer(client.ProducerOptions{})
+	for i := range 6 {
+		_, err := p.Send(context.Background(), &client.Message{Topic: topic, QueueID: 0, Body: fmt.Appendf(nil, "p%d", i)})
+		require.NoError(t, err)
+	}
+	out, err = cli(t, "consume", "--pop", "--topic", topic, "--group", group, "--max", "3", "--addr", all)
+	require.NoError(t, err, out)
+	out, err = cli(t, "consume", "--pop", "--no-ack", "--invisible", "1m", "--topic", topic, "--group", group, "--addr", all)
+	require.NoError(t, err, out)
+	var pr cluster.AdminConsumerProgress
+	cliJSON(t, &pr, "admin", "consumer", "progress", "-g", group, "-t", topic, "--addr", all)
+	require.Len(t, pr.Queues, 1)
+	require.Equal(t, int64(3), pr.Queues[0].ConsumerOffset, "three acked")
+	require.Equal(t, int64(3), pr.Queues[0].InFlight, "three in flight")
+	require.Equal(t, int64(3), pr.TotalInFlight)
+	out, err = cli(t, "admin", "consumer", "progress", "-g", group, "-t", topic, "--addr", all)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "Pop In Flight Total: 3")
+}

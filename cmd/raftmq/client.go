@@ -107,12 +107,16 @@ func newProduceCmd(logger func() *slog.Logger) *cobra.Command {
 }
 
 func newConsumeCmd(logger func() *slog.Logger) *cobra.Command {
-	var addrs, topic, group, from string
-	var follow, commit bool
+	var addrs, topic, group, from, expr string
+	var follow, commit, popMode, noAck bool
 	var max int
+	var invisible time.Duration
 	cmd := &cobra.Command{
 		Use:   "consume",
-		Short: "Print the messages of a topic, from the group's committed offsets (or 0)",
+		Short: "Print the messages of a topic, from the group's committed offsets (or 0), or pop them (--pop)",
+		Long: "Without --pop, pulls every queue from the group's committed offsets (or 0) and prints the messages.\n" +
+			"With --pop, receives them as a SimpleConsumer of the group: each batch is hidden from the group for\n" +
+			"--invisible, printed and acked (unless --no-ack, when it comes back after --invisible).",
 		RunE: func(c *cobra.Command, _ []string) error {
 			cl, err := newClient(c.Context(), addrs, logger())
 			if err != nil {
@@ -120,6 +124,9 @@ func newConsumeCmd(logger func() *slog.Logger) *cobra.Command {
 			}
 			defer cl.Close()
 			ctx := c.Context()
+			if popMode {
+				return consumePop(ctx, cl, group, topic, expr, invisible, follow, !noAck, max)
+			}
 			rt, err := cl.Route(ctx, topic, true)
 			if err != nil {
 				return err
@@ -190,7 +197,45 @@ func newConsumeCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep polling for new messages")
 	cmd.Flags().BoolVar(&commit, "commit", false, "commit the group's offsets as it reads")
 	cmd.Flags().IntVar(&max, "max", 0, "stop after this many messages (0: all)")
+	cmd.Flags().BoolVar(&popMode, "pop", false, "receive by pop as a SimpleConsumer of --group, acking each message")
+	cmd.Flags().DurationVar(&invisible, "invisible", 30*time.Second, "with --pop: how long a received message stays hidden from the group")
+	cmd.Flags().BoolVar(&noAck, "no-ack", false, "with --pop: do not ack (the messages come back after --invisible)")
+	cmd.Flags().StringVar(&expr, "tags", "", "with --pop: a TAG expression (\"TagA || TagB\"; empty: every message)")
 	return cmd
+}
+
+// consumePop is consume --pop: it receives batches as a SimpleConsumer,
+// prints and acks each message, until a receive finds nothing (or for ever
+// with follow), or max messages.
+func consumePop(ctx context.Context, cl *client.Client, group, topic, tags string, invisible time.Duration, follow, ack bool, max int) error {
+	sc := cl.NewSimpleConsumer(group, topic, client.SimpleConsumerOptions{Expression: tags, Await: time.Second})
+	if err := sc.Start(ctx); err != nil {
+		return err
+	}
+	printed := 0
+	for {
+		n := 32
+		if max > 0 {
+			n = min(n, max-printed)
+		}
+		ms, err := sc.Receive(ctx, n, invisible)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			fmt.Printf("queue %d offset %d msgId %s tags %q attempt %d: %s\n", m.QueueID, m.QueueOffset, m.MsgID, m.Tags, m.Attempt, m.Body)
+			printed++
+			if ack {
+				if err := sc.Ack(ctx, m); err != nil {
+					return err
+				}
+			}
+		}
+		if (max > 0 && printed >= max) || (len(ms) == 0 && !follow) {
+			fmt.Fprintf(os.Stderr, "%d messages\n", printed)
+			return nil
+		}
+	}
 }
 
 // adminGroupCmds are the admin subcommands that talk to a running group.
