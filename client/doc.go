@@ -27,6 +27,9 @@
 //	              broker, offset persistence (pushconsumer.go,
 //	              rebalance.go, queueworker.go, sendback.go,
 //	              offsetstore.go)
+//	SimpleConsumer  pop consumption (RocketMQ 5): Receive hides a batch
+//	              for an invisible time, Ack, ChangeInvisibleDuration;
+//	              no local state (simpleconsumer.go)
 //	AllocateStrategy  pure functions sharing a topic's queues among a
 //	              group's clients (allocate.go)
 //

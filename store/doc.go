@@ -20,7 +20,7 @@
 // The body of a normal raft entry is empty (raft's no-op on election) or:
 //
 //	| off | size | field                                               |
-//	|   0 |    1 | kind: 1 messages, 2 command                         |
+//	|   0 |    1 | kind: 1 messages, 2 command, 3 schedule, 4 txn, 5 pop |
 //	|   1 |    8 | batch id (big-endian), chosen by the proposer       |
 //	|   9 |    n | payload                                             |
 //
@@ -30,7 +30,9 @@
 // payload. Records are stored with QUEUEOFFSET and PHYSICALOFFSET zero; the
 // store patches both in the copies it serves, because both are a function
 // of where the record landed, known only at apply time.
-// A command payload is a JSON Command.
+// A command payload is a JSON Command. Schedule, transaction and pop
+// payloads are a head (schedule.Delivery, txn.Op, pop.Batch: see their
+// packages) followed by records.
 //
 // # Determinism
 //

@@ -11,7 +11,7 @@ var layout = []floor{
 		"message", "internal/vfs", "internal/failpoint", "internal/certs", "internal/chart"}},
 	{"formats and the wire", product, []string{
 		"protocol/remoting", "commitlog", "consumequeue", "index", "offsets",
-		"store/schedule", "store/txn", "raftlog/transport", "cluster/filter"}},
+		"store/schedule", "store/txn", "store/pop", "raftlog/transport", "cluster/filter"}},
 	{"a node's parts", product, []string{
 		"acl", "cluster/locks", "cluster/membership", "namesrv", "raftlog", "store"}},
 	{"the broker node and the client", product, []string{"cluster", "client"}},
