@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -413,19 +414,16 @@ func (b *Broker) Pop(ctx context.Context, req PopRequest) (*PopResult, error) {
 		}
 	}
 	res := &PopResult{StartOffsets: map[int32]int64{}}
-	for _, q := range queues {
-		left := req.Max - len(res.Messages)
-		if left <= 0 {
-			break
-		}
-		if err := b.popQueue(ctx, &req, flt, order, q, left, req.QueueID >= 0, res); err != nil {
-			if len(res.Messages) > 0 {
-				// What was hidden is handed out; the rest fails later.
-				b.log.Debug("cluster: pop stopped early", "group", req.Group, "topic", req.Topic, "queue", q, "err", err)
-				break
-			}
+	for attempt := 0; attempt < 3 && len(res.Messages) == 0; attempt++ {
+		moved, err := b.popQueues(ctx, &req, flt, order, queues, req.QueueID >= 0, res)
+		if err != nil {
 			return nil, err
 		}
+		if !moved {
+			break
+		}
+		// Some op was built from a state that moved (another pop got
+		// there first): build again if nothing was handed out.
 	}
 	if len(res.Messages) > 0 {
 		res.PopTime = res.Messages[0].Receipt.PopTime
@@ -434,50 +432,91 @@ func (b *Broker) Pop(ctx context.Context, req PopRequest) (*PopResult, error) {
 	return res, nil
 }
 
-// popQueue pops up to n messages of queue q into res.
-func (b *Broker) popQueue(ctx context.Context, req *PopRequest, flt filter.Filter, order bool, q int32, n int, wait bool, res *PopResult) error {
-	k := pop.Key{Group: req.Group, Topic: req.Topic, Queue: q}
-	if !b.pop.lock(ctx, k, wait) {
-		return nil // another pop of the queue is under way: skip it, as RocketMQ does
+// popQueues pops up to req.Max messages from queues into res: it locks
+// each queue and builds its op from this node's state, then proposes the
+// ops together (one entry, unless the batcher splits them), and hands out
+// what apply granted. moved reports an op refused because its queue's
+// cursor had moved.
+func (b *Broker) popQueues(ctx context.Context, req *PopRequest, flt filter.Filter, order bool, queues []int32, wait bool, res *PopResult) (moved bool, err error) {
+	type built struct {
+		op   pop.Op
+		recs map[int64][]byte
 	}
-	defer b.pop.unlock(k)
-	for attempt := 0; ; attempt++ {
-		op, recs, rest, err := b.buildPop(req, flt, order, k, n)
+	var bs []built
+	left := req.Max
+	for _, q := range queues {
+		if left <= 0 {
+			break
+		}
+		k := pop.Key{Group: req.Group, Topic: req.Topic, Queue: q}
+		if !b.pop.lock(ctx, k, wait) {
+			continue // another pop of the queue is under way: skip it, as RocketMQ does
+		}
+		op, recs, rest, err := b.buildPop(req, flt, order, k, left)
 		res.Rest += rest
 		if err != nil || op == nil {
-			return err
+			b.pop.unlock(k)
+			if err != nil && len(bs) == 0 {
+				return false, err
+			}
+			continue
 		}
-		out, err := b.popOps(ctx, []pop.Op{*op}, nil)
-		if err != nil {
-			return err
+		bs = append(bs, built{*op, recs})
+		left -= len(op.Offsets)
+	}
+	defer func() {
+		for _, x := range bs {
+			b.pop.unlock(x.op.Key())
 		}
-		r := out[0]
-		if errors.Is(r.Err, pop.ErrMoved) && len(r.Popped) == 0 && attempt < 2 {
-			continue // built from a state that moved: build again
+	}()
+	if len(bs) == 0 {
+		return false, nil
+	}
+	ops := make([]pop.Op, len(bs))
+	for i := range bs {
+		ops[i] = bs[i].op
+	}
+	out, err := b.popOps(ctx, ops, nil)
+	if err != nil {
+		return false, err
+	}
+	var refused error
+	for i, r := range out {
+		op, q := &bs[i].op, bs[i].op.Queue
+		switch {
+		case errors.Is(r.Err, pop.ErrMoved):
+			moved = true
+		case errors.Is(r.Err, pop.ErrBusy):
+		case r.Err != nil:
+			refused = cmp.Or(refused, r.Err)
+			b.log.Debug("cluster: pop op refused", "group", req.Group, "topic", req.Topic, "queue", q, "err", r.Err)
 		}
-		if r.Err != nil && !errors.Is(r.Err, pop.ErrMoved) && !errors.Is(r.Err, pop.ErrBusy) {
-			return r.Err
+		if len(r.Popped) == 0 {
+			continue
 		}
 		res.StartOffsets[q] = op.From
 		if len(op.Offsets) > 0 {
 			res.StartOffsets[q] = min(op.From, op.Offsets[0])
 		}
 		for _, rec := range r.Popped {
-			raw, ok := recs[rec.Offset]
+			raw, ok := bs[i].recs[rec.Offset]
 			if !ok {
 				continue // not read (cannot happen: apply grants only listed offsets)
 			}
 			receipt := Receipt{Group: req.Group, Topic: req.Topic, QueueID: q, Offset: rec.Offset, PopTime: rec.PopTime,
 				Invisible: req.Invisible.Milliseconds(), StartOffset: res.StartOffsets[q], Order: order, BrokerName: b.cfg.BrokerName}
-			out, err := withReceipt(raw, receipt, rec.Attempt)
+			m, err := withReceipt(raw, receipt, rec.Attempt)
 			if err != nil {
 				b.log.Error("cluster: a popped message cannot be re-encoded; it is revived later", "topic", req.Topic, "queue", q, "offset", rec.Offset, "err", err)
 				continue
 			}
-			res.Messages = append(res.Messages, Popped{Record: out, QueueID: q, QueueOffset: rec.Offset, Attempt: rec.Attempt, Receipt: receipt})
+			res.Messages = append(res.Messages, Popped{Record: m, QueueID: q, QueueOffset: rec.Offset, Attempt: rec.Attempt, Receipt: receipt})
 		}
-		return nil
 	}
+	if len(res.Messages) == 0 && refused != nil {
+		return false, refused
+	}
+	return moved, nil
 }
 
 // buildPop decides a pop of up to n messages of k from this node's state:

@@ -180,8 +180,39 @@ func TestPopAckRedeliver(t *testing.T) {
 	require.Equal(t, remoting.SubscriptionGroupNotExist, invoke(t, cf, remoting.NewRequest(remoting.AckMessage, h.Encode(), nil)).Code)
 	h = remoting.AckMessageRequestHeader{ConsumerGroup: "g", Topic: "T", QueueID: 0, ExtraInfo: "not a receipt", Offset: late[0].offset}
 	require.Equal(t, remoting.InvalidParameter, invoke(t, cf, remoting.NewRequest(remoting.AckMessage, h.Encode(), nil)).Code)
+	// A receipt presented for another (existing) group or topic.
+	g2, err := json.Marshal(offsets.NewSubscriptionGroupConfig("g2"))
+	require.NoError(t, err)
+	require.Equal(t, remoting.Success, invoke(t, cl, remoting.NewRequest(remoting.UpdateAndCreateSubscriptionGroup, nil, g2)).Code)
+	h = remoting.AckMessageRequestHeader{ConsumerGroup: "g2", Topic: "T", QueueID: 0, ExtraInfo: late[0].ck, Offset: late[0].offset}
+	resp = invoke(t, cf, remoting.NewRequest(remoting.AckMessage, h.Encode(), nil))
+	require.Equal(t, remoting.NoMessage, resp.Code, resp.Remark)
+	ch2 := remoting.CreateTopicRequestHeader{Topic: "U", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}
+	require.Equal(t, remoting.Success, invoke(t, cl, remoting.NewRequest(remoting.UpdateAndCreateTopic, ch2.Encode(), nil)).Code)
+	h = remoting.AckMessageRequestHeader{ConsumerGroup: "g", Topic: "U", QueueID: 0, ExtraInfo: late[0].ck, Offset: late[0].offset}
+	resp = invoke(t, cf, remoting.NewRequest(remoting.AckMessage, h.Encode(), nil))
+	require.Equal(t, remoting.NoMessage, resp.Code, resp.Remark)
+	require.Contains(t, resp.Remark, "offset is illegal")
+	// A batch ack naming a forged offset among good ones is refused whole.
+	ba := remoting.BatchAck{ConsumerGroup: "g", Topic: "T", QueueID: 0, StartOffset: late[0].offset, PopTime: 1}
+	ba.SetOffsets([]int64{late[0].offset, late[0].offset + 100})
+	body, err := json.Marshal(remoting.BatchAckBody{BrokerName: "raftmq", Acks: []remoting.BatchAck{ba}})
+	require.NoError(t, err)
+	resp = invoke(t, cf, remoting.NewRequest(remoting.BatchAckMessage, nil, body))
+	require.Equal(t, remoting.NoMessage, resp.Code, resp.Remark)
 	q, _ := l.Replica().Store().PopQueue(k)
 	require.Contains(t, q.InFlight, late[0].offset, "a bad ack acked nothing")
+	// A good batch ack acks.
+	e, err := remoting.ParseExtraInfo(late[0].ck)
+	require.NoError(t, err)
+	ba = remoting.BatchAck{ConsumerGroup: "g", Topic: "T", QueueID: 0, StartOffset: late[0].offset, PopTime: e.PopTime, InvisibleTime: e.InvisibleTime}
+	ba.SetOffsets([]int64{late[0].offset})
+	body, err = json.Marshal(remoting.BatchAckBody{BrokerName: "raftmq", Acks: []remoting.BatchAck{ba}})
+	require.NoError(t, err)
+	resp = invoke(t, cf, remoting.NewRequest(remoting.BatchAckMessage, nil, body))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	q, _ = l.Replica().Store().PopQueue(k)
+	require.NotContains(t, q.InFlight, late[0].offset)
 }
 
 // Past retryMaxTimes deliveries a message goes to %DLQ%g; an orderly
