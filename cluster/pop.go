@@ -48,7 +48,7 @@ const (
 	popBatchOps = 1024
 	// popInFlight bounds the pop entries in flight at once: while they
 	// commit, the next ops queue up and share the next entry.
-	popInFlight = 2
+	popInFlight = 8
 	// popMaxBytes bounds the records one pop reads per queue.
 	popMaxBytes = 4 << 20
 )

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -147,4 +149,99 @@ func TestSimpleConsumersAgainstProcesses(t *testing.T) {
 	}
 	require.Len(t, done, total, "every message consumed")
 	require.NoError(t, g.StartNode(old))
+}
+
+// BenchmarkPopAck measures pop consumption on an in-process group: 4
+// SimpleConsumers receive up to 32 messages at a time and ack each one
+// (acks of one batch in parallel), next to one pull reader of the same
+// messages. It reports pop+ack and pull messages/s and the ack latency.
+//
+//	go test ./client/e2e -run '^$' -bench BenchmarkPopAck -benchtime 4000x
+func BenchmarkPopAck(b *testing.B) {
+	addrs := startGroup(b)
+	c := newClient(b, addrs)
+	createTopic(b, c, "PB", 4)
+	gc, err := json.Marshal(offsets.NewSubscriptionGroupConfig("PBG"))
+	require.NoError(b, err)
+	require.NoError(b, c.UpdateGroup(ctxFor(b, 5*time.Second), gc))
+	p := c.NewProducer(client.ProducerOptions{})
+	body := make([]byte, 256)
+	for i := 0; i < b.N; i += 32 {
+		var ms []*client.Message
+		for j := 0; j < 32 && i+j < b.N; j++ {
+			ms = append(ms, &client.Message{Topic: "PB", QueueID: int32(i / 32 % 4), Body: body})
+		}
+		_, err := p.SendBatch(ctxFor(b, 10*time.Second), ms)
+		require.NoError(b, err)
+	}
+	// Pull, for comparison: every queue from 0.
+	pc := c.NewPullConsumer("PBPULL")
+	start := time.Now()
+	pulled := 0
+	for q := int32(0); q < 4; q++ {
+		for off := int64(0); ; {
+			pr, err := pc.Pull(ctxFor(b, 10*time.Second), "PB", q, off, 32, 0)
+			require.NoError(b, err)
+			if len(pr.Messages) == 0 {
+				break
+			}
+			pulled += len(pr.Messages)
+			off = pr.NextBeginOffset
+		}
+	}
+	pullRate := float64(pulled) / time.Since(start).Seconds()
+
+	b.ResetTimer()
+	start = time.Now()
+	var mu sync.Mutex
+	var lat []time.Duration
+	done := 0
+	var wg sync.WaitGroup
+	for range 4 {
+		sc := newClient(b, addrs).NewSimpleConsumer("PBG", "PB", client.SimpleConsumerOptions{Await: -1})
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				finished := done >= b.N
+				mu.Unlock()
+				if finished {
+					return
+				}
+				ms, err := sc.Receive(ctxFor(b, 10*time.Second), 32, 30*time.Second)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if len(ms) == 0 {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				var awg sync.WaitGroup
+				for _, m := range ms {
+					awg.Go(func() {
+						t0 := time.Now()
+						if err := sc.Ack(ctxFor(b, 10*time.Second), m); err != nil {
+							b.Error(err)
+						}
+						d := time.Since(t0)
+						mu.Lock()
+						lat = append(lat, d)
+						done++
+						mu.Unlock()
+					})
+				}
+				awg.Wait()
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
+	b.StopTimer()
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		b.ReportMetric(float64(done)/el.Seconds(), "pop+ack-msgs/s")
+		b.ReportMetric(pullRate, "pull-msgs/s")
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ack-p50-ms")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "ack-p99-ms")
+	}
 }

@@ -20,9 +20,9 @@ import (
 
 // startGroup starts a three-node group in this process and returns its
 // client addresses.
-func startGroup(t *testing.T) []string { return testgroup.Start(t) }
+func startGroup(t testing.TB) []string { return testgroup.Start(t) }
 
-func newClient(t *testing.T, addrs []string) *client.Client {
+func newClient(t testing.TB, addrs []string) *client.Client {
 	t.Helper()
 	c, err := client.New(client.Options{Addrs: addrs, RequestTimeout: 2 * time.Second})
 	require.NoError(t, err)
@@ -30,14 +30,14 @@ func newClient(t *testing.T, addrs []string) *client.Client {
 	return c
 }
 
-func ctxFor(t *testing.T, d time.Duration) context.Context {
+func ctxFor(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
 }
 
 // createTopic creates topic once the group has elected a leader.
-func createTopic(t *testing.T, c *client.Client, topic string, queues int) {
+func createTopic(t testing.TB, c *client.Client, topic string, queues int) {
 	t.Helper()
 	require.Eventually(t, func() bool { return c.CreateTopic(ctxFor(t, 2*time.Second), topic, queues) == nil },
 		10*time.Second, 20*time.Millisecond)
