@@ -97,12 +97,13 @@ const groupsPage = `{{define "body"}}
 
 const groupPage = `{{define "body"}}
 <p>Total lag <b id="total-lag">{{.Progress.TotalLag}}</b> messages over {{len .Progress.Queues}} queues.
+{{if .Progress.TotalInFlight}}Popped and not acked yet: <b id="total-in-flight">{{.Progress.TotalInFlight}}</b>.{{end}}
 <a href="/console/groups/{{pathEsc .Progress.Group}}/dlq">Dead letters</a>{{if .DLQ}}: <span id="dlq-count">{{.DLQ}}</span>{{end}}.</p>
 <h2>Lag per queue</h2>
-<table id="progress"><tr><th>topic</th><th>queue</th><th>broker offset</th><th>consumer offset</th><th>lag</th><th>last consumed</th></tr>
-{{range .Progress.Queues}}<tr data-q="{{.Topic}}/{{.QueueID}}"><td>{{.Topic}}</td><td class="n">{{.QueueID}}</td>
+<table id="progress"><tr><th>topic</th><th>queue</th><th>broker offset</th><th>consumer offset</th><th>lag</th><th>last consumed</th>{{if .Progress.TotalInFlight}}<th>in flight (pop)</th>{{end}}</tr>
+{{$pop := .Progress.TotalInFlight}}{{range .Progress.Queues}}<tr data-q="{{.Topic}}/{{.QueueID}}"><td>{{.Topic}}</td><td class="n">{{.QueueID}}</td>
 <td class="n" data-k="broker">{{.BrokerOffset}}</td><td class="n" data-k="consumer">{{if .Committed}}{{.ConsumerOffset}}{{else}}-{{end}}</td>
-<td class="n" data-k="lag">{{.Lag}}</td><td>{{msTime .LastConsume}}</td></tr>{{end}}</table>
+<td class="n" data-k="lag">{{.Lag}}</td><td>{{msTime .LastConsume}}</td>{{if $pop}}<td class="n" data-k="inflight">{{.InFlight}}</td>{{end}}</tr>{{end}}</table>
 {{if .Plot}}<div id="lag-plot">{{.Plot}}</div>{{else}}<p class="note">The lag-over-time plot appears after two samples (every {{.Interval}}).</p>{{end}}
 <h2>Members</h2>
 {{if .ConnErr}}<p class="note" id="members-none">{{.ConnErr}}</p>{{else}}
