@@ -1,7 +1,9 @@
 package console
 
 import (
+	"bytes"
 	"fmt"
+	"html/template"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -121,4 +123,32 @@ func TestPagesWithoutAGroup(t *testing.T) {
 	require.Contains(t, resp.Header.Get("WWW-Authenticate"), `Basic realm="raftmq console"`)
 	resp, _ = get(t, c, "/console/nowhere", "ak", "sk")
 	require.Equal(t, http.StatusNotFound, resp.StatusCode, "signed in")
+}
+
+// A group with popped messages in flight shows them on its page, with a
+// column per queue; one without shows no such column.
+func TestGroupPageInFlight(t *testing.T) {
+	tm, err := templates()
+	require.NoError(t, err)
+	render := func(p cluster.AdminConsumerProgress) string {
+		var v struct {
+			Progress cluster.AdminConsumerProgress
+			Conn     cluster.AdminConsumerConnection
+			ConnErr  string
+			DLQ      int64
+			Plot     template.HTML
+			Interval time.Duration
+		}
+		v.Progress = p
+		var buf bytes.Buffer
+		require.NoError(t, tm["group"].ExecuteTemplate(&buf, "layout", page{Title: "g", Data: v}))
+		return buf.String()
+	}
+	p := cluster.AdminConsumerProgress{Group: "g", Queues: []cluster.AdminConsumeQueue{{Topic: "T", QueueID: 0, InFlight: 3}, {Topic: "T", QueueID: 1}}, TotalInFlight: 3}
+	out := render(p)
+	require.Contains(t, out, `<b id="total-in-flight">3</b>`)
+	require.Contains(t, out, `<td class="n" data-k="inflight">3</td>`)
+	require.Contains(t, out, `<td class="n" data-k="inflight">0</td>`)
+	p.TotalInFlight, p.Queues[0].InFlight = 0, 0
+	require.NotContains(t, render(p), "inflight")
 }
