@@ -764,6 +764,12 @@ func (b *Broker) reviveDue(ctx context.Context, nowMs int64) {
 	var dlq []*message.Message
 	anyDLQ := false
 	for k, recs := range due {
+		if ctx.Err() != nil {
+			return
+		}
+		if _, ok := st.Topic(k.Topic); !ok {
+			continue // the topic was deleted: its pop state is inert
+		}
 		maxTimes := int32(offsets.NewSubscriptionGroupConfig(k.Group).RetryMaxTimes)
 		if gc, ok := st.SubscriptionGroup(k.Group); ok {
 			maxTimes = gc.RetryMaxTimes
@@ -782,6 +788,9 @@ func (b *Broker) reviveDue(ctx context.Context, nowMs int64) {
 			ops = append(ops, op)
 			dlq = append(dlq, copyMsg)
 		}
+	}
+	if len(ops) == 0 {
+		return
 	}
 	if !anyDLQ {
 		dlq = nil
