@@ -1,7 +1,9 @@
 package store
 
 import (
+	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -99,4 +101,82 @@ func TestPopStateAppliesPersistsAndSnapshots(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, r.Pop[0].Err)
 	require.False(t, r.Pop[0].Done)
+}
+
+// After a power loss at any point, the pop state is what the synced log
+// says: the checkpoint's state plus the replay of the pop entries after
+// it, equal to the state before the crash.
+func TestPopStateSurvivesCrash(t *testing.T) {
+	for seed := uint64(0); seed < 12; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		fs := vfs.NewMem()
+		cfg := testConfig(t, fs)
+		cfg.PersistInterval = time.Hour // persist only when the test says
+		sa := openSA(t, cfg)
+		createTopic(t, sa, "T", 2)
+		for i := range 40 {
+			_, err := sa.Put(msg("T", int32(i%2), i, "", ""))
+			require.NoError(t, err)
+		}
+		require.NoError(t, sa.Persist())
+		now := int64(1000)
+		for range 60 {
+			now += int64(rng.IntN(30))
+			q := int32(rng.IntN(2))
+			k := pop.Key{Group: "g", Topic: "T", Queue: q}
+			state, ok := sa.PopQueue(k)
+			var op pop.Op
+			switch {
+			case !ok || rng.IntN(3) == 0:
+				from, init := int64(0), !ok
+				if ok {
+					from = state.Next
+				}
+				to := min(from+int64(1+rng.IntN(4)), 20)
+				op = pop.Op{Type: pop.OpPop, Group: "g", Topic: "T", Queue: q, From: from, To: to, Init: init, Invisible: int64(10 + rng.IntN(50))}
+				for off := from; off < to; off++ {
+					op.Offsets = append(op.Offsets, off)
+				}
+			default:
+				recs := state.Sorted()
+				if len(recs) == 0 {
+					continue
+				}
+				r := recs[rng.IntN(len(recs))]
+				op = pop.Op{Group: "g", Topic: "T", Queue: q, Offset: r.Offset, PopTime: r.PopTime}
+				switch rng.IntN(3) {
+				case 0:
+					op.Type = pop.OpAck
+				case 1:
+					op.Type, op.Invisible = pop.OpChange, int64(rng.IntN(40))
+				default:
+					op.Type = pop.OpRevive
+				}
+			}
+			_, err := sa.appendApply(popEntry(t, sa, &pop.Batch{Now: now, Ops: []pop.Op{op}}))
+			require.NoError(t, err)
+			if rng.IntN(15) == 0 {
+				require.NoError(t, sa.Persist())
+			}
+		}
+		var want [2][]byte
+		for q := range int32(2) {
+			st, ok := sa.PopQueue(pop.Key{Group: "g", Topic: "T", Queue: q})
+			require.True(t, ok)
+			require.Positive(t, st.Next, "seed %d: queue %d was popped", seed, q)
+			want[q] = st.Encode()
+		}
+		wantOff, _ := sa.ConsumerOffset("g", "T", 0)
+		cfg.FS = crash(t, sa, fs, rng, []float64{0, 0.5, 1}[seed%3])
+		sa2, err := OpenStandalone(cfg)
+		require.NoError(t, err, "seed %d", seed)
+		for q := range int32(2) {
+			st, ok := sa2.PopQueue(pop.Key{Group: "g", Topic: "T", Queue: q})
+			require.True(t, ok, "seed %d queue %d", seed, q)
+			require.Equal(t, want[q], st.Encode(), "seed %d queue %d", seed, q)
+		}
+		off, _ := sa2.ConsumerOffset("g", "T", 0)
+		require.Equal(t, wantOff, off, "seed %d", seed)
+		require.NoError(t, sa2.Close())
+	}
 }
