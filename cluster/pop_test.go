@@ -252,3 +252,36 @@ func TestPopDeadLetterAndOrder(t *testing.T) {
 	off, _ := l.Replica().Store().ConsumerOffset("g", "T", 0)
 	require.Equal(t, int64(3), off)
 }
+
+// An orderly pop's queue stays blocked across a leader change: the new
+// leader hands out nothing of the queue while the old leader's batch is in
+// flight, and the next message once it is acked; the receipt acks through
+// the new leader.
+func TestPopOrderAcrossLeaderChange(t *testing.T) {
+	tb := startBrokers(t)
+	l := tb.leader()
+	c := dial(t, l.ClientAddr())
+	popSetup(t, c, 1, 4, nil)
+	order := func(h *remoting.PopMessageRequestHeader) { h.Order = true }
+	_, first := popReq(t, c, 0, 2, 30*time.Second, 0, order)
+	require.Len(t, first, 2)
+	require.Equal(t, []int64{0, 1}, []int64{first[0].offset, first[1].offset})
+
+	old := l.cfg.ID
+	require.NoError(t, l.Close())
+	delete(tb.bs, old)
+	nl := tb.leader()
+	require.NotEqual(t, old, nl.cfg.ID)
+	cn := dial(t, nl.ClientAddr())
+	resp, none := popReq(t, cn, 0, 2, 30*time.Second, 0, order)
+	require.Equal(t, remoting.PollingTimeout, resp.Code, resp.Remark)
+	require.Empty(t, none, "the queue is blocked by the old leader's batch")
+	require.Equal(t, remoting.Success, ackReq(t, cn, first[0]).Code)
+	_, none = popReq(t, cn, 0, 2, 30*time.Second, 0, order)
+	require.Empty(t, none, "one message of the batch is still in flight")
+	require.Equal(t, remoting.Success, ackReq(t, cn, first[1]).Code)
+	_, next := popReq(t, cn, 0, 2, 30*time.Second, 0, order)
+	require.Len(t, next, 2)
+	require.Equal(t, []int64{2, 3}, []int64{next[0].offset, next[1].offset})
+	require.Equal(t, "m2", next[0].body)
+}
