@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -528,20 +529,14 @@ func (b *Broker) buildPop(req *PopRequest, flt filter.Filter, order bool, k pop.
 	now := time.Now().UnixMilli()
 	op := &pop.Op{Type: pop.OpPop, Group: k.Group, Topic: k.Topic, Queue: k.Queue, Invisible: req.Invisible.Milliseconds(), Order: order}
 	recs := map[int64][]byte{}
-	state, ok := st.PopQueue(k)
+	view := st.PopView(k, n, now)
 	maxOff := st.MaxOffset(k.Topic, k.Queue)
-	if ok {
-		op.From = state.Next
-		if order && state.Busy() {
+	if view.Exists {
+		op.From = view.Next
+		if order && view.Busy {
 			return nil, nil, 0, nil
 		}
-		for _, r := range state.Sorted() {
-			if len(op.Offsets) >= n {
-				break
-			}
-			if !r.Revived || r.PopTime >= now {
-				continue
-			}
+		for _, r := range view.Revived {
 			gr, err := st.GetMessages(k.Topic, k.Queue, r.Offset, 1, popMaxBytes, nil)
 			if err != nil {
 				return nil, nil, 0, fmt.Errorf("read queue %s/%d at %d: %w", k.Topic, k.Queue, r.Offset, err)
@@ -691,8 +686,8 @@ func (b *Broker) PopPeek(ctx context.Context, group, topic string, queueID int32
 	}
 	st := b.rep.Store()
 	from := st.MinOffset(topic, queueID)
-	if q, ok := st.PopQueue(pop.Key{Group: group, Topic: topic, Queue: queueID}); ok {
-		from = q.Next
+	if v := st.PopView(pop.Key{Group: group, Topic: topic, Queue: queueID}, 0, 0); v.Exists {
+		from = v.Next
 	} else if off, ok := st.ConsumerOffset(group, topic, queueID); ok {
 		from = off
 	}
@@ -723,20 +718,12 @@ func (b *Broker) popAvailable(group, topic string, q int32) bool {
 	}
 	for _, qi := range queues {
 		maxOff := st.MaxOffset(topic, qi)
-		state, ok := st.PopQueue(pop.Key{Group: group, Topic: topic, Queue: qi})
-		if !ok {
-			if maxOff > st.MinOffset(topic, qi) {
-				return true
-			}
-			continue
-		}
-		if state.Next < maxOff {
+		v := st.PopView(pop.Key{Group: group, Topic: topic, Queue: qi}, 1, math.MaxInt64)
+		switch {
+		case !v.Exists && maxOff > st.MinOffset(topic, qi):
 			return true
-		}
-		for _, r := range state.InFlight {
-			if r.Revived {
-				return true
-			}
+		case v.Exists && (v.Next < maxOff || len(v.Revived) > 0):
+			return true
 		}
 	}
 	return false

@@ -1,9 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"sync"
 
@@ -494,4 +496,37 @@ func (s *Store) PopTotals() (queues, inFlight int) {
 		inFlight += len(q.InFlight)
 	}
 	return len(s.state.pop.Queues), inFlight
+}
+
+// PopView is what a pop of a queue needs of its state (Store.PopView).
+type PopView struct {
+	Exists bool  // the queue has pop state
+	Next   int64 // its cursor
+	Busy   bool  // a record is hidden (pop.Queue.Busy)
+	// Revived are up to n revived records popped before nowMs, by offset.
+	Revived []pop.Record
+}
+
+// PopView returns a group's pop state of a queue as a pop needs it,
+// without copying every record.
+func (s *Store) PopView(k pop.Key, n int, nowMs int64) PopView {
+	s.state.mu.RLock()
+	defer s.state.mu.RUnlock()
+	q, ok := s.state.pop.Queues[k]
+	if !ok {
+		return PopView{}
+	}
+	v := PopView{Exists: true, Next: q.Next}
+	for _, r := range q.InFlight {
+		if !r.Revived {
+			v.Busy = true
+		} else if r.PopTime < nowMs {
+			v.Revived = append(v.Revived, *r)
+		}
+	}
+	slices.SortFunc(v.Revived, func(a, b pop.Record) int { return cmp.Compare(a.Offset, b.Offset) })
+	if len(v.Revived) > n {
+		v.Revived = v.Revived[:n]
+	}
+	return v
 }
