@@ -95,6 +95,11 @@ type PopRequest struct {
 	// ExpressionType (TAG or SQL92, "" is TAG) and Expression ("" is *)
 	// filter the messages; those the filter rejects are passed over.
 	ExpressionType, Expression string
+	// AttemptID, for an orderly pop, names the attempt: a pop repeating
+	// the attempt id of the queue's batch in flight gets that batch again
+	// (same receipts), so a client whose answer was lost does not wait
+	// for the invisible time.
+	AttemptID string
 }
 
 // Popped is one message a pop handed out.
@@ -453,6 +458,16 @@ func (b *Broker) popQueues(ctx context.Context, req *PopRequest, flt filter.Filt
 		if !b.pop.lock(ctx, k, wait) {
 			continue // another pop of the queue is under way: skip it, as RocketMQ does
 		}
+		if order && req.AttemptID != "" {
+			if n, err := b.popAgain(ctx, req, k, res); err != nil || n > 0 {
+				b.pop.unlock(k)
+				if err != nil {
+					return false, err
+				}
+				left -= n
+				continue
+			}
+		}
 		op, recs, rest, err := b.buildPop(req, flt, order, k, left)
 		res.Rest += rest
 		if err != nil || op == nil {
@@ -520,6 +535,49 @@ func (b *Broker) popQueues(ctx context.Context, req *PopRequest, flt filter.Filt
 	return moved, nil
 }
 
+// popAgain serves an orderly pop that repeats the attempt id of its
+// queue's batch in flight: it hands that batch out again, with the same
+// receipts and no entry, after a read barrier (so that an ack or revive
+// committed meanwhile is seen). It returns how many messages it added to
+// res (0: not a repeat).
+func (b *Broker) popAgain(ctx context.Context, req *PopRequest, k pop.Key, res *PopResult) (int, error) {
+	hidden := b.rep.Store().PopHidden(k)
+	if len(hidden) == 0 {
+		return 0, nil
+	}
+	for _, r := range hidden {
+		if r.AttemptID != req.AttemptID {
+			return 0, nil
+		}
+	}
+	if err := b.readBarrier(ctx); err != nil {
+		return 0, fmt.Errorf("read barrier: %w: %w", ErrNotLeader, err)
+	}
+	hidden = b.rep.Store().PopHidden(k)
+	st := b.rep.Store()
+	added := 0
+	for _, r := range hidden {
+		if r.AttemptID != req.AttemptID {
+			continue
+		}
+		gr, err := st.GetMessages(k.Topic, k.Queue, r.Offset, 1, popMaxBytes, nil)
+		if err != nil || gr.Status != store.Found || gr.QueueOffsets[0] != r.Offset {
+			continue // removed by retention
+		}
+		start := hidden[0].Offset
+		receipt := Receipt{Group: k.Group, Topic: k.Topic, QueueID: k.Queue, Offset: r.Offset, PopTime: r.PopTime,
+			Invisible: r.VisibleAt - r.PopTime, StartOffset: start, Order: true, BrokerName: b.cfg.BrokerName}
+		m, err := withReceipt(gr.Records[0], receipt, r.Attempt)
+		if err != nil {
+			continue
+		}
+		res.StartOffsets[k.Queue] = start
+		res.Messages = append(res.Messages, Popped{Record: m, QueueID: k.Queue, QueueOffset: r.Offset, Attempt: r.Attempt, Receipt: receipt})
+		added++
+	}
+	return added, nil
+}
+
 // buildPop decides a pop of up to n messages of k from this node's state:
 // its revived records first, then messages from the cursor on, and reads
 // them (by offset). rest counts the messages left behind. A nil op: nothing
@@ -528,6 +586,9 @@ func (b *Broker) buildPop(req *PopRequest, flt filter.Filter, order bool, k pop.
 	st := b.rep.Store()
 	now := time.Now().UnixMilli()
 	op := &pop.Op{Type: pop.OpPop, Group: k.Group, Topic: k.Topic, Queue: k.Queue, Invisible: req.Invisible.Milliseconds(), Order: order}
+	if order {
+		op.AttemptID = req.AttemptID
+	}
 	recs := map[int64][]byte{}
 	view := st.PopView(k, n, now)
 	maxOff := st.MaxOffset(k.Topic, k.Queue)

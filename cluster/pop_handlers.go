@@ -128,7 +128,7 @@ func (b *Broker) popOnce(ctx context.Context, conn *remoting.ServerConn, req *re
 	defer cancel()
 	res, err := b.Pop(pctx, PopRequest{Group: h.ConsumerGroup, Topic: h.Topic, QueueID: h.QueueID, Max: int(h.MaxMsgNums),
 		Invisible: time.Duration(h.InvisibleTime) * time.Millisecond, InitMode: h.InitMode, Order: h.Order,
-		ExpressionType: h.ExpType, Expression: h.Exp})
+		ExpressionType: h.ExpType, Expression: h.Exp, AttemptID: h.AttemptID})
 	if err != nil {
 		return b.popResponse(conn, req, err)
 	}

@@ -285,3 +285,27 @@ func TestPopOrderAcrossLeaderChange(t *testing.T) {
 	require.Equal(t, []int64{2, 3}, []int64{next[0].offset, next[1].offset})
 	require.Equal(t, "m2", next[0].body)
 }
+
+// An orderly pop repeating the attempt id of the batch in flight gets the
+// same batch, with the same receipts; another attempt id gets nothing.
+func TestPopOrderAttemptID(t *testing.T) {
+	tb := startBrokers(t)
+	c := dial(t, tb.follower().ClientAddr())
+	popSetup(t, dial(t, tb.leader().ClientAddr()), 1, 4, nil)
+	attempt := func(id string) func(*remoting.PopMessageRequestHeader) {
+		return func(h *remoting.PopMessageRequestHeader) { h.Order, h.AttemptID = true, id }
+	}
+	_, first := popReq(t, c, 0, 2, 30*time.Second, 0, attempt("A"))
+	require.Len(t, first, 2)
+	resp, again := popReq(t, c, 0, 2, 30*time.Second, 0, attempt("A"))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	require.Equal(t, first, again, "the same delivery again")
+	_, other := popReq(t, c, 0, 2, 30*time.Second, 0, attempt("B"))
+	require.Empty(t, other)
+	for _, m := range again {
+		require.Equal(t, remoting.Success, ackReq(t, c, m).Code, "the repeated receipts ack")
+	}
+	_, next := popReq(t, c, 0, 2, 30*time.Second, 0, attempt("A"))
+	require.Len(t, next, 2)
+	require.Equal(t, []int64{2, 3}, []int64{next[0].offset, next[1].offset})
+}

@@ -530,3 +530,22 @@ func (s *Store) PopView(k pop.Key, n int, nowMs int64) PopView {
 	}
 	return v
 }
+
+// PopHidden returns, by offset, a group's hidden records of a queue
+// (popped, not acked, not revived).
+func (s *Store) PopHidden(k pop.Key) []pop.Record {
+	s.state.mu.RLock()
+	defer s.state.mu.RUnlock()
+	q, ok := s.state.pop.Queues[k]
+	if !ok {
+		return nil
+	}
+	var out []pop.Record
+	for _, r := range q.InFlight {
+		if !r.Revived {
+			out = append(out, *r)
+		}
+	}
+	slices.SortFunc(out, func(a, b pop.Record) int { return cmp.Compare(a.Offset, b.Offset) })
+	return out
+}

@@ -53,6 +53,10 @@ type Record struct {
 	// Revived: the invisible time passed and a revive entry applied; the
 	// next pop hands the message out again.
 	Revived bool
+	// AttemptID is the orderly pop's attempt id that handed the message
+	// out (RocketMQ's attemptId): a pop repeating it while the message is
+	// hidden gets the same delivery again.
+	AttemptID string
 }
 
 // Queue is a queue's pop state for one group.
@@ -131,6 +135,8 @@ type Op struct {
 	Invisible int64   `json:"iv,omitempty"`
 	// Order: an orderly pop, refused while a record of the queue is hidden.
 	Order bool `json:"ord,omitempty"`
+	// AttemptID is recorded on the records an orderly pop hands out.
+	AttemptID string `json:"aid,omitempty"`
 
 	// Offset and PopTime name a record (ack, change, revive); a change
 	// also sets Invisible.
@@ -263,8 +269,9 @@ func (s *State) pop(now int64, k Key, q *Queue, o *Op) Result {
 			}
 			rec.PopTime, rec.VisibleAt, rec.Revived = now, now+o.Invisible, false
 			rec.Attempt++
+			rec.AttemptID = o.AttemptID
 		case off < o.To && cursorOK && rec == nil:
-			rec = &Record{Offset: off, PopTime: now, VisibleAt: now + o.Invisible, Attempt: 1}
+			rec = &Record{Offset: off, PopTime: now, VisibleAt: now + o.Invisible, Attempt: 1, AttemptID: o.AttemptID}
 			q.InFlight[off] = rec
 		default:
 			continue
@@ -387,12 +394,13 @@ func DecodeBatch(p []byte) (*Batch, []byte, error) {
 
 // Encoding of a Queue (the value of its key in the store's database):
 //
-//	| next i64 | count u32 | count × (offset i64 | pop time i64 | visible at i64 | attempt i32 | revived u8) |
-const recordSize = 8 + 8 + 8 + 4 + 1
+//	| next i64 | count u32 | count × record |
+//	record: | offset i64 | pop time i64 | visible at i64 | attempt i32 | revived u8 | attempt id length u16 | attempt id |
+const recordFixed = 8 + 8 + 8 + 4 + 1 + 2
 
 // Encode returns q's encoding, records by offset.
 func (q *Queue) Encode() []byte {
-	b := make([]byte, 0, 12+recordSize*len(q.InFlight))
+	b := make([]byte, 0, 12+recordFixed*len(q.InFlight))
 	b = binary.BigEndian.AppendUint64(b, uint64(q.Next))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(q.InFlight)))
 	for _, r := range q.Sorted() {
@@ -405,6 +413,9 @@ func (q *Queue) Encode() []byte {
 			rv = 1
 		}
 		b = append(b, rv)
+		id := r.AttemptID[:min(len(r.AttemptID), 1<<16-1)]
+		b = binary.BigEndian.AppendUint16(b, uint16(len(id)))
+		b = append(b, id...)
 	}
 	return b
 }
@@ -417,10 +428,10 @@ func DecodeQueue(b []byte) (*Queue, error) {
 	q := &Queue{Next: int64(binary.BigEndian.Uint64(b)), InFlight: map[int64]*Record{}}
 	n := int(binary.BigEndian.Uint32(b[8:]))
 	b = b[12:]
-	if len(b) != n*recordSize {
-		return nil, fmt.Errorf("pop: queue state: %d records in %d bytes", n, len(b))
-	}
 	for i := 0; i < n; i++ {
+		if len(b) < recordFixed {
+			return nil, fmt.Errorf("pop: queue state: record %d of %d truncated", i, n)
+		}
 		r := &Record{
 			Offset:    int64(binary.BigEndian.Uint64(b)),
 			PopTime:   int64(binary.BigEndian.Uint64(b[8:])),
@@ -428,8 +439,17 @@ func DecodeQueue(b []byte) (*Queue, error) {
 			Attempt:   int32(binary.BigEndian.Uint32(b[24:])),
 			Revived:   b[28] == 1,
 		}
+		idLen := int(binary.BigEndian.Uint16(b[29:]))
+		b = b[recordFixed:]
+		if len(b) < idLen {
+			return nil, fmt.Errorf("pop: queue state: record %d of %d truncated", i, n)
+		}
+		r.AttemptID = string(b[:idLen])
+		b = b[idLen:]
 		q.InFlight[r.Offset] = r
-		b = b[recordSize:]
+	}
+	if len(b) != 0 {
+		return nil, fmt.Errorf("pop: queue state: %d bytes after %d records", len(b), n)
 	}
 	return q, nil
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 const g, tp = "g", "T"
@@ -159,8 +161,11 @@ func TestDLQAndFilterSkips(t *testing.T) {
 
 func TestEncodeRoundTrip(t *testing.T) {
 	s := NewState()
-	one(t, s, 10, popOp(5, 9, true, 5, 5, 6, 8))
+	o := popOp(5, 9, true, 5, 5, 6, 8)
+	o.AttemptID = "attempt-1"
+	one(t, s, 10, o)
 	one(t, s, 20, Op{Type: OpRevive, Group: g, Topic: tp, Offset: 6, PopTime: 10})
+	require.Equal(t, "attempt-1", s.Queues[Key{g, tp, 0}].InFlight[8].AttemptID)
 	q := s.Queues[Key{g, tp, 0}]
 	got, err := DecodeQueue(q.Encode())
 	if err != nil || !reflect.DeepEqual(got, q) {
