@@ -191,11 +191,12 @@ type popState struct {
 
 	pollMu  sync.Mutex
 	polling map[string]int // suspended pops by group@topic@queue
+	pollMax int            // popPollingMax
 }
 
 func newPopState() *popState {
 	return &popState{calls: make(chan *popCall, 4096), slots: make(chan struct{}, popInFlight),
-		locks: map[pop.Key]chan struct{}{}, polling: map[string]int{}}
+		locks: map[pop.Key]chan struct{}{}, polling: map[string]int{}, pollMax: popPollingMax}
 }
 
 // lock takes k's pop lock: waiting for it (until ctx ends) when wait,

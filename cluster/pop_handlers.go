@@ -23,6 +23,10 @@ import (
 // popPollMax bounds a pop's long polling, as RocketMQ's proxy clamps it.
 const popPollMax = 20 * time.Second
 
+// popPollingMax bounds the pops suspended on a node for one group's
+// queue (RocketMQ's popPollingSize): one more is answered POLLING_FULL.
+const popPollingMax = 1024
+
 // popPollRecheck is how often a suspended pop looks again even without a
 // change in the store (a leader elsewhere revives records this node only
 // learns of by applying, which also wakes it).
@@ -107,8 +111,11 @@ func (b *Broker) handlePop(ctx context.Context, conn *remoting.ServerConn, req *
 			return resp
 		}
 		if !suspended {
+			if b.pop.polling1(key, 1) > b.pop.pollMax {
+				b.pop.polling1(key, -1)
+				return remoting.NewResponse(req, remoting.PollingFull, fmt.Sprintf("the pops waiting on %s exceed %d; retry later", key, b.pop.pollMax))
+			}
 			suspended = true
-			b.pop.polling1(key, 1)
 		}
 		t := time.NewTimer(min(time.Until(deadline), popPollRecheck))
 		select {

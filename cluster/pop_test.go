@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -308,4 +309,36 @@ func TestPopOrderAttemptID(t *testing.T) {
 	_, next := popReq(t, c, 0, 2, 30*time.Second, 0, attempt("A"))
 	require.Len(t, next, 2)
 	require.Equal(t, []int64{2, 3}, []int64{next[0].offset, next[1].offset})
+}
+
+// Long-polling pops wait on the node that got them, counted by
+// POLLING_INFO; one past the limit is answered POLLING_FULL.
+func TestPopPollingInfoAndFull(t *testing.T) {
+	tb := startBrokers(t)
+	f := tb.follower()
+	f.pop.pollMax = 1
+	c := dial(t, f.ClientAddr())
+	popSetup(t, dial(t, tb.leader().ClientAddr()), 1, 0, nil)
+	done := make(chan *remoting.Command, 1)
+	go func() {
+		h := remoting.PopMessageRequestHeader{ConsumerGroup: "g", Topic: "T", QueueID: 0, MaxMsgNums: 1, InvisibleTime: 30_000, PollTime: 3_000}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := c.Invoke(ctx, remoting.NewRequest(remoting.PopMessage, h.Encode(), nil))
+		if err != nil {
+			resp = remoting.NewResponse(remoting.NewRequest(remoting.PopMessage, nil, nil), -1, err.Error())
+		}
+		done <- resp
+	}()
+	require.Eventually(t, func() bool {
+		resp := invoke(t, c, remoting.NewRequest(remoting.PollingInfo, map[string]string{"consumerGroup": "g", "topic": "T", "queueId": "0"}, nil))
+		return resp.Code == remoting.Success && resp.ExtFields["pollingNum"] == "1"
+	}, 5*time.Second, 10*time.Millisecond)
+	resp, _ := popReq(t, c, 0, 1, 30*time.Second, 3*time.Second, nil)
+	require.Equal(t, remoting.PollingFull, resp.Code, resp.Remark)
+	require.Equal(t, remoting.PollingTimeout, (<-done).Code, "the first waits out its poll time")
+	n := invoke(t, dial(t, tb.leader().ClientAddr()), remoting.NewRequest(remoting.Notification,
+		map[string]string{"consumerGroup": "g", "topic": "T", "queueId": "-1", "pollTime": "0"}, nil))
+	require.Equal(t, remoting.Success, n.Code, n.Remark)
+	require.Equal(t, "false", n.ExtFields["hasMsg"])
 }
