@@ -376,7 +376,7 @@ func (b *Broker) popCheck(group, topic string, queueID int32) (offsets.TopicConf
 		return tc, gc, fmt.Errorf("%w: subscription group [%s] does not exist", ErrPopNoGroup, group)
 	}
 	if tc.Perm&offsets.PermRead == 0 {
-		return tc, gc, fmt.Errorf("%w: the topic[%s] peeking message is forbidden", ErrPopNoPermission, topic)
+		return tc, gc, fmt.Errorf("%w: the topic[%s] pop message is forbidden", ErrPopNoPermission, topic)
 	}
 	if !gc.ConsumeEnable {
 		return tc, gc, fmt.Errorf("%w: subscription group no permission, %s", ErrPopNoPermission, group)
