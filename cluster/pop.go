@@ -378,6 +378,9 @@ func (b *Broker) popCheck(group, topic string, queueID int32) (offsets.TopicConf
 	if tc.Perm&offsets.PermRead == 0 {
 		return tc, gc, fmt.Errorf("%w: the topic[%s] pop message is forbidden", ErrPopNoPermission, topic)
 	}
+	if b.brokerPerm()&remoting.PermRead == 0 {
+		return tc, gc, fmt.Errorf("%w: the broker[%s] pop message is forbidden", ErrPopNoPermission, b.cfg.BrokerName)
+	}
 	if !gc.ConsumeEnable {
 		return tc, gc, fmt.Errorf("%w: subscription group no permission, %s", ErrPopNoPermission, group)
 	}
