@@ -42,6 +42,7 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadGroup, NemKillLeader, NemPartition),
 			sc(WorkloadTransaction, NemKillLeader, NemPause),
 			sc(WorkloadRetry, NemKill, NemPartitionLeader),
+			sc(WorkloadPop, NemKillLeader, NemPartition, NemPause),
 			sc(WorkloadQueue, NemDiskFull),
 		}, nil
 	case "standard", "soak":
@@ -67,13 +68,16 @@ func Scenarios(set string) ([]Scenario, error) {
 			sc(WorkloadDelay, NemKillLeader, NemPartition),
 			sc(WorkloadTransaction, NemKillLeader, NemPause),
 			sc(WorkloadRetry, NemKill, NemPartition),
+			sc(WorkloadPop, NemKillLeader, NemPartitionLeader),
+			sc(WorkloadPop, NemClock, NemDelay, NemLoss),
 			sc(WorkloadLog, NemPartition, NemKill, NemPause, NemClock),
 			sc(WorkloadQueue, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemHostile),
 			// Every nemesis at once for the workloads of delayed, timer,
-			// retried and transactional messages.
+			// retried, transactional and popped messages.
 			sc(WorkloadDelay, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemHostile, NemPartitionLeader, NemKillLeader),
 			sc(WorkloadTransaction, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemHostile, NemPartitionLeader, NemKillLeader),
 			sc(WorkloadRetry, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemHostile, NemPartitionLeader, NemKillLeader),
+			sc(WorkloadPop, NemPartition, NemKill, NemPause, NemPowerLoss, NemCorrupt, NemClock, NemDelay, NemLoss, NemMembership, NemHostile, NemPartitionLeader, NemKillLeader),
 		}
 		if set == "soak" {
 			for i := range out {

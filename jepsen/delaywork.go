@@ -68,6 +68,9 @@ func extraTopics(workload string, queues int) []extraTopic {
 		return []extraTopic{{name: TxnTopic, queues: queues}}
 	case WorkloadRetry:
 		return []extraTopic{{name: RetryTopic, queues: queues}, {name: retryDLQ, queues: 1, missingOK: true}}
+	case WorkloadPop:
+		return []extraTopic{{name: PopTopic, queues: queues}, {name: "%DLQ%" + PopGroup, queues: 1, missingOK: true},
+			{name: "%DLQ%" + PopFIFOGroup, queues: 1, missingOK: true}}
 	}
 	return nil
 }

@@ -53,6 +53,11 @@ const (
 	// must be consumed after exactly those failures, or end in the
 	// dead-letter queue (see retrywork.go).
 	WorkloadRetry = "retry"
+	// WorkloadPop: beside the queue workload's clients (two producers),
+	// SimpleConsumers of a concurrent and an orderly group consume a topic
+	// by pop: slow ones let the invisible time pass, others extend it, some
+	// are killed mid-batch (see popwork.go).
+	WorkloadPop = "pop"
 )
 
 // batchedWorkers is how many producers share the batched workload's
@@ -61,7 +66,7 @@ const batchedWorkers = 8
 
 // Workloads lists the workload names.
 func Workloads() []string {
-	return []string{WorkloadQueue, WorkloadLog, WorkloadOffsets, WorkloadRetries, WorkloadBatched, WorkloadGroup, WorkloadDelay, WorkloadTransaction, WorkloadRetry}
+	return []string{WorkloadQueue, WorkloadLog, WorkloadOffsets, WorkloadRetries, WorkloadBatched, WorkloadGroup, WorkloadDelay, WorkloadTransaction, WorkloadRetry, WorkloadPop}
 }
 
 const (
@@ -155,7 +160,7 @@ func (w *workload) run(ctx context.Context) error {
 		}()
 	}
 	producers := 4
-	if w.name == WorkloadDelay || w.name == WorkloadTransaction || w.name == WorkloadRetry {
+	if w.name == WorkloadDelay || w.name == WorkloadTransaction || w.name == WorkloadRetry || w.name == WorkloadPop {
 		producers = 2 // the rest of the rate goes to the workload's own clients
 	}
 	k := 0
@@ -188,7 +193,7 @@ func (w *workload) run(ctx context.Context) error {
 		}
 	}
 	switch w.name {
-	case WorkloadQueue, WorkloadRetries, WorkloadDelay, WorkloadTransaction, WorkloadRetry:
+	case WorkloadQueue, WorkloadRetries, WorkloadDelay, WorkloadTransaction, WorkloadRetry, WorkloadPop:
 		for q := 0; q < w.queues; q++ {
 			queue := q
 			start(func(ctx context.Context, c *client.Client, rng *rand.Rand) error {
@@ -224,6 +229,16 @@ func (w *workload) run(ctx context.Context) error {
 			go func() {
 				defer wg.Done()
 				if err := s.runRetry(ctx); err != nil {
+					errc <- err
+				}
+			}()
+		}
+		if w.name == WorkloadPop {
+			s := newPopState(w)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := s.runPop(ctx); err != nil {
 					errc <- err
 				}
 			}()

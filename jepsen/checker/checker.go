@@ -35,10 +35,15 @@
 //     consumed after exactly N failures (reconsume count N) if N is at
 //     most the consumer's MaxReconsumeTimes, and is otherwise in the
 //     group's %DLQ% topic and never consumed; never lost, never both
-//     (retry.go).
+//     (retry.go);
+//   - pop (pop workload): every acknowledged send is acked by each
+//     SimpleConsumer group, no message is handed out while an earlier
+//     delivery still hides it (unless a fault explains it), none is
+//     delivered again after an ok ack, and orderly groups receive each
+//     queue in order (pop.go).
 //
-// The delay, transaction and retry workloads' ops (history.DelaySend,
-// TopicPoll, TxnSend, TxnCheck, RetrySend, RetryDeliver) name topics of
+// The delay, transaction, retry and pop workloads' ops (history.DelaySend,
+// TopicPoll, TxnSend, TxnCheck, RetrySend, RetryDeliver, Pop*) name topics of
 // their own; the checkers of the main topic ignore them, and the
 // workloads' own checkers build their topics' final logs from the
 // TopicPoll drains as final-log does.
@@ -159,6 +164,9 @@ func Check(run *history.Run, opts Options) history.Results {
 	})
 	res.Checkers[RetryChecker] = guard(func() history.CheckerResult {
 		return checkRetry(run, opts)
+	})
+	res.Checkers[PopChecker] = guard(func() history.CheckerResult {
+		return checkPop(run, opts)
 	})
 
 	res.Valid = true

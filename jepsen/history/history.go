@@ -108,6 +108,28 @@ const (
 	// the message's Reconsume count; Decision is what the callback
 	// returned: "success" or "later" (ConsumeRetryLater).
 	RetryDeliver Kind = "retry-deliver"
+
+	// The pop workload's kinds (SimpleConsumers of Group on Topic).
+
+	// PopSend sends Value to Queue of Topic (Offset: its queue offset).
+	PopSend Kind = "pop-send"
+	// PopDeliver is one message (Queue, Offset, Value) of one Receive of
+	// Group by a SimpleConsumer (Process), from Invoke to Complete of the
+	// receive, hidden for InvisibleMs; Handle names this delivery
+	// ("<batch>/<i>", the batch being one Receive) and Reconsume is the
+	// broker's attempt count minus one. Orderly marks an orderly group.
+	PopDeliver Kind = "pop-deliver"
+	// PopAck acks the delivery Handle (Queue, Offset, Value of Group).
+	PopAck Kind = "pop-ack"
+	// PopChange changes the invisible time of the delivery Handle to
+	// InvisibleMs from its invocation on.
+	PopChange Kind = "pop-change"
+	// PopJoin is a SimpleConsumer (Process) of Group starting (Orderly:
+	// an orderly group), from Invoke to Complete of its Start.
+	PopJoin Kind = "pop-join"
+	// PopKill is a SimpleConsumer (Process) of Group killed with the
+	// deliveries of batch Handle not all acked (Value: how many not).
+	PopKill Kind = "pop-kill"
 )
 
 // Decisions (Op.Decision).
@@ -173,6 +195,12 @@ type Op struct {
 	MaxReconsume int `json:"max_reconsume,omitempty"`
 	// Reconsume is a RetryDeliver's reconsume count.
 	Reconsume int `json:"reconsume,omitempty"`
+
+	// InvisibleMs is a PopDeliver's invisible time, a PopChange's new one.
+	InvisibleMs int64 `json:"invisible_ms,omitempty"`
+	// Handle names a PopDeliver; PopAck and PopChange name the delivery
+	// they act on.
+	Handle string `json:"handle,omitempty"`
 }
 
 // Event is one fault, written when it ends (End is 0 if the run stopped
