@@ -44,8 +44,8 @@ const (
 const (
 	popProducers  = 2
 	popConcurrent = 4
-	popOrderly    = 2
-	popMaxBatch   = 16
+	popOrderly    = 3
+	popMaxBatch   = 32
 	popInvisible  = 3 * time.Second
 	popAwait      = time.Second
 	// popCatchUp bounds the wait after the run for every value to be
@@ -252,18 +252,18 @@ func (s *popState) consumer(ctx context.Context, rng *rand.Rand, group string, o
 		if len(msgs) == 0 {
 			continue
 		}
-		switch r := rng.IntN(20); {
+		switch r := rng.IntN(40); {
 		case r < 2: // slow: past the invisible time
 			time.Sleep(popInvisible + time.Duration(500+rng.IntN(1000))*time.Millisecond)
 			s.ackAll(m, group, msgs, ds, len(msgs))
-		case r < 5: // extend, then ack
+		case r < 6: // extend, then ack
 			time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
 			for i, msg := range msgs {
 				s.change(m, group, msg, ds[i])
 			}
 			time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
 			s.ackAll(m, group, msgs, ds, len(msgs))
-		case r < 7: // killed mid-batch
+		case r < 8: // killed mid-batch
 			n := rng.IntN(len(msgs))
 			s.ackAll(m, group, msgs, ds, n)
 			w.rec.op(history.Op{Process: m.proc, Kind: history.PopKill, Group: group, Handle: batch, Value: fmt.Sprint(len(msgs) - n),
