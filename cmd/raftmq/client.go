@@ -625,7 +625,57 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 	txnCmd.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON line")
 	txnCmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write the client's CPU profile (pprof) to this file")
 	txnCmd.Flags().StringVar(&htmlOut, "html", "", "also write an HTML report (transactions and latency over time) to this file")
-	cmd.AddCommand(produce, consume, failover, newBenchDelayCmd(logger), txnCmd)
+	cmd.AddCommand(produce, consume, failover, newBenchDelayCmd(logger), txnCmd, newBenchPopCmd(logger))
+	return cmd
+}
+
+func newBenchPopCmd(logger func() *slog.Logger) *cobra.Command {
+	var addrs string
+	var asJSON bool
+	var pc bench.PopConfig
+	cmd := &cobra.Command{
+		Use:   "pop",
+		Short: "Receive and ack a topic by pop with --consumers SimpleConsumers, next to the pull rate over the same messages",
+		Long: "Sends --messages to --topic (created if missing), reads its queues from start to end with one puller per queue,\n" +
+			"then --consumers SimpleConsumers of a new group receive --batch messages at a time and ack each (--ack-window\n" +
+			"acks in flight per consumer) until every message was acked. Prints both rates, their ratio and ack latency percentiles.",
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx, log := c.Context(), logger()
+			cl, err := newClient(ctx, addrs, log)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			pc.NewClient = func() (*client.Client, error) { return newClient(ctx, addrs, log) }
+			if !asJSON {
+				pc.Progress = os.Stderr
+			}
+			r, err := bench.Pop(ctx, cl, pc)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				b, err := json.Marshal(r)
+				if err != nil {
+					return err
+				}
+				fmt.Println(string(b))
+				return nil
+			}
+			fmt.Println(r.String())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&pc.Topic, "topic", "bench-pop", "topic (created if missing)")
+	cmd.Flags().IntVar(&pc.Queues, "queues", 4, "queues of the topic")
+	cmd.Flags().Int64Var(&pc.Messages, "messages", 20000, "messages sent to the topic first (0: read what it holds)")
+	cmd.Flags().IntVar(&pc.Size, "size", 1024, "message body bytes")
+	cmd.Flags().IntVar(&pc.Consumers, "consumers", 4, "SimpleConsumers, each with a client of its own")
+	cmd.Flags().IntVar(&pc.Batch, "batch", 32, "messages per receive and per pull (1 to 32)")
+	cmd.Flags().IntVar(&pc.AckWindow, "ack-window", 0, "acks in flight per consumer (0: a whole batch; 1: one at a time)")
+	cmd.Flags().DurationVar(&pc.Invisible, "invisible", 30*time.Second, "the receives' invisible time")
+	addrFlag(cmd, &addrs)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON line")
 	return cmd
 }
 

@@ -1,0 +1,241 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/raftmq/raftmq/client"
+)
+
+// PopConfig configures a pop run: fill a topic, read it once with pulls,
+// then receive and ack all of it by pop with a new consumer group.
+type PopConfig struct {
+	Topic  string // created if missing
+	Queues int    // queues of the topic (default 4)
+	// Messages is how many messages of Size bytes are sent to the topic
+	// first (0: none; the run reads what the topic holds).
+	Messages int64
+	Size     int
+	// Consumers is the number of SimpleConsumers (default 4), each on a
+	// client of its own made by NewClient; Batch the most messages per
+	// receive (default 32) and per pull.
+	Consumers int
+	Batch     int
+	// AckWindow is how many of a batch's acks a consumer has in flight at
+	// once (default: the whole batch; 1: one ack at a time, which
+	// measures an ack's own latency).
+	AckWindow int
+	NewClient func() (*client.Client, error)
+	// Invisible is the receives' invisible time (default 30 s).
+	Invisible time.Duration
+	// Stall ends the run with an error when no message was acked for
+	// this long (default DefaultStall).
+	Stall    time.Duration
+	Progress io.Writer
+}
+
+// PopResult is a pop run's summary: the pop consumers' rate next to the
+// pull rate over the same messages, and ack latency.
+type PopResult struct {
+	Produce Result `json:"produce"`
+	Pull    Result `json:"pull"`
+	// Pop counts a message when its first ack succeeded; Duplicates are
+	// messages received again after that.
+	Pop Result `json:"pop"`
+	// Ratio is Pop's msgs/s over Pull's.
+	Ratio float64 `json:"popToPull"`
+	// Receives and Acks count requests; AckFailures the acks answered
+	// with an error (the message comes back after its invisible time).
+	Receives    int64 `json:"receives"`
+	Acks        int64 `json:"acks"`
+	AckFailures int64 `json:"ackFailures"`
+	// Ack and receive latency, request to answer, in milliseconds.
+	AckP50     float64 `json:"ackP50ms"`
+	AckP99     float64 `json:"ackP99ms"`
+	AckMax     float64 `json:"ackMaxms"`
+	ReceiveP50 float64 `json:"receiveP50ms"`
+	ReceiveP99 float64 `json:"receiveP99ms"`
+}
+
+func (r PopResult) String() string {
+	s := ""
+	if r.Produce.Messages > 0 {
+		s += r.Produce.String() + "\n"
+	}
+	s += r.Pull.String() + "\n" + r.Pop.String() + "\n"
+	s += fmt.Sprintf("pop/pull: %.0f%%; %d receives (p50 %.3f ms, p99 %.3f), %d acks: p50 %.3f ms, p99 %.3f, max %.3f; %d acks failed",
+		100*r.Ratio, r.Receives, r.ReceiveP50, r.ReceiveP99, r.Acks, r.AckP50, r.AckP99, r.AckMax, r.AckFailures)
+	return s
+}
+
+// latencies collects request durations.
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, d)
+	l.mu.Unlock()
+}
+
+// quantiles returns the 0.5 and 0.99 quantiles and the maximum in ms.
+func (l *latencies) quantiles() (p50, p99, mx float64) {
+	l.mu.Lock()
+	d := slices.Clone(l.d)
+	l.mu.Unlock()
+	if len(d) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(d)
+	return quantile(d, 0.5), quantile(d, 0.99), quantile(d, 1)
+}
+
+// Pop runs a pop benchmark: it sends cfg.Messages to the topic, reads the
+// topic's queues from start to end with one puller per queue (the
+// consume run's pull rate), then has cfg.Consumers SimpleConsumers of a
+// new group receive up to cfg.Batch messages at a time and ack each one
+// (cfg.AckWindow of a batch's acks in flight at once) until every message
+// of the same range was acked.
+func Pop(ctx context.Context, c *client.Client, cfg PopConfig) (PopResult, error) {
+	if cfg.Queues <= 0 {
+		cfg.Queues = 4
+	}
+	if cfg.Consumers <= 0 {
+		cfg.Consumers = 4
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 32
+	}
+	if cfg.Batch > 32 {
+		return PopResult{}, fmt.Errorf("bench: pop batch %d: a receive takes 1 to 32 messages", cfg.Batch)
+	}
+	if cfg.AckWindow <= 0 {
+		cfg.AckWindow = cfg.Batch
+	}
+	if cfg.Invisible <= 0 {
+		cfg.Invisible = 30 * time.Second
+	}
+	if cfg.Stall <= 0 {
+		cfg.Stall = DefaultStall
+	}
+	if cfg.NewClient == nil {
+		return PopResult{}, errors.New("bench: pop run without NewClient")
+	}
+	var out PopResult
+	if cfg.Messages > 0 {
+		r, err := Produce(ctx, c, ProduceConfig{Topic: cfg.Topic, Queues: cfg.Queues, Size: cfg.Size, Window: 64, Batch: 32,
+			Producers: 1, Duration: time.Hour, Messages: cfg.Messages, Progress: cfg.Progress})
+		if err != nil {
+			return out, err
+		}
+		out.Produce = r
+	}
+	pull, err := Consume(ctx, c, ConsumeConfig{Topic: cfg.Topic, Queues: cfg.Queues, Batch: cfg.Batch, Progress: cfg.Progress})
+	if err != nil {
+		return out, err
+	}
+	out.Pull = pull
+	pop, err := popRun(ctx, cfg, &out)
+	out.Pop = pop
+	if pull.MsgsPerSec > 0 {
+		out.Ratio = pop.MsgsPerSec / pull.MsgsPerSec
+	}
+	return out, err
+}
+
+// popRun receives and acks the topic's range with the consumers.
+func popRun(ctx context.Context, cfg PopConfig, out *PopResult) (Result, error) {
+	cl, err := cfg.NewClient()
+	if err != nil {
+		return Result{}, fmt.Errorf("bench: pop client: %w", err)
+	}
+	spans, ranges, err := consumeRanges(ctx, cl, []string{cfg.Topic}, cfg.Queues)
+	cl.Close()
+	if err != nil {
+		return Result{}, err
+	}
+	group := fmt.Sprintf("bench-pop-%d", time.Now().UnixNano())
+	consumers := make([]*client.SimpleConsumer, 0, cfg.Consumers)
+	for range cfg.Consumers {
+		cl, err := cfg.NewClient()
+		if err != nil {
+			return Result{}, fmt.Errorf("bench: pop consumer client: %w", err)
+		}
+		defer cl.Close()
+		sc := cl.NewSimpleConsumer(group, cfg.Topic, client.SimpleConsumerOptions{Await: time.Second})
+		if err := sc.Start(ctx); err != nil {
+			return Result{}, fmt.Errorf("bench: %w", err)
+		}
+		consumers = append(consumers, sc)
+	}
+	run, err := newConsumeRun(spans, ranges)
+	if err != nil {
+		return Result{}, err
+	}
+	var (
+		acks, receives latencies
+		ackFailures    int64
+		mu             sync.Mutex
+	)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	run.begin()
+	stop := make(chan struct{})
+	go progress(cfg.Progress, "pop", &run.cnt, run.start, stop)
+	var wg sync.WaitGroup
+	for _, sc := range consumers {
+		wg.Go(func() {
+			for rctx.Err() == nil {
+				t0 := time.Now()
+				msgs, err := sc.Receive(rctx, cfg.Batch, cfg.Invisible)
+				if err != nil {
+					if rctx.Err() == nil {
+						run.cnt.fail(err)
+						time.Sleep(10 * time.Millisecond)
+					}
+					continue
+				}
+				receives.add(time.Since(t0))
+				var awg sync.WaitGroup
+				slots := make(chan struct{}, cfg.AckWindow)
+				for _, m := range msgs {
+					slots <- struct{}{}
+					awg.Go(func() {
+						defer func() { <-slots }()
+						t0 := time.Now()
+						err := sc.Ack(rctx, m)
+						if err != nil {
+							if rctx.Err() == nil {
+								mu.Lock()
+								ackFailures++
+								mu.Unlock()
+								run.cnt.fail(err)
+							}
+							return
+						}
+						acks.add(time.Since(t0))
+						run.take([]*client.MessageExt{m.MessageExt})
+					})
+				}
+				awg.Wait()
+			}
+		})
+	}
+	elapsed, err := waitConsumed(ctx, run, cfg.Stall)
+	close(stop)
+	cancel()
+	wg.Wait()
+	out.Receives, out.Acks, out.AckFailures = int64(len(receives.d)), int64(len(acks.d)), ackFailures
+	out.AckP50, out.AckP99, out.AckMax = acks.quantiles()
+	out.ReceiveP50, out.ReceiveP99, _ = receives.quantiles()
+	res := run.result(fmt.Sprintf("pop, %d consumers, %s", cfg.Consumers, layout(1, len(ranges))), elapsed)
+	res.Batch, res.Consumers, res.Window = cfg.Batch, cfg.Consumers, cfg.AckWindow
+	return res, err
+}
