@@ -17,7 +17,7 @@ import (
 var allCheckers = []string{
 	FinalLogChecker, LinearizableChecker, TotalQueueChecker, ReadConsistencyChecker,
 	ConsumerChecker, ReplicaAgreementChecker, AvailabilityChecker, ConsumerGroupChecker,
-	DelayChecker, TransactionChecker, RetryChecker,
+	DelayChecker, TransactionChecker, RetryChecker, PopChecker,
 }
 
 func TestValidConcurrentHistory(t *testing.T) {
