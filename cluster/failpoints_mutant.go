@@ -12,6 +12,7 @@ import (
 	"github.com/raftmq/raftmq/internal/vfs"
 	"github.com/raftmq/raftmq/protocol/remoting"
 	"github.com/raftmq/raftmq/store"
+	"github.com/raftmq/raftmq/store/pop"
 	"github.com/raftmq/raftmq/store/schedule"
 	"github.com/raftmq/raftmq/store/txn"
 )
@@ -26,6 +27,7 @@ type fpState struct {
 	memberTerm atomic.Uint64  // forget-members: the last term seen leading
 	memOffs    memOffsets     // offsets-in-memory: the node's own offset table
 	memSched   memSchedule    // schedule-in-memory: the leader's cursors
+	memAcks    memAcks        // ack-in-memory: the records this node acked
 	clock      *skewClock     // the fault endpoint's clock; nil without it
 	ballast    *vfs.BallastFS // the fault endpoint's virtual ballast; nil without it
 }
@@ -253,4 +255,80 @@ func (m *memSchedule) delivered(b *Broker, d *schedule.Delivery) {
 		m.next, m.term = map[int32]int64{}, term
 	}
 	m.next[d.Queue] = d.From + int64(d.Count)
+}
+
+// memAcks is the ack-in-memory failpoint's table: the records (queue,
+// offset, pop time) this node acked without replicating the ack.
+type memAcks struct {
+	mu    sync.Mutex
+	acked map[pop.Key]map[[2]int64]bool
+}
+
+// ackInMemory is the ack-in-memory failpoint's ack (PopAck): it notes each
+// receipt in this node's memory and answers every one acked, proposing
+// nothing.
+func (b *Broker) ackInMemory(rs []Receipt) []error {
+	a := &b.fps.memAcks
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.acked == nil {
+		a.acked = map[pop.Key]map[[2]int64]bool{}
+	}
+	for _, r := range rs {
+		k := pop.Key{Group: r.Group, Topic: r.Topic, Queue: r.QueueID}
+		if a.acked[k] == nil {
+			a.acked[k] = map[[2]int64]bool{}
+		}
+		a.acked[k][[2]int64{r.Offset, r.PopTime}] = true
+	}
+	return make([]error, len(rs))
+}
+
+// unackedInMemory is the ack-in-memory failpoint's side of the revive
+// loop (reviveDue): it leaves out the records this node acked, which stay
+// hidden in the replicated state.
+func (b *Broker) unackedInMemory(k pop.Key, recs []pop.Record) []pop.Record {
+	a := &b.fps.memAcks
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []pop.Record
+	for _, r := range recs {
+		if !a.acked[k][[2]int64{r.Offset, r.PopTime}] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// popBeforeCommit is the pop-before-commit failpoint's pop (popQueues): it
+// proposes the ops in an entry of its own and hands out every message they
+// list at once, with the entry's time as their pop time, without waiting
+// for the entry to commit; its caller then unlocks the queues, so the
+// next pop of a queue decides from a state that lacks this one.
+func (b *Broker) popBeforeCommit(req *PopRequest, order bool, bs []builtPop, res *PopResult) error {
+	now := time.Now().UnixMilli()
+	batch := &pop.Batch{Now: now, Ops: make([]pop.Op, len(bs))}
+	for i := range bs {
+		batch.Ops[i] = bs[i].op
+	}
+	if err := b.rep.ProposePopAsync(batch, nil, func([]pop.Result, []store.MessageResult, error) {}); err != nil {
+		return err
+	}
+	for _, x := range bs {
+		q := x.op.Queue
+		if len(x.op.Offsets) == 0 {
+			continue
+		}
+		res.StartOffsets[q] = min(x.op.From, x.op.Offsets[0])
+		for _, off := range x.op.Offsets {
+			receipt := Receipt{Group: req.Group, Topic: req.Topic, QueueID: q, Offset: off, PopTime: now,
+				Invisible: req.Invisible.Milliseconds(), StartOffset: res.StartOffsets[q], Order: order, BrokerName: b.cfg.BrokerName}
+			m, err := withReceipt(x.recs[off], receipt, 1)
+			if err != nil {
+				return err
+			}
+			res.Messages = append(res.Messages, Popped{Record: m, QueueID: q, QueueOffset: off, Attempt: 1, Receipt: receipt})
+		}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ package cluster
 import (
 	"github.com/raftmq/raftmq/protocol/remoting"
 	"github.com/raftmq/raftmq/store"
+	"github.com/raftmq/raftmq/store/pop"
 	"github.com/raftmq/raftmq/store/schedule"
 	"github.com/raftmq/raftmq/store/txn"
 )
@@ -46,4 +47,11 @@ func rollbackDelivers(txn.Action) bool       { panic("failpoint rollback-deliver
 func (b *Broker) scheduleCursor(int32) int64 { panic("failpoint schedule-in-memory" + notBuilt) }
 func (b *Broker) scheduleDelivered(*schedule.Delivery, error) {
 	panic("failpoint schedule-in-memory" + notBuilt)
+}
+func (b *Broker) ackInMemory([]Receipt) []error { panic("failpoint ack-in-memory" + notBuilt) }
+func (b *Broker) unackedInMemory(pop.Key, []pop.Record) []pop.Record {
+	panic("failpoint ack-in-memory" + notBuilt)
+}
+func (b *Broker) popBeforeCommit(*PopRequest, bool, []builtPop, *PopResult) error {
+	panic("failpoint pop-before-commit" + notBuilt)
 }

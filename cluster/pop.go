@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/cluster/filter"
+	"github.com/raftmq/raftmq/internal/failpoint"
 	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/offsets"
 	"github.com/raftmq/raftmq/protocol/remoting"
@@ -448,11 +449,7 @@ func (b *Broker) Pop(ctx context.Context, req PopRequest) (*PopResult, error) {
 // what apply granted. moved reports an op refused because its queue's
 // cursor had moved.
 func (b *Broker) popQueues(ctx context.Context, req *PopRequest, flt filter.Filter, order bool, queues []int32, wait bool, res *PopResult) (moved bool, err error) {
-	type built struct {
-		op   pop.Op
-		recs map[int64][]byte
-	}
-	var bs []built
+	var bs []builtPop
 	left := req.Max
 	for _, q := range queues {
 		if left <= 0 {
@@ -481,7 +478,7 @@ func (b *Broker) popQueues(ctx context.Context, req *PopRequest, flt filter.Filt
 			}
 			continue
 		}
-		bs = append(bs, built{*op, recs})
+		bs = append(bs, builtPop{*op, recs})
 		left -= len(op.Offsets)
 	}
 	defer func() {
@@ -491,6 +488,9 @@ func (b *Broker) popQueues(ctx context.Context, req *PopRequest, flt filter.Filt
 	}()
 	if len(bs) == 0 {
 		return false, nil
+	}
+	if failpoint.On(b.fp, failpoint.PopBeforeCommit) {
+		return false, b.popBeforeCommit(req, order, bs, res)
 	}
 	ops := make([]pop.Op, len(bs))
 	for i := range bs {
@@ -580,6 +580,13 @@ func (b *Broker) popAgain(ctx context.Context, req *PopRequest, k pop.Key, res *
 		added++
 	}
 	return added, nil
+}
+
+// builtPop is one queue's pop op as buildPop decided it, with the
+// messages it lists, read by offset.
+type builtPop struct {
+	op   pop.Op
+	recs map[int64][]byte
 }
 
 // buildPop decides a pop of up to n messages of k from this node's state:
@@ -691,6 +698,9 @@ func withReceipt(rec []byte, r Receipt, attempt int32) ([]byte, error) {
 func (b *Broker) PopAck(ctx context.Context, rs []Receipt) ([]error, error) {
 	if err := b.popBarrier(ctx); err != nil {
 		return nil, err
+	}
+	if failpoint.On(b.fp, failpoint.AckInMemory) {
+		return b.ackInMemory(rs), nil
 	}
 	ops := make([]pop.Op, len(rs))
 	for i, r := range rs {
@@ -825,6 +835,9 @@ func (b *Broker) reviveDue(ctx context.Context, nowMs int64) {
 		maxTimes := int32(offsets.NewSubscriptionGroupConfig(k.Group).RetryMaxTimes)
 		if gc, ok := st.SubscriptionGroup(k.Group); ok {
 			maxTimes = gc.RetryMaxTimes
+		}
+		if failpoint.On(b.fp, failpoint.AckInMemory) {
+			recs = b.unackedInMemory(k, recs)
 		}
 		for _, r := range recs {
 			op := pop.Op{Type: pop.OpRevive, Group: k.Group, Topic: k.Topic, Queue: k.Queue, Offset: r.Offset, PopTime: r.PopTime}

@@ -38,6 +38,12 @@ func Campaigns() []Campaign {
 			"connections that stop mid-frame are never closed: hostile clients hold the node's connections for ever"},
 		{"readded-node-crash", WorkloadQueue, []string{NemMembership},
 			"the member the membership nemesis re-adds exits a few seconds later: cluster-health must count the crash"},
+		{"ack-in-memory", WorkloadPop, []string{NemKillLeader},
+			"pop acks live in the leader's memory: a new leader delivers acked messages again"},
+		{"revive-early", WorkloadPop, nil,
+			"popped messages are visible again after a third of their invisible time: handed to a second consumer while the first holds them"},
+		{"pop-before-commit", WorkloadPop, nil,
+			"pops are answered before their entry commits: concurrent pops of a queue hand out the same messages"},
 	}
 	if len(c) != len(failpoint.Names()) {
 		panic("jepsen: a mutant without a campaign")

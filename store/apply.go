@@ -537,6 +537,9 @@ func (s *Store) applyPop(payload []byte, base int64) (pops []pop.Result, msgs []
 			pops[i].Err = fmt.Errorf("%w: queue %d", pop.ErrBadOp, o.Queue)
 			continue
 		}
+		if failpoint.On(s.cfg.Failpoints, failpoint.ReviveEarly) {
+			reviveEarly(o)
+		}
 		r := st.pop.ApplyOp(b.Now, o)
 		pops[i] = r
 		k := o.Key()

@@ -7,13 +7,15 @@ import (
 
 	"github.com/raftmq/raftmq/commitlog"
 	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/store/pop"
 	"github.com/raftmq/raftmq/store/schedule"
 )
 
 // The failpoints of the store (internal/failpoint), compiled only with
 // -tags mutant. Their hooks: Store.open (ack-before-fsync), applyMessage
-// (no-dedupe), applyDelivery (schedule-in-memory); cluster's
-// uncommitted-reads hook calls UncommittedRecords.
+// (no-dedupe), applyDelivery (schedule-in-memory), applyPop
+// (revive-early); cluster's uncommitted-reads hook calls
+// UncommittedRecords.
 
 // ackBeforeFsync is the ack-before-fsync failpoint: the commit log
 // acknowledges appends from the page cache and syncs once a second.
@@ -72,4 +74,14 @@ func (s *Store) UncommittedRecords(topic string, queueID int32, from int64, max 
 		return nil
 	})
 	return out
+}
+
+// reviveEarly is the revive-early failpoint: a pop or a change of
+// invisible time hides its messages for a third of the time it asks, so
+// the leader revives them, and hands them out again, while their
+// consumer still holds them.
+func reviveEarly(o *pop.Op) {
+	if o.Type == pop.OpPop || o.Type == pop.OpChange {
+		o.Invisible = max(o.Invisible/3, min(o.Invisible, 1))
+	}
 }

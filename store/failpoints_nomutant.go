@@ -4,6 +4,7 @@ package store
 
 import (
 	"github.com/raftmq/raftmq/commitlog"
+	"github.com/raftmq/raftmq/store/pop"
 	"github.com/raftmq/raftmq/store/schedule"
 )
 
@@ -15,6 +16,8 @@ func ackBeforeFsync(*commitlog.Options) {
 }
 
 func noDedupe(bool) bool { panic("failpoint no-dedupe: built without -tags mutant") }
+
+func reviveEarly(*pop.Op) { panic("failpoint revive-early: built without -tags mutant") }
 
 func scheduleInMemory(int64, schedule.Delivery) int64 {
 	panic("failpoint schedule-in-memory: built without -tags mutant")

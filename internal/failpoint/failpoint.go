@@ -88,6 +88,18 @@ const (
 	// nemesis re-adds one) exits with an error a second after it starts;
 	// started again, it runs.
 	ReaddedNodeCrash
+	// AckInMemory: a pop consumer's ack is kept in the leader's memory and
+	// answered at once, never replicated; the leader's revives pass over
+	// the records it acked, a new leader revives and delivers them again.
+	AckInMemory
+	// ReviveEarly: a popped message is hidden for a third of its invisible
+	// time (store: applyPop), so it is delivered again while its consumer
+	// still holds it.
+	ReviveEarly
+	// PopBeforeCommit: the leader hands out a pop's messages as soon as it
+	// proposed the pop entry, before it commits and applies, and lets the
+	// queue's next pop decide from the state that lacks it.
+	PopBeforeCommit
 
 	// count is the number of failpoints.
 	count

@@ -58,6 +58,9 @@ func table() [count]string {
 		ScheduleInMemory:  "schedule-in-memory",
 		NoClientDeadlines: "no-client-deadlines",
 		ReaddedNodeCrash:  "readded-node-crash",
+		AckInMemory:       "ack-in-memory",
+		ReviveEarly:       "revive-early",
+		PopBeforeCommit:   "pop-before-commit",
 	}
 }
 
