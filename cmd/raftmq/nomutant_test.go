@@ -60,6 +60,8 @@ func mutantProbes(t *testing.T) (strs, syms []string) {
 		"github.com/raftmq/raftmq/cluster.(*memOffsets).set",
 		"github.com/raftmq/raftmq/cluster.(*memOffsets).get",
 		"github.com/raftmq/raftmq/cluster.(*Broker).forgetMembers",
+		"github.com/raftmq/raftmq/cluster.(*Broker).ackInMemory",
+		"github.com/raftmq/raftmq/cluster.(*Broker).popBeforeCommit",
 		"github.com/raftmq/raftmq/cluster.(*Broker).injectFault",
 		"github.com/raftmq/raftmq/cluster.uncommittedReads",
 		"github.com/raftmq/raftmq/store.(*Store).UncommittedRecords",
