@@ -408,22 +408,15 @@ func (e *adminEnv) brokerConfigUpdate() *cobra.Command {
 				}
 				return usageError(errors.New(msg))
 			}
-			body := []byte(key + "=" + value + "\n")
-			switch set[i].Scope {
-			case cluster.ScopeGroup:
-				if _, err := cl.AdminRequest(ctx, cluster.CodeUpdateBrokerConfig, nil, body, true); err != nil {
-					return err
-				}
+			scope, done, err := admin.UpdateSetting(ctx, cl, nodes, key, value)
+			if err != nil {
+				return err
+			}
+			if scope == cluster.ScopeGroup {
 				fmt.Fprintf(out, "update broker config success, group-wide (through raft): %s=%s\n", key, value)
-			case cluster.ScopeNode:
-				for _, n := range nodes {
-					if _, err := cl.NodeRequest(ctx, n, cluster.CodeUpdateBrokerConfig, nil, body); err != nil {
-						return err
-					}
-					fmt.Fprintf(out, "update broker config success, %s: %s=%s\n", n, key, value)
-				}
-			default:
-				return fmt.Errorf("%s needs a restart: change the nodes' flag or config file", key)
+			}
+			for _, n := range done {
+				fmt.Fprintf(out, "update broker config success, %s: %s=%s\n", n, key, value)
 			}
 			return nil
 		})
@@ -537,9 +530,8 @@ func (e *adminEnv) offsetSkip() *cobra.Command {
 	var asJSON bool
 	c := e.command("skip", "Move the group's offsets in the topic to each queue's end, skipping the backlog (one raft entry; mqadmin's skipAccumulatedMessage)",
 		cobra.NoArgs, &asJSON, func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
-			h := remoting.ResetOffsetRequestHeader{Topic: topic, Group: group, Timestamp: -1, IsForce: true}
-			var v cluster.AdminReset
-			if err := admin.Change(ctx, cl, remoting.InvokeBrokerToResetOffset, h.Encode(), nil, true, &v); err != nil {
+			v, err := admin.ResetOffset(ctx, cl, group, topic, -1, true)
+			if err != nil {
 				return explain(err, topic, group)
 			}
 			if asJSON {
@@ -563,14 +555,9 @@ func (e *adminEnv) aclUpdate() *cobra.Command {
 	var isAdmin bool
 	c := e.command("update", "Create or update an ACL account (replicated; mqadmin's updateAclConfig)",
 		cobra.NoArgs, nil, func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
-			ext := map[string]string{"accessKey": ak, "admin": strconv.FormatBool(isAdmin)}
-			for k, v := range map[string]string{"secretKey": sk, "whiteRemoteAddress": white, "topicPerms": topicPerms, "groupPerms": groupPerms,
-				"defaultTopicPerm": defTopic, "defaultGroupPerm": defGroup} {
-				if v != "" {
-					ext[k] = v
-				}
-			}
-			if _, err := cl.AdminRequest(ctx, acl.UpdateAndCreateACLConfig, ext, nil, true); err != nil {
+			a := admin.Account{AccessKey: ak, SecretKey: sk, WhiteRemoteAddress: white, Admin: isAdmin, DefaultTopicPerm: defTopic,
+				DefaultGroupPerm: defGroup, TopicPerms: topicPerms, GroupPerms: groupPerms}
+			if err := admin.UpdateAccount(ctx, cl, a); err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "create or update plain access config to %s success.\n", strings.Join(strings.Split(e.addrs, ","), ", "))
@@ -593,7 +580,7 @@ func (e *adminEnv) aclDelete() *cobra.Command {
 	var ak string
 	c := e.command("delete", "Delete an ACL account (replicated; mqadmin's deleteAclConfig)",
 		cobra.NoArgs, nil, func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
-			if _, err := cl.AdminRequest(ctx, acl.DeleteACLConfig, map[string]string{"accessKey": ak}, nil, true); err != nil {
+			if err := admin.DeleteAccount(ctx, cl, ak); err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "delete plain access config %s success.\n", ak)

@@ -560,14 +560,11 @@ func (e *adminEnv) groupUpdate() *cobra.Command {
 			gc := offsets.NewSubscriptionGroupConfig(group)
 			gc.RetryQueueNums, gc.RetryMaxTimes = retryQueues, retryMax
 			gc.ConsumeEnable, gc.ConsumeBroadcastEnable, gc.ConsumeMessageOrderly, gc.ConsumeFromMinEnable = consumeEnable, broadcast, orderly, fromMin
-			if err := gc.Validate(); err != nil {
+			if err := admin.UpdateGroup(ctx, cl, gc); err != nil {
 				return err
 			}
 			body, err := json.Marshal(gc)
 			if err != nil {
-				return err
-			}
-			if err := cl.UpdateGroup(ctx, body); err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "subscription group %s: %s\n", group, body)
@@ -631,9 +628,8 @@ func (e *adminEnv) resetByTime() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			h := remoting.ResetOffsetRequestHeader{Topic: topic, Group: group, Timestamp: ts, IsForce: force}
-			var v cluster.AdminReset
-			if err := admin.Change(ctx, cl, remoting.InvokeBrokerToResetOffset, h.Encode(), nil, true, &v); err != nil {
+			v, err := admin.ResetOffset(ctx, cl, group, topic, ts, force)
+			if err != nil {
 				return explain(err, topic, group)
 			}
 			if asJSON {

@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"maps"
 
 	"github.com/spf13/cobra"
 
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/client/admin"
-	"github.com/raftmq/raftmq/message"
 )
 
 // newDLQCmd returns `admin dlq` and its subcommands: list a consumer
@@ -35,32 +33,15 @@ func newDLQCmd(withClient func(func(context.Context, *client.Client, []string) e
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON, one object per message")
 	resend := &cobra.Command{Use: "resend", Short: "Send dead letters back to the group (its %RETRY% topic, reconsume count 0): --uniq ID for one, --all for every one", Args: cobra.NoArgs,
 		RunE: withClient(func(ctx context.Context, cl *client.Client, _ []string) error {
-			ms, err := deadLetters(ctx, cl, group, 0)
+			if all {
+				uniq = ""
+			}
+			rs, err := admin.ResendDeadLetters(ctx, cl, group, uniq)
+			for _, r := range rs {
+				fmt.Fprintf(dlq.OutOrStdout(), "resent %s to %s (queue %d offset %d)\n", r.MsgID, r.Topic, r.QueueID, r.QueueOffset)
+			}
 			if err != nil {
 				return err
-			}
-			p := cl.NewProducer(client.ProducerOptions{Group: "raftmq-admin-dlq"})
-			n := 0
-			for _, m := range ms {
-				if !all && m.MsgID != uniq {
-					continue
-				}
-				props := maps.Clone(m.Properties())
-				if props == nil {
-					props = map[string]string{}
-				}
-				if props[message.PropertyRetryTopic] == "" {
-					props[message.PropertyRetryTopic] = m.Topic
-				}
-				res, err := p.Send(ctx, &client.Message{Topic: client.RetryTopic(group), QueueID: 0, Body: m.Body, Flag: m.Flag, Properties: props})
-				if err != nil {
-					return fmt.Errorf("resend %s: %w (%d resent before it)", m.MsgID, err, n)
-				}
-				fmt.Fprintf(dlq.OutOrStdout(), "resent %s to %s (queue %d offset %d)\n", m.MsgID, client.RetryTopic(group), res.QueueID, res.QueueOffset)
-				n++
-			}
-			if n == 0 {
-				return fmt.Errorf("no dead letter of group %s matched", group)
 			}
 			return nil
 		})}
