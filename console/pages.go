@@ -16,7 +16,6 @@ import (
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/client/admin"
 	"github.com/raftmq/raftmq/cluster"
-	"github.com/raftmq/raftmq/internal/chart"
 	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/offsets"
 	"github.com/raftmq/raftmq/protocol/remoting"
@@ -281,15 +280,15 @@ func (c *Console) topicPage(w http.ResponseWriter, r *http.Request) {
 	v.Rate, v.Over = c.sample.rate(topic, now)
 	v.Since = now.Add(-time.Hour).UTC().Format(inputTime)
 	if ss := c.sample.topicSeries(topic); len(ss) >= 2 {
-		var pts [][2]float64
+		line := series{name: topic}
 		for i := 1; i < len(ss); i++ {
 			d := ss[i].at.Sub(ss[i-1].at).Seconds()
 			if d > 0 {
-				pts = append(pts, [2]float64{ss[i].at.Sub(ss[0].at).Seconds(), float64(ss[i].total-ss[i-1].total) / d})
+				line.at = append(line.at, ss[i].at)
+				line.v = append(line.v, float64(ss[i].total-ss[i-1].total)/d)
 			}
 		}
-		end := ss[len(ss)-1].at.Sub(ss[0].at).Seconds()
-		svg, err := chart.LineChart("Messages stored per second", "messages per second", end, []chart.Series{{Name: topic, Points: pts}})
+		svg, err := timePlot("Messages stored per second", "messages per second", []series{line})
 		if err != nil {
 			c.log.Warn("console: rate plot", "topic", topic, "err", err)
 		}
@@ -392,30 +391,27 @@ func (c *Console) groupPage(w http.ResponseWriter, r *http.Request) {
 
 // lagPlot draws a group's total lag and its lag per topic over its samples.
 func lagPlot(ss []groupSample) (string, error) {
-	t0 := ss[0].at
-	total := chart.Series{Name: "total"}
-	perTopic := map[string]*chart.Series{}
+	total := series{name: "total"}
+	perTopic := map[string]*series{}
 	var names []string
 	for _, s := range ss {
-		x := s.at.Sub(t0).Seconds()
-		total.Points = append(total.Points, [2]float64{x, float64(s.total)})
+		total.at, total.v = append(total.at, s.at), append(total.v, float64(s.total))
 		for t, lag := range s.byTopic {
 			if perTopic[t] == nil {
-				perTopic[t] = &chart.Series{Name: t}
+				perTopic[t] = &series{name: t}
 				names = append(names, t)
 			}
-			perTopic[t].Points = append(perTopic[t].Points, [2]float64{x, float64(lag)})
+			perTopic[t].at, perTopic[t].v = append(perTopic[t].at, s.at), append(perTopic[t].v, float64(lag))
 		}
 	}
 	sort.Strings(names)
-	series := []chart.Series{total}
+	lines := []series{total}
 	if len(names) > 1 {
 		for _, t := range names[:min(len(names), maxPlotLine-1)] {
-			series = append(series, *perTopic[t])
+			lines = append(lines, *perTopic[t])
 		}
 	}
-	end := ss[len(ss)-1].at.Sub(t0).Seconds()
-	return chart.LineChart(fmt.Sprintf("Lag over the last %.0f s", end), "messages behind", end, series)
+	return timePlot("Lag", "messages behind", lines)
 }
 
 // kv is a property.
