@@ -85,6 +85,10 @@ func (b *Broker) policy() *acl.Policy {
 	return a.file
 }
 
+// ACLEnforced reports whether the node enforces an ACL (its --acl-file
+// or the group's, from the log).
+func (b *Broker) ACLEnforced() bool { return b.policy() != nil }
+
 // loadPolicy builds the policy of the store's ACL.
 func (b *Broker) loadPolicy() *aclCache {
 	blob, v := b.rep.Store().ACL()

@@ -28,6 +28,11 @@ import (
 //     does, so every account may read the status and the metrics; the
 //     console then signs its requests with the same keys, so a page shows
 //     what the account may read;
+//   - for the web console (/console/, and / which redirects there) none
+//     here: the console signs in users itself (a login form mapped to an
+//     ACL account, a session cookie, HTTP basic authentication too) and
+//     signs each of its requests to the group with the user's keys, so the
+//     ACL decides every figure and change it shows;
 //   - for the monitoring paths (/status, /metrics, /debug/pprof/) only,
 //     the bearer token of Config.HTTPToken (`Authorization: Bearer T`, as
 //     Prometheus sends it), so that a scraper needs no ACL account.
@@ -67,6 +72,9 @@ func (b *Broker) httpDenied(r *http.Request) string {
 	token := b.cfg.HTTPToken
 	monitoring := monitoringPath(r.URL.Path)
 	if p == nil && (token == "" || !monitoring) {
+		return ""
+	}
+	if r.URL.Path == "/" || strings.HasPrefix(r.URL.Path, "/console/") {
 		return ""
 	}
 	auth := r.Header.Get("Authorization")

@@ -14,9 +14,11 @@
 // groups' lag, taken every few seconds for topics and groups viewed in the
 // last ten minutes, from which it draws message rates and lag over time.
 //
-// With an ACL, every page asks for HTTP basic authentication with an
-// account's accessKey and secretKey, and the console signs its requests to
-// the group with them: what a user sees is what their account may read.
+// With an ACL, a user signs in with an account's accessKey and secretKey
+// (the login form, or HTTP basic authentication), and the console signs
+// its requests to the group with them: what a user sees is what their
+// account may read, and what they change goes through the group's ACL
+// and audit log as the CLI's changes do (session.go, actions.go).
 package console
 
 import (
@@ -51,10 +53,13 @@ type Config struct {
 	// (password), which sign the console's requests to the group.
 	ACL bool
 	// Chaos, if set, serves the chaos page: the requests under
-	// /console/chaos/, with that prefix stripped (so the page's index is
+	// /console/lab/chaos/, with that prefix stripped (so the page's index is
 	// "/"). Without it the page says how to give the broker a directory of
 	// chaos runs. The console knows nothing of what it serves.
 	Chaos http.Handler
+	// ACLEnforced, if set, tells whether the node enforces an ACL now
+	// (one taken from the group's log counts as much as ACL).
+	ACLEnforced func() bool
 	// SampleInterval: how often viewed topics and groups are sampled for
 	// rates and lag plots (default 5 s).
 	SampleInterval time.Duration
@@ -78,9 +83,10 @@ type Console struct {
 	sample *sampler
 	tmpl   map[string]*template.Template
 
-	mu      sync.Mutex
-	clients map[credentials]*clientEntry
-	closed  bool
+	mu       sync.Mutex
+	clients  map[credentials]*clientEntry
+	sessions map[string]*session
+	closed   bool
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -112,14 +118,14 @@ func New(cfg Config) (*Console, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Console{cfg: cfg, log: cfg.Logger.With("component", "console"), clients: map[credentials]*clientEntry{},
-		stop: make(chan struct{})}
+		sessions: map[string]*session{}, stop: make(chan struct{})}
 	c.sample = newSampler(cfg.SampleInterval)
 	var err error
 	if c.tmpl, err = templates(); err != nil {
 		return nil, err
 	}
 	if cfg.Chaos != nil {
-		c.chaos = http.StripPrefix(strings.TrimSuffix(Prefix, "/")+"/chaos", cfg.Chaos)
+		c.chaos = http.StripPrefix(Prefix+"lab/chaos", cfg.Chaos)
 	}
 	c.mux = c.routes()
 	c.wg.Add(1)
@@ -154,25 +160,55 @@ func (c *Console) Close() error {
 	return errors.Join(errs...)
 }
 
-// ServeHTTP authenticates the request (with an ACL) and serves the page.
+// aclOn reports whether users must sign in.
+func (c *Console) aclOn() bool {
+	return c.cfg.ACL || (c.cfg.ACLEnforced != nil && c.cfg.ACLEnforced())
+}
+
+// ServeHTTP finds the request's session (its cookie, or HTTP basic
+// authentication, which starts one), checks a form's CSRF token, and
+// serves the page with a client signing as the session's account.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var cr credentials
-	user, pass, ok := r.BasicAuth()
-	if ok && user != "" {
-		// Signed even when this node was not told of an ACL: a node that
-		// took the group's ACL from the log asks for the keys on its HTTP
-		// port (cluster's httpAuth) before the console sees the request.
-		cr = credentials{accessKey: user, secretKey: pass}
-	} else if c.cfg.ACL {
-		askAuth(w, "this group has an ACL: sign in with an account's accessKey (user) and secretKey (password)")
+	if r.URL.Path == Prefix+"login" && (r.Method == http.MethodGet || r.Method == http.MethodPost) {
+		c.loginPage(w, r)
 		return
 	}
-	cl, err := c.client(cr)
+	s := c.lookup(r)
+	if user, pass, ok := r.BasicAuth(); ok && user != "" {
+		if cr := (credentials{accessKey: user, secretKey: pass}); s == nil || s.cr != cr {
+			ctx, cancel := c.ctx(r)
+			isAdmin, err := c.isAdmin(ctx, cr)
+			cancel()
+			if err != nil && badCredentials(err) {
+				askAuth(w, "the group refused these keys: "+err.Error())
+				return
+			}
+			s = c.newSession(w, r, cr, isAdmin)
+		}
+	}
+	if s == nil {
+		if c.aclOn() {
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				http.Redirect(w, r, loginURL(r), http.StatusSeeOther)
+				return
+			}
+			http.Error(w, "sign in first", http.StatusForbidden)
+			return
+		}
+		s = c.newSession(w, r, credentials{}, true)
+	}
+	if r.Method == http.MethodPost && !checkCSRF(r, s) {
+		c.log.Warn("console: form refused: missing or stale CSRF token", "path", r.URL.Path, "access_key", s.cr.accessKey, "from", r.RemoteAddr)
+		c.render(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, s)), http.StatusForbidden, "none",
+			page{Title: "Form refused", Err: "The form's token is missing or stale (the console restarted, or the form came from another site): reload the page and try again."})
+		return
+	}
+	cl, err := c.client(s.cr)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	ctx := context.WithValue(r.Context(), clientKey{}, cl)
+	ctx := context.WithValue(context.WithValue(r.Context(), clientKey{}, cl), sessionKey{}, s)
 	c.mux.ServeHTTP(w, r.WithContext(ctx))
 }
 

@@ -34,6 +34,13 @@ type page struct {
 	Title, Nav, Err, Now string
 	Refresh              int
 	Data                 any
+	// Back: a failed change's form page.
+	Back string
+	// Filled by render from the session: the outcome of the last change,
+	// the forms' CSRF token, the account signed in and whether it is an
+	// admin (admin forms are shown to admins only).
+	OK, CSRF, User string
+	Admin, SignIn  bool
 }
 
 func (c *Console) routes() *http.ServeMux {
@@ -46,7 +53,12 @@ func (c *Console) routes() *http.ServeMux {
 	mux.HandleFunc("GET /console/groups/{group}/dlq", c.dlqPage)
 	mux.HandleFunc("GET /console/messages", c.messagesPage)
 	mux.HandleFunc("GET /console/message", c.messagePage)
-	mux.HandleFunc("GET /console/chaos/", c.chaosPage)
+	mux.HandleFunc("GET /console/lab/{$}", c.labPage)
+	mux.HandleFunc("GET /console/lab/chaos/", c.chaosPage)
+	mux.HandleFunc("GET /console/chaos/", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, Prefix+"lab/"+strings.TrimPrefix(r.URL.Path, Prefix), http.StatusMovedPermanently)
+	})
+	c.actionRoutes(mux)
 	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusNotFound, "none", page{Title: "Not found", Err: "no console page at " + r.URL.Path})
 	})
@@ -61,7 +73,20 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 		p.Refresh = int(c.cfg.Refresh / time.Second)
 	}
 	p.Now = time.Now().UTC().Format("2006-01-02 15:04:05")
-	t := c.tmpl[name]
+	if s := sessionOf(r); s != nil {
+		p.CSRF, p.User, p.Admin = s.csrf, s.cr.accessKey, s.admin
+		if name != "login" {
+			p.OK = c.takeFlash(s)
+		}
+	}
+	p.SignIn = c.aclOn()
+	t, err := c.tmpl[name].Clone()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	csrf := template.HTML(`<input type="hidden" name="` + csrfField + `" value="` + template.HTMLEscapeString(p.CSRF) + `">`)
+	t.Funcs(template.FuncMap{"csrf": func() template.HTML { return csrf }, "isAdmin": func() bool { return p.Admin }})
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout", p); err != nil {
 		c.log.Warn("console: render", "page", name, "err", err)
@@ -364,8 +389,18 @@ func (c *Console) groupPage(w http.ResponseWriter, r *http.Request) {
 		DLQ      int64
 		Plot     template.HTML
 		Interval time.Duration
+		Config   *offsets.SubscriptionGroupConfig
+		Since    string
 	}
 	v.Progress, v.Interval = p, c.cfg.SampleInterval
+	v.Since = time.Now().Add(-time.Hour).UTC().Format(inputTime)
+	if gcs, err := admin.Groups(ctx, cl); err == nil {
+		for i := range gcs {
+			if gcs[i].GroupName == group {
+				v.Config = &gcs[i]
+			}
+		}
+	}
 	if v.Conn, err = admin.ConsumerConnection(ctx, cl, group); err != nil {
 		var ce *client.Error
 		if errors.As(err, &ce) && ce.Code == remoting.ConsumerNotOnline {
@@ -555,9 +590,15 @@ func (c *Console) messagePage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "message", page{Title: "Message " + m.MsgID, Nav: "messages", Data: &v})
 }
 
+// labPage is the lab corner: tools for testing raftmq itself, kept out
+// of the operator's menu.
+func (c *Console) labPage(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, http.StatusOK, "lab", page{Title: "Lab", Nav: "lab", Data: struct{ Runs bool }{c.chaos != nil}})
+}
+
 func (c *Console) chaosPage(w http.ResponseWriter, r *http.Request) {
 	if c.chaos == nil {
-		c.render(w, r, http.StatusOK, "chaos", page{Title: "Chaos reports", Nav: "chaos", Data: struct{}{}})
+		c.render(w, r, http.StatusOK, "chaos", page{Title: "Chaos reports", Nav: "lab", Data: struct{}{}})
 		return
 	}
 	c.chaos.ServeHTTP(w, r)

@@ -396,6 +396,9 @@ func runBroker(f *brokerFlags, cfg cluster.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if f.console.broker != nil {
+		f.console.broker.Store(b)
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	var mutErr error

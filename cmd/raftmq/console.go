@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"sync/atomic"
 
 	"github.com/spf13/pflag"
 
@@ -19,6 +20,15 @@ import (
 type consoleFlags struct {
 	on   bool
 	runs string
+	// broker, once started, tells the console whether an ACL is in force
+	// (one taken from the group's log included).
+	// (setup allocates it).
+	broker *atomic.Pointer[cluster.Broker]
+}
+
+func (f *consoleFlags) aclEnforced() bool {
+	b := f.broker.Load()
+	return b != nil && b.ACLEnforced()
 }
 
 func (f *consoleFlags) register(fl *pflag.FlagSet) {
@@ -41,7 +51,8 @@ func (f *consoleFlags) setup(cfg *cluster.Config, log *slog.Logger) (*console.Co
 			addrs = append(addrs, cfg.Peers[id].Client)
 		}
 	}
-	cc := console.Config{Addrs: addrs, ACL: cfg.ACLFile != "", Logger: log}
+	f.broker = new(atomic.Pointer[cluster.Broker])
+	cc := console.Config{Addrs: addrs, ACL: cfg.ACLFile != "", Logger: log, ACLEnforced: f.aclEnforced}
 	if f.runs != "" {
 		cc.Chaos = report.Handler(f.runs, log.With("component", "console"))
 	}
