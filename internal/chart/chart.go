@@ -12,6 +12,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -72,6 +73,9 @@ type Spec struct {
 	// End is the end of the time axis in seconds (at least 1); it starts
 	// at 0.
 	End float64
+	// Start, if set, makes the time axis wall-clock time: x is seconds
+	// after Start, ticks are labelled with UTC clock times (TimeFormat).
+	Start time.Time
 	// LogY draws values on a logarithmic axis marked at 1, 2 and 5 times
 	// each power of ten; zero and negative values are left out of its range.
 	LogY    bool
@@ -84,6 +88,13 @@ func Render(s Spec) (string, error) {
 	p := plot.New()
 	p.Title.Text = s.Title
 	p.X.Label.Text = "seconds since the start"
+	if !s.Start.IsZero() {
+		p.X.Label.Text = "time (UTC)"
+		start := s.Start
+		p.X.Tick.Marker = plot.TimeTicks{Format: TimeFormat, Time: func(x float64) time.Time {
+			return start.Add(time.Duration(x * float64(time.Second))).UTC()
+		}}
+	}
 	p.Y.Label.Text = s.YLabel
 	p.X.Min, p.X.Max = 0, max(s.End, 1)
 	p.Legend.Top = true
@@ -134,6 +145,9 @@ func Render(s Spec) (string, error) {
 	}
 	return Inline(buf.String()), nil
 }
+
+// TimeFormat labels a wall-clock axis' ticks (Spec.Start).
+const TimeFormat = "15:04:05"
 
 // Inline drops the XML prolog of an SVG document, which an SVG element
 // inlined in HTML must not have.

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -63,4 +64,20 @@ func TestPaletteRepeats(t *testing.T) {
 	require.Equal(t, Blue, Palette(0))
 	require.Equal(t, Palette(1), Palette(9))
 	require.Equal(t, Palette(7), Palette(-1))
+}
+
+// With Start, the time axis is labelled with UTC clock times, not
+// seconds since the start.
+func TestWallClockAxis(t *testing.T) {
+	start := time.Date(2026, 11, 28, 13, 47, 0, 0, time.UTC)
+	l := Line{Name: "lag", Color: Palette(0)}
+	for i := range 13 {
+		l.Add(float64(10*i), float64(100-i), false)
+	}
+	svg, err := Render(Spec{Title: "Lag", YLabel: "messages", End: 120, Start: start, Lines: []Line{l}})
+	require.NoError(t, err)
+	require.Contains(t, svg, "time (UTC)")
+	require.Contains(t, svg, "13:47:")
+	require.Contains(t, svg, "13:48:")
+	require.NotContains(t, svg, "seconds since")
 }
