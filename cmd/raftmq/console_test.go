@@ -345,10 +345,15 @@ func TestConsoleInBrowser(t *testing.T) {
 		require.Contains(t, b.text("#error"), want, path)
 	}
 
-	// Chaos reports: the runs directory's index, and a run's report.html.
-	require.Equal(t, http.StatusOK, b.open("/console/chaos/"))
+	// Chaos reports: in the lab corner, not the main menu: the runs
+	// directory's index, and a run's report.html.
+	require.Zero(t, evalJS[int](b, `Array.from(document.querySelectorAll('header a')).filter(a => a.textContent.includes('Chaos')).length`))
+	require.Equal(t, http.StatusOK, b.open("/console/lab/"))
+	_, err = chromedp.RunResponse(b.ctx, chromedp.Click(chromedp.CSS("#chaos-link")))
+	require.NoError(t, err)
+	require.Equal(t, "/console/lab/chaos/", evalJS[string](b, `location.pathname`))
 	require.Contains(t, b.text("#runs"), "run-1")
-	require.Equal(t, http.StatusOK, b.open("/console/chaos/runs/run-1/"))
+	require.Equal(t, http.StatusOK, b.open("/console/lab/chaos/runs/run-1/"))
 	require.Equal(t, "chaos report of run-1", b.text("#report"))
 
 	// A message rate from the console's own samples: ten more orders
@@ -370,6 +375,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	}, 15*time.Second, 10*time.Millisecond, "a message rate on the topic's page")
 	require.Positive(t, rate)
 	require.Equal(t, 1, evalJS[int](b, `document.querySelectorAll('#rate-plot svg').length`), "the message-rate plot")
+	// Its time axis is wall-clock time (UTC), as the page's clock.
+	require.Contains(t, b.text("#rate-plot"), "time (UTC)")
+	require.Contains(t, b.text("#rate-plot"), time.Now().UTC().Format("15:04")[:4])
+
+	consoleActions(t, b, all, group, orders, dead[0].MsgID)
 }
 
 const consoleACL = `
