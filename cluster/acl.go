@@ -227,8 +227,12 @@ type AdminACL struct {
 }
 
 // handleACLInfo serves GET_BROKER_CLUSTER_ACL_INFO from this node's
-// replicated ACL, secret keys blanked.
-func (b *Broker) handleACLInfo(req *remoting.Command) *remoting.Command {
+// replicated ACL after a read barrier (so a change just made shows),
+// secret keys blanked.
+func (b *Broker) handleACLInfo(ctx context.Context, req *remoting.Command) *remoting.Command {
+	if resp := b.barrierOrRefuse(ctx, req, "ACL"); resp != nil {
+		return resp
+	}
 	v := AdminACL{Version: b.rep.Store().ACLVersion(), GlobalWhiteRemoteAddresses: []string{}, Accounts: []acl.Account{}}
 	if p := b.policy(); p != nil {
 		cfg := p.Config()

@@ -44,7 +44,7 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 	case acl.UpdateAndCreateACLConfig, acl.DeleteACLConfig, acl.UpdateGlobalWhiteAddrsConfig:
 		return b.handleACLUpdate(ctx, conn, req)
 	case acl.GetBrokerClusterACLInfo:
-		return b.handleACLInfo(req)
+		return b.handleACLInfo(ctx, req)
 	case remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage:
 		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleSend(ctx, conn, req) })
 	case remoting.PullMessage, remoting.LitePullMessage:

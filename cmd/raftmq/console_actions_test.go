@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,7 +15,11 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/raftmq/raftmq/acl"
+	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/client/admin"
 	"github.com/raftmq/raftmq/cluster"
+	"github.com/raftmq/raftmq/harness/localgroup"
 	"github.com/raftmq/raftmq/offsets"
 )
 
@@ -215,4 +222,109 @@ func consoleActions(t *testing.T, b *browser, all, group, orders string, dlqMsgI
 	require.NotEqual(t, http.StatusOK, b.submit("#setting-form", map[string]string{"key": cluster.SettingBrokerPermission, "value": "5"}))
 	require.Contains(t, b.text("#error"), "brokerPermission")
 	require.Equal(t, "6", value(settings()[nodes[0]], cluster.SettingBrokerPermission))
+}
+
+// consoleSignIn drives the console of a group with an ACL in headless
+// Chromium: the sign-in form, a non-admin account that sees no admin
+// form and whose forged admin post is refused, signing out, and an admin
+// managing ACL accounts, each change checked with the admin client (op,
+// signed as the operator) and found in the audit log with the caller.
+func consoleSignIn(t *testing.T, g *localgroup.Group, op *client.Client) {
+	chrome := chromium()
+	if chrome == "" {
+		t.Log("no chromium: the console's sign-in is not driven in a browser")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	actx, acancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()))...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+	b := &browser{t: t, ctx: bctx, base: "http://" + g.Node(3).HTTP}
+
+	// A page without a session lands on the sign-in form, then comes back.
+	require.Equal(t, http.StatusOK, b.open("/console/topics"))
+	require.Equal(t, "/console/login", evalJS[string](b, `location.pathname`))
+	require.Equal(t, http.StatusUnauthorized, b.submit("#login", map[string]string{"accessKey": "reader1", "secretKey": "not-the-secret"}))
+	require.Contains(t, b.text("#error"), "refused these keys")
+	require.Equal(t, http.StatusOK, b.submit("#login", map[string]string{"accessKey": "reader1", "secretKey": "reader-secret"}))
+	require.Equal(t, "/console/topics", evalJS[string](b, `location.pathname`))
+	require.Equal(t, "reader1", b.text("#user"))
+	require.Zero(t, evalJS[int](b, `document.querySelectorAll('#topic-form, a[href="/console/acl"]').length`), "no admin form for a reader")
+	// A forged admin post with the session's own token: refused, nothing made.
+	status := awaitJS[int](b, `(async () => {
+		const fd = new URLSearchParams({topic: 'forged', csrf: document.querySelector('input[name=csrf]').value});
+		return (await fetch('/console/topics', {method: 'POST', body: fd})).status;
+	})()`)
+	require.Equal(t, http.StatusForbidden, status)
+	tctx, tcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer tcancel()
+	_, err := admin.TopicStatus(tctx, op, "forged")
+	require.True(t, admin.NotFound(err), "the forged topic does not exist: %v", err)
+	// A post without the token (as another site's form would make): refused.
+	status = awaitJS[int](b, `(async () => (await fetch('/console/groups/g/dlq/resend', {method: 'POST', body: new URLSearchParams({all: 'true'})})).status)()`)
+	require.Equal(t, http.StatusForbidden, status)
+	require.Equal(t, http.StatusForbidden, b.open("/console/acl"), "the ACL's accounts are the admins' to read")
+	require.Equal(t, http.StatusOK, b.open("/console/"))
+	require.Equal(t, http.StatusOK, b.submit("form[action='/console/logout']", nil))
+	require.Equal(t, "/console/login", evalJS[string](b, `location.pathname`))
+
+	// An admin: the ACL's accounts, without secrets; one created, then deleted.
+	require.Equal(t, http.StatusOK, b.submit("#login", map[string]string{"accessKey": "operator", "secretKey": "operator-secret"}))
+	require.Equal(t, "operator (admin)", b.text("#user"))
+	require.Equal(t, http.StatusOK, b.open("/console/acl"))
+	accounts := b.rows("#accounts tr[data-account]", "data-account")
+	require.Equal(t, "true", accounts["operator"]["admin"])
+	require.Equal(t, "SUB", accounts["reader1"]["default-topic"])
+	require.NotContains(t, evalJS[string](b, `document.documentElement.outerHTML`), "reader-secret")
+	require.Equal(t, http.StatusOK, b.submit("#account-form", map[string]string{"accessKey": "console-user", "secretKey": "console-user-secret",
+		"defaultTopicPerm": "PUB|SUB", "topicPerms": "guarded=SUB"}))
+	require.Contains(t, b.text("#ok"), "Account console-user created")
+	v, err := admin.ACL(tctx, op)
+	require.NoError(t, err)
+	i := slices.IndexFunc(v.Accounts, func(a acl.Account) bool { return a.AccessKey == "console-user" })
+	require.GreaterOrEqual(t, i, 0, "the new account in %+v", v.Accounts)
+	require.False(t, v.Accounts[i].Admin)
+	require.Equal(t, "PUB|SUB", v.Accounts[i].DefaultTopicPerm.String())
+	nu, err := client.New(client.Options{Addrs: g.Addrs(), AccessKey: "console-user", SecretKey: "console-user-secret"})
+	require.NoError(t, err)
+	defer nu.Close()
+	require.Eventually(t, func() bool {
+		_, err := admin.TopicStatus(tctx, nu, "guarded")
+		return err == nil
+	}, 10*time.Second, 100*time.Millisecond, "the new account's keys work")
+	require.Equal(t, http.StatusOK, b.submit(`#accounts tr[data-account="console-user"] form.account-delete`, nil))
+	require.Contains(t, b.text("#ok"), "Account console-user deleted")
+	v, err = admin.ACL(tctx, op)
+	require.NoError(t, err)
+	require.False(t, slices.ContainsFunc(v.Accounts, func(a acl.Account) bool { return a.AccessKey == "console-user" }))
+	// Deleting one's own account is refused with the reason.
+	require.Equal(t, http.StatusOK, b.open("/console/acl"))
+	require.Equal(t, http.StatusBadRequest, b.submit(`#accounts tr[data-account="operator"] form.account-delete`, nil))
+	require.Contains(t, b.text("#error"), "signed in with this account")
+
+	// The changes are in the audit log of the node that made them (the
+	// leader), with the caller's access key.
+	require.Eventually(t, func() bool {
+		n := 0
+		for _, node := range g.Nodes {
+			data, _ := os.ReadFile(node.LogPath)
+			for _, l := range strings.Split(string(data), "\n") {
+				if strings.Contains(l, "access control changed") && strings.Contains(l, "console-user") && strings.Contains(l, "access_key=operator") {
+					n++
+				}
+			}
+		}
+		return n == 2
+	}, 5*time.Second, 100*time.Millisecond, "the account's creation and deletion, audited with the caller")
+}
+
+// awaitJS runs a script returning a promise and returns its value.
+func awaitJS[T any](b *browser, js string) T {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[T](js, chromedp.EvalAwaitPromise))
+	require.NoError(b.t, err, "evaluate %s", js)
+	return v
 }
