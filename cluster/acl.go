@@ -221,9 +221,21 @@ type AdminACL struct {
 	// Enabled: the group enforces an ACL.
 	Enabled bool `json:"enabled"`
 	// Version counts the ACL changes this node applied.
-	Version                    uint64        `json:"version"`
-	GlobalWhiteRemoteAddresses []string      `json:"globalWhiteRemoteAddresses"`
-	Accounts                   []acl.Account `json:"accounts"`
+	Version                    uint64         `json:"version"`
+	GlobalWhiteRemoteAddresses []string       `json:"globalWhiteRemoteAddresses"`
+	Accounts                   []AdminAccount `json:"accounts"`
+}
+
+// AdminAccount is an ACL account as AdminACL shows it: acl.Account
+// without the secret key.
+type AdminAccount struct {
+	AccessKey          string             `json:"accessKey"`
+	WhiteRemoteAddress string             `json:"whiteRemoteAddress"`
+	Admin              bool               `json:"admin"`
+	DefaultTopicPerm   acl.Perm           `json:"defaultTopicPerm"`
+	DefaultGroupPerm   acl.Perm           `json:"defaultGroupPerm"`
+	TopicPerms         []acl.ResourcePerm `json:"topicPerms"`
+	GroupPerms         []acl.ResourcePerm `json:"groupPerms"`
 }
 
 // handleACLInfo serves GET_BROKER_CLUSTER_ACL_INFO from this node's
@@ -233,14 +245,14 @@ func (b *Broker) handleACLInfo(ctx context.Context, req *remoting.Command) *remo
 	if resp := b.barrierOrRefuse(ctx, req, "ACL"); resp != nil {
 		return resp
 	}
-	v := AdminACL{Version: b.rep.Store().ACLVersion(), GlobalWhiteRemoteAddresses: []string{}, Accounts: []acl.Account{}}
+	v := AdminACL{Version: b.rep.Store().ACLVersion(), GlobalWhiteRemoteAddresses: []string{}, Accounts: []AdminAccount{}}
 	if p := b.policy(); p != nil {
 		cfg := p.Config()
 		v.Enabled = true
 		v.GlobalWhiteRemoteAddresses = append(v.GlobalWhiteRemoteAddresses, cfg.GlobalWhiteRemoteAddresses...)
 		for _, a := range cfg.Accounts {
-			a.SecretKey = ""
-			v.Accounts = append(v.Accounts, a)
+			v.Accounts = append(v.Accounts, AdminAccount{AccessKey: a.AccessKey, WhiteRemoteAddress: a.WhiteRemoteAddress, Admin: a.Admin,
+				DefaultTopicPerm: a.DefaultTopicPerm, DefaultGroupPerm: a.DefaultGroupPerm, TopicPerms: a.TopicPerms, GroupPerms: a.GroupPerms})
 		}
 	}
 	body, err := json.Marshal(v)

@@ -103,6 +103,25 @@ func TestACLEnforcedThroughTheLog(t *testing.T) {
 			return invoke(t, c, signed(sendCmd("T", 0, "z", "U5"), late)).Code == remoting.Success
 		}, 5*time.Second, 20*time.Millisecond, "node %d takes the new account", b.cfg.ID)
 	}
+
+	// The accounts, asked of a follower right after the change: the new
+	// one is there (read barrier), no secret is; admin accounts only.
+	info := remoting.NewRequest(acl.GetBrokerClusterACLInfo, map[string]string{remoting.FieldAdminView: remoting.AdminViewJSON}, nil)
+	require.Equal(t, remoting.NoPermission, invoke(t, fc, signed(info, producer)).Code, "not an admin")
+	info = remoting.NewRequest(acl.GetBrokerClusterACLInfo, map[string]string{remoting.FieldAdminView: remoting.AdminViewJSON}, nil)
+	resp = invoke(t, fc, signed(info, operator))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	for _, secret := range []string{"secretKey", "producer-secret", "operator-secret", "late-secret-1"} {
+		require.NotContains(t, string(resp.Body), secret)
+	}
+	var v AdminACL
+	require.NoError(t, json.Unmarshal(resp.Body, &v))
+	require.True(t, v.Enabled)
+	names := map[string]bool{}
+	for _, a := range v.Accounts {
+		names[a.AccessKey] = a.Admin
+	}
+	require.Equal(t, map[string]bool{"producer1": false, "operator": true, "latecomer": false}, names)
 }
 
 // With the ACL on, route queries are answered without the signature check,

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/client/admin"
 	"github.com/raftmq/raftmq/cluster"
@@ -362,7 +361,7 @@ func (c *Console) aclPage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, "ACL accounts", "acl", err)
 		return
 	}
-	slices.SortFunc(v.Accounts, func(a, b acl.Account) int { return strings.Compare(a.AccessKey, b.AccessKey) })
+	slices.SortFunc(v.Accounts, func(a, b cluster.AdminAccount) int { return strings.Compare(a.AccessKey, b.AccessKey) })
 	c.render(w, r, http.StatusOK, "acl", page{Title: "ACL accounts", Nav: "acl", Data: &v})
 }
 

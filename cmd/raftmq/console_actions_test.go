@@ -15,7 +15,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/client/admin"
 	"github.com/raftmq/raftmq/cluster"
@@ -284,7 +283,7 @@ func consoleSignIn(t *testing.T, g *localgroup.Group, op *client.Client) {
 	require.Contains(t, b.text("#ok"), "Account console-user created")
 	v, err := admin.ACL(tctx, op)
 	require.NoError(t, err)
-	i := slices.IndexFunc(v.Accounts, func(a acl.Account) bool { return a.AccessKey == "console-user" })
+	i := slices.IndexFunc(v.Accounts, func(a cluster.AdminAccount) bool { return a.AccessKey == "console-user" })
 	require.GreaterOrEqual(t, i, 0, "the new account in %+v", v.Accounts)
 	require.False(t, v.Accounts[i].Admin)
 	require.Equal(t, "PUB|SUB", v.Accounts[i].DefaultTopicPerm.String())
@@ -299,7 +298,7 @@ func consoleSignIn(t *testing.T, g *localgroup.Group, op *client.Client) {
 	require.Contains(t, b.text("#ok"), "Account console-user deleted")
 	v, err = admin.ACL(tctx, op)
 	require.NoError(t, err)
-	require.False(t, slices.ContainsFunc(v.Accounts, func(a acl.Account) bool { return a.AccessKey == "console-user" }))
+	require.False(t, slices.ContainsFunc(v.Accounts, func(a cluster.AdminAccount) bool { return a.AccessKey == "console-user" }))
 	// Deleting one's own account is refused with the reason.
 	require.Equal(t, http.StatusOK, b.open("/console/acl"))
 	require.Equal(t, http.StatusBadRequest, b.submit(`#accounts tr[data-account="operator"] form.account-delete`, nil))
