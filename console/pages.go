@@ -68,16 +68,19 @@ func (c *Console) routes() *http.ServeMux {
 // render writes a page; an error from the group that refused the
 // credentials asks for them again.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
-	if p.Refresh == 0 && c.cfg.Refresh > 0 && status == http.StatusOK && (name == "cluster" || name == "topics" ||
-		name == "topic" || name == "groups" || name == "group") {
-		p.Refresh = int(c.cfg.Refresh / time.Second)
-	}
 	p.Now = time.Now().UTC().Format("2006-01-02 15:04:05")
 	if s := sessionOf(r); s != nil {
 		p.CSRF, p.User, p.Admin = s.csrf, s.cr.accessKey, s.admin
 		if name != "login" {
 			p.OK = c.takeFlash(s)
 		}
+	}
+	// Pages with live figures reload themselves, unless they hold a form
+	// (a reload would clear what the user is typing): an admin's lists
+	// and group page, and every topic page (its test send).
+	if p.Refresh == 0 && c.cfg.Refresh > 0 && status == http.StatusOK &&
+		(name == "cluster" || !p.Admin && (name == "topics" || name == "groups" || name == "group")) {
+		p.Refresh = int(c.cfg.Refresh / time.Second)
 	}
 	p.SignIn = c.aclOn()
 	t, err := c.tmpl[name].Clone()

@@ -64,6 +64,17 @@ func cliFails(t *testing.T, args ...string) string {
 // end; a dead letter's resend; broker settings. Refused changes show
 // their reason with an error status.
 func consoleActions(t *testing.T, b *browser, all, group, orders string, dlqMsgID string) {
+	// Pages with forms do not reload themselves (it would clear a form
+	// being filled); the cluster page does.
+	refreshes := func(path string) bool {
+		require.Equal(t, http.StatusOK, b.open(path), path)
+		return evalJS[int](b, `document.querySelectorAll('meta[http-equiv=refresh]').length`) == 1
+	}
+	require.True(t, refreshes("/console/"))
+	for _, path := range []string{"/console/topics", "/console/topics/" + orders, "/console/groups", "/console/groups/" + group} {
+		require.False(t, refreshes(path), path)
+	}
+
 	// Topics.
 	const made = "console-made"
 	require.Equal(t, http.StatusOK, b.open("/console/topics"))
