@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/grpc"
 
 	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/cluster/filter"
@@ -52,20 +53,29 @@ import (
 type Peer struct {
 	Client string `json:"client"`
 	Raft   string `json:"raft"`
+	// GRPC, if known, is the address RocketMQ 5 clients reach the node's
+	// gRPC service at (routes name the leader's).
+	GRPC string `json:"grpc,omitempty"`
 }
 
-// ParsePeer parses "ID=CLIENT/RAFT", e.g. "1=127.0.0.1:10911/127.0.0.1:10921".
+// ParsePeer parses "ID=CLIENT/RAFT[/GRPC]", e.g.
+// "1=127.0.0.1:10911/127.0.0.1:10921/127.0.0.1:8081".
 func ParsePeer(s string) (uint64, Peer, error) {
 	idS, rest, ok := strings.Cut(s, "=")
 	client, raftAddr, ok2 := strings.Cut(rest, "/")
+	raftAddr, grpcAddr, hasGRPC := strings.Cut(raftAddr, "/")
 	if !ok || !ok2 {
-		return 0, Peer{}, fmt.Errorf("cluster: peer %q: want ID=CLIENTADDR/RAFTADDR", s)
+		return 0, Peer{}, fmt.Errorf("cluster: peer %q: want ID=CLIENTADDR/RAFTADDR[/GRPCADDR]", s)
 	}
 	id, err := strconv.ParseUint(idS, 10, 64)
 	if err != nil || id == 0 {
 		return 0, Peer{}, fmt.Errorf("cluster: peer %q: bad node id", s)
 	}
-	for _, a := range []string{client, raftAddr} {
+	addrs := []string{client, raftAddr}
+	if hasGRPC {
+		addrs = append(addrs, grpcAddr)
+	}
+	for _, a := range addrs {
 		_, port, err := net.SplitHostPort(a)
 		if err != nil {
 			return 0, Peer{}, fmt.Errorf("cluster: peer %q: %w", s, err)
@@ -74,7 +84,7 @@ func ParsePeer(s string) (uint64, Peer, error) {
 			return 0, Peer{}, fmt.Errorf("cluster: peer %q: port %q: want 0 to 65535", s, port)
 		}
 	}
-	return id, Peer{Client: client, Raft: raftAddr}, nil
+	return id, Peer{Client: client, Raft: raftAddr, GRPC: grpcAddr}, nil
 }
 
 // Config configures a broker node.
@@ -124,8 +134,19 @@ type Config struct {
 	// commit-notify delay), passed to raftlog as it is; zero fields take
 	// raftlog's defaults (raftlog.Default*).
 	Raft raftlog.Timing
-	// MaxFrame bounds remoting frames (default 16 MiB).
+	// MaxFrame bounds remoting frames (default 16 MiB), and gRPC messages.
 	MaxFrame int
+	// GRPCAddr, if set, serves RocketMQ 5's gRPC MessagingService there
+	// (grpc.go), with the client connection limits below (MaxClientConns,
+	// ClientIdleTimeout, ClientReadTimeout for the handshake) and TLS as
+	// the client port has it. The node's Peer.GRPC, if empty, is this.
+	GRPCAddr string
+	// GRPCOptional: GRPCAddr is a default, not asked for; if it cannot be
+	// listened on, the node logs why and runs without the gRPC service.
+	GRPCOptional bool
+	// GRPCMaxStreams bounds concurrent calls per gRPC connection
+	// (DefaultGRPCMaxStreams when 0).
+	GRPCMaxStreams uint32
 	// Client connection limits (protocol/remoting's Server fields of the
 	// same names; 0: their defaults, negative: no limit): a frame must
 	// arrive within ClientReadTimeout once started; a connection with no
@@ -195,10 +216,11 @@ type Broker struct {
 	tr   *transport.Transport
 	srv  *remoting.Server
 	http *http.Server
+	grpc *grpc.Server // nil without Config.GRPCAddr
 	met  *Metrics
 
-	clientLn, raftLn, httpLn net.Listener
-	tls                      *tlsSet // nil without TLS
+	clientLn, raftLn, httpLn, grpcLn net.Listener
+	tls                              *tlsSet // nil without TLS
 
 	mu    sync.Mutex
 	peers map[uint64]Peer
@@ -331,6 +353,23 @@ func Start(cfg Config) (*Broker, error) {
 			return fail(fmt.Errorf("cluster: listen for http: %w", err))
 		}
 	}
+	if cfg.GRPCAddr != "" {
+		b.grpcLn, err = net.Listen("tcp", cfg.GRPCAddr)
+		switch {
+		case err != nil && cfg.GRPCOptional:
+			b.log.Warn("cluster: the default gRPC port is not free; RocketMQ 5 clients are not served (give --grpc ADDR)", "addr", cfg.GRPCAddr, "err", err)
+			b.grpcLn = nil
+		case err != nil:
+			return fail(fmt.Errorf("cluster: listen for grpc: %w", err))
+		}
+		if p := b.peers[cfg.ID]; b.grpcLn != nil && p.GRPC == "" {
+			p.GRPC = cfg.GRPCAddr
+			if h, _, err := net.SplitHostPort(cfg.GRPCAddr); err == nil && h == "" {
+				p.GRPC = b.grpcLn.Addr().String()
+			}
+			b.peers[cfg.ID] = p
+		}
+	}
 	b.met = NewMetrics(b.scrapeFuncs())
 
 	var bootstrap []raft.Peer
@@ -417,6 +456,9 @@ func Start(cfg Config) (*Broker, error) {
 		noClientDeadlines(b.srv)
 	}
 	b.tls.serveTLS(b.srv)
+	if b.grpcLn != nil {
+		b.startGRPC(b.grpcLn)
+	}
 
 	b.tr.Start()
 	b.rep.Start(b.tr)
@@ -471,7 +513,7 @@ func Start(cfg Config) (*Broker, error) {
 		httpLn := b.tls.httpListener(b.httpLn, remoting.NewTLSRefusalLogger(b.log.With("port", "http")))
 		go func() { defer b.wg.Done(); _ = b.http.Serve(httpLn) }()
 	}
-	b.log.Info("cluster: broker started", "client", b.clientLn.Addr().String(), "raft", b.raftLn.Addr().String(), "http", cfg.HTTPAddr, "dir", cfg.Dir)
+	b.log.Info("cluster: broker started", "client", b.clientLn.Addr().String(), "raft", b.raftLn.Addr().String(), "http", cfg.HTTPAddr, "grpc", b.GRPCAddr(), "dir", cfg.Dir)
 	return b, nil
 }
 
@@ -491,7 +533,7 @@ func loopbackOnly(log *slog.Logger, h http.HandlerFunc) http.HandlerFunc {
 }
 
 func (b *Broker) closeListeners() {
-	for _, l := range []net.Listener{b.clientLn, b.raftLn, b.httpLn} {
+	for _, l := range []net.Listener{b.clientLn, b.raftLn, b.httpLn, b.grpcLn} {
 		if l != nil {
 			l.Close()
 		}
@@ -510,6 +552,9 @@ func (b *Broker) Close() error {
 	}
 	if b.http != nil {
 		b.http.Close()
+	}
+	if b.grpc != nil {
+		b.grpc.Stop()
 	}
 	b.wg.Wait()
 	b.offs.flush()

@@ -40,6 +40,7 @@ type brokerFlags struct {
 	peerList    []string // --peers: the same, comma-separated
 	join        bool
 	httpAddr    string
+	grpcAddr    string
 	httpToken   string // --http-token-file
 	flush       string
 	segmentSize int64
@@ -148,10 +149,11 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.Uint64Var(&f.id, "id", 0, "this node's raft id (>0)")
 	fl.StringVar(&f.data, "data", "", "data directory (default ./raftmq-data/n<ID>)")
-	fl.StringArrayVar(&f.peers, "peer", nil, "a member as ID=CLIENTADDR/RAFTADDR, repeated for every member including this one")
+	fl.StringArrayVar(&f.peers, "peer", nil, "a member as ID=CLIENTADDR/RAFTADDR[/GRPCADDR], repeated for every member including this one")
 	fl.StringSliceVar(&f.peerList, "peers", nil, "every member at once, comma-separated: 1=C1/R1,2=C2/R2,3=C3/R3 (combines with --peer)")
 	fl.BoolVar(&f.join, "join", false, "join a running group (after `raftmq admin node add` on it) instead of bootstrapping")
 	fl.StringVar(&f.httpAddr, "http", httpAuto, "address for /metrics, /status and the console: auto is this node's client host and port + 20 (10931 for 10911, as raftmq cluster lays out its nodes); empty: off")
+	fl.StringVar(&f.grpcAddr, "grpc", "auto", "`ADDR` of the RocketMQ 5 gRPC service (apache.rocketmq.v2); auto: this node's third address in --peer (ID=CLIENT/RAFT/GRPC), else :8081 for a one-node group when free, else off; empty or off: off")
 	fl.StringVar(&f.httpToken, "http-token-file", "", "a `FILE` holding a bearer token that opens /metrics and /status (Authorization: Bearer, as Prometheus sends it); with it they need a credential even without an ACL")
 	fl.StringVar(&f.flush, "flush", "sync", "sync: acknowledge after a quorum fsynced; async: after a quorum has it in page cache")
 	fl.Int64Var(&f.segmentSize, "segment-size", commitlog.DefaultSegmentSize, "commitlog segment size in bytes")
@@ -238,6 +240,16 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 	if !failpoint.Built && f.faultEndpoint {
 		return cluster.Config{}, fmt.Errorf("--fault-endpoint: %w", failpoint.ErrNotBuilt)
 	}
+	grpcAddr, grpcOptional := f.grpcAddr, false
+	switch grpcAddr {
+	case "off":
+		grpcAddr = ""
+	case "auto":
+		grpcAddr = peers[f.id].GRPC
+		if grpcAddr == "" && len(peers) == 1 {
+			grpcAddr, grpcOptional = ":8081", true
+		}
+	}
 	var clusterID uint64
 	if f.clusterID != "" {
 		if clusterID, err = cluster.ParseClusterID(f.clusterID); err != nil {
@@ -251,7 +263,7 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 		}
 	}
 	cfg := cluster.Config{
-		ID: f.id, Dir: dir, Peers: peers, Join: f.join, ClusterID: clusterID, HTTPAddr: httpAddr, Flush: fm,
+		ID: f.id, Dir: dir, Peers: peers, Join: f.join, ClusterID: clusterID, HTTPAddr: httpAddr, GRPCAddr: grpcAddr, GRPCOptional: grpcOptional, Flush: fm,
 		SegmentSize: f.segmentSize, AutoCreateTopics: f.autoCreate, BindIP: f.bindIP,
 		Raft: raftlog.Timing{TickInterval: f.tick, CommitNotifyDelay: f.notifyDelay}, LeaderWait: f.leaderWait, FailoverRoutes: f.failover, NameServers: namesrv.AddrsFromEnv(f.namesrv), ClusterName: f.cluster, BrokerName: f.broker, PreferredLeader: f.preferred, Logger: log,
 		FaultEndpoint: f.faultEndpoint,

@@ -101,7 +101,8 @@ func newClusterCmd(logger func() *slog.Logger) *cobra.Command {
 			"per node), waits for a leader, sends --demo messages through the group and reads them back\n" +
 			"from a follower, then prints a live status line (leader, term, commit index, each node's\n" +
 			"applied index) until Ctrl-C, which stops all three cleanly. Ports: clients base-port+i-1,\n" +
-			"raft base-port+10+i-1, HTTP (/metrics, /status) base-port+20+i-1.",
+			"raft base-port+10+i-1, HTTP (/metrics, /status) base-port+20+i-1, gRPC (RocketMQ 5 clients)\n" +
+			"base-port+30+i-1.",
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := validateFlags(c.Flags(), flagRules()); err != nil {
 				return err
@@ -191,7 +192,7 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 			dir = filepath.Join(f.data, fmt.Sprintf("g%d", i))
 			gargs = append(append([]string{}, args...), "--broker-name", name, "--namesrv", nsAddr)
 		}
-		g := localgroup.New(localgroup.Config{Binary: self, Dir: dir, BasePort: f.basePort + 100*(i-1), Nodes: f.nodes, Args: gargs,
+		g := localgroup.New(localgroup.Config{Binary: self, Dir: dir, BasePort: f.basePort + 100*(i-1), GRPC: true, Nodes: f.nodes, Args: gargs,
 			NodeArgs: nodeArgs, TLS: groupTLS})
 		for _, n := range g.Nodes {
 			if err := checkBrokerArgs(g.BrokerArgs(n.ID)); err != nil {
@@ -221,9 +222,9 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 	for i, g := range planned {
 		name, dir := names[i], dirs[i]
 		fmt.Printf("raftmq: starting %s, a %d-node group (flush %s), data in %s\n", name, f.nodes, f.node.flush, dir)
-		fmt.Printf("  %-4s %-17s %-17s %-17s %s\n", "node", "client", "raft", "http", "log")
+		fmt.Printf("  %-4s %-17s %-17s %-17s %-17s %s\n", "node", "client", "raft", "http", "grpc", "log")
 		for _, n := range g.Nodes {
-			fmt.Printf("  n%-3d %-17s %-17s %-17s %s\n", n.ID, n.Client, n.Raft, n.HTTP, n.LogPath)
+			fmt.Printf("  n%-3d %-17s %-17s %-17s %-17s %s\n", n.ID, n.Client, n.Raft, n.HTTP, n.GRPC, n.LogPath)
 		}
 		if err := g.Start(); err != nil {
 			return err
@@ -310,7 +311,7 @@ func runCluster(ctx context.Context, log *slog.Logger, f clusterFlags) error {
 // checkPorts checks that the cluster's ports fit below 65536 and that the
 // name server's port is not one of a group's.
 func (f clusterFlags) checkPorts() error {
-	top := f.basePort + 100*(f.groups-1) + 20 + f.nodes - 1
+	top := f.basePort + 100*(f.groups-1) + 30 + f.nodes - 1
 	if top > math.MaxUint16 {
 		return usageError(fmt.Errorf("--base-port %d: want at most %d: with --nodes %d and --groups %d the ports run from base-port to base-port+%d",
 			f.basePort, math.MaxUint16-(top-f.basePort), f.nodes, f.groups, top-f.basePort))
@@ -318,7 +319,7 @@ func (f clusterFlags) checkPorts() error {
 	if f.groups > 1 {
 		for i := range f.groups {
 			base := f.basePort + 100*i
-			if off := f.namesrvPort - base; off >= 0 && off <= 20+f.nodes-1 && off%10 < f.nodes {
+			if off := f.namesrvPort - base; off >= 0 && off <= 30+f.nodes-1 && off%10 < f.nodes {
 				return usageError(fmt.Errorf("--namesrv-port %d is a port of group %d (--base-port %d); choose another", f.namesrvPort, i+1, f.basePort))
 			}
 		}
@@ -337,7 +338,7 @@ func portsFree(groups []*localgroup.Group, nsAddr string) error {
 			if len(groups) > 1 {
 				who = fmt.Sprintf("group %d node %d", i+1, n.ID)
 			}
-			uses = append(uses, use{n.Client, who + "'s client port"}, use{n.Raft, who + "'s raft port"}, use{n.HTTP, who + "'s HTTP port"})
+			uses = append(uses, use{n.Client, who + "'s client port"}, use{n.Raft, who + "'s raft port"}, use{n.HTTP, who + "'s HTTP port"}, use{n.GRPC, who + "'s gRPC port"})
 		}
 	}
 	if nsAddr != "" {
@@ -347,7 +348,7 @@ func portsFree(groups []*localgroup.Group, nsAddr string) error {
 		l, err := net.Listen("tcp", u.addr)
 		if err != nil {
 			_, port, _ := net.SplitHostPort(u.addr)
-			return fmt.Errorf("cluster: port %s (%s) is in use: %w; stop what holds it, or move the group with --base-port (clients base-port+i-1, raft +10, HTTP +20)", port, u.what, err)
+			return fmt.Errorf("cluster: port %s (%s) is in use: %w; stop what holds it, or move the group with --base-port (clients base-port+i-1, raft +10, HTTP +20, gRPC +30)", port, u.what, err)
 		}
 		l.Close()
 	}

@@ -36,9 +36,12 @@ type Config struct {
 	// that the others need (see shareCPUs).
 	Env []string
 	Dir string // node i lives in Dir/n<i>
-	// BasePort: clients BasePort+i-1, raft +10, HTTP +20.
+	// BasePort: clients BasePort+i-1, raft +10, HTTP +20, gRPC +30.
 	BasePort int
-	Nodes    int
+	// GRPC gives every node RocketMQ 5's gRPC service (--grpc), at
+	// BasePort+30+i-1.
+	GRPC  bool
+	Nodes int
 	// Args are extra broker flags (e.g. --flush async, --segment-size).
 	Args []string
 	// Host, if set, gives node id's listening IP (default 127.0.0.1); the
@@ -72,6 +75,7 @@ type Config struct {
 type Node struct {
 	ID                 uint64
 	Client, Raft, HTTP string
+	GRPC               string // RocketMQ 5's gRPC service; "" without Config.GRPC
 	Dir, LogPath       string
 
 	mu     sync.Mutex
@@ -138,8 +142,13 @@ func New(cfg Config) *Group {
 			Dir:     dir,
 			LogPath: filepath.Join(dir, "broker.log"),
 		}
+		peer := fmt.Sprintf("%d=%s/%s", n.ID, n.Client, n.Raft)
+		if cfg.GRPC {
+			n.GRPC = net.JoinHostPort(host, fmt.Sprint(cfg.BasePort+30+i-1))
+			peer += "/" + n.GRPC
+		}
 		g.Nodes = append(g.Nodes, n)
-		g.peers = append(g.peers, "--peer", fmt.Sprintf("%d=%s/%s", n.ID, n.Client, n.Raft))
+		g.peers = append(g.peers, "--peer", peer)
 	}
 	return g
 }

@@ -1,0 +1,278 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/raftmq/raftmq/acl"
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/protocol/grpc/rmqpb"
+	"github.com/raftmq/raftmq/protocol/remoting"
+)
+
+// startGRPCBrokers starts three nodes, each serving gRPC at an address the
+// peers list.
+func startGRPCBrokers(t *testing.T, mod func(*Config)) *testBrokers {
+	addrs := freeAddrs(t, 3)
+	return startBrokersWith(t, func(c *Config) {
+		c.GRPCAddr = addrs[c.ID-1]
+		for id := range c.Peers {
+			q := c.Peers[id]
+			q.GRPC = addrs[id-1]
+			c.Peers[id] = q
+		}
+		c.AutoCreateTopics = true
+		if mod != nil {
+			mod(c)
+		}
+	})
+}
+
+func grpcClient(t *testing.T, addr string) rmqpb.MessagingServiceClient {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { cc.Close() })
+	return rmqpb.NewMessagingServiceClient(cc)
+}
+
+// clientCtx is a call's context with the metadata RocketMQ 5 clients send;
+// creds, if set, sign it.
+func clientCtx(t *testing.T, clientID string, creds *acl.Credentials) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	dt := time.Now().UTC().Format("20060102T150405Z")
+	kv := []string{mdClientID, clientID, mdDateTime, dt, mdLanguage, "HTTP", mdVersion, "1.0.8"}
+	if creds != nil {
+		kv = append(kv, mdAuthorization, creds.SignV2(dt))
+	}
+	return metadata.AppendToOutgoingContext(ctx, kv...)
+}
+
+func grpcMsg(topic, id string, body string, mod func(*rmqpb.SystemProperties)) *rmqpb.Message {
+	sp := &rmqpb.SystemProperties{MessageId: id, MessageType: rmqpb.MessageType_NORMAL, BodyEncoding: rmqpb.Encoding_IDENTITY,
+		BornTimestamp: timestamppb.Now(), BornHost: "test", Keys: []string{"k-" + id}}
+	if mod != nil {
+		mod(sp)
+	}
+	return &rmqpb.Message{Topic: &rmqpb.Resource{Name: topic}, SystemProperties: sp, Body: []byte(body), UserProperties: map[string]string{"color": "blue"}}
+}
+
+// A RocketMQ 5 client talking to a follower: the route names the leader's
+// gRPC endpoint; sends (normal, FIFO, delay, transactional) are stored
+// through the leader once, deduplicated by message id; FIFO messages of
+// one group land in one queue; a half message is committed by
+// EndTransaction; the receive side answers UNIMPLEMENTED naming the RPC.
+func TestGRPCSendsThroughAFollower(t *testing.T) {
+	tb := startGRPCBrokers(t, nil)
+	l, f := tb.leader(), tb.follower()
+	fc := grpcClient(t, f.GRPCAddr())
+	ctx := clientCtx(t, "host@1@0@test", nil)
+
+	// The topic exists once created (auto-created by the first send here).
+	resp, err := fc.SendMessage(ctx, &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{grpcMsg("G", "01AA", "first", nil)}})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_OK, resp.Status.Code, resp.Status.Message)
+	require.Equal(t, "01AA", resp.Entries[0].MessageId)
+
+	route, err := fc.QueryRoute(ctx, &rmqpb.QueryRouteRequest{Topic: &rmqpb.Resource{Name: "G"}})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_OK, route.Status.Code)
+	require.Len(t, route.MessageQueues, 4)
+	require.Equal(t, int32(0), route.MessageQueues[0].Id)
+	require.Equal(t, rmqpb.Permission_READ_WRITE, route.MessageQueues[0].Permission)
+	ep := route.MessageQueues[0].Broker.Endpoints.Addresses[0]
+	require.Equal(t, l.GRPCAddr(), fmt.Sprintf("%s:%d", ep.Host, ep.Port), "the route names the leader's gRPC endpoint")
+	missing, err := fc.QueryRoute(ctx, &rmqpb.QueryRouteRequest{Topic: &rmqpb.Resource{Name: "%bad topic%"}})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_TOPIC_NOT_FOUND, missing.Status.Code)
+
+	// A retried send (same message id) is stored once.
+	resp, err = fc.SendMessage(ctx, &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{grpcMsg("G", "01AA", "first", nil)}})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_OK, resp.Status.Code)
+	require.Eventually(t, func() bool { return storedIn(l, "G", 4) == 1 }, 5*time.Second, 10*time.Millisecond)
+	got, err := l.Replica().Store().QueryByUniqKey("G", "01AA")
+	require.NoError(t, err)
+	require.Equal(t, "first", string(got.Body))
+	require.Equal(t, "blue", got.Properties["color"])
+	require.Equal(t, "k-01AA", got.Properties[message.PropertyKeys])
+
+	// FIFO: every message of a group in one queue, in order.
+	for i := range 6 {
+		resp, err = fc.SendMessage(ctx, &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{grpcMsg("G", fmt.Sprintf("02%02d", i), fmt.Sprint(i), func(sp *rmqpb.SystemProperties) {
+			sp.MessageType, sp.MessageGroup = rmqpb.MessageType_FIFO, ptr("order-7")
+		})}})
+		require.NoError(t, err)
+		require.Equal(t, rmqpb.Code_OK, resp.Status.Code, resp.Status.Message)
+	}
+	q := int32(uint32(message.JavaHashCode("order-7")) % 4)
+	require.Eventually(t, func() bool { return storedIn(l, "G", 4) == 7 }, 5*time.Second, 10*time.Millisecond)
+	for i := range 6 {
+		m, err := l.Replica().Store().QueryByUniqKey("G", fmt.Sprintf("02%02d", i))
+		require.NoError(t, err)
+		require.Equal(t, q, m.QueueID)
+		require.Equal(t, "order-7", m.Properties[message.PropertyShardingKey])
+	}
+
+	// A FIFO message without its group is refused, with the reason.
+	resp, err = fc.SendMessage(ctx, &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{grpcMsg("G", "03", "x", func(sp *rmqpb.SystemProperties) {
+		sp.MessageType = rmqpb.MessageType_FIFO
+	})}})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, resp.Status.Code)
+	resp, err = fc.SendMessage(ctx, &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{grpcMsg("G", "", "x", nil)}})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_ILLEGAL_MESSAGE_ID, resp.Status.Code)
+	big := grpcMsg("G", "04", "", nil)
+	big.Body = make([]byte, message.MaxBodySize+1)
+	resp, err = fc.SendMessage(ctx, &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{big}})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_MESSAGE_BODY_TOO_LARGE, resp.Status.Code)
+
+	// Delay: held back until due, then delivered to its topic.
+	due := time.Now().Add(1500 * time.Millisecond)
+	resp, err = fc.SendMessage(ctx, &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{grpcMsg("D", "05", "later", func(sp *rmqpb.SystemProperties) {
+		sp.MessageType, sp.DeliveryTimestamp = rmqpb.MessageType_DELAY, timestamppb.New(due)
+	})}})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_OK, resp.Status.Code, resp.Status.Message)
+	require.Zero(t, storedIn(l, "D", 4), "not before it is due")
+	require.Eventually(t, func() bool { return storedIn(l, "D", 4) == 1 }, 10*time.Second, 20*time.Millisecond)
+	require.False(t, time.Now().Before(due), "delivered early")
+
+	// Transaction: the half message is invisible until committed.
+	resp, err = fc.SendMessage(ctx, &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{grpcMsg("X", "06", "txn", func(sp *rmqpb.SystemProperties) {
+		sp.MessageType = rmqpb.MessageType_TRANSACTION
+	})}})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_OK, resp.Status.Code, resp.Status.Message)
+	txnID := resp.Entries[0].TransactionId
+	require.NotEmpty(t, txnID)
+	require.Zero(t, storedIn(l, "X", 4))
+	end, err := fc.EndTransaction(ctx, &rmqpb.EndTransactionRequest{Topic: &rmqpb.Resource{Name: "X"}, MessageId: "06", TransactionId: txnID,
+		Resolution: rmqpb.TransactionResolution_COMMIT, Source: rmqpb.TransactionSource_SOURCE_CLIENT})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_OK, end.Status.Code, end.Status.Message)
+	require.Eventually(t, func() bool { return storedIn(l, "X", 4) == 1 }, 5*time.Second, 10*time.Millisecond)
+	end, err = fc.EndTransaction(ctx, &rmqpb.EndTransactionRequest{Topic: &rmqpb.Resource{Name: "X"}, MessageId: "06", TransactionId: "nonsense",
+		Resolution: rmqpb.TransactionResolution_COMMIT})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_INVALID_TRANSACTION_ID, end.Status.Code)
+
+	// Receive side: not served, and said so naming the RPC.
+	rs, err := fc.ReceiveMessage(ctx, &rmqpb.ReceiveMessageRequest{Group: &rmqpb.Resource{Name: "g"}})
+	require.NoError(t, err)
+	_, err = rs.Recv()
+	require.Equal(t, codes.Unimplemented, status.Code(err))
+	require.Contains(t, status.Convert(err).Message(), "ReceiveMessage")
+	_, err = fc.AckMessage(ctx, &rmqpb.AckMessageRequest{})
+	require.Equal(t, codes.Unimplemented, status.Code(err))
+	require.Contains(t, status.Convert(err).Message(), "AckMessage")
+}
+
+// The Telemetry stream: Settings are answered with what clients need
+// (exponential backoff, a body bound), the producer is registered under its
+// topic, and a transaction left open is checked back over the stream; the
+// producer's EndTransaction (SOURCE_SERVER_CHECK) rolls it back.
+func TestGRPCTelemetryAndCheckBack(t *testing.T) {
+	tb := startGRPCBrokers(t, func(c *Config) { c.TxnTimeout, c.TxnCheckInterval = time.Second, time.Second })
+	l := tb.leader()
+	lc := grpcClient(t, l.GRPCAddr())
+	ctx := clientCtx(t, "host@2@0@test", nil)
+
+	hb, err := lc.Heartbeat(ctx, &rmqpb.HeartbeatRequest{ClientType: rmqpb.ClientType_PRODUCER})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_UNRECOGNIZED_CLIENT_TYPE, hb.Status.Code, "a heartbeat before settings")
+
+	tel, err := lc.Telemetry(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tel.Send(&rmqpb.TelemetryCommand{Command: &rmqpb.TelemetryCommand_Settings{Settings: &rmqpb.Settings{
+		ClientType: ptr(rmqpb.ClientType_PRODUCER), RequestTimeout: durationpb.New(3 * time.Second),
+		PubSub: &rmqpb.Settings_Publishing{Publishing: &rmqpb.Publishing{Topics: []*rmqpb.Resource{{Name: "Y"}}}}}}}))
+	reply, err := tel.Recv()
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_OK, reply.GetStatus().GetCode())
+	set := reply.GetSettings()
+	require.NotNil(t, set.GetBackoffPolicy().GetExponentialBackoff(), "producers need an exponential backoff")
+	require.Equal(t, int32(message.MaxBodySize), set.GetPublishing().GetMaxBodySize())
+	require.Len(t, l.members.Producers("Y"), 1, "registered under its topic")
+
+	hb, err = lc.Heartbeat(ctx, &rmqpb.HeartbeatRequest{ClientType: rmqpb.ClientType_PRODUCER})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_OK, hb.Status.Code)
+
+	resp, err := lc.SendMessage(ctx, &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{grpcMsg("Y", "07", "open", func(sp *rmqpb.SystemProperties) {
+		sp.MessageType = rmqpb.MessageType_TRANSACTION
+	})}})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_OK, resp.Status.Code, resp.Status.Message)
+	check, err := tel.Recv()
+	require.NoError(t, err)
+	rec := check.GetRecoverOrphanedTransactionCommand()
+	require.NotNil(t, rec, "a check-back, got %v", check)
+	require.Equal(t, resp.Entries[0].TransactionId, rec.TransactionId)
+	require.Equal(t, "07", rec.Message.SystemProperties.MessageId)
+	require.Equal(t, "open", string(rec.Message.Body))
+	require.NotNil(t, rec.Message.SystemProperties.BodyDigest)
+	end, err := lc.EndTransaction(ctx, &rmqpb.EndTransactionRequest{Topic: &rmqpb.Resource{Name: "Y"}, MessageId: "07", TransactionId: rec.TransactionId,
+		Resolution: rmqpb.TransactionResolution_ROLLBACK, Source: rmqpb.TransactionSource_SOURCE_SERVER_CHECK})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_OK, end.Status.Code, end.Status.Message)
+	require.Eventually(t, func() bool { return len(l.Replica().Store().PendingTransactions()) == 0 }, 5*time.Second, 10*time.Millisecond)
+	require.Zero(t, storedIn(l, "Y", 4), "rolled back")
+
+	term, err := lc.NotifyClientTermination(ctx, &rmqpb.NotifyClientTerminationRequest{})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_OK, term.Status.Code)
+	require.Empty(t, l.members.Producers("Y"))
+}
+
+// With an ACL, gRPC calls are checked against the same accounts as
+// remoting ones: unsigned and wrongly signed sends are refused with the
+// reason, a signed one with PUB on the topic is stored (through a
+// follower too), one without is FORBIDDEN.
+func TestGRPCACL(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "plain_acl.yml")
+	require.NoError(t, os.WriteFile(file, []byte(testACL), 0o644))
+	key := acl.NewKey()
+	tb := startGRPCBrokers(t, func(c *Config) { c.ACLFile, c.ACLKey = file, key })
+	l := tb.leader()
+	operator := acl.Credentials{AccessKey: "operator", SecretKey: "operator-secret"}
+	lc := dial(t, l.ClientAddr())
+	ch := remoting.CreateTopicRequestHeader{Topic: "T", ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}
+	require.Eventually(t, func() bool {
+		return invoke(t, lc, signed(remoting.NewRequest(remoting.UpdateAndCreateTopic, ch.Encode(), nil), operator)).Code == remoting.Success
+	}, 10*time.Second, 50*time.Millisecond)
+
+	fc := grpcClient(t, tb.follower().GRPCAddr())
+	send := func(creds *acl.Credentials, topic, id string) *rmqpb.Status {
+		resp, err := fc.SendMessage(clientCtx(t, "c@1", creds), &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{grpcMsg(topic, id, "x", nil)}})
+		require.NoError(t, err)
+		return resp.Status
+	}
+	s := send(nil, "T", "A1")
+	require.Equal(t, rmqpb.Code_UNAUTHORIZED, s.Code)
+	require.Contains(t, s.Message, "No accessKey is configured")
+	s = send(&acl.Credentials{AccessKey: "producer1", SecretKey: "wrong"}, "T", "A2")
+	require.Equal(t, rmqpb.Code_UNAUTHORIZED, s.Code)
+	require.Contains(t, s.Message, "Check signature failed")
+	s = send(&acl.Credentials{AccessKey: "producer1", SecretKey: "producer-secret"}, "T", "A3")
+	require.Equal(t, rmqpb.Code_OK, s.Code, s.Message)
+	s = send(&acl.Credentials{AccessKey: "producer1", SecretKey: "producer-secret"}, "U", "A4")
+	require.Equal(t, rmqpb.Code_FORBIDDEN, s.Code)
+	require.Contains(t, s.Message, "No default permission for topic:U")
+	require.Eventually(t, func() bool { return storedIn(l, "T", 4) == 1 }, 5*time.Second, 10*time.Millisecond)
+}
