@@ -94,6 +94,7 @@ func repoRoot() (string, error) {
 type node struct {
 	id                 int
 	client, raft, http string // loopback IP:port literals
+	grpc               string // RocketMQ 5's gRPC service
 	dir, logPath       string
 
 	mu     sync.Mutex
@@ -160,7 +161,7 @@ func startGroup(t *testing.T, extra ...string) *group {
 
 // planGroup chooses ports and directories for a group without starting it.
 func planGroup(t *testing.T, extra []string) *group {
-	ports := freePorts(t, 9)
+	ports := freePorts(t, 12)
 	g := &group{t: t, extra: extra}
 	base := t.TempDir()
 	var peers []string
@@ -170,10 +171,11 @@ func planGroup(t *testing.T, extra []string) *group {
 			client:  fmt.Sprintf("127.0.0.1:%d", ports[3*i]),
 			raft:    fmt.Sprintf("127.0.0.1:%d", ports[3*i+1]),
 			http:    fmt.Sprintf("127.0.0.1:%d", ports[3*i+2]),
+			grpc:    fmt.Sprintf("127.0.0.1:%d", ports[9+i]),
 			dir:     dir,
 			logPath: filepath.Join(dir, "broker.log")}
 		g.nodes = append(g.nodes, n)
-		peers = append(peers, fmt.Sprintf("%d=%s/%s", n.id, n.client, n.raft))
+		peers = append(peers, fmt.Sprintf("%d=%s/%s/%s", n.id, n.client, n.raft, n.grpc))
 	}
 	g.peers = strings.Join(peers, ",")
 	g.clusterID = fmt.Sprintf("%016x", rand.Uint64()|1)

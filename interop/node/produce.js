@@ -1,0 +1,80 @@
+// Sends messages to raftmq with Apache's RocketMQ 5 Node.js client
+// (rocketmq-client-nodejs), as interop/node_test.go asks: the plan comes as
+// JSON in argv[2]; what was sent is printed as one JSON object on stdout.
+// Every failure exits non-zero with the client's error on stderr.
+'use strict';
+
+const { Producer } = require('rocketmq-client-nodejs');
+const { TransactionResolution } = require('rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb');
+
+const quiet = { info() {}, debug() {}, warn() {}, error(...a) { console.error(...a); } };
+
+async function main() {
+  const plan = JSON.parse(process.argv[2]);
+  const out = { normal: [], fifo: [], delay: [], commit: [], rollback: [], checked: [], checks: 0 };
+  const options = { endpoints: plan.endpoints, topic: plan.topics, logger: quiet, requestTimeout: 5000 };
+  if (plan.accessKey) {
+    options.sessionCredentials = { accessKey: plan.accessKey, accessSecret: plan.secretKey };
+  }
+  if (plan.ssl) {
+    options.sslEnabled = true;
+  }
+  options.checker = {
+    // The broker asks about the transactions left open: commit them.
+    async check(view) {
+      out.checks++;
+      out.checked.push(view.body.toString());
+      return TransactionResolution.COMMIT;
+    },
+  };
+  const producer = new Producer(options);
+  await producer.startup();
+  try {
+    for (let i = 0; i < (plan.normal || 0); i++) {
+      const body = `${plan.prefix}n${i}`;
+      const r = await producer.send({ topic: plan.topic, tag: 'TagA', keys: [ `key-${i}` ],
+        properties: new Map([ [ 'origin', 'nodejs' ] ]), body: Buffer.from(body) });
+      out.normal.push({ body, id: r.messageId });
+    }
+    for (let i = 0; i < (plan.fifo || 0); i++) {
+      const body = `${plan.prefix}f${i}`;
+      const r = await producer.send({ topic: plan.topic, messageGroup: `group-${i % 2}`, body: Buffer.from(body) });
+      out.fifo.push({ body, id: r.messageId, group: `group-${i % 2}` });
+    }
+    for (let i = 0; i < (plan.delay || 0); i++) {
+      const body = `${plan.prefix}d${i}`;
+      const sentAt = Date.now();
+      const r = await producer.send({ topic: plan.topic, delay: plan.delayMs, body: Buffer.from(body) });
+      out.delay.push({ body, id: r.messageId, due: sentAt + plan.delayMs });
+    }
+    for (const kind of (plan.transactions || [])) {
+      const body = `${plan.prefix}t-${kind}`;
+      const tx = producer.beginTransaction();
+      const r = await producer.send({ topic: plan.topic, body: Buffer.from(body) }, tx);
+      if (kind === 'commit') {
+        await tx.commit();
+        out.commit.push({ body, id: r.messageId });
+      } else if (kind === 'rollback') {
+        await tx.rollback();
+        out.rollback.push({ body, id: r.messageId });
+      }
+      // 'check': left open; the broker checks back, the checker commits.
+    }
+    const deadline = Date.now() + (plan.waitChecksMs || 0);
+    while (out.checks < (plan.wantChecks || 0) && Date.now() < deadline) {
+      await new Promise(r => setTimeout(r, 200));
+    }
+    // Let the check-back's EndTransaction finish before shutting down.
+    if (plan.wantChecks) {
+      await new Promise(r => setTimeout(r, 500));
+    }
+  } finally {
+    await producer.shutdown();
+  }
+  process.stdout.write(JSON.stringify(out) + '\n');
+}
+
+main().then(() => process.exit(0), err => {
+  console.error(`produce.js: ${err && err.stack || err}`);
+  process.exit(1);
+});

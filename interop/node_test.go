@@ -1,0 +1,245 @@
+package interop
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The RocketMQ 5 side of interop: Apache's Node.js client
+// (rocketmq-client-nodejs 1.0.8, pinned in node/package-lock.json) sends
+// over gRPC to three broker processes, and raftmq's own remoting consumer
+// (`raftmq consume`) checks what was stored. The Node.js packages are
+// installed by .ci/run (npm ci); without them, or without node, the tests
+// are skipped with the reason.
+
+// nodeDir is the Node.js part's directory, its packages installed.
+func nodeDir(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node (Node.js) is not installed; .ci/run installs it")
+	}
+	dir, err := filepath.Abs("node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "rocketmq-client-nodejs", "package.json")); err != nil {
+		t.Skipf("rocketmq-client-nodejs is not installed in %s: run npm ci there (.ci/run does)", dir)
+	}
+	return dir
+}
+
+// nodeResult is what produce.js printed.
+type nodeResult struct {
+	Normal   []nodeSent `json:"normal"`
+	FIFO     []nodeSent `json:"fifo"`
+	Delay    []nodeSent `json:"delay"`
+	Commit   []nodeSent `json:"commit"`
+	Rollback []nodeSent `json:"rollback"`
+	Checked  []string   `json:"checked"`
+	Checks   int        `json:"checks"`
+}
+
+type nodeSent struct {
+	Body  string `json:"body"`
+	ID    string `json:"id"`
+	Group string `json:"group"`
+	Due   int64  `json:"due"` // ms since the epoch
+}
+
+// runNode runs produce.js with plan; it returns what the script printed,
+// or its error output.
+func runNode(t *testing.T, dir string, plan map[string]any, timeout time.Duration) (nodeResult, string, error) {
+	t.Helper()
+	b, _ := json.Marshal(plan)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "produce.js", string(b))
+	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var res nodeResult
+	if err == nil {
+		err = json.Unmarshal(out, &res)
+	}
+	return res, stderr.String(), err
+}
+
+// stored is one message `raftmq consume` printed.
+type stored struct {
+	queue  int
+	offset int64
+	id     string
+	body   string
+}
+
+var consumeLine = regexp.MustCompile(`^queue (\d+) offset (\d+) msgId (\S+) tags "[^"]*": (.*)$`)
+
+// consumeAll reads every message of topic with raftmq's remoting consumer.
+func consumeAll(t *testing.T, g *group, topic string) []stored {
+	t.Helper()
+	out, err := g.cli("consume", "--topic", topic)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var res []stored
+	for _, line := range strings.Split(out, "\n") {
+		m := consumeLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		q, _ := strconv.Atoi(m[1])
+		off, _ := strconv.ParseInt(m[2], 10, 64)
+		res = append(res, stored{queue: q, offset: off, id: m[3], body: m[4]})
+	}
+	return res
+}
+
+// TestNodeProducer: Apache's RocketMQ 5 Node.js producer, given a
+// follower's gRPC address as its access point, sends normal, FIFO, delay
+// and transactional messages (commit, rollback, and one left open that the
+// broker checks back and the producer's checker commits); raftmq's
+// remoting consumer finds each stored once, under the id the client gave
+// it, FIFO groups each in one queue in send order, the delay message not
+// before it was due, the rolled-back one never.
+func TestNodeProducer(t *testing.T) {
+	dir := nodeDir(t)
+	g := startGroup(t)
+	leader := g.waitLeader(30 * time.Second)
+	access := g.nodes[leader%3].grpc // a follower
+	topic := uniq("node")
+	g.createTopic(t, topic, 4)
+
+	res, stderr, err := runNode(t, dir, map[string]any{"endpoints": access, "topics": []string{topic}, "topic": topic, "prefix": "m-",
+		"normal": 5, "fifo": 6, "delay": 1, "delayMs": 3000, "transactions": []string{"commit", "rollback", "check"},
+		"wantChecks": 1, "waitChecksMs": 30000}, 90*time.Second)
+	if err != nil {
+		t.Fatalf("produce.js: %v\n%s", err, stderr)
+	}
+	if res.Checks != 1 || len(res.Checked) != 1 || res.Checked[0] != "m-t-check" {
+		t.Fatalf("the open transaction was checked back %d times (%v), want once for m-t-check", res.Checks, res.Checked)
+	}
+
+	want := map[string]string{} // body -> message id
+	for _, s := range append(append(append(append([]nodeSent{}, res.Normal...), res.FIFO...), res.Delay...), res.Commit...) {
+		want[s.Body] = s.ID
+	}
+	want["m-t-check"] = "" // committed by the check-back; id not reported
+	var got []stored
+	err = poll(30*time.Second, func() bool {
+		got = consumeAll(t, g, topic)
+		return len(got) >= len(want)
+	})
+	if err != nil {
+		t.Fatalf("stored %d messages, want %d: %+v", len(got), len(want), got)
+	}
+	seen := map[string]stored{}
+	for _, s := range got {
+		if _, dup := seen[s.body]; dup {
+			t.Errorf("%s stored twice", s.body)
+		}
+		seen[s.body] = s
+		id, ok := want[s.body]
+		switch {
+		case !ok:
+			t.Errorf("unexpected message %q stored (a rolled-back transaction?)", s.body)
+		case id != "" && s.id != id:
+			t.Errorf("%s stored as %s, the client named it %s", s.body, s.id, id)
+		}
+	}
+	for body := range want {
+		if _, ok := seen[body]; !ok {
+			t.Errorf("%s was acknowledged but is not stored", body)
+		}
+	}
+	// FIFO: one queue per message group, in send order.
+	groups := map[string][]stored{}
+	for _, f := range res.FIFO {
+		groups[f.Group] = append(groups[f.Group], seen[f.Body])
+	}
+	for name, ms := range groups {
+		for i := 1; i < len(ms); i++ {
+			if ms[i].queue != ms[0].queue || ms[i].offset <= ms[i-1].offset {
+				t.Errorf("message group %s: %+v not in one queue in send order", name, ms)
+			}
+		}
+	}
+	// Delay: the message was delivered into its topic no earlier than due.
+	for _, d := range res.Delay {
+		m := seen[d.Body]
+		out, err := g.cli("admin", "message", "get", "--json", "-t", topic, "-i", fmt.Sprint(m.queue), "-o", fmt.Sprint(m.offset))
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		var msg struct {
+			StoreTimestamp int64 `json:"storeTimestamp"`
+		}
+		if err := json.Unmarshal([]byte(out), &msg); err != nil || msg.StoreTimestamp == 0 {
+			t.Fatalf("admin message get: no storeTimestamp (%v) in\n%s", err, out)
+		}
+		if msg.StoreTimestamp < d.Due {
+			t.Errorf("delay message stored at %d, %d ms before it was due", msg.StoreTimestamp, d.Due-msg.StoreTimestamp)
+		}
+	}
+	if t.Failed() {
+		keys := make([]string, 0, len(seen))
+		for k := range seen {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		t.Logf("stored: %v", keys)
+	}
+}
+
+// TestNodeACL: with an ACL, the Node.js producer with the right keys sends;
+// with a wrong secret it is refused, and the error it reports carries the
+// broker's reason.
+func TestNodeACL(t *testing.T) {
+	dir := nodeDir(t)
+	aclFile := filepath.Join(t.TempDir(), "plain_acl.yml")
+	keyFile := filepath.Join(t.TempDir(), "acl.key")
+	if err := os.WriteFile(aclFile, []byte(`accounts:
+  - accessKey: nodeproducer
+    secretKey: node-secret-1
+    defaultTopicPerm: PUB
+    defaultGroupPerm: SUB
+  - accessKey: operator
+    secretKey: operator-secret
+    admin: true
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, []byte(strings.Repeat("cd", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startGroup(t, "--acl-file", aclFile, "--acl-key-file", keyFile)
+	leader := g.waitLeader(30 * time.Second)
+	topic := uniq("nodeacl")
+	if out, err := g.cli("admin", "topic", "create", topic, "--queues", "4", "--access-key", "operator", "--secret-key", "operator-secret"); err != nil {
+		t.Fatalf("create topic: %v\n%s", err, out)
+	}
+	plan := map[string]any{"endpoints": g.nodes[leader-1].grpc, "topics": []string{topic}, "topic": topic, "prefix": "a-", "normal": 1,
+		"accessKey": "nodeproducer", "secretKey": "node-secret-1"}
+	if _, stderr, err := runNode(t, dir, plan, 60*time.Second); err != nil {
+		t.Fatalf("right keys: %v\n%s", err, stderr)
+	}
+	plan["secretKey"] = "guessed"
+	_, stderr, err := runNode(t, dir, plan, 60*time.Second)
+	if err == nil {
+		t.Fatal("a wrong secret was accepted")
+	}
+	if !strings.Contains(stderr, "Check signature failed") {
+		t.Fatalf("the refusal does not carry the broker's reason:\n%s", stderr)
+	}
+	fmt.Fprintln(os.Stderr) // keep the test output readable after node's stderr
+}
