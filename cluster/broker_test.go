@@ -46,7 +46,7 @@ func freeAddrs(t testing.TB, n int) []string {
 }
 
 type testBrokers struct {
-	t         *testing.T
+	t         testing.TB
 	preferred uint64
 	mod       func(*Config) // adjusts each node's config, if set
 	peers     map[uint64]Peer
@@ -59,7 +59,7 @@ func startBrokers(t *testing.T, preferred ...uint64) *testBrokers {
 	return startBrokersWith(t, nil, preferred...)
 }
 
-func startBrokersWith(t *testing.T, mod func(*Config), preferred ...uint64) *testBrokers {
+func startBrokersWith(t testing.TB, mod func(*Config), preferred ...uint64) *testBrokers {
 	addrs := freeAddrs(t, 6)
 	tb := &testBrokers{t: t, preferred: append(preferred, 0)[0], mod: mod, peers: map[uint64]Peer{}, dirs: map[uint64]string{}, bs: map[uint64]*Broker{},
 		clusterID: NewClusterID()}
@@ -129,14 +129,14 @@ func (tb *testBrokers) follower() *Broker {
 	return nil
 }
 
-func dial(t *testing.T, addr string) *remoting.Conn {
+func dial(t testing.TB, addr string) *remoting.Conn {
 	c, err := remoting.Dial(context.Background(), addr, remoting.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
 
-func invoke(t *testing.T, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+func invoke(t testing.TB, c *remoting.Conn, req *remoting.Command) *remoting.Command {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resp, err := c.Invoke(ctx, req)

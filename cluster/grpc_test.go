@@ -25,7 +25,7 @@ import (
 
 // startGRPCBrokers starts three nodes, each serving gRPC at an address the
 // peers list.
-func startGRPCBrokers(t *testing.T, mod func(*Config)) *testBrokers {
+func startGRPCBrokers(t testing.TB, mod func(*Config)) *testBrokers {
 	addrs := freeAddrs(t, 3)
 	return startBrokersWith(t, func(c *Config) {
 		c.GRPCAddr = addrs[c.ID-1]
@@ -41,7 +41,7 @@ func startGRPCBrokers(t *testing.T, mod func(*Config)) *testBrokers {
 	})
 }
 
-func grpcClient(t *testing.T, addr string) rmqpb.MessagingServiceClient {
+func grpcClient(t testing.TB, addr string) rmqpb.MessagingServiceClient {
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	t.Cleanup(func() { cc.Close() })
@@ -50,7 +50,7 @@ func grpcClient(t *testing.T, addr string) rmqpb.MessagingServiceClient {
 
 // clientCtx is a call's context with the metadata RocketMQ 5 clients send;
 // creds, if set, sign it.
-func clientCtx(t *testing.T, clientID string, creds *acl.Credentials) context.Context {
+func clientCtx(t testing.TB, clientID string, creds *acl.Credentials) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	dt := time.Now().UTC().Format("20060102T150405Z")
