@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +55,10 @@ const (
 // the request it built. A forward to the leader carries a signature.
 type grpcPrechecked struct{}
 
+// grpcBornHost carries a gRPC client's address (netip.AddrPort) to the
+// send handler, for the message's born host.
+type grpcBornHost struct{}
+
 type grpcService struct {
 	rmqpb.UnimplementedMessagingServiceServer
 	b *Broker
@@ -100,7 +105,7 @@ func (b *Broker) startGRPC(ln net.Listener) {
 		// gRPC clients need HTTP/2 negotiated by ALPN.
 		cfg := b.tls.server.Clone()
 		cfg.NextProtos = []string{"h2"}
-		ln = remoting.TLSListener(ln, b.tls.mode, cfg, 0, remoting.NewTLSRefusalLogger(b.log.With("port", "grpc")))
+		ln = newSettledListener(remoting.TLSListener(ln, b.tls.mode, cfg, handshake, remoting.NewTLSRefusalLogger(b.log.With("port", "grpc"))), handshake)
 	}
 	b.grpc = grpc.NewServer(opts...)
 	rmqpb.RegisterMessagingServiceServer(b.grpc, svc)
@@ -176,7 +181,11 @@ func (s *grpcService) exec(ctx context.Context, ak string, req *remoting.Command
 			s.b.signInternal(req)
 		}
 	}
-	return s.b.handle(context.WithValue(ctx, grpcPrechecked{}, true), nil, req)
+	ctx = context.WithValue(ctx, grpcPrechecked{}, true)
+	if ap, err := netip.ParseAddrPort(peerAddr(ctx)); err == nil {
+		ctx = context.WithValue(ctx, grpcBornHost{}, ap)
+	}
+	return s.b.handle(ctx, nil, req)
 }
 
 // remotingStatus maps a remoting answer to a RocketMQ 5 status, as
@@ -293,4 +302,75 @@ func (b *Broker) advertisedGRPC() string {
 		return p.GRPC
 	}
 	return b.GRPCAddr()
+}
+
+// settledListener hands gRPC connections whose TLS sniff is over: an
+// HTTP/2 server writes its preface before reading, and a sniffing
+// connection (remoting.TLSListener) holds writes until its first byte has
+// been read. Each accepted connection's first byte is awaited on a
+// goroutine of its own, within timeout; one that does not settle is
+// closed (the sniffer logged a refusal).
+type settledListener struct {
+	net.Listener
+	timeout time.Duration
+	ready   chan net.Conn
+	done    chan struct{}
+	once    sync.Once
+	mu      sync.Mutex
+	err     error // Accept's error once the inner listener failed
+}
+
+func newSettledListener(ln net.Listener, timeout time.Duration) *settledListener {
+	l := &settledListener{Listener: ln, timeout: timeout, ready: make(chan net.Conn), done: make(chan struct{})}
+	go l.run()
+	return l
+}
+
+func (l *settledListener) run() {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			l.mu.Lock()
+			l.err = err
+			l.mu.Unlock()
+			l.Close()
+			return
+		}
+		go func() {
+			_ = c.SetReadDeadline(time.Now().Add(l.timeout))
+			if _, err := c.Read(nil); err != nil {
+				c.Close()
+				return
+			}
+			_ = c.SetReadDeadline(time.Time{})
+			select {
+			case l.ready <- c:
+			case <-l.done:
+				c.Close()
+			}
+		}()
+	}
+}
+
+func (l *settledListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ready:
+		return c, nil
+	case <-l.done:
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.err != nil {
+			return nil, l.err
+		}
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *settledListener) Close() error {
+	var err error
+	l.once.Do(func() {
+		close(l.done)
+		err = l.Listener.Close()
+	})
+	return err
 }

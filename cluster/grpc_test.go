@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -18,6 +19,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/raftmq/raftmq/acl"
+	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/internal/certs"
 	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/protocol/grpc/rmqpb"
 	"github.com/raftmq/raftmq/protocol/remoting"
@@ -275,4 +278,67 @@ func TestGRPCACL(t *testing.T) {
 	require.Equal(t, rmqpb.Code_FORBIDDEN, s.Code)
 	require.Contains(t, s.Message, "No default permission for topic:U")
 	require.Eventually(t, func() bool { return storedIn(l, "T", 4) == 1 }, 5*time.Second, 10*time.Millisecond)
+}
+
+// The gRPC port takes the node's TLS mode: enforcing serves TLS (HTTP/2
+// by ALPN) with the node's certificate and refuses plaintext; permissive
+// serves both on one port.
+func TestGRPCTLS(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, certs.Demo(dir, 3))
+	for _, mode := range []remoting.TLSMode{remoting.TLSEnforcing, remoting.TLSPermissive} {
+		t.Run(mode.String(), func(t *testing.T) {
+			tb := startGRPCBrokers(t, func(c *Config) {
+				c.TLS = &TLSConfig{Mode: mode, CAFile: filepath.Join(dir, "ca.pem"),
+					CertFile: filepath.Join(dir, fmt.Sprintf("n%d.pem", c.ID)), KeyFile: filepath.Join(dir, fmt.Sprintf("n%d-key.pem", c.ID))}
+			})
+			addr := tb.follower().GRPCAddr()
+			cfg, err := client.LoadTLS(client.TLSFiles{CAFile: filepath.Join(dir, "ca.pem")})
+			require.NoError(t, err)
+			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+			require.NoError(t, err)
+			defer cc.Close()
+			ctx := clientCtx(t, "tls@1", nil)
+			resp, err := rmqpb.NewMessagingServiceClient(cc).SendMessage(ctx, &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{grpcMsg("S", "T1", "sealed", nil)}})
+			require.NoError(t, err)
+			require.Equal(t, rmqpb.Code_OK, resp.Status.Code, resp.Status.Message)
+
+			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			_, err = grpcClient(t, addr).QueryRoute(pctx, &rmqpb.QueryRouteRequest{Topic: &rmqpb.Resource{Name: "S"}})
+			if mode == remoting.TLSEnforcing {
+				require.Error(t, err, "plaintext to an enforcing port")
+			} else {
+				require.NoError(t, err, "plaintext to a permissive port")
+			}
+		})
+	}
+}
+
+// A method the service does not have is UNIMPLEMENTED, naming it; a
+// message over the frame bound is refused before it is decoded.
+func TestGRPCBadCalls(t *testing.T) {
+	tb := startGRPCBrokers(t, nil)
+	addr := tb.leader().GRPCAddr()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer cc.Close()
+	ctx := clientCtx(t, "bad@1", nil)
+	err = cc.Invoke(ctx, "/apache.rocketmq.v2.MessagingService/NoSuchRPC", &rmqpb.HeartbeatRequest{}, &rmqpb.HeartbeatResponse{})
+	require.Equal(t, codes.Unimplemented, status.Code(err))
+	require.Contains(t, status.Convert(err).Message(), "NoSuchRPC")
+
+	huge := grpcMsg("H", "H1", "", nil)
+	huge.Body = make([]byte, remoting.DefaultMaxFrame+1)
+	_, err = grpcClient(t, addr).SendMessage(ctx, &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{huge}})
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+	require.Zero(t, storedIn(tb.leader(), "H", 4))
+
+	// A send the leader takes itself records the client's address.
+	resp, err := grpcClient(t, addr).SendMessage(ctx, &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{grpcMsg("H", "H2", "small", nil)}})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_OK, resp.Status.Code, resp.Status.Message)
+	got, err := tb.leader().Replica().Store().QueryByUniqKey("H", "H2")
+	require.NoError(t, err)
+	require.True(t, got.BornHost.Addr().IsLoopback() && got.BornHost.Port() != 0, "born host %v: want the client's address", got.BornHost)
 }

@@ -443,7 +443,7 @@ func (b *Broker) inline(conn *remoting.ServerConn, req *remoting.Command) bool {
 		return true
 	}
 	start := time.Now()
-	msgs, create, resp := b.prepareSend(conn, req)
+	msgs, create, resp := b.prepareSend(conn, req, bornHost(conn))
 	if create != nil {
 		return false // the topic must be created first: blocking work
 	}
@@ -462,7 +462,11 @@ func (b *Broker) inline(conn *remoting.ServerConn, req *remoting.Command) bool {
 
 func (b *Broker) handleSend(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
 	start := time.Now()
-	msgs, create, resp := b.prepareSend(conn, req)
+	born := bornHost(conn)
+	if a, ok := ctx.Value(grpcBornHost{}).(netip.AddrPort); ok && conn == nil {
+		born = a // a gRPC client's send
+	}
+	msgs, create, resp := b.prepareSend(conn, req, born)
 	// A send may need two topics created: its own, then the system topic
 	// a delayed or transactional message waits in.
 	for tries := 0; create != nil; tries++ {
@@ -475,7 +479,7 @@ func (b *Broker) handleSend(ctx context.Context, conn *remoting.ServerConn, req 
 		// Again, now with the topic's queues. Exec returned after this node
 		// applied the creation, so the same topic is missing again only if
 		// it was deleted in between.
-		msgs, create, resp = b.prepareSend(conn, req)
+		msgs, create, resp = b.prepareSend(conn, req, born)
 	}
 	if resp != nil {
 		return resp
@@ -489,7 +493,7 @@ func (b *Broker) handleSend(ctx context.Context, conn *remoting.ServerConn, req 
 // prepareSend decodes a send into messages. It returns an error response
 // for a bad request, and, when the topic is missing and auto-creation is
 // on, the topic to create (then prepareSend again) instead of messages.
-func (b *Broker) prepareSend(conn *remoting.ServerConn, req *remoting.Command) (msgs []*message.Message, create *offsets.TopicConfig, resp *remoting.Command) {
+func (b *Broker) prepareSend(conn *remoting.ServerConn, req *remoting.Command, born netip.AddrPort) (msgs []*message.Message, create *offsets.TopicConfig, resp *remoting.Command) {
 	h, err := remoting.DecodeSendMessageRequestHeader(req.Code, req.ExtFields)
 	if err != nil {
 		return nil, nil, b.refuse(conn, req, remoting.InvalidParameter, err.Error())
@@ -521,7 +525,6 @@ func (b *Broker) prepareSend(conn *remoting.ServerConn, req *remoting.Command) (
 	if qid >= max(tc.WriteQueueNums, tc.ReadQueueNums) {
 		return nil, nil, b.refuse(conn, req, remoting.InvalidParameter, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.writeQueueNums:[%d]", qid, h.Topic, tc.WriteQueueNums))
 	}
-	born := bornHost(conn)
 	// Properties are checked and stored as the client encoded them
 	// (message.RawProperties), with a UNIQ_KEY added where missing.
 	if req.Code == remoting.SendBatchMessage || h.Batch {
