@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -298,9 +300,43 @@ func (s *grpcService) QueryRoute(ctx context.Context, req *rmqpb.QueryRouteReque
 			perm = rmqpb.Permission_WRITE
 		}
 		resp.MessageQueues = append(resp.MessageQueues, &rmqpb.MessageQueue{Topic: &rmqpb.Resource{Name: topic}, Id: q, Permission: perm, Broker: broker,
-			AcceptMessageTypes: []rmqpb.MessageType{rmqpb.MessageType_NORMAL, rmqpb.MessageType_FIFO, rmqpb.MessageType_DELAY, rmqpb.MessageType_TRANSACTION}})
+			AcceptMessageTypes: allMessageTypes})
+	}
+	if s.b.cfg.FailoverRoutes && tc.Perm&remoting.PermWrite != 0 {
+		// As in remoting routes (FailoverBrokerName): each follower is a
+		// write-only broker of its own, so that a producer whose send to a
+		// dead leader failed retries on a live node, which forwards it.
+		for _, id := range s.followers(broker) {
+			fb := &rmqpb.Broker{Name: FailoverBrokerName(s.b.cfg.BrokerName, id), Id: 0, Endpoints: s.endpoint(id, req.Endpoints)}
+			for q := range tc.WriteQueueNums {
+				resp.MessageQueues = append(resp.MessageQueues, &rmqpb.MessageQueue{Topic: &rmqpb.Resource{Name: topic}, Id: q, Permission: rmqpb.Permission_WRITE,
+					Broker: fb, AcceptMessageTypes: allMessageTypes})
+			}
+		}
 	}
 	return resp, nil
+}
+
+var allMessageTypes = []rmqpb.MessageType{rmqpb.MessageType_NORMAL, rmqpb.MessageType_FIFO, rmqpb.MessageType_DELAY, rmqpb.MessageType_TRANSACTION}
+
+// followers lists, in id order, the members with a gRPC address other than
+// the one the route names as the leader's.
+func (s *grpcService) followers(leader *rmqpb.Broker) []uint64 {
+	leaderAddr := ""
+	if a := leader.GetEndpoints().GetAddresses(); len(a) > 0 {
+		leaderAddr = net.JoinHostPort(a[0].Host, strconv.Itoa(int(a[0].Port)))
+	}
+	leaderID := s.b.rep.Node().Status().Leader
+	s.b.mu.Lock()
+	var ids []uint64
+	for id, p := range s.b.peers {
+		if p.GRPC != "" && p.GRPC != leaderAddr && id != leaderID {
+			ids = append(ids, id)
+		}
+	}
+	s.b.mu.Unlock()
+	slices.Sort(ids)
+	return ids
 }
 
 func (s *grpcService) brokerOf(access *rmqpb.Endpoints) *rmqpb.Broker {
@@ -349,7 +385,7 @@ func (s *grpcService) QueryAssignment(ctx context.Context, req *rmqpb.QueryAssig
 	broker := s.brokerOf(req.Endpoints)
 	mq := func(id int32) *rmqpb.Assignment {
 		return &rmqpb.Assignment{MessageQueue: &rmqpb.MessageQueue{Topic: &rmqpb.Resource{Name: topic}, Id: id, Permission: rmqpb.Permission_READ_WRITE, Broker: broker,
-			AcceptMessageTypes: []rmqpb.MessageType{rmqpb.MessageType_NORMAL, rmqpb.MessageType_FIFO, rmqpb.MessageType_DELAY, rmqpb.MessageType_TRANSACTION}}}
+			AcceptMessageTypes: allMessageTypes}}
 	}
 	resp := &rmqpb.QueryAssignmentResponse{Status: ok()}
 	if gc, found := s.b.rep.Store().SubscriptionGroup(group); found && gc.ConsumeMessageOrderly {

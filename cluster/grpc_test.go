@@ -79,7 +79,7 @@ func grpcMsg(topic, id string, body string, mod func(*rmqpb.SystemProperties)) *
 // one group land in one queue; a half message is committed by
 // EndTransaction; the receive side answers UNIMPLEMENTED naming the RPC.
 func TestGRPCSendsThroughAFollower(t *testing.T) {
-	tb := startGRPCBrokers(t, nil)
+	tb := startGRPCBrokers(t, func(c *Config) { c.FailoverRoutes = true })
 	l, f := tb.leader(), tb.follower()
 	fc := grpcClient(t, f.GRPCAddr())
 	ctx := clientCtx(t, "host@1@0@test", nil)
@@ -93,11 +93,22 @@ func TestGRPCSendsThroughAFollower(t *testing.T) {
 	route, err := fc.QueryRoute(ctx, &rmqpb.QueryRouteRequest{Topic: &rmqpb.Resource{Name: "G"}})
 	require.NoError(t, err)
 	require.Equal(t, rmqpb.Code_OK, route.Status.Code)
-	require.Len(t, route.MessageQueues, 4)
+	require.Len(t, route.MessageQueues, 12, "4 queues on the leader, 4 write-only on each follower")
 	require.Equal(t, int32(0), route.MessageQueues[0].Id)
 	require.Equal(t, rmqpb.Permission_READ_WRITE, route.MessageQueues[0].Permission)
 	ep := route.MessageQueues[0].Broker.Endpoints.Addresses[0]
 	require.Equal(t, l.GRPCAddr(), fmt.Sprintf("%s:%d", ep.Host, ep.Port), "the route names the leader's gRPC endpoint")
+	followerEPs := map[string]bool{}
+	for _, mq := range route.MessageQueues[4:] {
+		require.Equal(t, rmqpb.Permission_WRITE, mq.Permission)
+		a := mq.Broker.Endpoints.Addresses[0]
+		followerEPs[mq.Broker.Name+" "+fmt.Sprintf("%s:%d", a.Host, a.Port)] = true
+	}
+	for _, b := range tb.bs {
+		if b != l {
+			require.True(t, followerEPs[FailoverBrokerName("raftmq", b.cfg.ID)+" "+b.GRPCAddr()], "follower %d listed: %v", b.cfg.ID, followerEPs)
+		}
+	}
 	missing, err := fc.QueryRoute(ctx, &rmqpb.QueryRouteRequest{Topic: &rmqpb.Resource{Name: "%bad topic%"}})
 	require.NoError(t, err)
 	require.Equal(t, rmqpb.Code_TOPIC_NOT_FOUND, missing.Status.Code)

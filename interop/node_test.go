@@ -47,6 +47,8 @@ type nodeResult struct {
 	Rollback []nodeSent `json:"rollback"`
 	Checked  []string   `json:"checked"`
 	Checks   int        `json:"checks"`
+	Loop     []nodeSent `json:"loop"`
+	Failed   int        `json:"loopFailed"`
 }
 
 type nodeSent struct {
@@ -54,6 +56,7 @@ type nodeSent struct {
 	ID    string `json:"id"`
 	Group string `json:"group"`
 	Due   int64  `json:"due"` // ms since the epoch
+	At    int64  `json:"at"`  // acknowledged, ms since the epoch
 }
 
 // runNode runs produce.js with plan; it returns what the script printed,
@@ -242,4 +245,80 @@ func TestNodeACL(t *testing.T) {
 		t.Fatalf("the refusal does not carry the broker's reason:\n%s", stderr)
 	}
 	fmt.Fprintln(os.Stderr) // keep the test output readable after node's stderr
+}
+
+// TestNodeFIFOAcrossLeaderKill: the Node.js producer sends FIFO messages of
+// six message groups one at a time for 12 s while the leader is killed
+// with SIGKILL. The route lists every node (the followers as write-only
+// brokers that forward to the leader); the client sends each group's
+// messages to one node by the group's hash and does not move a group to
+// another node, so the groups on the killed node fail while the others go
+// on. Sends are acknowledged after the kill; every acknowledged message is
+// stored once, and each group's acknowledged messages are in one queue in
+// send order.
+func TestNodeFIFOAcrossLeaderKill(t *testing.T) {
+	dir := nodeDir(t)
+	g := startGroup(t)
+	leader := g.waitLeader(30 * time.Second)
+	topic := uniq("nodefifo")
+	g.createTopic(t, topic, 4)
+	access := g.nodes[leader%3].grpc // a follower, which stays up
+	type result struct {
+		res    nodeResult
+		stderr string
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, stderr, err := runNode(t, dir, map[string]any{"endpoints": access, "topics": []string{topic}, "topic": topic, "prefix": "k-",
+			"fifoForMs": 12000}, 90*time.Second)
+		done <- result{res, stderr, err}
+	}()
+	time.Sleep(4 * time.Second)
+	killedAt := time.Now().UnixMilli()
+	g.kill(leader)
+	g.waitNewLeader(leader, 30*time.Second)
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("produce.js: %v\n%s", r.err, r.stderr)
+	}
+	t.Logf("%d FIFO sends acknowledged, %d failed across the leader kill", len(r.res.Loop), r.res.Failed)
+	after := 0
+	for _, s := range r.res.Loop {
+		if s.At > killedAt {
+			after++
+		}
+	}
+	if len(r.res.Loop) < 20 || after == 0 {
+		t.Fatalf("%d sends acknowledged in 12 s, %d after the kill:\n%s", len(r.res.Loop), after, r.stderr)
+	}
+	byBody := map[string][]stored{}
+	var all []stored
+	err := poll(30*time.Second, func() bool {
+		all = consumeAll(t, g, topic)
+		return len(all) >= len(r.res.Loop)
+	})
+	if err != nil {
+		t.Fatalf("%d stored, %d acknowledged", len(all), len(r.res.Loop))
+	}
+	for _, s := range all {
+		byBody[s.body] = append(byBody[s.body], s)
+	}
+	groups := map[string][]stored{}
+	for _, s := range r.res.Loop {
+		got := byBody[s.Body]
+		if len(got) != 1 {
+			t.Errorf("%s acknowledged, stored %d times", s.Body, len(got))
+			continue
+		}
+		groups[s.Group] = append(groups[s.Group], got[0])
+	}
+	for name, ms := range groups {
+		for i := 1; i < len(ms); i++ {
+			if ms[i].queue != ms[0].queue || ms[i].offset <= ms[i-1].offset {
+				t.Errorf("message group %s: %s (queue %d offset %d) after %s (queue %d offset %d)", name, ms[i].body, ms[i].queue, ms[i].offset,
+					ms[i-1].body, ms[i-1].queue, ms[i-1].offset)
+			}
+		}
+	}
 }

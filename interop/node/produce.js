@@ -60,6 +60,24 @@ async function main() {
       }
       // 'check': left open; the broker checks back, the checker commits.
     }
+    // FIFO sends of six message groups one at a time for fifoForMs,
+    // through whatever happens to the group (the test kills the leader
+    // meanwhile): acknowledged ones are listed in order, failures counted.
+    out.loop = [];
+    out.loopFailed = 0;
+    const loopEnd = Date.now() + (plan.fifoForMs || 0);
+    for (let i = 0; Date.now() < loopEnd; i++) {
+      const body = `${plan.prefix}L${i}`;
+      const group = `lg-${i % 6}`;
+      try {
+        const r = await producer.send({ topic: plan.topic, messageGroup: group, body: Buffer.from(body) });
+        out.loop.push({ body, id: r.messageId, group, at: Date.now() });
+      } catch (err) {
+        out.loopFailed++;
+        console.error(`send ${body}: ${err && err.message}`);
+        await new Promise(r => setTimeout(r, 100));
+      }
+    }
     const deadline = Date.now() + (plan.waitChecksMs || 0);
     while (out.checks < (plan.wantChecks || 0) && Date.now() < deadline) {
       await new Promise(r => setTimeout(r, 200));
@@ -69,12 +87,20 @@ async function main() {
       await new Promise(r => setTimeout(r, 500));
     }
   } finally {
-    await producer.shutdown();
+    try {
+      await producer.shutdown();
+    } catch (err) {
+      // A node the test killed does not hear of the shutdown.
+      out.shutdownError = `${err && err.message}`;
+    }
   }
-  process.stdout.write(JSON.stringify(out) + '\n');
+  return out;
 }
 
-main().then(() => process.exit(0), err => {
+// Exit once stdout is flushed: a pipe's writes are asynchronous, and an
+// early exit would cut the result short. (The client's timers would keep
+// the process alive otherwise.)
+main().then(out => process.stdout.write(JSON.stringify(out) + '\n', () => process.exit(0)), err => {
   console.error(`produce.js: ${err && err.stack || err}`);
   process.exit(1);
 });
