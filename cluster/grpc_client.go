@@ -212,7 +212,17 @@ func (s *grpcService) register(ctx context.Context, sess *grpcSession) {
 		lang = ua.Language.String()
 	}
 	ver, _ := strconv.Atoi(mdValue(ctx, mdVersion))
-	s.b.members.Heartbeat(membership.Client{Channel: ch, Addr: ch.addr, Language: lang, Version: int32(ver)}, hb, time.Now())
+	changed := s.b.members.Heartbeat(membership.Client{Channel: ch, Addr: ch.addr, Language: lang, Version: int32(ver)}, hb, time.Now())
+	s.b.notifyChanged(changed) // remoting consumers of the same group rebalance
+	if s.b.rep.Node().IsLeader() {
+		// As for a remoting consumer's heartbeat: the group's config and
+		// retry topic exist once it has a member.
+		for _, cd := range hb.ConsumerDataSet {
+			if err := s.b.ensureGroup(ctx, cd.GroupName); err != nil {
+				s.b.log.Warn("cluster: creating a consumer group's config failed", "group", cd.GroupName, "err", err)
+			}
+		}
+	}
 }
 
 // closeChannel forgets a stream that ended.

@@ -248,6 +248,28 @@ func TestGRPCTelemetryAndCheckBack(t *testing.T) {
 	require.Eventually(t, func() bool { return len(l.Replica().Store().PendingTransactions()) == 0 }, 5*time.Second, 10*time.Millisecond)
 	require.Zero(t, storedIn(l, "Y", 4), "rolled back")
 
+	// A consumer's settings: the node's policy back, the group created and
+	// its member listed (admin consumer connection reads these).
+	ctel, err := lc.Telemetry(clientCtx(t, "host@3@0@test", nil))
+	require.NoError(t, err)
+	require.NoError(t, ctel.Send(&rmqpb.TelemetryCommand{Command: &rmqpb.TelemetryCommand_Settings{Settings: &rmqpb.Settings{
+		ClientType: ptr(rmqpb.ClientType_SIMPLE_CONSUMER),
+		PubSub: &rmqpb.Settings_Subscription{Subscription: &rmqpb.Subscription{Group: &rmqpb.Resource{Name: "cg"},
+			Subscriptions: []*rmqpb.SubscriptionEntry{{Topic: &rmqpb.Resource{Name: "Y"}, Expression: &rmqpb.FilterExpression{Type: rmqpb.FilterType_TAG, Expression: "a || b"}}}}}}}}))
+	creply, err := ctel.Recv()
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_OK, creply.GetStatus().GetCode())
+	require.Equal(t, int32(32), creply.GetSettings().GetSubscription().GetReceiveBatchSize())
+	require.False(t, creply.GetSettings().GetSubscription().GetFifo())
+	require.Equal(t, int32(17), creply.GetSettings().GetBackoffPolicy().GetMaxAttempts(), "16 retries + 1, the group's default")
+	require.Eventually(t, func() bool { _, found := l.Replica().Store().SubscriptionGroup("cg"); return found }, 5*time.Second, 10*time.Millisecond)
+	cons := l.members.Consumers("cg")
+	require.Len(t, cons, 1)
+	require.Equal(t, "host@3@0@test", cons[0].ClientID)
+	require.Equal(t, "a || b", cons[0].Subscriptions[0].SubString)
+	require.NoError(t, ctel.CloseSend())
+	require.Eventually(t, func() bool { return len(l.members.Consumers("cg")) == 0 }, 5*time.Second, 10*time.Millisecond, "gone with its stream")
+
 	term, err := lc.NotifyClientTermination(ctx, &rmqpb.NotifyClientTerminationRequest{})
 	require.NoError(t, err)
 	require.Equal(t, rmqpb.Code_OK, term.Status.Code)

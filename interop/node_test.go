@@ -322,3 +322,48 @@ func TestNodeFIFOAcrossLeaderKill(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeSimpleConsumer: Apache's RocketMQ 5 Node.js SimpleConsumer
+// starts against the group (route, Telemetry settings); while it runs,
+// `raftmq admin consumer connection` lists it with its subscription. Its
+// receive is answered UNIMPLEMENTED naming ReceiveMessage and why: pop
+// consumption over gRPC is not served yet.
+func TestNodeSimpleConsumer(t *testing.T) {
+	dir := nodeDir(t)
+	g := startGroup(t)
+	leader := g.waitLeader(30 * time.Second)
+	topic, group := uniq("nodecons"), uniq("nodegroup")
+	g.createTopic(t, topic, 4)
+	b, _ := json.Marshal(map[string]any{"endpoints": g.nodes[leader-1].grpc, "group": group, "topic": topic, "holdMs": 8000})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "consume.js", string(b))
+	cmd.Dir = dir
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var conn string
+	err := poll(20*time.Second, func() bool {
+		conn, _ = g.cli("admin", "consumer", "connection", "-g", group)
+		return strings.Contains(conn, "NODE_JS") && strings.Contains(conn, topic)
+	})
+	if err != nil {
+		t.Errorf("admin consumer connection does not list the Node.js consumer:\n%s", conn)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("consume.js: %v\n%s", err, stderr.String())
+	}
+	var res struct {
+		Started  bool   `json:"started"`
+		Received int    `json:"received"`
+		Error    string `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(stdout.String()), &res); err != nil {
+		t.Fatalf("consume.js printed %q: %v", stdout.String(), err)
+	}
+	if !res.Started || !strings.Contains(res.Error, "UNIMPLEMENTED") || !strings.Contains(res.Error, "ReceiveMessage") {
+		t.Fatalf("want a started consumer whose receive is UNIMPLEMENTED naming ReceiveMessage, got %+v", res)
+	}
+}
