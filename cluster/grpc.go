@@ -221,22 +221,8 @@ func unimplemented(rpc, why string) error {
 	return status.Errorf(codes.Unimplemented, "%s is not served by raftmq: %s", rpc, why)
 }
 
-const popMissing = "pop consumption over gRPC needs the replicated pop state, which this build does not have; consume with a remoting (RocketMQ 4.x) client"
-
-func (s *grpcService) ReceiveMessage(*rmqpb.ReceiveMessageRequest, rmqpb.MessagingService_ReceiveMessageServer) error {
-	return unimplemented("ReceiveMessage", popMissing)
-}
-
-func (s *grpcService) AckMessage(context.Context, *rmqpb.AckMessageRequest) (*rmqpb.AckMessageResponse, error) {
-	return nil, unimplemented("AckMessage", popMissing)
-}
-
-func (s *grpcService) ChangeInvisibleDuration(context.Context, *rmqpb.ChangeInvisibleDurationRequest) (*rmqpb.ChangeInvisibleDurationResponse, error) {
-	return nil, unimplemented("ChangeInvisibleDuration", popMissing)
-}
-
 func (s *grpcService) ForwardMessageToDeadLetterQueue(context.Context, *rmqpb.ForwardMessageToDeadLetterQueueRequest) (*rmqpb.ForwardMessageToDeadLetterQueueResponse, error) {
-	return nil, unimplemented("ForwardMessageToDeadLetterQueue", popMissing)
+	return nil, unimplemented("ForwardMessageToDeadLetterQueue", "a client cannot move a message to the dead-letter queue yet; the broker does after the group's retries")
 }
 
 func (s *grpcService) PullMessage(*rmqpb.PullMessageRequest, rmqpb.MessagingService_PullMessageServer) error {

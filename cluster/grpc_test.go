@@ -186,15 +186,32 @@ func TestGRPCSendsThroughAFollower(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, rmqpb.Code_INVALID_TRANSACTION_ID, end.Status.Code)
 
-	// Receive side: not served, and said so naming the RPC.
-	rs, err := fc.ReceiveMessage(ctx, &rmqpb.ReceiveMessageRequest{Group: &rmqpb.Resource{Name: "g"}})
+	// Receive side: not served by a build without pop consumption, and
+	// said so naming the RPC.
+	rs, err := fc.ReceiveMessage(ctx, &rmqpb.ReceiveMessageRequest{Group: &rmqpb.Resource{Name: "g"},
+		MessageQueue: &rmqpb.MessageQueue{Topic: &rmqpb.Resource{Name: "G"}}, BatchSize: 16, LongPollingTimeout: durationpb.New(time.Second)})
 	require.NoError(t, err)
 	_, err = rs.Recv()
-	require.Equal(t, codes.Unimplemented, status.Code(err))
+	require.Equal(t, codes.Unimplemented, status.Code(err), "%v", err)
 	require.Contains(t, status.Convert(err).Message(), "ReceiveMessage")
-	_, err = fc.AckMessage(ctx, &rmqpb.AckMessageRequest{})
+	// A bad receive is answered with its status alone, then the time.
+	rs, err = fc.ReceiveMessage(ctx, &rmqpb.ReceiveMessageRequest{Group: &rmqpb.Resource{Name: "g"}, BatchSize: 16})
+	require.NoError(t, err)
+	first, err := rs.Recv()
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_ILLEGAL_TOPIC, first.GetStatus().GetCode())
+	last, err := rs.Recv()
+	require.NoError(t, err)
+	require.NotNil(t, last.GetDeliveryTimestamp())
+	_, err = fc.AckMessage(ctx, &rmqpb.AckMessageRequest{Group: &rmqpb.Resource{Name: "g"}, Topic: &rmqpb.Resource{Name: "G"},
+		Entries: []*rmqpb.AckMessageEntry{{MessageId: "01AA", ReceiptHandle: "0 1764000000000 60000 0 0 raftmq 0 0"}}})
 	require.Equal(t, codes.Unimplemented, status.Code(err))
 	require.Contains(t, status.Convert(err).Message(), "AckMessage")
+	// A handle raftmq did not issue is refused before anything is asked.
+	ack, err := fc.AckMessage(ctx, &rmqpb.AckMessageRequest{Group: &rmqpb.Resource{Name: "g"}, Topic: &rmqpb.Resource{Name: "G"},
+		Entries: []*rmqpb.AckMessageEntry{{MessageId: "01AA", ReceiptHandle: "forged"}}})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_INVALID_RECEIPT_HANDLE, ack.Status.Code)
 }
 
 // The Telemetry stream: Settings are answered with what clients need

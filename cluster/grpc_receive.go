@@ -1,0 +1,275 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/raftmq/raftmq/acl"
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/protocol/grpc/rmqpb"
+	"github.com/raftmq/raftmq/protocol/remoting"
+)
+
+// The receive side of the gRPC service: ReceiveMessage, AckMessage and
+// ChangeInvisibleDuration become RocketMQ's pop requests (POP_MESSAGE,
+// ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME) and go through handle like a
+// remoting pop consumer's, so they take the node's pop path: long polling,
+// forwarding to the leader, the replicated pop state. A node whose build
+// does not serve pop answers those requests REQUEST_CODE_NOT_SUPPORTED,
+// and the RPCs fail UNIMPLEMENTED with that reason.
+//
+// The receipt handle a client gets is the message's POP_CK receipt as the
+// node wrote it (start offset, pop time, invisible time, revive queue,
+// topic flag, broker name, queue id, queue offset), which the client
+// hands back unread.
+
+// RocketMQ's pop request codes and their answers (RequestCode,
+// ResponseCode), and the receive side's bounds (RocketMQ's proxy's).
+const (
+	codePopMessage      int32 = 200050
+	codeAckMessage      int32 = 200051
+	codeChangeInvisible int32 = 200053
+	respNoMessage       int32 = 208
+	respPollingFull     int32 = 209
+	respPollingTimeout  int32 = 210
+
+	popInitMax          = "1"              // ConsumeInitMode.MAX, as RocketMQ's proxy pops
+	defaultInvisible    = 60 * time.Second // a receive without one, or with auto renew
+	minReceiveInvisible = 10 * time.Second
+	maxLongPoll         = 20 * time.Second
+	receiveBatchMax     = 32
+	// pollReserve: a long poll ends this long before the client's
+	// deadline, so the answer arrives in time.
+	pollReserve = time.Second
+	// MaxGRPCInvisible is the longest invisible time a receive or a
+	// change may ask for: 12 hours, as RocketMQ's proxy.
+	MaxGRPCInvisible = 12 * time.Hour
+)
+
+// popUnsupported turns a node's refusal of a pop request code into the
+// RPC's UNIMPLEMENTED error, naming the RPC and why; nil otherwise.
+func popUnsupported(rpc string, resp *remoting.Command) error {
+	if resp.Code != remoting.RequestCodeNotSupported {
+		return nil
+	}
+	return status.Errorf(codes.Unimplemented, "%s is not served by raftmq: pop consumption is not served by this node's build (%s)", rpc, resp.Remark)
+}
+
+// ReceiveMessage pops up to batch_size messages of the group, long polling
+// up to long_polling_timeout (at most 20 s, and ending a second before the
+// client's deadline), and streams status, messages, delivery timestamp.
+func (s *grpcService) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, stream rmqpb.MessagingService_ReceiveMessageServer) error {
+	ctx := stream.Context()
+	reply := func(st *rmqpb.Status, msgs []*rmqpb.Message) error {
+		if err := stream.Send(&rmqpb.ReceiveMessageResponse{Content: &rmqpb.ReceiveMessageResponse_Status{Status: st}}); err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			if err := stream.Send(&rmqpb.ReceiveMessageResponse{Content: &rmqpb.ReceiveMessageResponse_Message{Message: m}}); err != nil {
+				return err
+			}
+		}
+		return stream.Send(&rmqpb.ReceiveMessageResponse{Content: &rmqpb.ReceiveMessageResponse_DeliveryTimestamp{DeliveryTimestamp: timestamppb.Now()}})
+	}
+	group, topic := req.GetGroup().GetName(), req.GetMessageQueue().GetTopic().GetName()
+	ak, denied := s.authorize(ctx, "ReceiveMessage", []acl.Resource{{Group: true, Name: group, Perm: acl.Sub}, {Name: topic, Perm: acl.Sub}})
+	if denied != nil {
+		return reply(denied, nil)
+	}
+	switch {
+	case group == "":
+		return reply(st(rmqpb.Code_ILLEGAL_CONSUMER_GROUP, "no consumer group"), nil)
+	case topic == "":
+		return reply(st(rmqpb.Code_ILLEGAL_TOPIC, "no topic in the message queue"), nil)
+	case req.BatchSize <= 0:
+		return reply(st(rmqpb.Code_BAD_REQUEST, "batch_size %d: want 1 to %d", req.BatchSize, receiveBatchMax), nil)
+	case len(req.GetAttemptId()) > 256:
+		return reply(st(rmqpb.Code_BAD_REQUEST, "attempt_id longer than 256 bytes"), nil)
+	}
+	invisible := defaultInvisible
+	if req.InvisibleDuration != nil && !req.AutoRenew {
+		invisible = req.InvisibleDuration.AsDuration()
+		if invisible < minReceiveInvisible || invisible > MaxGRPCInvisible {
+			return reply(st(rmqpb.Code_ILLEGAL_INVISIBLE_TIME, "invisible_duration %v: want %v to %v", invisible, minReceiveInvisible, MaxGRPCInvisible), nil)
+		}
+	}
+	poll := maxLongPoll
+	if req.LongPollingTimeout != nil {
+		poll = min(max(req.LongPollingTimeout.AsDuration(), 0), maxLongPoll)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		poll = min(poll, max(time.Until(dl)-pollReserve, 0))
+	}
+	expType, exp := "TAG", "*"
+	if f := req.GetFilterExpression(); f != nil {
+		if f.Type == rmqpb.FilterType_SQL {
+			expType = "SQL92"
+		}
+		if f.Expression != "" {
+			exp = f.Expression
+		}
+	}
+	order := false
+	if gc, found := s.b.rep.Store().SubscriptionGroup(group); found {
+		order = gc.ConsumeMessageOrderly
+	}
+	ext := map[string]string{
+		"consumerGroup": group, "topic": topic, "queueId": "-1",
+		"maxMsgNums":    strconv.Itoa(int(min(req.BatchSize, receiveBatchMax))),
+		"invisibleTime": strconv.FormatInt(invisible.Milliseconds(), 10),
+		"pollTime":      strconv.FormatInt(poll.Milliseconds(), 10),
+		"bornTime":      strconv.FormatInt(time.Now().UnixMilli(), 10),
+		"initMode":      popInitMax, "expType": expType, "exp": exp,
+		"order": strconv.FormatBool(order),
+	}
+	if req.AttemptId != nil && *req.AttemptId != "" {
+		ext["attemptId"] = *req.AttemptId
+	}
+	resp := s.exec(ctx, ak, remoting.NewRequest(codePopMessage, ext, nil))
+	if resp == nil {
+		return ctx.Err() // the client went away while polling
+	}
+	if err := popUnsupported("ReceiveMessage", resp); err != nil {
+		return err
+	}
+	switch resp.Code {
+	case remoting.Success:
+	case respPollingTimeout, respNoMessage:
+		return reply(st(rmqpb.Code_MESSAGE_NOT_FOUND, "no new message"), nil)
+	case respPollingFull:
+		return reply(st(rmqpb.Code_TOO_MANY_REQUESTS, "%s", resp.Remark), nil)
+	default:
+		return reply(remotingStatus(resp), nil)
+	}
+	var msgs []*rmqpb.Message
+	for b := resp.Body; len(b) > 0; {
+		m, n, err := message.Decode(b)
+		if err != nil {
+			return reply(st(rmqpb.Code_INTERNAL_SERVER_ERROR, "popped messages do not decode: %v", err), nil)
+		}
+		b = b[n:]
+		gm := grpcMessage(&m, topic)
+		ck := m.Properties[message.PropertyPopCK]
+		if ck == "" {
+			return reply(st(rmqpb.Code_INTERNAL_SERVER_ERROR, "popped message %s has no receipt", gm.SystemProperties.MessageId), nil)
+		}
+		gm.SystemProperties.ReceiptHandle = &ck
+		msgs = append(msgs, gm)
+	}
+	if len(msgs) == 0 {
+		return reply(st(rmqpb.Code_MESSAGE_NOT_FOUND, "no new message"), nil)
+	}
+	return reply(ok(), msgs)
+}
+
+// receipt reads the queue id and offset a receipt handle names.
+func receipt(handle string) (queue int32, offset int64, fields []string, err error) {
+	f := strings.Split(handle, " ")
+	if len(f) != 8 {
+		return 0, 0, nil, fmt.Errorf("receipt handle %q: want 8 space-separated fields", handle)
+	}
+	q, err1 := strconv.ParseInt(f[6], 10, 32)
+	off, err2 := strconv.ParseInt(f[7], 10, 64)
+	if err1 != nil || err2 != nil || q < 0 || off < 0 {
+		return 0, 0, nil, fmt.Errorf("receipt handle %q: bad queue id or offset", handle)
+	}
+	return int32(q), off, f, nil
+}
+
+// receiptStatus maps a pop answer about a receipt to its status: an
+// expired or superseded receipt is INVALID_RECEIPT_HANDLE, which clients
+// stop retrying on.
+func receiptStatus(resp *remoting.Command) *rmqpb.Status {
+	if resp.Code == respNoMessage {
+		return st(rmqpb.Code_INVALID_RECEIPT_HANDLE, "%s", resp.Remark)
+	}
+	return remotingStatus(resp)
+}
+
+// AckMessage acks each entry as ACK_MESSAGE; the top status is the
+// entries' common code, or MULTIPLE_RESULTS.
+func (s *grpcService) AckMessage(ctx context.Context, req *rmqpb.AckMessageRequest) (*rmqpb.AckMessageResponse, error) {
+	group, topic := req.GetGroup().GetName(), req.GetTopic().GetName()
+	ak, denied := s.authorize(ctx, "AckMessage", []acl.Resource{{Group: true, Name: group, Perm: acl.Sub}, {Name: topic, Perm: acl.Sub}})
+	if denied != nil {
+		return &rmqpb.AckMessageResponse{Status: denied}, nil
+	}
+	if len(req.Entries) == 0 {
+		return &rmqpb.AckMessageResponse{Status: st(rmqpb.Code_BAD_REQUEST, "no entry to ack")}, nil
+	}
+	out := &rmqpb.AckMessageResponse{}
+	for _, e := range req.Entries {
+		re := &rmqpb.AckMessageResultEntry{MessageId: e.MessageId, ReceiptHandle: e.ReceiptHandle}
+		out.Entries = append(out.Entries, re)
+		q, off, _, err := receipt(e.ReceiptHandle)
+		if err != nil {
+			re.Status = st(rmqpb.Code_INVALID_RECEIPT_HANDLE, "%v", err)
+			continue
+		}
+		resp := s.exec(ctx, ak, remoting.NewRequest(codeAckMessage, map[string]string{"consumerGroup": group, "topic": topic,
+			"queueId": strconv.Itoa(int(q)), "extraInfo": e.ReceiptHandle, "offset": strconv.FormatInt(off, 10)}, nil))
+		if err := popUnsupported("AckMessage", resp); err != nil {
+			return nil, err
+		}
+		re.Status = receiptStatus(resp)
+	}
+	out.Status = out.Entries[0].Status
+	for _, e := range out.Entries[1:] {
+		if e.Status.Code != out.Status.Code {
+			out.Status = st(rmqpb.Code_MULTIPLE_RESULTS, "entries differ")
+			break
+		}
+	}
+	return out, nil
+}
+
+// ChangeInvisibleDuration changes when a received message becomes visible
+// again (0: at once) and returns the receipt handle that now holds it.
+func (s *grpcService) ChangeInvisibleDuration(ctx context.Context, req *rmqpb.ChangeInvisibleDurationRequest) (*rmqpb.ChangeInvisibleDurationResponse, error) {
+	group, topic := req.GetGroup().GetName(), req.GetTopic().GetName()
+	ak, denied := s.authorize(ctx, "ChangeInvisibleDuration", []acl.Resource{{Group: true, Name: group, Perm: acl.Sub}})
+	if denied != nil {
+		return &rmqpb.ChangeInvisibleDurationResponse{Status: denied}, nil
+	}
+	d := req.GetInvisibleDuration().AsDuration()
+	if req.InvisibleDuration == nil || d < 0 || d > MaxGRPCInvisible {
+		return &rmqpb.ChangeInvisibleDurationResponse{Status: st(rmqpb.Code_ILLEGAL_INVISIBLE_TIME, "invisible_duration %v: want 0 to %v", d, MaxGRPCInvisible)}, nil
+	}
+	q, off, f, err := receipt(req.ReceiptHandle)
+	if err != nil {
+		return &rmqpb.ChangeInvisibleDurationResponse{Status: st(rmqpb.Code_INVALID_RECEIPT_HANDLE, "%v", err)}, nil
+	}
+	resp := s.exec(ctx, ak, remoting.NewRequest(codeChangeInvisible, map[string]string{"consumerGroup": group, "topic": topic,
+		"queueId": strconv.Itoa(int(q)), "extraInfo": req.ReceiptHandle, "offset": strconv.FormatInt(off, 10),
+		"invisibleTime": strconv.FormatInt(d.Milliseconds(), 10)}, nil))
+	if err := popUnsupported("ChangeInvisibleDuration", resp); err != nil {
+		return nil, err
+	}
+	if resp.Code != remoting.Success {
+		return &rmqpb.ChangeInvisibleDurationResponse{Status: receiptStatus(resp)}, nil
+	}
+	// The new receipt: the old one with the answer's pop time, invisible
+	// time and revive queue.
+	fields := map[string]string{}
+	if resp.ExtFields != nil {
+		fields = resp.ExtFields
+	} else if h, isEnc := resp.Header.(interface{ Encode() map[string]string }); isEnc {
+		fields = h.Encode()
+	}
+	nf := append([]string(nil), f...)
+	for i, k := range map[int]string{1: "popTime", 2: "invisibleTime", 3: "reviveQid"} {
+		v, found := fields[k]
+		if !found {
+			return &rmqpb.ChangeInvisibleDurationResponse{Status: st(rmqpb.Code_INTERNAL_SERVER_ERROR, "changed, but the answer has no %s", k)}, nil
+		}
+		nf[i] = v
+	}
+	return &rmqpb.ChangeInvisibleDurationResponse{Status: ok(), ReceiptHandle: strings.Join(nf, " ")}, nil
+}
