@@ -1,7 +1,8 @@
 // Runs Apache's RocketMQ 5 Node.js SimpleConsumer against raftmq, as
-// interop/node_test.go asks (plan as JSON in argv[2]): starts it, receives
-// once (after holdMs), and prints {started, received, error} as JSON on
-// stdout.
+// interop/node_test.go asks (plan as JSON in argv[2]): starts it,
+// receives and acks until it has want messages or forMs passed, stays
+// connected holdMs more, and prints {started, received, acked, bodies,
+// error} as JSON on stdout.
 'use strict';
 
 const { SimpleConsumer } = require('rocketmq-client-nodejs');
@@ -15,14 +16,27 @@ async function main() {
     subscriptions: new Map([ [ plan.topic, '*' ] ]), awaitDuration: 3000, requestTimeout: 5000 });
   await consumer.startup();
   out.started = true;
+  // Receive and ack until want messages came or forMs passed.
+  out.bodies = [];
+  out.acked = 0;
+  const deadline = Date.now() + (plan.forMs || 0);
+  do {
+    let msgs;
+    try {
+      msgs = await consumer.receive(16, 15000);
+    } catch (err) {
+      out.error = `${err && err.message}`;
+      break;
+    }
+    out.received += msgs.length;
+    for (const m of msgs) {
+      out.bodies.push(m.body.toString());
+      await consumer.ack(m);
+      out.acked++;
+    }
+  } while (out.bodies.length < (plan.want || 0) && Date.now() < deadline);
   // Stay connected a while (the test lists the group's connections).
   await new Promise(r => setTimeout(r, plan.holdMs || 0));
-  try {
-    const msgs = await consumer.receive(16, 15000);
-    out.received = msgs.length;
-  } catch (err) {
-    out.error = `${err && err.message}`;
-  }
   try {
     await consumer.shutdown();
   } catch (err) {
