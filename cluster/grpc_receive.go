@@ -116,10 +116,17 @@ func (s *grpcService) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, stream rm
 			exp = f.Expression
 		}
 	}
-	order := false
-	if gc, found := s.b.rep.Store().SubscriptionGroup(group); found {
-		order = gc.ConsumeMessageOrderly
+	gc, found := s.b.rep.Store().SubscriptionGroup(group)
+	if !found && s.b.rep.Node().IsLeader() {
+		// As a remoting consumer's heartbeat does: a client's receive can
+		// reach the leader before its settings, which went to every node,
+		// reached the leader and created the group.
+		if err := s.b.ensureGroup(ctx, group); err != nil {
+			s.b.log.Warn("cluster: creating a consumer group's config failed", "group", group, "err", err)
+		}
+		gc, _ = s.b.rep.Store().SubscriptionGroup(group)
 	}
+	order := gc.ConsumeMessageOrderly
 	ext := map[string]string{
 		"consumerGroup": group, "topic": topic, "queueId": "-1",
 		"maxMsgNums":    strconv.Itoa(int(min(req.BatchSize, receiveBatchMax))),

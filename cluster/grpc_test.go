@@ -77,7 +77,7 @@ func grpcMsg(topic, id string, body string, mod func(*rmqpb.SystemProperties)) *
 // gRPC endpoint; sends (normal, FIFO, delay, transactional) are stored
 // through the leader once, deduplicated by message id; FIFO messages of
 // one group land in one queue; a half message is committed by
-// EndTransaction; the receive side answers UNIMPLEMENTED naming the RPC.
+// EndTransaction; a bad receive and a forged receipt are refused.
 func TestGRPCSendsThroughAFollower(t *testing.T) {
 	tb := startGRPCBrokers(t, func(c *Config) { c.FailoverRoutes = true })
 	l, f := tb.leader(), tb.follower()
@@ -186,16 +186,8 @@ func TestGRPCSendsThroughAFollower(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, rmqpb.Code_INVALID_TRANSACTION_ID, end.Status.Code)
 
-	// Receive side: not served by a build without pop consumption, and
-	// said so naming the RPC.
-	rs, err := fc.ReceiveMessage(ctx, &rmqpb.ReceiveMessageRequest{Group: &rmqpb.Resource{Name: "g"},
-		MessageQueue: &rmqpb.MessageQueue{Topic: &rmqpb.Resource{Name: "G"}}, BatchSize: 16, LongPollingTimeout: durationpb.New(time.Second)})
-	require.NoError(t, err)
-	_, err = rs.Recv()
-	require.Equal(t, codes.Unimplemented, status.Code(err), "%v", err)
-	require.Contains(t, status.Convert(err).Message(), "ReceiveMessage")
 	// A bad receive is answered with its status alone, then the time.
-	rs, err = fc.ReceiveMessage(ctx, &rmqpb.ReceiveMessageRequest{Group: &rmqpb.Resource{Name: "g"}, BatchSize: 16})
+	rs, err := fc.ReceiveMessage(ctx, &rmqpb.ReceiveMessageRequest{Group: &rmqpb.Resource{Name: "g"}, BatchSize: 16})
 	require.NoError(t, err)
 	first, err := rs.Recv()
 	require.NoError(t, err)
@@ -203,10 +195,6 @@ func TestGRPCSendsThroughAFollower(t *testing.T) {
 	last, err := rs.Recv()
 	require.NoError(t, err)
 	require.NotNil(t, last.GetDeliveryTimestamp())
-	_, err = fc.AckMessage(ctx, &rmqpb.AckMessageRequest{Group: &rmqpb.Resource{Name: "g"}, Topic: &rmqpb.Resource{Name: "G"},
-		Entries: []*rmqpb.AckMessageEntry{{MessageId: "01AA", ReceiptHandle: "0 1764000000000 60000 0 0 raftmq 0 0"}}})
-	require.Equal(t, codes.Unimplemented, status.Code(err))
-	require.Contains(t, status.Convert(err).Message(), "AckMessage")
 	// A handle raftmq did not issue is refused before anything is asked.
 	ack, err := fc.AckMessage(ctx, &rmqpb.AckMessageRequest{Group: &rmqpb.Resource{Name: "g"}, Topic: &rmqpb.Resource{Name: "G"},
 		Entries: []*rmqpb.AckMessageEntry{{MessageId: "01AA", ReceiptHandle: "forged"}}})
@@ -423,8 +411,7 @@ func receiveAll(t *testing.T, c rmqpb.MessagingServiceClient, ctx context.Contex
 // polls until messages arrive, gets them with receipt handles and body
 // digests; an ack hides one for good; a change of invisible time to 0
 // makes one visible again at once, delivered with attempt 2, and the old
-// handle no longer acks it. Skipped in a build without pop consumption,
-// where the RPCs are UNIMPLEMENTED (TestGRPCSendsThroughAFollower).
+// handle no longer acks it.
 func TestGRPCReceiveAckChange(t *testing.T) {
 	tb := startGRPCBrokers(t, nil)
 	l := tb.leader()
@@ -449,9 +436,6 @@ func TestGRPCReceiveAckChange(t *testing.T) {
 		st, msgs, err := receiveAll(t, c, ctx, &rmqpb.ReceiveMessageRequest{Group: &rmqpb.Resource{Name: "rg"},
 			MessageQueue: &rmqpb.MessageQueue{Topic: &rmqpb.Resource{Name: "R"}}, BatchSize: 8,
 			InvisibleDuration: durationpb.New(30 * time.Second), LongPollingTimeout: durationpb.New(poll)})
-		if status.Code(err) == codes.Unimplemented {
-			t.Skipf("pop consumption is not in this build: %v", err)
-		}
 		require.NoError(t, err)
 		require.NotNil(t, st, "a status first")
 		return st, msgs

@@ -327,8 +327,7 @@ func TestNodeFIFOAcrossLeaderKill(t *testing.T) {
 // starts against the group (route, Telemetry settings), and `raftmq admin
 // consumer connection` lists it with its subscription. Messages sent with
 // raftmq's remoting producer (`raftmq produce`) to its topic are received
-// over gRPC and acked, each once. In a build without pop consumption the
-// receive is answered UNIMPLEMENTED naming ReceiveMessage instead.
+// over gRPC and acked, each once.
 func TestNodeSimpleConsumer(t *testing.T) {
 	dir := nodeDir(t)
 	g := startGroup(t)
@@ -375,13 +374,6 @@ func TestNodeSimpleConsumer(t *testing.T) {
 	}
 	if !res.Started {
 		t.Fatalf("the consumer did not start: %+v", res)
-	}
-	if strings.Contains(res.Error, "UNIMPLEMENTED") {
-		if !strings.Contains(res.Error, "ReceiveMessage") {
-			t.Fatalf("UNIMPLEMENTED without naming ReceiveMessage: %s", res.Error)
-		}
-		t.Logf("this build does not serve pop consumption: %s", res.Error)
-		return
 	}
 	sort.Strings(res.Bodies)
 	if res.Error != "" || strings.Join(res.Bodies, ",") != strings.Join(want, ",") || res.Acked != len(want) {
