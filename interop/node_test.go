@@ -380,3 +380,51 @@ func TestNodeSimpleConsumer(t *testing.T) {
 		t.Fatalf("received %v (%d acked, error %q), want each of %v once, acked", res.Bodies, res.Acked, res.Error, want)
 	}
 }
+
+// TestNodePushConsumer: Apache's RocketMQ 5 Node.js PushConsumer (route,
+// settings, QueryAssignment, receives with auto renew, acks) gets each of
+// five messages sent with raftmq's remoting producer once.
+func TestNodePushConsumer(t *testing.T) {
+	dir := nodeDir(t)
+	g := startGroup(t)
+	leader := g.waitLeader(30 * time.Second)
+	topic, group := uniq("nodepush"), uniq("nodepushgroup")
+	g.createTopic(t, topic, 4)
+	b, _ := json.Marshal(map[string]any{"endpoints": g.nodes[leader%3].grpc, "group": group, "topic": topic, "want": 5, "forMs": 40000})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "push.js", string(b))
+	cmd.Dir = dir
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The consumer's first receive places the group at the end of the
+	// queues; send once it is listed and has polled.
+	var conn string
+	if err := poll(20*time.Second, func() bool {
+		conn, _ = g.cli("admin", "consumer", "connection", "-g", group)
+		return strings.Contains(conn, "NODE_JS")
+	}); err != nil {
+		t.Fatalf("the push consumer is not listed:\n%s", conn)
+	}
+	time.Sleep(5 * time.Second)
+	want := []string{"q1", "q2", "q3", "q4", "q5"}
+	if out, err := g.cli(append([]string{"produce", "--topic", topic}, want...)...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("push.js: %v\n%s", err, stderr.String())
+	}
+	var res struct {
+		Bodies []string `json:"bodies"`
+	}
+	if err := json.Unmarshal([]byte(stdout.String()), &res); err != nil {
+		t.Fatalf("push.js printed %q: %v", stdout.String(), err)
+	}
+	sort.Strings(res.Bodies)
+	if strings.Join(res.Bodies, ",") != strings.Join(want, ",") {
+		t.Fatalf("consumed %v, want each of %v once", res.Bodies, want)
+	}
+}
