@@ -2,8 +2,11 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -203,6 +206,92 @@ func (sc *SimpleConsumer) Ack(ctx context.Context, m *ReceivedMessage) error {
 		return fmt.Errorf("client: ack %s %s/%d@%d: %w", sc.group, m.Topic, m.QueueID, m.QueueOffset, err)
 	}
 	return nil
+}
+
+// batchAckSpan bounds the offsets one entry of a batch ack covers: its
+// bit set has a bit per offset from its first, so a batch whose offsets
+// lie far apart (a revived message beside new ones) takes more entries.
+const batchAckSpan = 1024
+
+// AckBatch acknowledges ms in one BATCH_ACK_MESSAGE request (RocketMQ's
+// batch ack, one raft entry on the broker) and returns each message's
+// outcome: errs[i] is nil when ms[i] was acked (or had been), else an
+// error as Ack returns it. The broker answers a batch with one code, so
+// when a batch is not answered SUCCESS, AckBatch acks each message of it
+// on its own (acks are idempotent) to learn which failed and why.
+func (sc *SimpleConsumer) AckBatch(ctx context.Context, ms []*ReceivedMessage) []error {
+	errs := make([]error, len(ms))
+	if len(ms) == 0 {
+		return errs
+	}
+	body, err := batchAckBody(sc.group, ms)
+	if err == nil {
+		mk := func() *remoting.Command { return remoting.NewRequest(remoting.BatchAckMessage, nil, body) }
+		var resp *remoting.Command
+		resp, _, err = sc.c.invokeLeader(ctx, mk, true)
+		if err == nil && resp.Code == remoting.Success {
+			return errs
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		for i, m := range ms {
+			errs[i] = fmt.Errorf("client: ack %s %s/%d@%d: %w", sc.group, m.Topic, m.QueueID, m.QueueOffset, err)
+		}
+		return errs
+	}
+	for i, m := range ms {
+		errs[i] = sc.Ack(ctx, m)
+	}
+	return errs
+}
+
+// batchAckBody encodes the body of a batch ack of ms: one entry per
+// (topic, queue, pop time, invisible time, revive queue, retry flag) and
+// span of batchAckSpan offsets, each a bit set of its offsets.
+func batchAckBody(group string, ms []*ReceivedMessage) ([]byte, error) {
+	type key struct {
+		topic           string
+		queue, rq, flag int32
+		pt, it          int64
+	}
+	offs := map[key][]int64{}
+	var keys []key
+	for _, m := range ms {
+		e, err := remoting.ParseExtraInfo(m.Receipt)
+		if err != nil {
+			return nil, fmt.Errorf("client: batch ack: receipt %q: %w: %w", m.Receipt, ErrProtocol, err)
+		}
+		off := e.QueueOffset
+		if off < 0 {
+			off = m.QueueOffset
+		}
+		k := key{topic: m.Topic, queue: m.QueueID, rq: e.ReviveQid, flag: e.TopicFlag, pt: e.PopTime, it: e.InvisibleTime}
+		if _, ok := offs[k]; !ok {
+			keys = append(keys, k)
+		}
+		offs[k] = append(offs[k], off)
+	}
+	var body remoting.BatchAckBody
+	for _, k := range keys {
+		offsets := offs[k]
+		slices.Sort(offsets)
+		for len(offsets) > 0 {
+			n := 1
+			for n < len(offsets) && offsets[n]-offsets[0] < batchAckSpan {
+				n++
+			}
+			a := remoting.BatchAck{ConsumerGroup: group, Topic: k.topic, RetryFlag: strconv.Itoa(int(k.flag)), StartOffset: offsets[0],
+				QueueID: k.queue, ReviveQueueID: k.rq, PopTime: k.pt, InvisibleTime: k.it}
+			a.SetOffsets(offsets[:n])
+			body.Acks = append(body.Acks, a)
+			offsets = offsets[n:]
+		}
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("client: batch ack: %w", err)
+	}
+	return b, nil
 }
 
 // ChangeInvisibleDuration hides m for d from now on (0: visible again at

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -116,7 +117,7 @@ func newConsumeCmd(logger func() *slog.Logger) *cobra.Command {
 		Short: "Print the messages of a topic, from the group's committed offsets (or 0), or pop them (--pop)",
 		Long: "Without --pop, pulls every queue from the group's committed offsets (or 0) and prints the messages.\n" +
 			"With --pop, receives them as a SimpleConsumer of the group: each batch is hidden from the group for\n" +
-			"--invisible, printed and acked (unless --no-ack, when it comes back after --invisible).",
+			"--invisible, printed and acked in one request (unless --no-ack, when it comes back after --invisible).",
 		RunE: func(c *cobra.Command, _ []string) error {
 			cl, err := newClient(c.Context(), addrs, logger())
 			if err != nil {
@@ -197,7 +198,7 @@ func newConsumeCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep polling for new messages")
 	cmd.Flags().BoolVar(&commit, "commit", false, "commit the group's offsets as it reads")
 	cmd.Flags().IntVar(&max, "max", 0, "stop after this many messages (0: all)")
-	cmd.Flags().BoolVar(&popMode, "pop", false, "receive by pop as a SimpleConsumer of --group, acking each message")
+	cmd.Flags().BoolVar(&popMode, "pop", false, "receive by pop as a SimpleConsumer of --group, acking each received batch")
 	cmd.Flags().DurationVar(&invisible, "invisible", 30*time.Second, "with --pop: how long a received message stays hidden from the group")
 	cmd.Flags().BoolVar(&noAck, "no-ack", false, "with --pop: do not ack (the messages come back after --invisible)")
 	cmd.Flags().StringVar(&expr, "tags", "", "with --pop: a TAG expression (\"TagA || TagB\"; empty: every message)")
@@ -205,7 +206,7 @@ func newConsumeCmd(logger func() *slog.Logger) *cobra.Command {
 }
 
 // consumePop is consume --pop: it receives batches as a SimpleConsumer,
-// prints and acks each message, until a receive finds nothing (or for ever
+// prints each message and acks each batch in one request, until a receive finds nothing (or for ever
 // with follow), or max messages.
 func consumePop(ctx context.Context, cl *client.Client, group, topic, tags string, invisible time.Duration, follow, ack bool, max int) error {
 	sc := cl.NewSimpleConsumer(group, topic, client.SimpleConsumerOptions{Expression: tags, Await: time.Second})
@@ -225,10 +226,10 @@ func consumePop(ctx context.Context, cl *client.Client, group, topic, tags strin
 		for _, m := range ms {
 			fmt.Printf("queue %d offset %d msgId %s tags %q attempt %d: %s\n", m.QueueID, m.QueueOffset, m.MsgID, m.Tags, m.Attempt, m.Body)
 			printed++
-			if ack {
-				if err := sc.Ack(ctx, m); err != nil {
-					return err
-				}
+		}
+		if ack {
+			if err := errors.Join(sc.AckBatch(ctx, ms)...); err != nil {
+				return err
 			}
 		}
 		if (max > 0 && printed >= max) || (len(ms) == 0 && !follow) {
@@ -637,8 +638,9 @@ func newBenchPopCmd(logger func() *slog.Logger) *cobra.Command {
 		Use:   "pop",
 		Short: "Receive and ack a topic by pop with --consumers SimpleConsumers, next to the pull rate over the same messages",
 		Long: "Sends --messages to --topic (created if missing), reads its queues from start to end with one puller per queue,\n" +
-			"then --consumers SimpleConsumers of a new group receive --batch messages at a time and ack each (--ack-window\n" +
-			"acks in flight per consumer) until every message was acked. Prints both rates, their ratio and ack latency percentiles.",
+			"then --consumers SimpleConsumers of a new group receive --batch messages at a time and ack each batch in one request\n" +
+			"(with --ack-each, each message in one, --ack-window acks in flight per consumer) until every message was acked.\n" +
+			"Prints both rates, their ratio and ack latency percentiles.",
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx, log := c.Context(), logger()
 			cl, err := newClient(ctx, addrs, log)
@@ -672,7 +674,8 @@ func newBenchPopCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().IntVar(&pc.Size, "size", 1024, "message body bytes")
 	cmd.Flags().IntVar(&pc.Consumers, "consumers", 4, "SimpleConsumers, each with a client of its own")
 	cmd.Flags().IntVar(&pc.Batch, "batch", 32, "messages per receive and per pull (1 to 32)")
-	cmd.Flags().IntVar(&pc.AckWindow, "ack-window", 0, "acks in flight per consumer (0: a whole batch; 1: one at a time)")
+	cmd.Flags().BoolVar(&pc.AckEach, "ack-each", false, "ack each message with a request of its own (ACK_MESSAGE) instead of each received batch in one (BATCH_ACK_MESSAGE)")
+	cmd.Flags().IntVar(&pc.AckWindow, "ack-window", 0, "with --ack-each: acks in flight per consumer (0: a whole batch; 1: one at a time)")
 	cmd.Flags().DurationVar(&pc.Invisible, "invisible", 30*time.Second, "the receives' invisible time")
 	addrFlag(cmd, &addrs)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON line")

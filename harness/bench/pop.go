@@ -26,9 +26,12 @@ type PopConfig struct {
 	// receive (default 32) and per pull.
 	Consumers int
 	Batch     int
-	// AckWindow is how many of a batch's acks a consumer has in flight at
-	// once (default: the whole batch; 1: one ack at a time, which
-	// measures an ack's own latency).
+	// AckEach acks each message with a request of its own (ACK_MESSAGE)
+	// instead of a received batch's in one BATCH_ACK_MESSAGE.
+	AckEach bool
+	// AckWindow is, with AckEach, how many of a batch's acks a consumer
+	// has in flight at once (default: the whole batch; 1: one ack at a
+	// time, which measures an ack's own latency).
 	AckWindow int
 	NewClient func() (*client.Client, error)
 	// Invisible is the receives' invisible time (default 30 s).
@@ -49,12 +52,15 @@ type PopResult struct {
 	Pop Result `json:"pop"`
 	// Ratio is Pop's msgs/s over Pull's.
 	Ratio float64 `json:"popToPull"`
-	// Receives and Acks count requests; AckFailures the acks answered
-	// with an error (the message comes back after its invisible time).
+	// Receives and Acks count requests (an ack request acks a whole
+	// batch unless AckEach); AckFailures the messages whose ack failed
+	// (each comes back after its invisible time).
 	Receives    int64 `json:"receives"`
 	Acks        int64 `json:"acks"`
+	AckEach     bool  `json:"ackEach"`
 	AckFailures int64 `json:"ackFailures"`
-	// Ack and receive latency, request to answer, in milliseconds.
+	// Ack and receive latency, request to answer, in milliseconds (a
+	// batch ack's latency is its one request's).
 	AckP50     float64 `json:"ackP50ms"`
 	AckP99     float64 `json:"ackP99ms"`
 	AckMax     float64 `json:"ackMaxms"`
@@ -68,8 +74,12 @@ func (r PopResult) String() string {
 		s += r.Produce.String() + "\n"
 	}
 	s += r.Pull.String() + "\n" + r.Pop.String() + "\n"
-	s += fmt.Sprintf("pop/pull: %.0f%%; %d receives (p50 %.3f ms, p99 %.3f), %d acks: p50 %.3f ms, p99 %.3f, max %.3f; %d acks failed",
-		100*r.Ratio, r.Receives, r.ReceiveP50, r.ReceiveP99, r.Acks, r.AckP50, r.AckP99, r.AckMax, r.AckFailures)
+	acks := "batch acks"
+	if r.AckEach {
+		acks = "acks"
+	}
+	s += fmt.Sprintf("pop/pull: %.0f%%; %d receives (p50 %.3f ms, p99 %.3f), %d %s: p50 %.3f ms, p99 %.3f, max %.3f; %d acks failed",
+		100*r.Ratio, r.Receives, r.ReceiveP50, r.ReceiveP99, r.Acks, acks, r.AckP50, r.AckP99, r.AckMax, r.AckFailures)
 	return s
 }
 
@@ -100,8 +110,9 @@ func (l *latencies) quantiles() (p50, p99, mx float64) {
 // Pop runs a pop benchmark: it sends cfg.Messages to the topic, reads the
 // topic's queues from start to end with one puller per queue (the
 // consume run's pull rate), then has cfg.Consumers SimpleConsumers of a
-// new group receive up to cfg.Batch messages at a time and ack each one
-// (cfg.AckWindow of a batch's acks in flight at once) until every message
+// new group receive up to cfg.Batch messages at a time and ack them, a
+// batch in one request (or with AckEach each message on its own,
+// cfg.AckWindow of a batch's acks in flight at once), until every message
 // of the same range was acked.
 func Pop(ctx context.Context, c *client.Client, cfg PopConfig) (PopResult, error) {
 	if cfg.Queues <= 0 {
@@ -203,6 +214,32 @@ func popRun(ctx context.Context, cfg PopConfig, out *PopResult) (Result, error) 
 					continue
 				}
 				receives.add(time.Since(t0))
+				if !cfg.AckEach {
+					if len(msgs) == 0 {
+						continue
+					}
+					t0 := time.Now()
+					errs := sc.AckBatch(rctx, msgs)
+					d := time.Since(t0)
+					var done []*client.MessageExt
+					failed := false
+					for i, err := range errs {
+						if err == nil {
+							done = append(done, msgs[i].MessageExt)
+						} else if rctx.Err() == nil {
+							failed = true
+							mu.Lock()
+							ackFailures++
+							mu.Unlock()
+							run.cnt.fail(err)
+						}
+					}
+					if !failed && len(done) == len(msgs) {
+						acks.add(d)
+					}
+					run.take(done)
+					continue
+				}
 				var awg sync.WaitGroup
 				slots := make(chan struct{}, cfg.AckWindow)
 				for _, m := range msgs {
@@ -232,10 +269,13 @@ func popRun(ctx context.Context, cfg PopConfig, out *PopResult) (Result, error) 
 	close(stop)
 	cancel()
 	wg.Wait()
-	out.Receives, out.Acks, out.AckFailures = int64(len(receives.d)), int64(len(acks.d)), ackFailures
+	out.Receives, out.Acks, out.AckFailures, out.AckEach = int64(len(receives.d)), int64(len(acks.d)), ackFailures, cfg.AckEach
 	out.AckP50, out.AckP99, out.AckMax = acks.quantiles()
 	out.ReceiveP50, out.ReceiveP99, _ = receives.quantiles()
 	res := run.result(fmt.Sprintf("pop, %d consumers, %s", cfg.Consumers, layout(1, len(ranges))), elapsed)
 	res.Batch, res.Consumers, res.Window = cfg.Batch, cfg.Consumers, cfg.AckWindow
+	if !cfg.AckEach {
+		res.Window = 1
+	}
 	return res, err
 }

@@ -11,7 +11,7 @@ import (
 // and acked once by pop, with ack latencies recorded.
 func TestBenchPop(t *testing.T) {
 	newClient, c, ctx := groupClient(t)
-	r, err := Pop(ctx, c, PopConfig{Topic: "bench-pop", Queues: 4, Messages: 500, Size: 100, Consumers: 3, AckWindow: 4,
+	r, err := Pop(ctx, c, PopConfig{Topic: "bench-pop", Queues: 4, Messages: 500, Size: 100, Consumers: 3, AckEach: true, AckWindow: 4,
 		NewClient: newClient, Stall: 20 * time.Second})
 	require.NoError(t, err)
 	require.Equal(t, int64(500), r.Produce.Messages)
@@ -25,6 +25,19 @@ func TestBenchPop(t *testing.T) {
 	require.Positive(t, r.Ratio)
 	require.Equal(t, 3, r.Pop.Consumers)
 	require.Equal(t, 4, r.Pop.Window)
+	t.Logf("%s", r)
+
+	// The same messages with a new group, each received batch acked in
+	// one request.
+	r, err = Pop(ctx, c, PopConfig{Topic: "bench-pop", Queues: 4, Consumers: 3, NewClient: newClient, Stall: 20 * time.Second})
+	require.NoError(t, err)
+	require.Equal(t, int64(500), r.Pop.Messages)
+	require.Zero(t, r.Pop.Duplicates)
+	require.Zero(t, r.AckFailures)
+	require.False(t, r.AckEach)
+	require.GreaterOrEqual(t, r.Acks, int64(500/32))
+	require.LessOrEqual(t, r.Acks, r.Receives)
+	require.Positive(t, r.AckP50)
 	t.Logf("%s", r)
 
 	_, err = Pop(ctx, c, PopConfig{Topic: "bench-pop", Batch: 33, NewClient: newClient})
