@@ -675,6 +675,7 @@ func newBenchPopCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().IntVar(&pc.Consumers, "consumers", 4, "SimpleConsumers, each with a client of its own")
 	cmd.Flags().IntVar(&pc.Batch, "batch", 32, "messages per receive and per pull (1 to 32)")
 	cmd.Flags().BoolVar(&pc.AckEach, "ack-each", false, "ack each message with a request of its own (ACK_MESSAGE) instead of each received batch in one (BATCH_ACK_MESSAGE)")
+	cmd.Flags().BoolVar(&pc.AckAsync, "ack-async", false, "send each batch ack in the background while the consumer receives its next batch (one in flight per consumer)")
 	cmd.Flags().IntVar(&pc.AckWindow, "ack-window", 0, "with --ack-each: acks in flight per consumer (0: a whole batch; 1: one at a time)")
 	cmd.Flags().DurationVar(&pc.Invisible, "invisible", 30*time.Second, "the receives' invisible time")
 	addrFlag(cmd, &addrs)

@@ -29,6 +29,11 @@ type PopConfig struct {
 	// AckEach acks each message with a request of its own (ACK_MESSAGE)
 	// instead of a received batch's in one BATCH_ACK_MESSAGE.
 	AckEach bool
+	// AckAsync sends a batch's ack in the background while the consumer
+	// receives its next batch (one batch ack in flight per consumer), as
+	// a consumer that acks asynchronously does; without it a consumer
+	// waits for the ack before it receives again.
+	AckAsync bool
 	// AckWindow is, with AckEach, how many of a batch's acks a consumer
 	// has in flight at once (default: the whole batch; 1: one ack at a
 	// time, which measures an ack's own latency).
@@ -203,6 +208,8 @@ func popRun(ctx context.Context, cfg PopConfig, out *PopResult) (Result, error) 
 	var wg sync.WaitGroup
 	for _, sc := range consumers {
 		wg.Go(func() {
+			var pending sync.WaitGroup
+			defer pending.Wait()
 			for rctx.Err() == nil {
 				t0 := time.Now()
 				msgs, err := sc.Receive(rctx, cfg.Batch, cfg.Invisible)
@@ -218,26 +225,34 @@ func popRun(ctx context.Context, cfg PopConfig, out *PopResult) (Result, error) 
 					if len(msgs) == 0 {
 						continue
 					}
-					t0 := time.Now()
-					errs := sc.AckBatch(rctx, msgs)
-					d := time.Since(t0)
-					var done []*client.MessageExt
-					failed := false
-					for i, err := range errs {
-						if err == nil {
-							done = append(done, msgs[i].MessageExt)
-						} else if rctx.Err() == nil {
-							failed = true
-							mu.Lock()
-							ackFailures++
-							mu.Unlock()
-							run.cnt.fail(err)
+					ack := func() {
+						t0 := time.Now()
+						errs := sc.AckBatch(rctx, msgs)
+						d := time.Since(t0)
+						var done []*client.MessageExt
+						failed := false
+						for i, err := range errs {
+							if err == nil {
+								done = append(done, msgs[i].MessageExt)
+							} else if rctx.Err() == nil {
+								failed = true
+								mu.Lock()
+								ackFailures++
+								mu.Unlock()
+								run.cnt.fail(err)
+							}
 						}
+						if !failed && len(done) == len(msgs) {
+							acks.add(d)
+						}
+						run.take(done)
 					}
-					if !failed && len(done) == len(msgs) {
-						acks.add(d)
+					if !cfg.AckAsync {
+						ack()
+						continue
 					}
-					run.take(done)
+					pending.Wait() // one batch ack in flight per consumer
+					pending.Go(ack)
 					continue
 				}
 				var awg sync.WaitGroup
