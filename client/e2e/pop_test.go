@@ -101,18 +101,28 @@ func TestSimpleConsumersAgainstProcesses(t *testing.T) {
 	// a's receipt of a redelivered message no longer acks it.
 	err = a.Ack(ctxFor(t, 5*time.Second), held[5])
 	require.ErrorIs(t, err, client.ErrReceiptExpired)
+	// A batch ack answers for each receipt: the expired one fails, the
+	// one acked before is acked again (no error).
+	errs := a.AckBatch(ctxFor(t, 10*time.Second), []*client.ReceivedMessage{held[1], held[6]})
+	require.Len(t, errs, 2)
+	require.NoError(t, errs[0])
+	require.ErrorIs(t, errs[1], client.ErrReceiptExpired)
 
 	// Ack half of what is out; kill the leader with the rest in flight
 	// (invisible 2 s); after the failover everything is consumed and
 	// nothing acked comes again.
 	inFlight := append(rest, back...)
+	var even []*client.ReceivedMessage
 	for i, m := range inFlight {
 		if i%2 == 0 {
-			require.NoError(t, b.Ack(ctxFor(t, 5*time.Second), m))
+			even = append(even, m)
 			acked[string(m.Body)] = true
 		} else {
 			require.NoError(t, b.ChangeInvisibleDuration(ctxFor(t, 5*time.Second), m, 2*time.Second))
 		}
+	}
+	for i, err := range b.AckBatch(ctxFor(t, 10*time.Second), even) {
+		require.NoError(t, err, "%s", even[i].Body)
 	}
 	old := g.Leader()
 	require.NotZero(t, old)
