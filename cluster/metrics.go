@@ -57,6 +57,7 @@ type Metrics struct {
 	Popped     prometheus.Counter
 	PopAcked   prometheus.Counter
 	PopRevived *prometheus.CounterVec // by outcome: visible, dlq
+	PopDropped prometheus.Counter
 	PopEntries prometheus.Counter
 
 	// The children of Sends and Pulls, looked up once.
@@ -119,7 +120,9 @@ func NewMetrics(src scrapeFuncs) *Metrics {
 		PopAcked: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_pop_acked_total", Help: "Popped messages acked (leader; repeated acks not counted)."}),
 		PopRevived: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_pop_revived_total",
 			Help: "Popped messages whose invisible time passed unacked (leader), by outcome: visible again, or moved to the dead-letter topic."}, []string{"outcome"}),
-		PopEntries: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_pop_entries_total", Help: "Pop entries (pops, acks, changes, revives) proposed (leader)."}),
+		PopDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_pop_dropped_total",
+			Help: "Popped messages, neither acked nor dead-lettered, whose records were dropped because retention deleted the message (leader)."}),
+		PopEntries: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_pop_entries_total", Help: "Pop entries (pops, acks, changes, revives, drops) proposed (leader)."}),
 		SendBack: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_send_back_total",
 			Help: "Messages consumers sent back, by target (retry, dlq)."}, []string{"target"}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_requests_refused_total",
@@ -144,7 +147,7 @@ func NewMetrics(src scrapeFuncs) *Metrics {
 	reg.MustRegister(m.Sends, m.SendLatency, m.Fsync, m.Apply, m.Commit, m.BatchSize, m.Pulls, m.Forwarded, m.ForwardDropped,
 		m.ScheduleDelivered, m.ScheduleLateness, m.TxnEnded, m.SendBack, m.topicMessages, m.topicBytes, m.scrape,
 		m.Refused, m.PullLatency, m.PullBytes, buildInfo(),
-		m.Popped, m.PopAcked, m.PopRevived, m.PopEntries,
+		m.Popped, m.PopAcked, m.PopRevived, m.PopDropped, m.PopEntries,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

@@ -809,9 +809,58 @@ func (b *Broker) popAvailable(group, topic string, q int32) bool {
 // its dead-letter topic.
 func (b *Broker) popReviveLoop() {
 	b.whileLeader(popReviveTick, func(ctx context.Context) bool {
+		b.dropGone(ctx)
 		b.reviveDue(ctx, time.Now().UnixMilli())
 		return true
 	})
+}
+
+// dropGone proposes dropping the records whose messages retention deleted
+// (pop.OpDrop): such a message can be delivered no more (in RocketMQ too,
+// a message gone from the log is gone), and its record would otherwise
+// stay in flight for ever and hold the group's consumer offset back. Only
+// the leader decides, from its own queues, and the drop is replicated:
+// followers never drop on their own.
+func (b *Broker) dropGone(ctx context.Context) {
+	st := b.rep.Store()
+	gone := st.PopGone(popReviveMax)
+	if len(gone) == 0 {
+		return
+	}
+	var ops []pop.Op
+	for k, recs := range gone {
+		for _, r := range recs {
+			ops = append(ops, pop.Op{Type: pop.OpDrop, Group: k.Group, Topic: k.Topic, Queue: k.Queue, Offset: r.Offset, PopTime: r.PopTime})
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
+	defer cancel()
+	out, err := b.popOps(rctx, ops, nil)
+	if err != nil {
+		b.log.Debug("cluster: pop: drop of deleted messages not applied; retried at the next tick", "ops", len(ops), "err", err)
+		return
+	}
+	type span struct {
+		n           int
+		first, last int64
+	}
+	spans := map[pop.Key]*span{}
+	for i, r := range out {
+		if !r.Dropped {
+			continue
+		}
+		b.met.PopDropped.Inc()
+		k, off := ops[i].Key(), ops[i].Offset
+		if sp := spans[k]; sp != nil {
+			sp.n, sp.first, sp.last = sp.n+1, min(sp.first, off), max(sp.last, off)
+		} else {
+			spans[k] = &span{1, off, off}
+		}
+	}
+	for k, sp := range spans {
+		b.log.Warn("cluster: pop: popped messages deleted by retention before they were acked; their records are dropped",
+			"group", k.Group, "topic", k.Topic, "queue", k.Queue, "count", sp.n, "first_offset", sp.first, "last_offset", sp.last)
+	}
 }
 
 // reviveDue proposes the revival of the records due at nowMs and waits

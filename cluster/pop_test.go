@@ -4,14 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/offsets"
 	"github.com/raftmq/raftmq/protocol/remoting"
+	"github.com/raftmq/raftmq/store"
 	"github.com/raftmq/raftmq/store/pop"
 )
 
@@ -341,4 +345,46 @@ func TestPopPollingInfoAndFull(t *testing.T) {
 		map[string]string{"consumerGroup": "g", "topic": "T", "queueId": "-1", "pollTime": "0"}, nil))
 	require.Equal(t, remoting.Success, n.Code, n.Remark)
 	require.Equal(t, "false", n.ExtFields["hasMsg"])
+}
+
+// counterValue reads a counter.
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, c.Write(&m))
+	return m.GetCounter().GetValue()
+}
+
+// A popped message that retention deletes before it is acked is gone: the
+// leader proposes dropping its record (counted and logged), so that it
+// does not stay in flight for ever and the group's consumer offset moves
+// past it on every node.
+func TestPopDropsRecordsOfDeletedMessages(t *testing.T) {
+	tb := startBrokersWith(t, func(c *Config) {
+		c.SegmentSize = 16 << 10
+		c.Store.Retention = store.RetentionConfig{FileReservedTime: time.Millisecond, CheckInterval: 20 * time.Millisecond,
+			DeleteWhen: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23}}
+	})
+	l := tb.leader()
+	c := dial(t, l.ClientAddr())
+	popSetup(t, c, 1, 3, nil)
+	resp, msgs := popReq(t, c, 0, 2, time.Hour, 0, nil)
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	require.Len(t, msgs, 2)
+	k := pop.Key{Group: "g", Topic: "T", Queue: 0}
+	body := strings.Repeat("x", 1000)
+	for i := 0; l.Replica().Store().MinOffset("T", 0) < 2; i++ {
+		require.Less(t, i, 2000, "retention deleted nothing")
+		resp := invoke(t, c, sendCmd("T", 0, body, fmt.Sprint("F", i)))
+		require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	}
+	for _, b := range tb.bs {
+		require.Eventually(t, func() bool {
+			q, ok := b.Replica().Store().PopQueue(k)
+			off, _ := b.Replica().Store().ConsumerOffset("g", "T", 0)
+			return ok && len(q.InFlight) == 0 && off == 2
+		}, 10*time.Second, 20*time.Millisecond, "node %d keeps the records of deleted messages", b.cfg.ID)
+	}
+	require.Equal(t, 2.0, counterValue(t, l.met.PopDropped))
+	require.Equal(t, remoting.NoMessage, ackReq(t, c, msgs[0]).Code, "the ack of a dropped message")
 }

@@ -189,3 +189,72 @@ func TestPopStateSurvivesCrash(t *testing.T) {
 		require.NoError(t, sa2.Close())
 	}
 }
+
+// Forced retention that deletes popped messages not yet acked counts them
+// as unconsumed, even when the group's offset was committed past them;
+// PopGone then lists the records whose messages are gone (and only
+// those), and a drop entry removes them so that the group's offset moves
+// on.
+func TestPopRecordsOfDeletedMessages(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := testConfig(t, fs)
+	cfg.SegmentSize = 16 << 10
+	sa := openSA(t, cfg)
+	defer sa.Close()
+	createTopic(t, sa, "T", 1)
+	for i := range 200 {
+		_, err := sa.Put(msg("T", 0, i, "", ""))
+		require.NoError(t, err)
+	}
+	k := pop.Key{Group: "g", Topic: "T", Queue: 0}
+	r, err := sa.appendApply(popEntry(t, sa, &pop.Batch{Now: 100, Ops: []pop.Op{
+		{Type: pop.OpPop, Group: "g", Topic: "T", From: 0, To: 200, Init: true, Offsets: []int64{3, 4, 150}, Invisible: 50},
+	}}))
+	require.NoError(t, err)
+	require.NoError(t, r.Pop[0].Err)
+	// Revive 4, so that both a hidden and a revived record are gone.
+	r, err = sa.appendApply(popEntry(t, sa, &pop.Batch{Now: 200, Ops: []pop.Op{
+		{Type: pop.OpRevive, Group: "g", Topic: "T", Offset: 4, PopTime: 100},
+	}}))
+	require.NoError(t, err)
+	require.NoError(t, r.Pop[0].Err)
+	// An offset committed past the records (a reset, a pull commit).
+	require.NoError(t, sa.Exec(&Command{Op: OpCommitOffsets, Offsets: []OffsetCommit{{Group: "g", Topic: "T", QueueID: 0, Offset: 190}}}))
+	require.Empty(t, sa.PopGone(10), "nothing deleted yet")
+
+	u, _ := fs.DiskUsage("/")
+	fs.SetCapacity(uint64(float64(u.Total-u.Free) / 0.87))
+	n, err := sa.CheckDisk()
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "force clean deletes the oldest segment")
+	minOff := sa.MinOffset("T", 0)
+	require.Greater(t, minOff, int64(4))
+	require.Less(t, minOff, int64(150))
+	require.Equal(t, uint64(minOff-3), sa.ForcedUnconsumedMessages(), "popped, unacked messages count from the lowest one")
+
+	gone := sa.PopGone(10)
+	require.Len(t, gone, 1)
+	require.Equal(t, []int64{3, 4}, []int64{gone[k][0].Offset, gone[k][1].Offset})
+	require.Len(t, sa.PopGone(1)[k], 1, "limit")
+
+	fs.SetCapacity(u.Total * 4)
+	_, err = sa.CheckDisk()
+	require.NoError(t, err)
+
+	r, err = sa.appendApply(popEntry(t, sa, &pop.Batch{Now: 300, Ops: []pop.Op{
+		{Type: pop.OpDrop, Group: "g", Topic: "T", Offset: 3, PopTime: 100},
+		{Type: pop.OpDrop, Group: "g", Topic: "T", Offset: 4, PopTime: 99},
+		{Type: pop.OpDrop, Group: "g", Topic: "T", Offset: 4, PopTime: 100},
+		{Type: pop.OpDrop, Group: "g", Topic: "T", Offset: 4, PopTime: 100},
+	}}))
+	require.NoError(t, err)
+	require.True(t, r.Pop[0].Dropped)
+	require.ErrorIs(t, r.Pop[1].Err, pop.ErrStale, "a drop names the delivery it saw")
+	require.True(t, r.Pop[2].Dropped)
+	require.True(t, r.Pop[3].Done, "a repeated drop does nothing")
+	require.Empty(t, sa.PopGone(10))
+	q, ok := sa.PopQueue(k)
+	require.True(t, ok)
+	require.Len(t, q.InFlight, 1)
+	require.Equal(t, int64(150), q.LowWater())
+}

@@ -473,6 +473,49 @@ func (s *Store) PopDue(nowMs int64, limit int) map[pop.Key][]pop.Record {
 	return out
 }
 
+// PopGone lists, by queue, up to limit records (hidden or revived) whose
+// message retention has deleted: their offset is below the queue's first
+// readable offset. They can be delivered no more; the leader proposes
+// their drop (pop.OpDrop). The walk skips every queue whose lowest record
+// is readable, so it costs a look at each queue's lowest offset.
+func (s *Store) PopGone(limit int) map[pop.Key][]pop.Record {
+	type low struct {
+		k   pop.Key
+		low int64
+	}
+	var lows []low
+	s.state.mu.RLock()
+	for k, q := range s.state.pop.Queues {
+		if len(q.InFlight) > 0 {
+			lows = append(lows, low{k, q.LowWater()})
+		}
+	}
+	s.state.mu.RUnlock()
+	out := map[pop.Key][]pop.Record{}
+	n := 0
+	for _, l := range lows {
+		if n >= limit {
+			break
+		}
+		minOff := s.MinOffset(l.k.Topic, l.k.Queue)
+		if l.low >= minOff {
+			continue
+		}
+		s.state.mu.RLock()
+		if q, ok := s.state.pop.Queues[l.k]; ok {
+			for _, r := range q.Sorted() {
+				if r.Offset >= minOff || n >= limit {
+					break
+				}
+				out[l.k] = append(out[l.k], r)
+				n++
+			}
+		}
+		s.state.mu.RUnlock()
+	}
+	return out
+}
+
 // PopInFlight counts, by topic and queue, a group's messages in flight
 // (popped and neither acked nor dead-lettered).
 func (s *Store) PopInFlight(group string) map[pop.Key]int {

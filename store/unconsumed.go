@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/raftmq/raftmq/consumequeue"
+	"github.com/raftmq/raftmq/store/pop"
 )
 
 // Forced retention (the disk above Retention.ForceRatio) deletes segments
@@ -15,7 +16,8 @@ import (
 // raftmq_retention_forced_unconsumed_messages_total) and logs the groups
 // that lose them. A group counts in a queue where it has a committed
 // offset (as in ConsumerLags); a message counts once however many groups
-// had not consumed it. Expired segments deleted in the same pass do not
+// had not consumed it; a message the group popped and has not acked
+// (store/pop) is not consumed, even below its offset. Expired segments deleted in the same pass do not
 // count: time-based retention deletes them anyway.
 
 // maxUnconsumedLogged bounds the group and topic pairs one log line names.
@@ -39,6 +41,11 @@ func (s *Store) countUnconsumed(phy int64) {
 	byQueue := map[queueKey][]groupOff{}
 	s.state.mu.RLock()
 	for k, off := range s.state.consumer {
+		// A popped message not acked is not consumed, whatever the
+		// offset says (a reset or a pull commit can move it past).
+		if pq, ok := s.state.pop.Queues[pop.Key{Group: k.group, Topic: k.topic, Queue: k.queue}]; ok && len(pq.InFlight) > 0 {
+			off = min(off, pq.LowWater())
+		}
 		q := queueKey{k.topic, k.queue}
 		byQueue[q] = append(byQueue[q], groupOff{k.group, off})
 	}

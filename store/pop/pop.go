@@ -114,6 +114,10 @@ const (
 	OpAck    = "ack"
 	OpChange = "change"
 	OpRevive = "revive"
+	// OpDrop removes a record whose message retention deleted: it can be
+	// delivered no more, as in RocketMQ, where a message gone from the
+	// log is gone. The leader proposes it; every replica applies it alike.
+	OpDrop = "drop"
 )
 
 // Op is one change of a queue's pop state.
@@ -138,7 +142,7 @@ type Op struct {
 	// AttemptID is recorded on the records an orderly pop hands out.
 	AttemptID string `json:"aid,omitempty"`
 
-	// Offset and PopTime name a record (ack, change, revive); a change
+	// Offset and PopTime name a record (ack, change, revive, drop); a change
 	// also sets Invisible.
 	Offset  int64 `json:"off,omitempty"`
 	PopTime int64 `json:"pt,omitempty"`
@@ -191,6 +195,8 @@ type Result struct {
 	// DLQ: a revive that removed the record; its record in the entry is
 	// stored in the dead-letter topic.
 	DLQ bool
+	// Dropped: a drop that removed the record.
+	Dropped bool
 	// LowWater is the queue's LowWater after the op.
 	LowWater int64
 }
@@ -227,6 +233,8 @@ func (s *State) ApplyOp(now int64, o *Op) Result {
 		r = change(now, q, o)
 	case OpRevive:
 		r = revive(now, q, o)
+	case OpDrop:
+		r = drop(q, o)
 	default:
 		r.Err = fmt.Errorf("%w: type %q", ErrBadOp, o.Type)
 	}
@@ -343,6 +351,19 @@ func revive(now int64, q *Queue, o *Op) Result {
 	}
 	rec.Revived = true
 	return Result{}
+}
+
+// drop removes the record o names, whatever its state: its message is
+// gone from the queue. A record popped again or changed since the leader
+// looked is still removed only if the receipt matches, so a drop built from
+// an old state never removes a delivery it did not see.
+func drop(q *Queue, o *Op) Result {
+	rec, r := find(q, o)
+	if rec == nil {
+		return r
+	}
+	delete(q.InFlight, o.Offset)
+	return Result{Dropped: true}
 }
 
 // Due returns, in offset order, the records of q that are hidden and whose
