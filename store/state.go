@@ -133,6 +133,7 @@ func loadState(db *offsets.DB) (*state, error) {
 			return nil
 		})
 	})
+	st.pop.Reindex()
 	if err != nil {
 		return nil, fmt.Errorf("store: load state from meta.db: %w", err)
 	}
@@ -456,21 +457,7 @@ func (s *Store) PopQueue(k pop.Key) (*pop.Queue, bool) {
 func (s *Store) PopDue(nowMs int64, limit int) map[pop.Key][]pop.Record {
 	s.state.mu.RLock()
 	defer s.state.mu.RUnlock()
-	out := map[pop.Key][]pop.Record{}
-	n := 0
-	for k, q := range s.state.pop.Queues {
-		if n >= limit {
-			break
-		}
-		if due := q.Due(nowMs); len(due) > 0 {
-			if len(due) > limit-n {
-				due = due[:limit-n]
-			}
-			out[k] = due
-			n += len(due)
-		}
-	}
-	return out
+	return s.state.pop.Due(nowMs, limit)
 }
 
 // PopGone lists, by queue, up to limit records (hidden or revived) whose

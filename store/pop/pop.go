@@ -26,6 +26,7 @@
 package pop
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -201,13 +202,23 @@ type Result struct {
 	LowWater int64
 }
 
-// State is every queue's pop state. It is not safe for concurrent use.
+// State is every queue's pop state. It is not safe for concurrent use;
+// Due only reads, so it may run beside other readers.
 type State struct {
 	Queues map[Key]*Queue
+	// due indexes the hidden records by visible-again time (dueIndex),
+	// so that Due costs the due records, not every record in flight.
+	// Built on the first ApplyOp (or by Reindex) from Queues; until then
+	// Due walks every record.
+	due dueIndex
 }
 
 // NewState returns an empty state.
 func NewState() *State { return &State{Queues: map[Key]*Queue{}} }
+
+// Reindex rebuilds the index of hidden records by visible-again time from
+// Queues. Call it after filling Queues directly (loading a saved state).
+func (s *State) Reindex() { s.due.build(s) }
 
 // Apply applies a batch's ops in order and returns one result per op.
 func (s *State) Apply(b *Batch) []Result {
@@ -220,6 +231,9 @@ func (s *State) Apply(b *Batch) []Result {
 
 // ApplyOp applies one op of a batch whose time is now.
 func (s *State) ApplyOp(now int64, o *Op) Result {
+	if !s.due.built {
+		s.due.build(s)
+	}
 	k := o.Key()
 	q := s.Queues[k]
 	var r Result
@@ -227,10 +241,18 @@ func (s *State) ApplyOp(now int64, o *Op) Result {
 	case OpPop:
 		r = s.pop(now, k, q, o)
 		q = s.Queues[k]
+		for _, rec := range r.Popped {
+			s.due.add(k, &rec)
+		}
 	case OpAck:
 		r = ack(q, o)
 	case OpChange:
 		r = change(now, q, o)
+		if r.Err == nil && q != nil {
+			if rec := q.InFlight[o.Offset]; rec != nil {
+				s.due.add(k, rec)
+			}
+		}
 	case OpRevive:
 		r = revive(now, q, o)
 	case OpDrop:
@@ -241,6 +263,7 @@ func (s *State) ApplyOp(now int64, o *Op) Result {
 	if q != nil {
 		r.LowWater = q.LowWater()
 	}
+	s.due.trim(s)
 	return r
 }
 
@@ -377,6 +400,173 @@ func (q *Queue) Due(now int64) []Record {
 	}
 	slices.SortFunc(out, func(a, b Record) int { return int(min(max(a.Offset-b.Offset, -1), 1)) })
 	return out
+}
+
+// Due returns the records hidden past their visible-again time at now,
+// by queue and in offset order, at most limit in all: what the leader
+// revives next. With the index it costs the due records (and index
+// entries of records acked or changed since, which trim drops once they
+// reach the top).
+func (s *State) Due(now int64, limit int) map[Key][]Record {
+	out := map[Key][]Record{}
+	if !s.due.built {
+		n := 0
+		for k, q := range s.Queues {
+			if n >= limit {
+				break
+			}
+			if due := q.Due(now); len(due) > 0 {
+				if len(due) > limit-n {
+					due = due[:limit-n]
+				}
+				out[k] = due
+				n += len(due)
+			}
+		}
+		return out
+	}
+	s.due.walk(now, limit, func(e *dueEntry) {
+		out[e.key] = append(out[e.key], *s.Queues[e.key].InFlight[e.off])
+	}, s)
+	for _, recs := range out {
+		slices.SortFunc(recs, func(a, b Record) int { return cmp.Compare(a.Offset, b.Offset) })
+	}
+	return out
+}
+
+// dueIndex is a min-heap of hidden records by visible-again time. An entry
+// is added whenever a record gets a visible-again time (a pop, a change
+// of invisible time) and is never updated: an entry whose record was
+// acked, revived or changed since is stale (live reports it) and is
+// dropped when it reaches the top (trim), or when the heap, grown to
+// twice its live size, is rebuilt from the state. The index is derived
+// from the state alone, so every replica, and a replica restarted or
+// restored from a snapshot, finds the same due records.
+type dueIndex struct {
+	built bool
+	h     []dueEntry
+	// rebuildAt is the heap size past which build runs again.
+	rebuildAt int
+}
+
+type dueEntry struct {
+	at      int64 // VisibleAt
+	popTime int64
+	off     int64
+	key     Key
+}
+
+// live reports whether e still describes a hidden record.
+func (s *State) live(e *dueEntry) bool {
+	q := s.Queues[e.key]
+	if q == nil {
+		return false
+	}
+	r := q.InFlight[e.off]
+	return r != nil && !r.Revived && r.PopTime == e.popTime && r.VisibleAt == e.at
+}
+
+func (d *dueIndex) build(s *State) {
+	d.h = d.h[:0]
+	for k, q := range s.Queues {
+		for _, r := range q.InFlight {
+			if !r.Revived {
+				d.h = append(d.h, dueEntry{at: r.VisibleAt, popTime: r.PopTime, off: r.Offset, key: k})
+			}
+		}
+	}
+	for i := len(d.h)/2 - 1; i >= 0; i-- {
+		d.down(i)
+	}
+	d.built = true
+	d.rebuildAt = 2*len(d.h) + 1024
+}
+
+func (d *dueIndex) add(k Key, r *Record) {
+	d.h = append(d.h, dueEntry{at: r.VisibleAt, popTime: r.PopTime, off: r.Offset, key: k})
+	d.up(len(d.h) - 1)
+}
+
+// trim drops the stale entries at the top, and rebuilds the heap when
+// stale entries make up half of it.
+func (d *dueIndex) trim(s *State) {
+	for len(d.h) > 0 && !s.live(&d.h[0]) {
+		last := len(d.h) - 1
+		d.h[0] = d.h[last]
+		d.h = d.h[:last]
+		if last > 0 {
+			d.down(0)
+		}
+	}
+	if len(d.h) > d.rebuildAt {
+		d.build(s)
+	}
+}
+
+// walk calls fn with up to limit live entries due at now. The entries due
+// form a subtree at the root (a parent is never later than its children),
+// so the walk stops at the first entry not due on each path.
+func (d *dueIndex) walk(now int64, limit int, fn func(*dueEntry), s *State) {
+	if len(d.h) == 0 {
+		return
+	}
+	stack := []int{0}
+	n := 0
+	for len(stack) > 0 && n < limit {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		e := &d.h[i]
+		if e.at > now {
+			continue
+		}
+		if s.live(e) {
+			fn(e)
+			n++
+		}
+		for _, c := range [2]int{2*i + 1, 2*i + 2} {
+			if c < len(d.h) {
+				stack = append(stack, c)
+			}
+		}
+	}
+}
+
+func (d *dueIndex) less(i, j int) bool {
+	a, b := &d.h[i], &d.h[j]
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	return a.off < b.off
+}
+
+func (d *dueIndex) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !d.less(i, p) {
+			return
+		}
+		d.h[i], d.h[p] = d.h[p], d.h[i]
+		i = p
+	}
+}
+
+func (d *dueIndex) down(i int) {
+	n := len(d.h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		c := l
+		if r := l + 1; r < n && d.less(r, l) {
+			c = r
+		}
+		if !d.less(c, i) {
+			return
+		}
+		d.h[i], d.h[c] = d.h[c], d.h[i]
+		i = c
+	}
 }
 
 // The entry payload: the batch's JSON head, then the records of its DLQ
