@@ -59,6 +59,8 @@ type Metrics struct {
 	PopRevived *prometheus.CounterVec // by outcome: visible, dlq
 	PopDropped prometheus.Counter
 	PopEntries prometheus.Counter
+	// PopPollWakeups counts long-polling pops' re-checks, by reason.
+	PopPollWakeups *prometheus.CounterVec
 
 	// The children of Sends and Pulls, looked up once.
 	sendsOK, sendsError                       prometheus.Counter
@@ -123,6 +125,8 @@ func NewMetrics(src scrapeFuncs) *Metrics {
 		PopDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_pop_dropped_total",
 			Help: "Popped messages, neither acked nor dead-lettered, whose records were dropped because retention deleted the message (leader)."}),
 		PopEntries: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_pop_entries_total", Help: "Pop entries (pops, acks, changes, revives, drops) proposed (leader)."}),
+		PopPollWakeups: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_pop_poll_wakeups_total",
+			Help: "Re-checks of long-polling pops and notifications, by reason: entry (an applied entry touched the topic), recheck (the periodic one)."}, []string{"reason"}),
 		SendBack: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_send_back_total",
 			Help: "Messages consumers sent back, by target (retry, dlq)."}, []string{"target"}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_requests_refused_total",
@@ -147,7 +151,7 @@ func NewMetrics(src scrapeFuncs) *Metrics {
 	reg.MustRegister(m.Sends, m.SendLatency, m.Fsync, m.Apply, m.Commit, m.BatchSize, m.Pulls, m.Forwarded, m.ForwardDropped,
 		m.ScheduleDelivered, m.ScheduleLateness, m.TxnEnded, m.SendBack, m.topicMessages, m.topicBytes, m.scrape,
 		m.Refused, m.PullLatency, m.PullBytes, buildInfo(),
-		m.Popped, m.PopAcked, m.PopRevived, m.PopDropped, m.PopEntries,
+		m.Popped, m.PopAcked, m.PopRevived, m.PopDropped, m.PopEntries, m.PopPollWakeups,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

@@ -104,7 +104,7 @@ func (b *Broker) handlePop(ctx context.Context, conn *remoting.ServerConn, req *
 		}
 	}()
 	for {
-		changed := st.Changed()
+		changed := st.TopicChanged(h.Topic)
 		resp := b.leaderOnly(ctx, &once, func(ctx context.Context) *remoting.Command { return b.popOnce(ctx, conn, &once, &h) })
 		if resp.Code != remoting.PollingTimeout || !time.Now().Before(deadline) {
 			resp.Opaque = req.Opaque
@@ -117,16 +117,27 @@ func (b *Broker) handlePop(ctx context.Context, conn *remoting.ServerConn, req *
 			}
 			suspended = true
 		}
-		t := time.NewTimer(min(time.Until(deadline), popPollRecheck))
-		select {
-		case <-changed:
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !b.popWait(ctx, changed, deadline) {
 			return nil
 		}
-		t.Stop()
 	}
+}
+
+// popWait waits, for a long-polling pop or notification, until changed
+// closes (an applied entry touched the topic), the next periodic recheck
+// (popPollRecheck) or the deadline; false: ctx ended.
+func (b *Broker) popWait(ctx context.Context, changed <-chan struct{}, deadline time.Time) bool {
+	t := time.NewTimer(min(time.Until(deadline), popPollRecheck))
+	defer t.Stop()
+	select {
+	case <-changed:
+		b.met.PopPollWakeups.WithLabelValues("entry").Inc()
+	case <-t.C:
+		b.met.PopPollWakeups.WithLabelValues("recheck").Inc()
+	case <-ctx.Done():
+		return false
+	}
+	return true
 }
 
 // popOnce is one pop attempt on the leader.
@@ -355,22 +366,16 @@ func (b *Broker) handleNotification(ctx context.Context, conn *remoting.ServerCo
 	deadline := time.Now().Add(min(time.Duration(h.PollTime)*time.Millisecond, popPollMax))
 	st := b.rep.Store()
 	for {
-		changed := st.Changed()
+		changed := st.TopicChanged(h.Topic)
 		has := b.popAvailable(h.ConsumerGroup, h.Topic, h.QueueID)
 		if has || !time.Now().Before(deadline) {
 			resp := remoting.NewResponse(req, remoting.Success, "")
 			resp.ExtFields = map[string]string{"hasMsg": strconv.FormatBool(has), "pollingFull": "false"}
 			return resp
 		}
-		t := time.NewTimer(min(time.Until(deadline), popPollRecheck))
-		select {
-		case <-changed:
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !b.popWait(ctx, changed, deadline) {
 			return nil
 		}
-		t.Stop()
 	}
 }
 

@@ -388,3 +388,61 @@ func TestPopDropsRecordsOfDeletedMessages(t *testing.T) {
 	require.Equal(t, 2.0, counterValue(t, l.met.PopDropped))
 	require.Equal(t, remoting.NoMessage, ackReq(t, c, msgs[0]).Code, "the ack of a dropped message")
 }
+
+// A long-polling pop of topic T is not woken by sends to another topic
+// (no re-check for an applied entry), and wakes at once, well before
+// the periodic re-check, for a send to T.
+func TestPopPollWakesOnlyForItsTopic(t *testing.T) {
+	tb := startBrokers(t)
+	l := tb.leader()
+	c := dial(t, l.ClientAddr())
+	popSetup(t, c, 1, 0, nil)
+	ch := remoting.CreateTopicRequestHeader{Topic: "B", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}
+	require.Equal(t, remoting.Success, invoke(t, c, remoting.NewRequest(remoting.UpdateAndCreateTopic, ch.Encode(), nil)).Code)
+	done := make(chan []popped, 1)
+	go func() {
+		pc := dial(t, l.ClientAddr())
+		h := remoting.PopMessageRequestHeader{ConsumerGroup: "g", Topic: "T", QueueID: 0, MaxMsgNums: 1, InvisibleTime: 30_000, PollTime: 10_000,
+			InitMode: remoting.PopInitMin}
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		resp, err := pc.Invoke(ctx, remoting.NewRequest(remoting.PopMessage, h.Encode(), nil))
+		var out []popped
+		if err == nil {
+			for b := resp.Body; len(b) > 0; {
+				m, n, err := message.Decode(b)
+				if err != nil {
+					break
+				}
+				b = b[n:]
+				out = append(out, popped{body: string(m.Body), offset: m.QueueOffset})
+			}
+		}
+		done <- out
+	}()
+	require.Eventually(t, func() bool { return l.pop.polling1(pollKey("g", "T", 0), 0) == 1 }, 5*time.Second, 5*time.Millisecond)
+	entry := l.met.PopPollWakeups.WithLabelValues("entry")
+	before := counterValue(t, entry)
+	for i := range 50 {
+		resp := invoke(t, c, sendCmd("B", 0, fmt.Sprint("b", i), fmt.Sprint("B", i)))
+		require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	}
+	require.Equal(t, before, counterValue(t, entry), "sends to B woke the pop of T")
+	select {
+	case <-done:
+		t.Fatal("the pop of T answered after sends to B")
+	default:
+	}
+	start := time.Now()
+	require.Equal(t, remoting.Success, invoke(t, c, sendCmd("T", 0, "t0", "T0")).Code)
+	select {
+	case got := <-done:
+		require.Len(t, got, 1)
+		require.Equal(t, "t0", got[0].body)
+		t.Logf("woken %v after the send to T", time.Since(start))
+		require.Less(t, time.Since(start), popPollRecheck, "woken by the periodic re-check, not by the send")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the pop of T did not wake for a send to T")
+	}
+	require.Greater(t, counterValue(t, entry), before)
+}

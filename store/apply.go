@@ -184,7 +184,7 @@ func (s *Store) Apply(upTo uint64) ([]Result, error) {
 		}
 	}
 	if len(results) > 0 {
-		s.notify()
+		s.notifyApplied()
 	}
 	every := time.Duration(s.persistEvery.Load())
 	if every == 0 {
@@ -328,6 +328,7 @@ func (s *Store) applyMessage(v *message.View, phy int64, dedupeOK bool) (Message
 	if err != nil {
 		return mr, err
 	}
+	s.touch(topic)
 	if topic == txn.HalfTopic {
 		group, _ := message.PropertyValue(v.Properties, message.PropertyProducerGroup)
 		var immunity int64
@@ -540,6 +541,7 @@ func (s *Store) applyPop(payload []byte, base int64) (pops []pop.Result, msgs []
 		if failpoint.On(s.cfg.Failpoints, failpoint.ReviveEarly) {
 			reviveEarly(o)
 		}
+		s.touch(o.Topic)
 		r := st.pop.ApplyOp(b.Now, o)
 		pops[i] = r
 		k := o.Key()
@@ -586,6 +588,13 @@ func (s *Store) applyCommand(payload []byte) error {
 	var c Command
 	if err := json.Unmarshal(payload, &c); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadCommand, err)
+	}
+	if c.Op == OpCommitOffsets {
+		for _, o := range c.Offsets {
+			s.touch(o.Topic)
+		}
+	} else {
+		s.touchAll = true // configuration: any topic's pops may see it
 	}
 	st := s.state
 	st.mu.Lock()

@@ -258,3 +258,42 @@ func TestPopRecordsOfDeletedMessages(t *testing.T) {
 	require.Len(t, q.InFlight, 1)
 	require.Equal(t, int64(150), q.LowWater())
 }
+
+// TopicChanged closes for an entry that touches its topic (a message, a
+// pop op, an offset commit) or for a configuration change, not for the
+// traffic of another topic.
+func TestTopicChanged(t *testing.T) {
+	sa := openSA(t, testConfig(t, vfs.NewMem()))
+	defer sa.Close()
+	createTopic(t, sa, "A", 1)
+	createTopic(t, sa, "B", 1)
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	a := sa.TopicChanged("A")
+	_, err := sa.Put(msg("B", 0, 0, "", ""))
+	require.NoError(t, err)
+	require.NoError(t, sa.Exec(&Command{Op: OpCommitOffsets, Offsets: []OffsetCommit{{Group: "g", Topic: "B", QueueID: 0, Offset: 1}}}))
+	_, err = sa.appendApply(popEntry(t, sa, &pop.Batch{Now: 1, Ops: []pop.Op{{Type: pop.OpPop, Group: "g", Topic: "B", From: 0, To: 1, Init: true, Offsets: []int64{0}, Invisible: 9}}}))
+	require.NoError(t, err)
+	require.False(t, closed(a), "B's traffic")
+	_, err = sa.Put(msg("A", 0, 0, "", ""))
+	require.NoError(t, err)
+	require.True(t, closed(a), "a message of A")
+	a = sa.TopicChanged("A")
+	require.False(t, closed(a))
+	_, err = sa.appendApply(popEntry(t, sa, &pop.Batch{Now: 1, Ops: []pop.Op{{Type: pop.OpPop, Group: "g", Topic: "A", From: 0, To: 1, Init: true, Offsets: []int64{0}, Invisible: 9}}}))
+	require.NoError(t, err)
+	require.True(t, closed(a), "a pop op of A")
+	a = sa.TopicChanged("A")
+	require.NoError(t, sa.Exec(&Command{Op: OpCommitOffsets, Offsets: []OffsetCommit{{Group: "g", Topic: "A", QueueID: 0, Offset: 1}}}))
+	require.True(t, closed(a), "an offset of A")
+	a = sa.TopicChanged("A")
+	createTopic(t, sa, "C", 1)
+	require.True(t, closed(a), "a configuration change")
+}

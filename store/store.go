@@ -185,6 +185,13 @@ type Store struct {
 
 	changed  chan struct{} // closed and replaced after each Apply
 	changeMu sync.Mutex
+	// topicWatch holds, by topic, a channel closed at the next Apply that
+	// touches the topic (TopicChanged); guarded by changeMu.
+	topicWatch map[string]chan struct{}
+	// touched collects the topics the entries of an Apply touch, and
+	// touchAll a change that may concern any topic; guarded by applyMu.
+	touched  map[string]bool
+	touchAll bool
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -623,11 +630,55 @@ func (s *Store) Changed() <-chan struct{} {
 	return s.changed
 }
 
+// TopicChanged returns a channel closed at the next Apply that touches
+// topic: a message stored in it, a pop entry of one of its queues, a
+// consumer offset of it committed, or a change of configuration (which
+// may concern any topic). A long poll on one topic waits on it, so that
+// the traffic of other topics does not wake it.
+func (s *Store) TopicChanged(topic string) <-chan struct{} {
+	s.changeMu.Lock()
+	defer s.changeMu.Unlock()
+	if s.topicWatch == nil {
+		s.topicWatch = map[string]chan struct{}{}
+	}
+	ch, ok := s.topicWatch[topic]
+	if !ok {
+		ch = make(chan struct{})
+		s.topicWatch[topic] = ch
+	}
+	return ch
+}
+
+// touch records that the entry being applied touches topic. The caller
+// holds applyMu.
+func (s *Store) touch(topic string) {
+	if s.touched == nil {
+		s.touched = map[string]bool{}
+	}
+	s.touched[topic] = true
+}
+
+// notify wakes every waiter: anything may have changed (a snapshot).
 func (s *Store) notify() {
+	s.touchAll = true
+	s.notifyApplied()
+}
+
+// notifyApplied wakes the waiters of Changed, and those of the topics the
+// entries applied since the last call touched. The caller holds applyMu.
+func (s *Store) notifyApplied() {
 	s.changeMu.Lock()
 	close(s.changed)
 	s.changed = make(chan struct{})
+	for topic, ch := range s.topicWatch {
+		if s.touchAll || s.touched[topic] {
+			close(ch)
+			delete(s.topicWatch, topic)
+		}
+	}
 	s.changeMu.Unlock()
+	clear(s.touched)
+	s.touchAll = false
 }
 
 // Close persists, stops background work and closes every file. The abort
