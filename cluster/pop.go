@@ -808,11 +808,28 @@ func (b *Broker) popAvailable(group, topic string, q int32) bool {
 // time passed: visible again, or past the group's retryMaxTimes moved to
 // its dead-letter topic.
 func (b *Broker) popReviveLoop() {
+	var gs goneScan
 	b.whileLeader(popReviveTick, func(ctx context.Context) bool {
-		b.dropGone(ctx)
+		b.dropGone(ctx, &gs)
 		b.reviveDue(ctx, time.Now().UnixMilli())
 		return true
 	})
+}
+
+// popGoneFull is how often the leader looks again at every queue for
+// records of deleted messages, not only at the queues retention moved
+// since it last looked (a pop can record a message retention deletes
+// while the pop is under way).
+const popGoneFull = 30 * time.Second
+
+// goneScan is the revive loop's record of the queues it found free of
+// records of deleted messages, by first readable offset: a queue is
+// walked again only once retention moves that offset, or after
+// popGoneFull, or in a new term.
+type goneScan struct {
+	clean map[pop.Key]int64
+	term  uint64
+	since time.Time
 }
 
 // dropGone proposes dropping the records whose messages retention deleted
@@ -821,10 +838,29 @@ func (b *Broker) popReviveLoop() {
 // stay in flight for ever and hold the group's consumer offset back. Only
 // the leader decides, from its own queues, and the drop is replicated:
 // followers never drop on their own.
-func (b *Broker) dropGone(ctx context.Context) {
+func (b *Broker) dropGone(ctx context.Context, gs *goneScan) {
 	st := b.rep.Store()
-	gone := st.PopGone(popReviveMax)
+	if term := b.rep.Node().Status().Term; gs.clean == nil || term != gs.term || time.Since(gs.since) > popGoneFull {
+		gs.clean, gs.term, gs.since = map[pop.Key]int64{}, term, time.Now()
+	}
+	gone, walked := st.PopGone(popReviveMax, func(k pop.Key, minOff int64) bool {
+		off, ok := gs.clean[k]
+		return ok && off == minOff
+	})
+	markClean := func() {
+		n := 0
+		for _, recs := range gone {
+			n += len(recs)
+		}
+		if n >= popReviveMax {
+			return // cut short: look again at the next tick
+		}
+		for k, off := range walked {
+			gs.clean[k] = off
+		}
+	}
 	if len(gone) == 0 {
+		markClean()
 		return
 	}
 	var ops []pop.Op
@@ -839,6 +875,9 @@ func (b *Broker) dropGone(ctx context.Context) {
 	if err != nil {
 		b.log.Debug("cluster: pop: drop of deleted messages not applied; retried at the next tick", "ops", len(ops), "err", err)
 		return
+	}
+	if !slices.ContainsFunc(out, func(r pop.Result) bool { return r.Err != nil }) {
+		markClean()
 	}
 	type span struct {
 		n           int

@@ -220,7 +220,9 @@ func TestPopRecordsOfDeletedMessages(t *testing.T) {
 	require.NoError(t, r.Pop[0].Err)
 	// An offset committed past the records (a reset, a pull commit).
 	require.NoError(t, sa.Exec(&Command{Op: OpCommitOffsets, Offsets: []OffsetCommit{{Group: "g", Topic: "T", QueueID: 0, Offset: 190}}}))
-	require.Empty(t, sa.PopGone(10), "nothing deleted yet")
+	gone, walked := sa.PopGone(10, nil)
+	require.Empty(t, gone, "nothing deleted yet")
+	require.Equal(t, map[pop.Key]int64{k: 0}, walked)
 
 	u, _ := fs.DiskUsage("/")
 	fs.SetCapacity(uint64(float64(u.Total-u.Free) / 0.87))
@@ -232,10 +234,14 @@ func TestPopRecordsOfDeletedMessages(t *testing.T) {
 	require.Less(t, minOff, int64(150))
 	require.Equal(t, uint64(minOff-3), sa.ForcedUnconsumedMessages(), "popped, unacked messages count from the lowest one")
 
-	gone := sa.PopGone(10)
+	gone, _ = sa.PopGone(10, nil)
 	require.Len(t, gone, 1)
 	require.Equal(t, []int64{3, 4}, []int64{gone[k][0].Offset, gone[k][1].Offset})
-	require.Len(t, sa.PopGone(1)[k], 1, "limit")
+	gone, _ = sa.PopGone(1, nil)
+	require.Len(t, gone[k], 1, "limit")
+	gone, walked = sa.PopGone(10, func(pop.Key, int64) bool { return true })
+	require.Empty(t, gone, "skipped")
+	require.Empty(t, walked)
 
 	fs.SetCapacity(u.Total * 4)
 	_, err = sa.CheckDisk()
@@ -252,7 +258,8 @@ func TestPopRecordsOfDeletedMessages(t *testing.T) {
 	require.ErrorIs(t, r.Pop[1].Err, pop.ErrStale, "a drop names the delivery it saw")
 	require.True(t, r.Pop[2].Dropped)
 	require.True(t, r.Pop[3].Done, "a repeated drop does nothing")
-	require.Empty(t, sa.PopGone(10))
+	gone, _ = sa.PopGone(10, nil)
+	require.Empty(t, gone)
 	q, ok := sa.PopQueue(k)
 	require.True(t, ok)
 	require.Len(t, q.InFlight, 1)

@@ -463,44 +463,52 @@ func (s *Store) PopDue(nowMs int64, limit int) map[pop.Key][]pop.Record {
 // PopGone lists, by queue, up to limit records (hidden or revived) whose
 // message retention has deleted: their offset is below the queue's first
 // readable offset. They can be delivered no more; the leader proposes
-// their drop (pop.OpDrop). The walk skips every queue whose lowest record
-// is readable, so it costs a look at each queue's lowest offset.
-func (s *Store) PopGone(limit int) map[pop.Key][]pop.Record {
-	type low struct {
-		k   pop.Key
-		low int64
-	}
-	var lows []low
+// their drop (pop.OpDrop). skip, if not nil, passes over a queue given its
+// first readable offset (the caller's record of queues it found clean at
+// that offset), so that a scan walks the records of the queues retention
+// moved only. walked returns the first readable offset of each queue
+// whose records were walked.
+func (s *Store) PopGone(limit int, skip func(k pop.Key, minOffset int64) bool) (gone map[pop.Key][]pop.Record, walked map[pop.Key]int64) {
 	s.state.mu.RLock()
+	keys := make([]pop.Key, 0, len(s.state.pop.Queues))
 	for k, q := range s.state.pop.Queues {
 		if len(q.InFlight) > 0 {
-			lows = append(lows, low{k, q.LowWater()})
+			keys = append(keys, k)
 		}
 	}
 	s.state.mu.RUnlock()
-	out := map[pop.Key][]pop.Record{}
+	gone, walked = map[pop.Key][]pop.Record{}, map[pop.Key]int64{}
 	n := 0
-	for _, l := range lows {
+	for _, k := range keys {
 		if n >= limit {
 			break
 		}
-		minOff := s.MinOffset(l.k.Topic, l.k.Queue)
-		if l.low >= minOff {
+		minOff := s.MinOffset(k.Topic, k.Queue)
+		if skip != nil && skip(k, minOff) {
 			continue
 		}
+		walked[k] = minOff
+		var recs []pop.Record
 		s.state.mu.RLock()
-		if q, ok := s.state.pop.Queues[l.k]; ok {
-			for _, r := range q.Sorted() {
-				if r.Offset >= minOff || n >= limit {
-					break
+		if q, ok := s.state.pop.Queues[k]; ok {
+			for off, r := range q.InFlight {
+				if off < minOff {
+					recs = append(recs, *r)
 				}
-				out[l.k] = append(out[l.k], r)
-				n++
 			}
 		}
 		s.state.mu.RUnlock()
+		if len(recs) == 0 {
+			continue
+		}
+		slices.SortFunc(recs, func(a, b pop.Record) int { return cmp.Compare(a.Offset, b.Offset) })
+		if len(recs) > limit-n {
+			recs = recs[:limit-n]
+		}
+		gone[k] = recs
+		n += len(recs)
 	}
-	return out
+	return gone, walked
 }
 
 // PopInFlight counts, by topic and queue, a group's messages in flight
