@@ -143,3 +143,29 @@ func TestDueIndexMatchesScan(t *testing.T) {
 	}
 	t.Logf("%d index entries, %d queues", len(s.due.h), len(s.Queues))
 }
+
+// BenchmarkApplyPopAck: what the index adds to apply: a pop of 32
+// messages and their acks, with 100k other records in flight.
+func BenchmarkApplyPopAck(b *testing.B) {
+	s := benchState(b, 100, 1000, 0)
+	k := Key{"g", "T", 1000}
+	offs := make([]int64, 32)
+	next := int64(0)
+	b.ResetTimer()
+	for i := range b.N {
+		for j := range offs {
+			offs[j] = next + int64(j)
+		}
+		now := int64(i + 1)
+		r := s.ApplyOp(now, &Op{Type: OpPop, Group: k.Group, Topic: k.Topic, Queue: k.Queue, Init: next == 0, From: next, To: next + 32, Offsets: offs, Invisible: 60_000})
+		if r.Err != nil || len(r.Popped) != 32 {
+			b.Fatalf("pop: %v, %d popped", r.Err, len(r.Popped))
+		}
+		next += 32
+		for _, rec := range r.Popped {
+			if r := s.ApplyOp(now, &Op{Type: OpAck, Group: k.Group, Topic: k.Topic, Queue: k.Queue, Offset: rec.Offset, PopTime: rec.PopTime}); r.Err != nil {
+				b.Fatal(r.Err)
+			}
+		}
+	}
+}
