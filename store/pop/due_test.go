@@ -70,7 +70,8 @@ func scanDue(s *State, now int64) map[Key][]Record {
 
 // The index finds exactly the records a full scan finds, through random
 // pops, acks, changes, revives and drops, and so does an index rebuilt
-// from the state alone (a restart, a snapshot).
+// from the state alone (a restart, a snapshot); each queue's low water
+// (from its offset order) is the lowest offset a scan finds.
 func TestDueIndexMatchesScan(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	s := NewState()
@@ -125,6 +126,12 @@ func TestDueIndexMatchesScan(t *testing.T) {
 		}
 		o.Group, o.Topic, o.Queue = "g", "T", q
 		s.ApplyOp(now, &o)
+		for k, q := range s.Queues {
+			scan := &Queue{Next: q.Next, InFlight: q.InFlight}
+			if got, want := q.LowWater(), scan.LowWater(); got != want {
+				t.Fatalf("step %d: %v: low water %d, scan %d", step, k, got, want)
+			}
+		}
 		at := now + rng.Int64N(300)
 		want := scanDue(s, at)
 		if got := s.Due(at, 1<<30); !reflect.DeepEqual(got, want) {
@@ -166,6 +173,25 @@ func BenchmarkApplyPopAck(b *testing.B) {
 			if r := s.ApplyOp(now, &Op{Type: OpAck, Group: k.Group, Topic: k.Topic, Queue: k.Queue, Offset: rec.Offset, PopTime: rec.PopTime}); r.Err != nil {
 				b.Fatal(r.Err)
 			}
+		}
+	}
+}
+
+// BenchmarkAckOneQueue: acks, in offset order, of 100k records in flight
+// in one queue (each op reports the queue's low water).
+func BenchmarkAckOneQueue(b *testing.B) {
+	s := benchState(b, 1, 100_000, 0)
+	b.ResetTimer()
+	for i := range b.N {
+		off := int64(i % 100_000)
+		if i > 0 && off == 0 {
+			b.StopTimer()
+			s = benchState(b, 1, 100_000, 0)
+			b.StartTimer()
+		}
+		r := s.ApplyOp(1, &Op{Type: OpAck, Group: "g", Topic: "T", Queue: 0, Offset: off, PopTime: 0})
+		if r.Err != nil || r.LowWater != min(off+1, 99_999) && off != 99_999 {
+			b.Fatalf("ack %d: %v, low water %d", off, r.Err, r.LowWater)
 		}
 	}
 }

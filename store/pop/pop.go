@@ -66,16 +66,59 @@ type Queue struct {
 	Next int64
 	// InFlight holds the records by offset.
 	InFlight map[int64]*Record
+
+	// order lists the offsets of the records, ascending, from order[head]
+	// on; offsets acked, dropped or dead-lettered since stay until
+	// trimOrder passes them. A new record's offset is above every other
+	// (it comes from the cursor), so appending keeps the order. It makes
+	// LowWater cost the removed offsets not yet trimmed, not the records.
+	// Valid when ordered; a Queue built by hand gets it on its first op.
+	order   []int64
+	head    int
+	ordered bool
 }
 
 // LowWater is the group's consumed position in the queue: the lowest
 // offset still in flight, or Next.
 func (q *Queue) LowWater() int64 {
-	low := q.Next
-	for off := range q.InFlight {
-		low = min(low, off)
+	if !q.ordered {
+		low := q.Next
+		for off := range q.InFlight {
+			low = min(low, off)
+		}
+		return low
 	}
-	return low
+	for _, off := range q.order[q.head:] {
+		if _, ok := q.InFlight[off]; ok {
+			return off
+		}
+	}
+	return q.Next
+}
+
+// buildOrder lists the records' offsets in order.
+func (q *Queue) buildOrder() {
+	q.order = q.order[:0]
+	for off := range q.InFlight {
+		q.order = append(q.order, off)
+	}
+	slices.Sort(q.order)
+	q.head, q.ordered = 0, true
+}
+
+// trimOrder passes the removed offsets at the head of the order, and
+// compacts it once the head is past half of it.
+func (q *Queue) trimOrder() {
+	for q.head < len(q.order) {
+		if _, ok := q.InFlight[q.order[q.head]]; ok {
+			break
+		}
+		q.head++
+	}
+	if q.head > 64 && q.head > len(q.order)/2 {
+		q.order = append(q.order[:0], q.order[q.head:]...)
+		q.head = 0
+	}
 }
 
 // Busy reports whether a record is hidden (popped, not acked, not revived):
@@ -106,6 +149,7 @@ func (q *Queue) Clone() *Queue {
 		rc := *r
 		c.InFlight[off] = &rc
 	}
+	c.buildOrder()
 	return c
 }
 
@@ -236,6 +280,9 @@ func (s *State) ApplyOp(now int64, o *Op) Result {
 	}
 	k := o.Key()
 	q := s.Queues[k]
+	if q != nil && !q.ordered {
+		q.buildOrder()
+	}
 	var r Result
 	switch o.Type {
 	case OpPop:
@@ -261,6 +308,7 @@ func (s *State) ApplyOp(now int64, o *Op) Result {
 		r.Err = fmt.Errorf("%w: type %q", ErrBadOp, o.Type)
 	}
 	if q != nil {
+		q.trimOrder()
 		r.LowWater = q.LowWater()
 	}
 	s.due.trim(s)
@@ -284,7 +332,7 @@ func (s *State) pop(now int64, k Key, q *Queue, o *Op) Result {
 		if !cursorOK && o.To > o.From {
 			return Result{Err: ErrMoved}
 		}
-		q = &Queue{Next: o.From, InFlight: map[int64]*Record{}}
+		q = &Queue{Next: o.From, InFlight: map[int64]*Record{}, ordered: true}
 		s.Queues[k] = q
 	}
 	var r Result
@@ -304,6 +352,7 @@ func (s *State) pop(now int64, k Key, q *Queue, o *Op) Result {
 		case off < o.To && cursorOK && rec == nil:
 			rec = &Record{Offset: off, PopTime: now, VisibleAt: now + o.Invisible, Attempt: 1, AttemptID: o.AttemptID}
 			q.InFlight[off] = rec
+			q.order = append(q.order, off)
 		default:
 			continue
 		}
@@ -662,5 +711,6 @@ func DecodeQueue(b []byte) (*Queue, error) {
 	if len(b) != 0 {
 		return nil, fmt.Errorf("pop: queue state: %d bytes after %d records", len(b), n)
 	}
+	q.buildOrder()
 	return q, nil
 }
