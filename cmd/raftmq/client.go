@@ -626,7 +626,7 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 	txnCmd.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON line")
 	txnCmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write the client's CPU profile (pprof) to this file")
 	txnCmd.Flags().StringVar(&htmlOut, "html", "", "also write an HTML report (transactions and latency over time) to this file")
-	cmd.AddCommand(produce, consume, failover, newBenchDelayCmd(logger), txnCmd, newBenchPopCmd(logger))
+	cmd.AddCommand(produce, consume, failover, newBenchDelayCmd(logger), txnCmd, newBenchPopCmd(logger), newBenchLimitsCmd())
 	return cmd
 }
 

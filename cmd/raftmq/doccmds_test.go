@@ -44,6 +44,7 @@ const docCmdTimeout = 90 * time.Second
 var shortForms = []shortForm{
 	{cmd: "bench produce", flags: map[string]string{"--duration": "1s"}},
 	{cmd: "bench txn", flags: map[string]string{"--duration": "1s"}},
+	{cmd: "bench limits", flags: map[string]string{"--duration": "200ms"}},
 	{cmd: "bench delay", flags: map[string]string{"--messages": "300", "--delay": "1s"}},
 	{cmd: "bench failover", flags: map[string]string{"--kills": "2"}, full: true, timeout: 3 * time.Minute},
 	{cmd: "jepsen run", flags: map[string]string{"--time-limit": "8s"}, full: true, timeout: 3 * time.Minute},
