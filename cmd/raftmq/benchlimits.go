@@ -1,9 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,6 +25,7 @@ func newBenchLimitsCmd() *cobra.Command {
 	var cfg bench.LimitsConfig
 	var asJSON bool
 	var from, against string
+	var echo bool
 	cmd := &cobra.Command{
 		Use:   "limits",
 		Short: "Measure this machine's limits: fdatasync latency, synced write bandwidth, loopback round trip; the floors under a group",
@@ -30,6 +37,10 @@ func newBenchLimitsCmd() *cobra.Command {
 			"measuring; --against FILE states each `raftmq bench produce --json` result in FILE as a fraction of its limit.",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if echo {
+				return serveEcho(cfg.RTTSize)
+			}
+			cfg.Echo = echoProcess
 			var l bench.Limits
 			if from != "" {
 				f, err := os.Open(from)
@@ -86,5 +97,56 @@ func newBenchLimitsCmd() *cobra.Command {
 	f.StringVar(&from, "limits", "", "read the limits from this file (an earlier --json line) instead of measuring")
 	f.StringVar(&against, "against", "", "a file of the JSON lines of raftmq bench produce --json, each stated as a fraction of its limit")
 	f.BoolVar(&asJSON, "json", false, "print the measurement as one JSON line")
+	f.BoolVar(&echo, "echo", false, "be the far end of the round-trip probe: print the address listened on, answer one connection")
+	_ = f.MarkHidden("echo")
 	return cmd
+}
+
+// serveEcho is `bench limits --echo`: the round-trip probe's far end, a
+// process of its own as a broker's peer is.
+func serveEcho(rttSize int) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	fmt.Println(ln.Addr().String())
+	return bench.ServeEcho(ln, rttSize)
+}
+
+// echoProcess starts `raftmq bench limits --echo` and returns the address
+// it listens on; stop waits for it to end once the probe has closed its
+// connection.
+func echoProcess(rttSize int) (string, func() error, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", nil, err
+	}
+	cmd := exec.Command(self, "bench", "limits", "--echo", "--rtt-size", strconv.Itoa(rttSize))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	addr = strings.TrimSpace(addr)
+	if err != nil || addr == "" {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return "", nil, errors.Join(errors.New("the echo process printed no address"), err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	return addr, func() error {
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			return fmt.Errorf("the echo process did not end: %w", <-done)
+		}
+	}, nil
 }

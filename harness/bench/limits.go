@@ -33,6 +33,12 @@ type LimitsConfig struct {
 	SyncSize, SeqSize, RTTSize int
 	// SeqMax caps the bytes the bandwidth probe writes (default 1 GiB).
 	SeqMax int64
+	// Echo, if set, starts the far end of the round-trip probe, a
+	// server at addr that answers every RTTSize-byte request with 64
+	// bytes (ServeEcho), and returns a func that stops it. The
+	// command runs it as a process of its own, as the brokers are;
+	// nil: a goroutine of this process.
+	Echo func(rttSize int) (addr string, stop func() error, err error)
 	// Replicas share the disk (default 3: the local group); MsgBytes is
 	// what one message writes to each replica's log (default 1024, the
 	// benchmarks' body size).
@@ -58,6 +64,7 @@ type Limits struct {
 	// The round-trip probe: an RTTSize-byte request and a 64-byte answer
 	// over a loopback TCP connection, one at a time, in microseconds.
 	RTTSize  int     `json:"rttSize"`
+	RTTPeer  string  `json:"rttPeer"` // "process" or "goroutine"
 	RTTs     int     `json:"rtts"`
 	RTTP50us float64 `json:"rttP50us"`
 	RTTP99us float64 `json:"rttP99us"`
@@ -132,6 +139,10 @@ func MeasureLimits(ctx context.Context, cfg LimitsConfig) (Limits, error) {
 		return l, fmt.Errorf("limits: loopback probe: %w", err)
 	}
 	l.RTTs, l.RTTP50us, l.RTTP99us = len(rtt), quantile(rtt, 0.5)*1000, quantile(rtt, 0.99)*1000
+	l.RTTPeer = "goroutine"
+	if cfg.Echo != nil {
+		l.RTTPeer = "process"
+	}
 	l.derive()
 	return l, nil
 }
@@ -153,8 +164,8 @@ func (l Limits) String() string {
 	fmt.Fprintf(&b, "fdatasync: %d B appends in %s: p50 %.0f µs, p99 %.0f µs (%d in %.1f s)\n",
 		l.SyncSize, l.Dir, l.SyncP50us, l.SyncP99us, l.Syncs, l.Seconds)
 	fmt.Fprintf(&b, "sequential write + fdatasync: %d KiB writes: %.1f MB/s (%d writes)\n", l.SeqSize>>10, l.SeqMBps, l.SeqWrites)
-	fmt.Fprintf(&b, "loopback TCP round trip: %d B request, 64 B answer: p50 %.0f µs, p99 %.0f µs (%d)\n",
-		l.RTTSize, l.RTTP50us, l.RTTP99us, l.RTTs)
+	fmt.Fprintf(&b, "loopback TCP round trip to another %s: %d B request, 64 B answer: p50 %.0f µs, p99 %.0f µs (%d)\n",
+		l.RTTPeer, l.RTTSize, l.RTTP50us, l.RTTP99us, l.RTTs)
 	fmt.Fprintf(&b, "floor of one send at a time (fdatasync p50 + 2 round trips p50): %.3f ms\n", l.OneAtATimeFloorMs)
 	fmt.Fprintf(&b, "ceiling of pipelined sends (bandwidth / %d replicas on one disk): %.1f MB/s, %.1f k msgs/s of %d B",
 		l.Replicas, l.PipelinedMBps, l.PipelinedMsgs/1000, l.MsgBytes)
@@ -338,59 +349,83 @@ func seqProbe(ctx context.Context, cfg LimitsConfig) (int, time.Duration, error)
 	return writes, took, nil
 }
 
-// rttProbe sends RTTSize-byte requests over a loopback TCP connection to
-// an echo goroutine that answers each with 64 bytes, one at a time, for
-// Duration.
-func rttProbe(ctx context.Context, cfg LimitsConfig) ([]time.Duration, error) {
+// ServeEcho accepts one connection on ln and answers every
+// rttSize-byte request on it with 64 bytes until the peer closes it: the
+// far end of the round-trip probe.
+func ServeEcho(ln net.Listener, rttSize int) error {
+	c, err := ln.Accept()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	req, ans := make([]byte, rttSize), make([]byte, 64)
+	for {
+		if _, err := io.ReadFull(c, req); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if _, err := c.Write(ans); err != nil {
+			return err
+		}
+	}
+}
+
+// echoGoroutine is the round-trip probe's far end in this process.
+func echoGoroutine(rttSize int) (string, func() error, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	defer ln.Close()
 	served := make(chan error, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			served <- err
-			return
-		}
-		defer c.Close()
-		req, ans := make([]byte, cfg.RTTSize), make([]byte, 64)
-		for {
-			if _, err := io.ReadFull(c, req); err != nil {
-				if errors.Is(err, io.EOF) {
-					err = nil
-				}
-				served <- err
-				return
-			}
-			if _, err := c.Write(ans); err != nil {
-				served <- err
-				return
-			}
-		}
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
+	go func() { served <- ServeEcho(ln, rttSize) }()
+	return ln.Addr().String(), func() error {
+		ln.Close()
+		return <-served
+	}, nil
+}
+
+// rttProbe sends RTTSize-byte requests over a loopback TCP connection to
+// the echo server (cfg.Echo's, or a goroutine's), one at a time, for
+// Duration.
+func rttProbe(ctx context.Context, cfg LimitsConfig) ([]time.Duration, error) {
+	echo := cfg.Echo
+	if echo == nil {
+		echo = echoGoroutine
+	}
+	addr, stop, err := echo(cfg.RTTSize)
+	if err != nil {
+		return nil, fmt.Errorf("echo: %w", err)
+	}
+	lat, err := roundTrips(ctx, addr, cfg)
+	if serr := stop(); serr != nil && err == nil {
+		err = fmt.Errorf("echo: %w", serr)
+	}
 	if err != nil {
 		return nil, err
 	}
+	slices.Sort(lat)
+	return lat, nil
+}
+
+func roundTrips(ctx context.Context, addr string, cfg LimitsConfig) ([]time.Duration, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
 	req, ans := make([]byte, cfg.RTTSize), make([]byte, 64)
 	var lat []time.Duration
 	for end := time.Now().Add(cfg.Duration); time.Now().Before(end) && ctx.Err() == nil; {
 		t0 := time.Now()
 		if _, err := c.Write(req); err != nil {
-			c.Close()
 			return nil, err
 		}
 		if _, err := io.ReadFull(c, ans); err != nil {
-			c.Close()
 			return nil, err
 		}
 		lat = append(lat, time.Since(t0))
-	}
-	c.Close()
-	if err := <-served; err != nil {
-		return nil, fmt.Errorf("echo: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -398,6 +433,5 @@ func rttProbe(ctx context.Context, cfg LimitsConfig) ([]time.Duration, error) {
 	if len(lat) == 0 {
 		return nil, fmt.Errorf("no round trip in %v", cfg.Duration)
 	}
-	slices.Sort(lat)
 	return lat, nil
 }

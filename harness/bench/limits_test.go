@@ -27,6 +27,7 @@ func TestMeasureLimits(t *testing.T) {
 	require.Positive(t, l.RTTs)
 	require.LessOrEqual(t, l.RTTP50us, l.RTTP99us)
 	require.Equal(t, 4096, l.SyncSize)
+	require.Equal(t, "goroutine", l.RTTPeer)
 	require.InDelta(t, (l.SyncP50us+2*l.RTTP50us)/1000, l.OneAtATimeFloorMs, 1e-9)
 	require.InDelta(t, l.SeqMBps/3, l.PipelinedMBps, 1e-9)
 	require.InDelta(t, l.PipelinedMBps*1e6/1024, l.PipelinedMsgs, 1e-6)
@@ -34,6 +35,28 @@ func TestMeasureLimits(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, left, "the probes left files behind")
 	require.Contains(t, l.String(), "floor of one send at a time")
+}
+
+// A far end given in the config is started, used and stopped; an echo
+// that fails to start fails the measurement.
+func TestMeasureLimitsEcho(t *testing.T) {
+	started, stopped := 0, 0
+	cfg := LimitsConfig{Dir: t.TempDir(), Duration: 50 * time.Millisecond, SeqSize: 64 << 10, SeqMax: 1 << 20, RTTSize: 100,
+		Echo: func(n int) (string, func() error, error) {
+			require.Equal(t, 100, n)
+			started++
+			addr, stop, err := echoGoroutine(n)
+			return addr, func() error { stopped++; return stop() }, err
+		}}
+	l, err := MeasureLimits(context.Background(), cfg)
+	require.NoError(t, err)
+	require.Equal(t, 1, started)
+	require.Equal(t, 1, stopped)
+	require.Equal(t, "process", l.RTTPeer)
+	require.Positive(t, l.RTTs)
+	cfg.Echo = func(int) (string, func() error, error) { return "", nil, os.ErrNotExist }
+	_, err = MeasureLimits(context.Background(), cfg)
+	require.ErrorIs(t, err, os.ErrNotExist)
 }
 
 func TestMeasureLimitsRefusesBadSettings(t *testing.T) {
