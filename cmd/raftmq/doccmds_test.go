@@ -54,6 +54,8 @@ var shortForms = []shortForm{
 		"COLD": "0", "LOCK": ""}, full: true, timeout: 4 * time.Minute},
 	{cmd: "./scripts/delay-backlog.sh", env: map[string]string{"MESSAGES": "2000", "DELAY": "8", "BASELINE": "1s", "SEND": "1s"},
 		full: true, timeout: 3 * time.Minute},
+	{cmd: "./scripts/limits.sh", env: map[string]string{"ROUNDS": "1", "PROBE": "200ms", "DURATION": "1s", "LOCK": ""},
+		full: true, timeout: 3 * time.Minute},
 	{cmd: "./scripts/ab.sh", env: map[string]string{"ROUNDS": "1", "DURATION": "1s", "LOCK": ""}, full: true, timeout: 3 * time.Minute},
 	{cmd: "./scripts/cluster.sh"},
 	{cmd: "go build"},
