@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,42 +15,91 @@ import (
 )
 
 // TestMeasureFailoverRoutes measures what failover routes cost RocketMQ's
-// Go client: SendSync throughput with 8 senders for 5 s against a fresh
-// group with --failover-routes on and off, alternating, three rounds
-// each (this VM drifts; compare within a round). A measurement, not a
-// check: it runs only with INTEROP_MEASURE=1 and logs its figures.
+// Go client: SendSync of 1 KiB messages from N senders (each one send at a
+// time) for 5 s against a fresh group with --failover-routes on and off,
+// alternating which goes first from round to round (this VM drifts;
+// compare within a round). It logs sends/s and each send's latency p50
+// and p99. A measurement, not a check: it runs only with
+// INTEROP_MEASURE=1; INTEROP_MEASURE_SENDERS (default "1,8,64") and
+// INTEROP_MEASURE_ROUNDS (default 3) choose its settings.
 func TestMeasureFailoverRoutes(t *testing.T) {
 	if os.Getenv("INTEROP_MEASURE") == "" {
 		t.Skip("a measurement: set INTEROP_MEASURE=1")
 	}
-	for round := 1; round <= 3; round++ {
-		for _, on := range []bool{true, false} {
-			t.Run(fmt.Sprintf("round%d-failover-%v", round, on), func(t *testing.T) {
-				g := startGroup(t, fmt.Sprintf("--failover-routes=%v", on))
-				topic := uniq("measure")
-				g.createTopic(t, topic, 8)
-				p := newProducer(t, g)
-				sendSync(t, p, primitive.NewMessage(topic, []byte("warm-up")))
-				var n, failed atomic.Int64
-				deadline := time.Now().Add(5 * time.Second)
-				var wg sync.WaitGroup
-				body := make([]byte, 1024)
-				for range 8 {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for time.Now().Before(deadline) {
-							if _, err := p.SendSync(context.Background(), primitive.NewMessage(topic, body)); err != nil {
-								failed.Add(1)
-							} else {
-								n.Add(1)
-							}
-						}
-					}()
-				}
-				wg.Wait()
-				t.Logf("failover routes %v: %d sends/s (%d failed)", on, n.Load()/5, failed.Load())
-			})
+	senders := []int{1, 8, 64}
+	if s := os.Getenv("INTEROP_MEASURE_SENDERS"); s != "" {
+		senders = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				t.Fatalf("INTEROP_MEASURE_SENDERS: %q is not a count of senders", f)
+			}
+			senders = append(senders, n)
 		}
 	}
+	rounds := 3
+	if s := os.Getenv("INTEROP_MEASURE_ROUNDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("INTEROP_MEASURE_ROUNDS: %q is not a count of rounds", s)
+		}
+		rounds = n
+	}
+	for round := 1; round <= rounds; round++ {
+		order := []bool{true, false}
+		if round%2 == 0 {
+			order = []bool{false, true}
+		}
+		for _, n := range senders {
+			for _, on := range order {
+				t.Run(fmt.Sprintf("round%d-senders%d-failover-%v", round, n, on), func(t *testing.T) {
+					measureSendSync(t, n, on)
+				})
+			}
+		}
+	}
+}
+
+// measureSendSync runs senders SendSync loops for 5 s on a fresh group and
+// logs the rate and latency percentiles.
+func measureSendSync(t *testing.T, senders int, failoverRoutes bool) {
+	g := startGroup(t, fmt.Sprintf("--failover-routes=%v", failoverRoutes))
+	topic := uniq("measure")
+	g.createTopic(t, topic, 8)
+	p := newProducer(t, g)
+	sendSync(t, p, primitive.NewMessage(topic, []byte("warm-up")))
+	const run = 5 * time.Second
+	deadline := time.Now().Add(run)
+	var mu sync.Mutex
+	var lat []time.Duration
+	failed := 0
+	var wg sync.WaitGroup
+	body := make([]byte, 1024)
+	for range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			bad := 0
+			for time.Now().Before(deadline) {
+				t0 := time.Now()
+				if _, err := p.SendSync(context.Background(), primitive.NewMessage(topic, body)); err != nil {
+					bad++
+					continue
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			lat, failed = append(lat, mine...), failed+bad
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if len(lat) == 0 {
+		t.Fatalf("no send succeeded (%d failed)", failed)
+	}
+	slices.Sort(lat)
+	q := func(f float64) float64 { return float64(lat[int(f*float64(len(lat)-1))].Microseconds()) / 1000 }
+	t.Logf("MEASURE senders=%d failover_routes=%v sends_per_s=%.0f p50_ms=%.3f p99_ms=%.3f failed=%d",
+		senders, failoverRoutes, float64(len(lat))/run.Seconds(), q(.5), q(.99), failed)
 }
