@@ -221,10 +221,6 @@ func unimplemented(rpc, why string) error {
 	return status.Errorf(codes.Unimplemented, "%s is not served by raftmq: %s", rpc, why)
 }
 
-func (s *grpcService) ForwardMessageToDeadLetterQueue(context.Context, *rmqpb.ForwardMessageToDeadLetterQueueRequest) (*rmqpb.ForwardMessageToDeadLetterQueueResponse, error) {
-	return nil, unimplemented("ForwardMessageToDeadLetterQueue", "a client cannot move a message to the dead-letter queue yet; the broker does after the group's retries")
-}
-
 func (s *grpcService) PullMessage(*rmqpb.PullMessageRequest, rmqpb.MessagingService_PullMessageServer) error {
 	return unimplemented("PullMessage", "offset-based gRPC consumption is not served; use a remoting pull consumer")
 }

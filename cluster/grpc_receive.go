@@ -280,3 +280,39 @@ func (s *grpcService) ChangeInvisibleDuration(ctx context.Context, req *rmqpb.Ch
 	}
 	return &rmqpb.ChangeInvisibleDurationResponse{Status: ok(), ReceiptHandle: strings.Join(nf, " ")}, nil
 }
+
+// ForwardMessageToDeadLetterQueue moves the received message its receipt
+// handle names to the group's dead-letter topic (%DLQ%group), as a push
+// consumer asks once its listener failed max_delivery_attempts times. It
+// is an ACK_MESSAGE with raftmq's dead-letter field: the leader stores the
+// copy and removes the message's pop record in one entry, so OK means
+// both happened and an error means neither did.
+func (s *grpcService) ForwardMessageToDeadLetterQueue(ctx context.Context, req *rmqpb.ForwardMessageToDeadLetterQueueRequest) (*rmqpb.ForwardMessageToDeadLetterQueueResponse, error) {
+	group, topic := req.GetGroup().GetName(), req.GetTopic().GetName()
+	ak, denied := s.authorize(ctx, "ForwardMessageToDeadLetterQueue", []acl.Resource{{Group: true, Name: group, Perm: acl.Sub}, {Name: topic, Perm: acl.Sub}})
+	if denied != nil {
+		return &rmqpb.ForwardMessageToDeadLetterQueueResponse{Status: denied}, nil
+	}
+	switch {
+	case group == "":
+		return &rmqpb.ForwardMessageToDeadLetterQueueResponse{Status: st(rmqpb.Code_ILLEGAL_CONSUMER_GROUP, "no consumer group")}, nil
+	case topic == "":
+		return &rmqpb.ForwardMessageToDeadLetterQueueResponse{Status: st(rmqpb.Code_ILLEGAL_TOPIC, "no topic")}, nil
+	case req.LiteTopic != nil && *req.LiteTopic != "":
+		return &rmqpb.ForwardMessageToDeadLetterQueueResponse{Status: st(rmqpb.Code_NOT_IMPLEMENTED, "lite topics are not served")}, nil
+	}
+	q, off, _, err := receipt(req.ReceiptHandle)
+	if err != nil {
+		return &rmqpb.ForwardMessageToDeadLetterQueueResponse{Status: st(rmqpb.Code_INVALID_RECEIPT_HANDLE, "%v", err)}, nil
+	}
+	resp := s.exec(ctx, ak, remoting.NewRequest(codeAckMessage, map[string]string{"consumerGroup": group, "topic": topic,
+		"queueId": strconv.Itoa(int(q)), "extraInfo": req.ReceiptHandle, "offset": strconv.FormatInt(off, 10),
+		remoting.FieldDeadLetter: "true"}, nil))
+	if err := popUnsupported("ForwardMessageToDeadLetterQueue", resp); err != nil {
+		return nil, err
+	}
+	if resp.Code != remoting.Success {
+		s.b.log.Warn("cluster: grpc dead-letter forward refused", "group", group, "topic", topic, "message_id", req.MessageId, "remark", resp.Remark)
+	}
+	return &rmqpb.ForwardMessageToDeadLetterQueueResponse{Status: receiptStatus(resp)}, nil
+}

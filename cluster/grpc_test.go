@@ -24,6 +24,7 @@ import (
 	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/protocol/grpc/rmqpb"
 	"github.com/raftmq/raftmq/protocol/remoting"
+	"github.com/raftmq/raftmq/store/pop"
 )
 
 // startGRPCBrokers starts three nodes, each serving gRPC at an address the
@@ -502,4 +503,89 @@ func TestGRPCReceiveAckChange(t *testing.T) {
 		Entries: []*rmqpb.AckMessageEntry{{MessageId: "R2", ReceiptHandle: again.SystemProperties.GetReceiptHandle()}}})
 	require.NoError(t, err)
 	require.Equal(t, rmqpb.Code_OK, ack.Status.Code, ack.Status.Message)
+}
+
+// ForwardMessageToDeadLetterQueue through a follower: the message goes to
+// %DLQ%group on every node with its origin recorded, its pop record goes
+// with it, and the same handle (or a garbled one) is refused without a
+// second copy.
+func TestGRPCForwardToDeadLetter(t *testing.T) {
+	tb := startGRPCBrokers(t, nil)
+	l := tb.leader()
+	c := grpcClient(t, tb.follower().GRPCAddr())
+	ctx := clientCtx(t, "host@5@0@test", nil)
+	tel, err := grpcClient(t, l.GRPCAddr()).Telemetry(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tel.Send(&rmqpb.TelemetryCommand{Command: &rmqpb.TelemetryCommand_Settings{Settings: &rmqpb.Settings{
+		ClientType: ptr(rmqpb.ClientType_PUSH_CONSUMER),
+		PubSub: &rmqpb.Settings_Subscription{Subscription: &rmqpb.Subscription{Group: &rmqpb.Resource{Name: "dg"},
+			Subscriptions: []*rmqpb.SubscriptionEntry{{Topic: &rmqpb.Resource{Name: "D"}, Expression: &rmqpb.FilterExpression{Type: rmqpb.FilterType_TAG, Expression: "*"}}}}}}}}))
+	_, err = tel.Recv()
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { _, found := l.Replica().Store().SubscriptionGroup("dg"); return found }, 5*time.Second, 10*time.Millisecond)
+
+	recv := func() []*rmqpb.Message {
+		st, msgs, err := receiveAll(t, c, ctx, &rmqpb.ReceiveMessageRequest{Group: &rmqpb.Resource{Name: "dg"},
+			MessageQueue: &rmqpb.MessageQueue{Topic: &rmqpb.Resource{Name: "D"}}, BatchSize: 8,
+			InvisibleDuration: durationpb.New(30 * time.Second), LongPollingTimeout: durationpb.New(time.Second)})
+		require.NoError(t, err)
+		require.Contains(t, []rmqpb.Code{rmqpb.Code_OK, rmqpb.Code_MESSAGE_NOT_FOUND}, st.Code, st.Message)
+		return msgs
+	}
+	// The topic exists and the group's cursor starts at its end before the
+	// message is sent (a first receive starts at the end of the queues).
+	resp, err := c.SendMessage(ctx, &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{grpcMsg("D", "D0", "warm", nil)}})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_OK, resp.Status.Code, resp.Status.Message)
+	recv()
+	resp, err = c.SendMessage(ctx, &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{grpcMsg("D", "D1", "doomed", nil)}})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_OK, resp.Status.Code, resp.Status.Message)
+	var m *rmqpb.Message
+	require.Eventually(t, func() bool {
+		for _, g := range recv() {
+			if g.SystemProperties.MessageId == "D1" {
+				m = g
+			}
+		}
+		return m != nil
+	}, 15*time.Second, 10*time.Millisecond, "D1 received")
+	handle := m.SystemProperties.GetReceiptHandle()
+	fwd := func(h string) *rmqpb.Status {
+		r, err := c.ForwardMessageToDeadLetterQueue(ctx, &rmqpb.ForwardMessageToDeadLetterQueueRequest{Group: &rmqpb.Resource{Name: "dg"},
+			Topic: &rmqpb.Resource{Name: "D"}, ReceiptHandle: h, MessageId: "D1", DeliveryAttempt: 1, MaxDeliveryAttempts: 1})
+		require.NoError(t, err)
+		return r.Status
+	}
+	require.Equal(t, rmqpb.Code_INVALID_RECEIPT_HANDLE, fwd("not a handle").Code)
+	dlq := DLQGroupTopic("dg")
+	require.Zero(t, storedIn(l, dlq, 1))
+
+	s := fwd(handle)
+	require.Equal(t, rmqpb.Code_OK, s.Code, s.Message)
+	for _, b := range tb.bs {
+		require.Eventually(t, func() bool { return storedIn(b, dlq, 1) == 1 }, 10*time.Second, 10*time.Millisecond, "node %d holds the dead letter", b.cfg.ID)
+	}
+	gr, err := l.Replica().Store().GetMessages(dlq, 0, 0, 1, 1<<20, nil)
+	require.NoError(t, err)
+	require.Len(t, gr.Records, 1)
+	dm, _, err := message.Decode(gr.Records[0])
+	require.NoError(t, err)
+	require.Equal(t, "doomed", string(dm.Body))
+	require.Equal(t, "D", dm.Properties[message.PropertyDLQOriginTopic])
+	require.Equal(t, "D1", dm.Properties[message.PropertyDLQOriginMessageID])
+	q, off, _, err := receipt(handle)
+	require.NoError(t, err)
+	pq, found := l.Replica().Store().PopQueue(pop.Key{Group: "dg", Topic: "D", Queue: q})
+	require.True(t, found)
+	require.NotContains(t, pq.InFlight, off, "the pop record went with the message")
+
+	s = fwd(handle)
+	require.Equal(t, rmqpb.Code_INVALID_RECEIPT_HANDLE, s.Code, "the same handle again: %s", s.Message)
+	ack, err := c.AckMessage(ctx, &rmqpb.AckMessageRequest{Group: &rmqpb.Resource{Name: "dg"}, Topic: &rmqpb.Resource{Name: "D"},
+		Entries: []*rmqpb.AckMessageEntry{{MessageId: "D1", ReceiptHandle: handle}}})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_OK, ack.Status.Code, "an ack after the dead letter is a repeated ack: %s", ack.Status.Message)
+	require.Empty(t, recv(), "the dead letter is not delivered again")
+	require.Equal(t, int64(1), storedIn(l, dlq, 1))
 }

@@ -722,6 +722,44 @@ func (b *Broker) PopAck(ctx context.Context, rs []Receipt) ([]error, error) {
 	return errs, nil
 }
 
+// PopDeadLetter moves the popped message a receipt names to its group's
+// dead-letter topic and removes its record, in one entry (leader only):
+// the copy is stored only if the record was removed. It returns
+// ErrReceiptExpired when another receipt holds the message or it was
+// acked, ErrReceiptUnknown when it was never popped.
+func (b *Broker) PopDeadLetter(ctx context.Context, r Receipt) error {
+	if err := b.popBarrier(ctx); err != nil {
+		return err
+	}
+	k := pop.Key{Group: r.Group, Topic: r.Topic, Queue: r.QueueID}
+	q, found := b.rep.Store().PopQueue(k)
+	if !found || r.Offset >= q.Next {
+		return ErrReceiptUnknown
+	}
+	rec := q.InFlight[r.Offset]
+	if rec == nil || rec.PopTime != r.PopTime {
+		return ErrReceiptExpired
+	}
+	m, err := b.popDeadLetter(ctx, k, *rec)
+	if err != nil {
+		return fmt.Errorf("dead-letter copy: %w", err)
+	}
+	out, err := b.popOps(ctx, []pop.Op{{Type: pop.OpDeadLetter, Group: r.Group, Topic: r.Topic, Queue: r.QueueID, Offset: r.Offset,
+		PopTime: r.PopTime, DLQ: true}}, []*message.Message{m})
+	if err != nil {
+		return err
+	}
+	if out[0].Err != nil {
+		return out[0].Err
+	}
+	if !out[0].DLQ {
+		return fmt.Errorf("%w: dead letter applied without moving the message", store.ErrBadEntry)
+	}
+	b.log.Info("cluster: popped message moved to the dead-letter queue by its consumer", "group", r.Group, "topic", r.Topic,
+		"queue", r.QueueID, "offset", r.Offset, "attempt", rec.Attempt)
+	return nil
+}
+
 // PopChangeInvisible hides a popped message for d from now on (leader
 // only) and returns its new receipt; the old one is dead. d may be 0 (the
 // message is revived at the next tick).

@@ -238,6 +238,15 @@ func (b *Broker) handleAck(ctx context.Context, conn *remoting.ServerConn, req *
 	}
 	actx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
 	defer cancel()
+	if dl := req.ExtFields[remoting.FieldDeadLetter]; dl != "" {
+		if dl != "true" {
+			return b.refuse(conn, req, remoting.InvalidParameter, fmt.Sprintf("%s=%q: want true or nothing", remoting.FieldDeadLetter, dl))
+		}
+		if err := b.PopDeadLetter(actx, r); err != nil {
+			return b.popResponse(conn, req, err)
+		}
+		return remoting.NewResponse(req, remoting.Success, "")
+	}
 	errs, err := b.PopAck(actx, []Receipt{r})
 	if err == nil {
 		err = errs[0]

@@ -147,6 +147,12 @@ type AckMessageRequestHeader struct {
 	Offset        int64
 }
 
+// FieldDeadLetter is raftmq's own ext field of an ACK_MESSAGE: "true"
+// moves the message to the group's dead-letter topic instead of acking it
+// (RocketMQ 5's ForwardMessageToDeadLetterQueue, which the gRPC service
+// sends this way so that a follower forwards it like an ack).
+const FieldDeadLetter = "raftmqDeadLetter"
+
 // Encode returns the ext fields.
 func (h *AckMessageRequestHeader) Encode() map[string]string {
 	w := newExtMap(5)

@@ -163,6 +163,10 @@ const (
 	// delivered no more, as in RocketMQ, where a message gone from the
 	// log is gone. The leader proposes it; every replica applies it alike.
 	OpDrop = "drop"
+	// OpDeadLetter: the consumer that holds the receipt gives up on the
+	// message; it goes to the group's dead-letter topic and its record is
+	// removed, in one entry (DLQ must be set: the entry carries the copy).
+	OpDeadLetter = "dead"
 )
 
 // Op is one change of a queue's pop state.
@@ -187,13 +191,14 @@ type Op struct {
 	// AttemptID is recorded on the records an orderly pop hands out.
 	AttemptID string `json:"aid,omitempty"`
 
-	// Offset and PopTime name a record (ack, change, revive, drop); a change
+	// Offset and PopTime name a record (ack, change, revive, drop, dead
+	// letter); a change
 	// also sets Invisible.
 	Offset  int64 `json:"off,omitempty"`
 	PopTime int64 `json:"pt,omitempty"`
-	// DLQ: a revive that moves the message to the group's dead-letter
-	// topic; the entry carries the copy to store, one record per such op,
-	// in op order.
+	// DLQ: a revive (or a dead letter) that moves the message to the
+	// group's dead-letter topic; the entry carries the copy to store, one
+	// record per such op, in op order.
 	DLQ bool `json:"dlq,omitempty"`
 }
 
@@ -237,8 +242,8 @@ type Result struct {
 	// Done: an ack of an offset already acked (or dead-lettered): nothing
 	// to do, and not an error.
 	Done bool
-	// DLQ: a revive that removed the record; its record in the entry is
-	// stored in the dead-letter topic.
+	// DLQ: a revive or a dead letter that removed the record; its record
+	// in the entry is stored in the dead-letter topic.
 	DLQ bool
 	// Dropped: a drop that removed the record.
 	Dropped bool
@@ -304,6 +309,8 @@ func (s *State) ApplyOp(now int64, o *Op) Result {
 		r = revive(now, q, o)
 	case OpDrop:
 		r = drop(q, o)
+	case OpDeadLetter:
+		r = deadLetter(q, o)
 	default:
 		r.Err = fmt.Errorf("%w: type %q", ErrBadOp, o.Type)
 	}
@@ -436,6 +443,25 @@ func drop(q *Queue, o *Op) Result {
 	}
 	delete(q.InFlight, o.Offset)
 	return Result{Dropped: true}
+}
+
+// deadLetter removes the record a receipt names, whether hidden or
+// revived (as an ack does), so that its copy is stored in the dead-letter
+// topic. A message acked (or dead-lettered) before has no copy to store:
+// the receipt is stale.
+func deadLetter(q *Queue, o *Op) Result {
+	if !o.DLQ {
+		return Result{Err: fmt.Errorf("%w: dead letter without its copy", ErrBadOp)}
+	}
+	rec, r := find(q, o)
+	if rec == nil {
+		if r.Done {
+			return Result{Err: ErrStale}
+		}
+		return r
+	}
+	delete(q.InFlight, o.Offset)
+	return Result{DLQ: true}
 }
 
 // Due returns, in offset order, the records of q that are hidden and whose

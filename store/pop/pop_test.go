@@ -213,3 +213,41 @@ func TestDeterministic(t *testing.T) {
 		t.Fatalf("in flight %v, want %v", offsetsOf(qa.Sorted()), want)
 	}
 }
+
+// A dead letter removes the record its receipt names, hidden or revived,
+// and answers DLQ; a stale receipt, an acked message or an op without its
+// copy change nothing.
+func TestDeadLetter(t *testing.T) {
+	s := NewState()
+	one(t, s, 1000, popOp(0, 3, true, 500, 0, 1, 2))
+	dead := func(off, pt int64) Op {
+		return Op{Type: OpDeadLetter, Group: g, Topic: tp, Offset: off, PopTime: pt, DLQ: true}
+	}
+	if r := one(t, s, 1001, Op{Type: OpDeadLetter, Group: g, Topic: tp, Offset: 0, PopTime: 1000}); !errors.Is(r.Err, ErrBadOp) {
+		t.Fatalf("dead letter without copy: %+v", r)
+	}
+	if r := one(t, s, 1001, dead(0, 999)); !errors.Is(r.Err, ErrStale) || r.DLQ {
+		t.Fatalf("stale dead letter: %+v", r)
+	}
+	if r := one(t, s, 1001, dead(0, 1000)); r.Err != nil || !r.DLQ || r.LowWater != 1 {
+		t.Fatalf("dead letter: %+v", r)
+	}
+	if r := one(t, s, 1002, dead(0, 1000)); !errors.Is(r.Err, ErrStale) || r.DLQ {
+		t.Fatalf("dead letter again: %+v", r)
+	}
+	one(t, s, 1002, Op{Type: OpAck, Group: g, Topic: tp, Offset: 1, PopTime: 1000})
+	if r := one(t, s, 1003, dead(1, 1000)); !errors.Is(r.Err, ErrStale) {
+		t.Fatalf("dead letter of an acked message: %+v", r)
+	}
+	if r := one(t, s, 1003, dead(9, 1000)); !errors.Is(r.Err, ErrNotPopped) {
+		t.Fatalf("dead letter never popped: %+v", r)
+	}
+	// Revived (its invisible time passed, not popped again): the receipt
+	// still holds it.
+	if r := one(t, s, 1600, Op{Type: OpRevive, Group: g, Topic: tp, Offset: 2, PopTime: 1000}); r.Err != nil {
+		t.Fatalf("revive: %+v", r)
+	}
+	if r := one(t, s, 1601, dead(2, 1000)); r.Err != nil || !r.DLQ || r.LowWater != 3 {
+		t.Fatalf("dead letter of a revived record: %+v", r)
+	}
+}
