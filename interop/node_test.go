@@ -428,3 +428,105 @@ func TestNodePushConsumer(t *testing.T) {
 		t.Fatalf("consumed %v, want each of %v once", res.Bodies, want)
 	}
 }
+
+// TestNodePushConsumerDeadLetter: Apache's RocketMQ 5 Node.js
+// PushConsumer of an orderly group with retryMaxTimes 1 and a listener
+// that always fails: each message is delivered twice (the client's own
+// retry after the backoff), then the client forwards it to the
+// dead-letter queue (ForwardMessageToDeadLetterQueue), where `raftmq admin
+// dlq list` finds it once, with its origin topic, and it is not delivered
+// again.
+func TestNodePushConsumerDeadLetter(t *testing.T) {
+	dir := nodeDir(t)
+	g := startGroup(t)
+	leader := g.waitLeader(30 * time.Second)
+	topic, group := uniq("nodedlq"), uniq("nodedlqgroup")
+	g.createTopic(t, topic, 2)
+	if out, err := g.cli("admin", "group", "update", "-g", group, "--orderly", "--retry-max-times", "1"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	want := []string{"d1", "d2"}
+	// Two deliveries each, then 8 s in which a third (there must be none)
+	// would show and the forwards are done.
+	b, _ := json.Marshal(map[string]any{"endpoints": g.nodes[leader%3].grpc, "group": group, "topic": topic, "want": 2 * len(want),
+		"forMs": 60000, "fail": true, "holdMs": 8000})
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "push.js", string(b))
+	cmd.Dir = dir
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var conn string
+	if err := poll(20*time.Second, func() bool {
+		conn, _ = g.cli("admin", "consumer", "connection", "-g", group)
+		return strings.Contains(conn, "NODE_JS")
+	}); err != nil {
+		t.Fatalf("the push consumer is not listed:\n%s", conn)
+	}
+	time.Sleep(5 * time.Second)
+	if out, err := g.cli(append([]string{"produce", "--topic", topic}, want...)...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("push.js: %v\n%s", err, stderr.String())
+	}
+	var res struct {
+		Attempts []struct {
+			Body    string `json:"body"`
+			Attempt int    `json:"attempt"`
+		} `json:"attempts"`
+	}
+	if err := json.Unmarshal([]byte(stdout.String()), &res); err != nil {
+		t.Fatalf("push.js printed %q: %v", stdout.String(), err)
+	}
+	seen := map[string][]int{}
+	for _, a := range res.Attempts {
+		seen[a.Body] = append(seen[a.Body], a.Attempt)
+	}
+	for _, w := range want {
+		if fmt.Sprint(seen[w]) != "[1 2]" {
+			t.Errorf("%s delivered with attempts %v, want [1 2]", w, seen[w])
+		}
+	}
+	if len(res.Attempts) != 2*len(want) {
+		t.Errorf("deliveries %+v, want two of each of %v", res.Attempts, want)
+	}
+	var lines []string
+	err := poll(15*time.Second, func() bool {
+		out, err := g.cli("admin", "dlq", "list", "--group", group, "--json")
+		if err != nil {
+			return false
+		}
+		lines = nil
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if strings.HasPrefix(l, "{") {
+				lines = append(lines, l)
+			}
+		}
+		return len(lines) >= len(want)
+	})
+	if err != nil {
+		t.Fatalf("dead letters of %s: %q, want %v", group, lines, want)
+	}
+	var bodies []string
+	for _, l := range lines {
+		var m struct {
+			Body       string            `json:"body"`
+			Properties map[string]string `json:"properties"`
+		}
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("dlq list line %q: %v", l, err)
+		}
+		if m.Properties["DLQ_ORIGIN_TOPIC"] != topic {
+			t.Errorf("dead letter %q: origin topic %q, want %s", m.Body, m.Properties["DLQ_ORIGIN_TOPIC"], topic)
+		}
+		bodies = append(bodies, m.Body)
+	}
+	sort.Strings(bodies)
+	if strings.Join(bodies, ",") != strings.Join(want, ",") {
+		t.Fatalf("dead letters %v, want each of %v once", bodies, want)
+	}
+}
