@@ -494,7 +494,8 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 		Long: "--window 1 sends one message at a time (latency); --window N pipelines N sends per producer;\n" +
 			"--batch N sends N messages per request; --auto-batch lets the client pack waiting sends into batches. Acks mean what the group's --flush says (default:\n" +
 			"fsynced on a quorum). --topics N spreads the sends over N topics (TOPIC-0 ... TOPIC-<N-1>) of --queues queues each, created first\n" +
-			"through the admin path: each of the N x queues queues gets the same share of the sends.",
+			"through the admin path: each of the N x queues queues gets the same share of the sends.\n" +
+			"--grpc ADDR sends over RocketMQ 5's gRPC (SendMessage) to the leader instead, the node choosing the queues.",
 		RunE: func(c *cobra.Command, _ []string) error {
 			return runBench(c.Context(), addrs, asJSON, cpuProfile, htmlOut, "send", logger(), func(ctx context.Context, cl *client.Client, progress io.Writer) (bench.Result, error) {
 				pc.Progress = progress
@@ -512,6 +513,7 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 	produce.Flags().BoolVar(&pc.AutoBatch, "auto-batch", false, "with --window > 1: pack sends waiting behind others into batch requests (the client's AutoBatch)")
 	produce.Flags().DurationVar(&pc.Duration, "duration", 10*time.Second, "how long to send")
 	produce.Flags().Int64Var(&pc.Messages, "messages", 0, "stop after sending this many messages, or at --duration if sooner (0: no limit)")
+	produce.Flags().StringVar(&pc.GRPC, "grpc", "", "send over RocketMQ 5's gRPC instead of remoting: a node's gRPC address (plaintext), whose QueryRoute names the leader; --window calls in flight per producer, --batch messages per call")
 	var cc bench.ConsumeConfig
 	consume := &cobra.Command{
 		Use:   "consume",

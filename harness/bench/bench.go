@@ -42,6 +42,11 @@ type ProduceConfig struct {
 	// run that fills queues with a given amount.
 	Messages int64
 	Progress io.Writer // a line per second (nil: none)
+	// GRPC, when set, is a node's RocketMQ 5 gRPC address: the run sends
+	// over gRPC (SendMessage, Batch messages per call, Window calls in
+	// flight per producer) to the leader QueryRoute names there, instead
+	// of over remoting; AutoBatch does not apply.
+	GRPC string
 }
 
 // Result is a run's summary.
@@ -253,8 +258,26 @@ func Produce(ctx context.Context, c *client.Client, cfg ProduceConfig) (Result, 
 		over := issued.Add(int64(n)) - cfg.Messages
 		return n - int(min(max(over, 0), int64(n)))
 	}
+	var grpcAddr string
+	if cfg.GRPC != "" {
+		if grpcAddr, err = grpcLeader(ctx, cfg.GRPC, topics[0]); err != nil {
+			return Result{}, err
+		}
+		start = time.Now()
+		lat = newRecorder(start)
+		cnt = counters{rec: lat}
+		end = start.Add(cfg.Duration)
+	}
 	go progress(cfg.Progress, "produce", &cnt, start, stop)
 	for p := 0; p < cfg.Producers; p++ {
+		if cfg.GRPC != "" {
+			wg.Add(1)
+			go func(p int) {
+				defer wg.Done()
+				grpcProducer(ctx, cfg, grpcAddr, topics, p, body, reserve, end, &cnt, lat)
+			}(p)
+			continue
+		}
 		wg.Add(1)
 		go func(p int) {
 			defer wg.Done()
@@ -356,6 +379,9 @@ func mode(cfg ProduceConfig) string {
 		m = fmt.Sprintf("produce pipelined, window %d x %d producers", cfg.Window, cfg.Producers)
 	default:
 		m = fmt.Sprintf("produce one at a time x %d producers", cfg.Producers)
+	}
+	if cfg.GRPC != "" {
+		m = "grpc " + m
 	}
 	return m + ", " + layout(cfg.Topics, cfg.Topics*cfg.Queues)
 }

@@ -18,8 +18,20 @@ import (
 // small files) that stop when t ends, and returns their client addresses.
 func Start(t testing.TB) []string {
 	t.Helper()
+	addrs, _ := start(t, false)
+	return addrs
+}
+
+// StartGRPC starts the group as Start does, each node also serving
+// RocketMQ 5's gRPC service, and returns the client and gRPC addresses.
+func StartGRPC(t testing.TB) (addrs, grpcAddrs []string) {
+	t.Helper()
+	return start(t, true)
+}
+
+func start(t testing.TB, withGRPC bool) (addrs, grpcAddrs []string) {
 	var ls []net.Listener
-	for range 6 {
+	for range 9 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -27,10 +39,14 @@ func Start(t testing.TB) []string {
 		ls = append(ls, l)
 	}
 	peers := map[uint64]cluster.Peer{}
-	var addrs []string
 	for i := uint64(1); i <= 3; i++ {
-		peers[i] = cluster.Peer{Client: ls[2*(i-1)].Addr().String(), Raft: ls[2*(i-1)+1].Addr().String()}
-		addrs = append(addrs, peers[i].Client)
+		p := cluster.Peer{Client: ls[3*(i-1)].Addr().String(), Raft: ls[3*(i-1)+1].Addr().String()}
+		if withGRPC {
+			p.GRPC = ls[3*(i-1)+2].Addr().String()
+			grpcAddrs = append(grpcAddrs, p.GRPC)
+		}
+		peers[i] = p
+		addrs = append(addrs, p.Client)
 	}
 	for _, l := range ls {
 		if err := l.Close(); err != nil {
@@ -40,12 +56,12 @@ func Start(t testing.TB) []string {
 	id := cluster.NewClusterID()
 	for i := uint64(1); i <= 3; i++ {
 		b, err := cluster.Start(cluster.Config{ID: i, Dir: t.TempDir(), Peers: peers, ClusterID: id, SegmentSize: 4 << 20,
-			Raft: raftlog.Timing{TickInterval: 10 * time.Millisecond}, PreferredLeader: 1,
+			Raft: raftlog.Timing{TickInterval: 10 * time.Millisecond}, PreferredLeader: 1, GRPCAddr: peers[i].GRPC,
 			Store: store.Config{CQUnitsPerFile: 1000, IndexSlots: 64, IndexMaxEntries: 4096}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { b.Close() })
 	}
-	return addrs
+	return addrs, grpcAddrs
 }

@@ -1,0 +1,130 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/raftmq/raftmq/protocol/grpc/rmqpb"
+)
+
+// The gRPC side of a produce run (ProduceConfig.GRPC): each producer is a
+// RocketMQ 5 client of its own (one HTTP/2 connection, its own client id)
+// that keeps Window SendMessage calls in flight, each carrying Batch
+// messages, to the leader's gRPC endpoint as QueryRoute names it. The
+// node picks the queue (round robin), so the run has no per-queue counts.
+
+// grpcLeader asks addr's QueryRoute for topic and returns the address of
+// the broker it names as the leader (broker id 0).
+func grpcLeader(ctx context.Context, addr, topic string) (string, error) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return "", fmt.Errorf("bench: grpc %s: %w", addr, err)
+	}
+	defer cc.Close()
+	ctx = grpcMetadata(ctx, "bench-route")
+	resp, err := rmqpb.NewMessagingServiceClient(cc).QueryRoute(ctx, &rmqpb.QueryRouteRequest{Topic: &rmqpb.Resource{Name: topic}})
+	if err != nil {
+		return "", fmt.Errorf("bench: grpc QueryRoute at %s: %w", addr, err)
+	}
+	if c := resp.GetStatus().GetCode(); c != rmqpb.Code_OK {
+		return "", fmt.Errorf("bench: grpc QueryRoute at %s: %s %s", addr, c, resp.GetStatus().GetMessage())
+	}
+	for _, q := range resp.MessageQueues {
+		if b := q.GetBroker(); b.GetId() == 0 {
+			for _, a := range b.GetEndpoints().GetAddresses() {
+				return net.JoinHostPort(a.Host, strconv.Itoa(int(a.Port))), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("bench: grpc QueryRoute at %s names no leader for %s", addr, topic)
+}
+
+// grpcMetadata adds the metadata a RocketMQ 5 client sends with each call.
+func grpcMetadata(ctx context.Context, clientID string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "x-mq-client-id", clientID,
+		"x-mq-date-time", time.Now().UTC().Format("20060102T150405Z"), "x-mq-language", "GOLANG", "x-mq-protocol", "v2")
+}
+
+// grpcProducer runs producer p of a gRPC produce run until end, the
+// context's end or reserve running out, recording each answered call.
+func grpcProducer(ctx context.Context, cfg ProduceConfig, addr string, topics []string, p int, body []byte,
+	reserve func(int) int, end time.Time, cnt *counters, lat *recorder) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		cnt.fail(fmt.Errorf("grpc %s: %w", addr, err))
+		return
+	}
+	defer cc.Close()
+	mc := rmqpb.NewMessagingServiceClient(cc)
+	var run [8]byte
+	_, _ = rand.Read(run[:])
+	prefix := hex.EncodeToString(run[:]) + strconv.Itoa(p)
+	cctx := grpcMetadata(ctx, "bench-"+prefix)
+	var seq atomic.Int64
+	var next atomic.Int64
+	next.Store(int64(p))
+	var wg sync.WaitGroup
+	for range cfg.Window {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) && ctx.Err() == nil {
+				n := reserve(cfg.Batch)
+				if n == 0 {
+					return
+				}
+				topic := topics[int(next.Add(1))%len(topics)]
+				ms := make([]*rmqpb.Message, n)
+				for k := range ms {
+					ms[k] = &rmqpb.Message{Topic: &rmqpb.Resource{Name: topic}, Body: body,
+						SystemProperties: &rmqpb.SystemProperties{MessageId: prefix + "-" + strconv.FormatInt(seq.Add(1), 10),
+							MessageType: rmqpb.MessageType_NORMAL, BodyEncoding: rmqpb.Encoding_IDENTITY,
+							BornTimestamp: timestamppb.Now(), BornHost: "bench"}}
+				}
+				t0 := time.Now()
+				sctx, cancel := context.WithTimeout(cctx, 30*time.Second)
+				resp, err := mc.SendMessage(sctx, &rmqpb.SendMessageRequest{Messages: ms})
+				cancel()
+				if err == nil {
+					err = grpcSendErr(resp)
+				}
+				if err != nil {
+					cnt.fail(err)
+					continue
+				}
+				cnt.msgs.Add(int64(n))
+				lat.add(time.Since(t0), n)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// grpcSendErr is the first failed entry of a SendMessage answer, or nil.
+func grpcSendErr(resp *rmqpb.SendMessageResponse) error {
+	for _, e := range resp.GetEntries() {
+		if c := e.GetStatus().GetCode(); c != rmqpb.Code_OK {
+			return fmt.Errorf("grpc send: %s %s", c, e.GetStatus().GetMessage())
+		}
+	}
+	if c := resp.GetStatus().GetCode(); c != rmqpb.Code_OK {
+		return fmt.Errorf("grpc send: %s %s", c, resp.GetStatus().GetMessage())
+	}
+	if len(resp.GetEntries()) == 0 {
+		return errors.New("grpc send: an answer without entries")
+	}
+	return nil
+}

@@ -1,0 +1,52 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/harness/testgroup"
+)
+
+// A gRPC produce run through a follower's gRPC address: the sends go to
+// the leader QueryRoute names, every message counted is stored once, in
+// single sends and in batches.
+func TestBenchProduceGRPC(t *testing.T) {
+	addrs, grpcAddrs := testgroup.StartGRPC(t)
+	c, err := client.New(client.Options{Addrs: addrs, RequestTimeout: 2 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	stored := func(topic string) int64 {
+		var n int64
+		for q := range int32(4) {
+			off, err := c.MaxOffset(ctx, topic, q)
+			require.NoError(t, err)
+			n += off
+		}
+		return n
+	}
+	r, err := Produce(ctx, c, ProduceConfig{Topic: "bench-grpc", Size: 100, Window: 4, Producers: 2, Duration: 20 * time.Second,
+		Messages: 300, GRPC: grpcAddrs[2]})
+	require.NoError(t, err)
+	require.Zero(t, r.Errors, r.FirstErr)
+	require.Equal(t, int64(300), r.Messages)
+	require.Equal(t, int64(300), stored("bench-grpc"))
+	require.Contains(t, r.Mode, "grpc")
+	require.Positive(t, r.P50)
+	t.Logf("%s", r)
+
+	r, err = Produce(ctx, c, ProduceConfig{Topic: "bench-grpc-b", Size: 100, Window: 2, Batch: 8, Duration: 20 * time.Second,
+		Messages: 100, GRPC: grpcAddrs[1]})
+	require.NoError(t, err)
+	require.Equal(t, int64(100), r.Messages)
+	require.Equal(t, int64(100), stored("bench-grpc-b"))
+
+	_, err = Produce(ctx, c, ProduceConfig{Topic: "bench-grpc-x", Duration: time.Second, GRPC: "127.0.0.1:1"})
+	require.Error(t, err, "no gRPC service there")
+}
