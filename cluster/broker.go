@@ -235,6 +235,7 @@ type Broker struct {
 	lockTerm atomic.Uint64        // the term locks was last used in
 	watched  map[*remoting.ServerConn]struct{}
 	refused  remoting.Refusals // refusals logged once
+	traces   sendTraces        // sampled sends' stage times (sendtrace.go)
 	// forwardMismatches counts forwarded requests of another cluster
 	// refused (checkCluster).
 	forwardMismatches atomic.Uint64
@@ -493,6 +494,7 @@ func Start(cfg Config) (*Broker, error) {
 		mux.Handle("/metrics", promhttp.HandlerFor(b.met.Reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/debug/pprof/", loopbackOnly(b.log, pprof.Index))
 		mux.HandleFunc("/debug/pprof/profile", loopbackOnly(b.log, pprof.Profile))
+		mux.HandleFunc("/debug/sendtrace", loopbackOnly(b.log, b.serveSendTrace))
 		mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(b.Status())

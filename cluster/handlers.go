@@ -451,8 +451,12 @@ func (b *Broker) inline(conn *remoting.ServerConn, req *remoting.Command) bool {
 		conn.Reply(req, resp)
 		return true
 	}
-	err := b.rep.SendAsync(msgs, func(res []store.MessageResult, err error) {
+	tr := b.traces.sample(start)
+	err := b.rep.sendAsync(msgs, tr, func(res []store.MessageResult, err error) {
 		conn.Reply(req, b.sendResponse(req, res, err, start))
+		if tr != nil && err == nil {
+			b.traces.answered(tr)
+		}
 	})
 	if err != nil {
 		conn.Reply(req, b.sendResponse(req, nil, err, start))

@@ -208,7 +208,14 @@ func (r *Replica) Apply(index uint64, batches []*raftlog.Batch) error {
 	if r.met != nil {
 		r.met.applied(start)
 	}
+	var applied time.Time
 	answerBatches(batches, rs, err == nil, func(b *raftlog.Batch) {
+		if b.Traced() {
+			if applied.IsZero() {
+				applied = time.Now()
+			}
+			b.StampTraced(raftlog.StageApplied, applied)
+		}
 		if r.met != nil {
 			r.met.Commit.Observe(start.Sub(b.Proposed).Seconds())
 			r.met.BatchSize.Observe(float64(len(b.Requests)))
@@ -276,12 +283,17 @@ func (r *Replica) Send(ctx context.Context, msgs []*message.Message) ([]store.Me
 // then unknown, as for Send's context. It blocks only while the
 // replication queue is full. An error return means done is never called.
 func (r *Replica) SendAsync(msgs []*message.Message, done func([]store.MessageResult, error)) error {
+	return r.sendAsync(msgs, nil, done)
+}
+
+// sendAsync is SendAsync with tr, the send's trace if it is sampled.
+func (r *Replica) sendAsync(msgs []*message.Message, tr *raftlog.Trace, done func([]store.MessageResult, error)) error {
 	recs, err := r.encodeSend(msgs)
 	if err != nil {
 		return err
 	}
 	w := newAsyncWaiter(len(msgs), func(o outcome) { done(o.msgs, o.err) })
-	return r.node.Submit(context.Background(), &raftlog.Request{Kind: store.KindMessages, Data: recs, Headroom: true, Waiter: w, Expires: true})
+	return r.node.Submit(context.Background(), &raftlog.Request{Kind: store.KindMessages, Data: recs, Headroom: true, Waiter: w, Expires: true, Trace: tr})
 }
 
 // encodeSend stamps and checks msgs and encodes them as records, after

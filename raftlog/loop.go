@@ -154,6 +154,10 @@ func (l *loop) do(w Work) error {
 func (l *loop) begin(w Work) {
 	l.w, l.busy, l.phase, l.ci, l.cc, l.cs = w, true, phSend, 0, nil, nil
 	l.ackIdx, l.ackT = 0, 0
+	l.reqs.readyAt, l.reqs.sentAt = time.Time{}, time.Time{}
+	if l.reqs.tracing > 0 {
+		l.reqs.readyAt = time.Now()
+	}
 	if failpoint.On(l.fp, failpoint.AckBeforeCommit) {
 		l.ackBeforeCommit(w.Entries)
 	}
@@ -170,6 +174,9 @@ func (l *loop) work() error {
 			}
 			if len(w.Send) > 0 {
 				l.env.send(w.Send)
+				if l.reqs.tracing > 0 {
+					l.reqs.sentAt = time.Now()
+				}
 				if len(w.Entries) > 0 {
 					l.env.sentEarly()
 				}
@@ -237,7 +244,9 @@ func (l *loop) work() error {
 			l.phase = phApply
 		case phApply:
 			if w.Commit > 0 {
-				if err := l.env.apply(applyWork{index: w.Commit, term: w.CommitTerm, batches: l.reqs.take(w.Commit)}); err != nil {
+				bs := l.reqs.take(w.Commit)
+				stampCommitted(bs)
+				if err := l.env.apply(applyWork{index: w.Commit, term: w.CommitTerm, batches: bs}); err != nil {
 					return err
 				}
 			}
@@ -254,6 +263,27 @@ func (l *loop) work() error {
 			l.w = Work{}
 			return nil
 		}
+	}
+}
+
+// stampCommitted stamps the traced batches among bs as committed.
+func stampCommitted(bs []*Batch) {
+	var now time.Time
+	for _, b := range bs {
+		if b.traced {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			b.stampAll(StageCommitted, now)
+		}
+	}
+}
+
+// stepped sees a message the owner stepped: a follower's acknowledgement
+// of appends stamps the traced batches it covers.
+func (l *loop) stepped(m *pb.Message) {
+	if len(l.reqs.acking) > 0 && m.GetType() == pb.MessageType_MsgAppResp && !m.GetReject() {
+		l.reqs.acked(m.GetFrom(), m.GetIndex())
 	}
 }
 

@@ -607,7 +607,10 @@ func (n *Node) run() {
 	}
 }
 
-func (n *Node) step(m *pb.Message) { n.core.Step(m) }
+func (n *Node) step(m *pb.Message) {
+	n.core.Step(m)
+	n.loop.stepped(m)
+}
 
 // ErrLogLost stops a node whose log lacks entries the group has already
 // committed on it: raft's durability rule was broken underneath it (its

@@ -34,6 +34,9 @@ type Request struct {
 	// context.DeadlineExceeded once it has waited Config.WaitTimeout, for
 	// callers that do not wait with a context of their own.
 	Expires bool
+	// Trace, if set, records when the request reaches each stage (a
+	// sampled send); nil costs nothing.
+	Trace *Trace
 }
 
 // Waiter is told of a request's failure. Fail may be called more than once
@@ -56,6 +59,7 @@ type Batch struct {
 	Proposed time.Time
 
 	timedOut bool // its expiring requests were failed
+	traced   bool // a request carries a Trace
 	settled  bool // failed as a whole: no longer tracked
 }
 
@@ -118,6 +122,15 @@ type batchTable struct {
 	live      []*Batch
 	lastSweep time.Time
 	timedOut  error
+
+	// tracing counts the traced batches in byID: while it is 0 the owner
+	// reads no clock for traces. readyAt and sentAt are when the Ready in
+	// progress started and sent its early messages, set only while
+	// tracing; acking holds traced batches persisted here until every
+	// follower acknowledged them (at most maxTraceAcks).
+	tracing         int
+	readyAt, sentAt time.Time
+	acking          []*Batch
 }
 
 func newBatchTable(f Framing, maxBatch int, wait time.Duration, epoch uint64) *batchTable {
@@ -162,6 +175,13 @@ func (t *batchTable) pack(reqs []*Request, now time.Time) ([]*pb.Entry, []*Batch
 		}
 		for _, q := range b.Requests {
 			q.Data = nil // the entry holds it now
+			if q.Trace != nil {
+				b.traced = true
+			}
+		}
+		if b.traced {
+			t.tracing++
+			b.stampAll(StageProposed, time.Now())
 		}
 		t.byID[b.ID] = b
 		t.live = append(t.live, b)
@@ -184,7 +204,7 @@ func (t *batchTable) payload(q *Request) []byte {
 func (t *batchTable) dropped(bs []*Batch, err error) {
 	err = fmt.Errorf("%w: %w", ErrDropped, err)
 	for _, b := range bs {
-		delete(t.byID, b.ID)
+		t.forget(b)
 		t.settle(b, err)
 	}
 }
@@ -205,9 +225,12 @@ func (t *batchTable) appended(ents []*pb.Entry) {
 		}
 		if id := t.framing.BatchID(e.GetData()); id != 0 {
 			if b := t.byID[id]; b != nil {
-				delete(t.byID, id)
+				t.forget(b)
 				b.Index = e.GetIndex()
 				t.indexed = append(t.indexed, b)
+				if b.traced {
+					t.persistedTraced(b)
+				}
 			}
 		}
 	}
@@ -253,7 +276,7 @@ func (t *batchTable) sweep(now time.Time, applied uint64) {
 		case b.settled, b.Index != 0 && b.Index <= applied:
 			continue
 		case b.Index == 0 && now.Sub(b.Proposed) >= unindexedExpiry:
-			delete(t.byID, b.ID)
+			t.forget(b)
 			t.settle(b, ErrLost)
 			continue
 		}
@@ -285,8 +308,37 @@ func (t *batchTable) stop(applied uint64) {
 			b.Fail(fmt.Errorf("node stopped before applying entry %d: %w", b.Index, ErrOutcomeUnknown))
 		}
 	}
-	t.live, t.indexed = nil, nil
+	t.live, t.indexed, t.acking, t.tracing = nil, nil, nil, 0
 	clear(t.byID)
+}
+
+// forget removes b from byID.
+func (t *batchTable) forget(b *Batch) {
+	delete(t.byID, b.ID)
+	if b.traced {
+		t.tracing--
+	}
+}
+
+// persistedTraced stamps a traced batch just persisted here: its Ready's
+// start, its early messages and the fsync just done; its followers' acks
+// come later (acked).
+func (t *batchTable) persistedTraced(b *Batch) {
+	now := time.Now()
+	ready, sent := t.readyAt, t.sentAt
+	if ready.IsZero() {
+		ready = now // traced since the Ready started: no earlier stamp
+	}
+	if sent.IsZero() {
+		sent = ready // no messages to send (a group of one)
+	}
+	b.stampAll(StageReady, ready)
+	b.stampAll(StageSent, sent)
+	b.stampAll(StageFsynced, now)
+	if len(t.acking) == maxTraceAcks {
+		t.acking = append(t.acking[:0], t.acking[1:]...)
+	}
+	t.acking = append(t.acking, b)
 }
 
 // The plain framing, for state machines that do not set Config.Framing:
