@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"runtime/pprof"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -488,6 +490,8 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{Use: "bench", Short: "Measure a running group: produce throughput and ack latency, consume throughput"}
 	var pc bench.ProduceConfig
+	var traceEvery int
+	var traceHTTP string
 	produce := &cobra.Command{
 		Use:   "produce",
 		Short: "Send for --duration and report msgs/s, MB/s and latency percentiles",
@@ -499,7 +503,10 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error {
 			return runBench(c.Context(), addrs, asJSON, cpuProfile, htmlOut, "send", logger(), func(ctx context.Context, cl *client.Client, progress io.Writer) (bench.Result, error) {
 				pc.Progress = progress
-				return bench.Produce(ctx, cl, pc)
+				if traceEvery <= 0 {
+					return bench.Produce(ctx, cl, pc)
+				}
+				return produceTraced(ctx, cl, pc, addrs, traceHTTP, traceEvery)
 			})
 		},
 	}
@@ -512,6 +519,9 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 	produce.Flags().IntVar(&pc.Producers, "producers", 1, "concurrent producers")
 	produce.Flags().BoolVar(&pc.AutoBatch, "auto-batch", false, "with --window > 1: pack sends waiting behind others into batch requests (the client's AutoBatch)")
 	produce.Flags().DurationVar(&pc.Duration, "duration", 10*time.Second, "how long to send")
+	produce.Flags().IntVar(&traceEvery, "trace", 0, "trace one send in N on the leader (--trace alone: 1 in 16) and print where its time went, stage by stage (0: off)")
+	produce.Flags().Lookup("trace").NoOptDefVal = "16"
+	produce.Flags().StringVar(&traceHTTP, "trace-http", "", "with --trace: the brokers' HTTP addresses, comma-separated (default: each --addr port + 20, as raftmq cluster lays them out)")
 	produce.Flags().Int64Var(&pc.Messages, "messages", 0, "stop after sending this many messages, or at --duration if sooner (0: no limit)")
 	produce.Flags().StringVar(&pc.GRPC, "grpc", "", "send over RocketMQ 5's gRPC instead of remoting: a node's gRPC address (plaintext), whose QueryRoute names the leader; --window calls in flight per producer, --batch messages per call")
 	var cc bench.ConsumeConfig
@@ -716,19 +726,27 @@ func runBench(ctx context.Context, addrs string, asJSON bool, cpuProfile, htmlOu
 	if err := printResult(r, asJSON); err != nil {
 		return err
 	}
+	if r.Trace != nil && !asJSON {
+		fmt.Print(r.Trace.String())
+	}
 	if htmlOut != "" {
-		return writeReport(htmlOut, "raftmq bench: "+r.Mode, r.String(), latencyOf, r.Series, nil)
+		return writeReportTrace(htmlOut, "raftmq bench: "+r.Mode, r.String(), latencyOf, r.Series, nil, r.Trace)
 	}
 	return nil
 }
 
 // writeReport writes a run's HTML report to path and says where it is.
 func writeReport(path, title, summary, latencyOf string, series []bench.Interval, kills []bench.KillWindow) error {
+	return writeReportTrace(path, title, summary, latencyOf, series, kills, nil)
+}
+
+// writeReportTrace is writeReport with a send trace's breakdown (or nil).
+func writeReportTrace(path, title, summary, latencyOf string, series []bench.Interval, kills []bench.KillWindow, trace *bench.Breakdown) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("html report: %w", err)
 	}
-	if err := bench.WriteHTML(f, title, summary, latencyOf, series, kills); err != nil {
+	if err := bench.WriteHTMLTrace(f, title, summary, latencyOf, series, kills, trace); err != nil {
 		f.Close()
 		return fmt.Errorf("html report %s: %w", path, err)
 	}
@@ -825,4 +843,52 @@ func waitCatchUp(ctx context.Context, cl *client.Client, id uint64, every time.D
 		case <-time.After(every):
 		}
 	}
+}
+
+// produceTraced runs a produce bench with the brokers tracing one send in
+// every, and adds the leader's breakdown to the result. Tracing is turned
+// off again afterwards, whatever the run's outcome.
+func produceTraced(ctx context.Context, cl *client.Client, pc bench.ProduceConfig, addrs, traceHTTP string, every int) (bench.Result, error) {
+	https, err := traceHTTPAddrs(addrs, traceHTTP)
+	if err != nil {
+		return bench.Result{}, err
+	}
+	if err := bench.SetTracing(ctx, https, every); err != nil {
+		return bench.Result{}, err
+	}
+	r, err := bench.Produce(ctx, cl, pc)
+	if err != nil {
+		_ = bench.SetTracing(context.WithoutCancel(ctx), https, 0)
+		return r, err
+	}
+	bd, terr := bench.FetchTraces(ctx, https)
+	if serr := bench.SetTracing(context.WithoutCancel(ctx), https, 0); terr == nil {
+		terr = serr
+	}
+	if bd == nil {
+		return r, terr
+	}
+	r.Trace = bd
+	return r, nil
+}
+
+// traceHTTPAddrs returns the brokers' HTTP addresses: traceHTTP if set,
+// else each client address's port + 20 (raftmq cluster's layout).
+func traceHTTPAddrs(addrs, traceHTTP string) ([]string, error) {
+	if traceHTTP != "" {
+		return strings.Split(traceHTTP, ","), nil
+	}
+	var out []string
+	for _, a := range strings.Split(addrs, ",") {
+		host, port, err := net.SplitHostPort(strings.TrimSpace(a))
+		if err != nil {
+			return nil, fmt.Errorf("--trace: %q: %w; name the HTTP ports with --trace-http", a, err)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			return nil, fmt.Errorf("--trace: %q: port: %w", a, err)
+		}
+		out = append(out, net.JoinHostPort(host, strconv.Itoa(p+20)))
+	}
+	return out, nil
 }

@@ -90,6 +90,9 @@ type Result struct {
 	// Series is the run's timeline (throughput, errors, latency per
 	// step), for the HTML report.
 	Series []Interval `json:"-"`
+	// Trace is the leader's per-stage breakdown of sampled sends (bench
+	// produce --trace), or nil.
+	Trace *Breakdown `json:"trace,omitempty"`
 }
 
 // JSON returns the result as one JSON line.

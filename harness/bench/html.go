@@ -14,6 +14,12 @@ import (
 // log scale) and, for a failover run, each kill as a shaded band from the
 // kill to the next acknowledged send, with a table of them.
 func WriteHTML(w io.Writer, title, summary, latencyOf string, series []Interval, kills []KillWindow) error {
+	return WriteHTMLTrace(w, title, summary, latencyOf, series, kills, nil)
+}
+
+// WriteHTMLTrace is WriteHTML with a send trace's breakdown, if trace is
+// not nil, drawn below the latency.
+func WriteHTMLTrace(w io.Writer, title, summary, latencyOf string, series []Interval, kills []KillWindow, trace *Breakdown) error {
 	end := 0.0
 	if n := len(series); n > 0 {
 		end = series[n-1].Start + 2*(series[n-1].Start-series[max(n-2, 0)].Start)
@@ -72,6 +78,9 @@ func WriteHTML(w io.Writer, title, summary, latencyOf string, series []Interval,
 		b.WriteString("</p>\n")
 	}
 	b.WriteString(tput + "\n" + lat + "\n")
+	if trace != nil {
+		b.WriteString(trace.HTML())
+	}
 	if len(kills) > 0 {
 		b.WriteString("<h2>Kills</h2>\n<table><tr><th>#</th><th>node</th><th>killed at (s)</th><th>acknowledging again after (ms)</th></tr>\n")
 		for i, k := range kills {
