@@ -10,7 +10,8 @@ import (
 // clock; the stages of one send never decrease, so the durations between
 // consecutive stages add up to the send's total (received to answered).
 const (
-	// StageReceived: the request was decoded on its connection's reader.
+	// StageReceived: the request's frame was read on its connection's
+	// reader, before the send is decoded and encoded as records.
 	StageReceived = iota
 	// StageProposed: the owner goroutine packed it into an entry and
 	// proposed it to raft.

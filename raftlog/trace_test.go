@@ -75,3 +75,17 @@ func TestTraceStampsInOrder(t *testing.T) {
 	total, _ := tr.At(StageAnswered)
 	require.Equal(t, total, sum)
 }
+
+// BenchmarkTraceOffHooks is what tracing adds to the owner's work per
+// Ready and per stepped message while no send is traced.
+func BenchmarkTraceOffHooks(b *testing.B) {
+	tb := newBatchTable(Framing{AppendHeader: appendPlainHeader, BatchID: plainBatchID, HeaderSize: plainHeaderSize},
+		1<<20, time.Second, 1<<32)
+	l := &loop{reqs: tb}
+	_, bs := tb.pack([]*Request{{Data: []byte("abc"), Waiter: newTestWaiter()}}, time.Unix(1, 0))
+	resp := appResp(2, 7)
+	for b.Loop() {
+		l.stepped(resp)
+		stampCommitted(bs)
+	}
+}
