@@ -373,6 +373,30 @@ func (c *Client) learn(addrs ...string) {
 }
 
 // nodes returns a copy of the known node addresses.
+// heartbeatAll sends the heartbeat body to every node at once; it succeeds
+// when any node accepts it (the leader among them registers the group).
+func (c *Client) heartbeatAll(ctx context.Context, body []byte) error {
+	nodes := c.nodes()
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, addr := range nodes {
+		wg.Go(func() {
+			resp, _, err := c.invoke(ctx, addr, remoting.NewRequest(remoting.HeartBeat, nil, body), c.timeout)
+			if err == nil && resp.Code != remoting.Success {
+				err = responseError(addr, resp)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("heartbeat: no node accepted it: %w", errors.Join(errs...))
+}
+
 func (c *Client) nodes() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()

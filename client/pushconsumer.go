@@ -547,25 +547,7 @@ func (p *PushConsumer) heartbeat(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	nodes := p.c.nodes()
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for i, addr := range nodes {
-		wg.Go(func() {
-			resp, _, err := p.c.invoke(ctx, addr, remoting.NewRequest(remoting.HeartBeat, nil, body), p.c.timeout)
-			if err == nil && resp.Code != remoting.Success {
-				err = responseError(addr, resp)
-			}
-			errs[i] = err
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err == nil {
-			return nil
-		}
-	}
-	return fmt.Errorf("heartbeat: no node accepted it: %w", errors.Join(errs...))
+	return p.c.heartbeatAll(ctx, body)
 }
 
 func (p *PushConsumer) heartbeatLoop() {

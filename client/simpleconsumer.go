@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/raftmq/raftmq/message"
@@ -98,25 +97,10 @@ func (sc *SimpleConsumer) Start(ctx context.Context) error {
 		return fmt.Errorf("client: simple consumer %s: %w", sc.group, err)
 	}
 	// Every node: the leader among them creates the group.
-	nodes := sc.c.nodes()
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for i, addr := range nodes {
-		wg.Go(func() {
-			resp, _, err := sc.c.invoke(ctx, addr, remoting.NewRequest(remoting.HeartBeat, nil, body), sc.c.timeout)
-			if err == nil && resp.Code != remoting.Success {
-				err = responseError(addr, resp)
-			}
-			errs[i] = err
-		})
+	if err := sc.c.heartbeatAll(ctx, body); err != nil {
+		return fmt.Errorf("client: simple consumer %s: %w", sc.group, err)
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err == nil {
-			return nil
-		}
-	}
-	return fmt.Errorf("client: simple consumer %s heartbeat: %w", sc.group, errors.Join(errs...))
+	return nil
 }
 
 // Receive pops up to max (1 to 32) messages, hiding them from the group
