@@ -221,19 +221,30 @@ func (b *Broker) ackCheck(conn *remoting.ServerConn, req *remoting.Command, grou
 	return nil
 }
 
+// requestReceipt parses an ack's or change's receipt (extra) and checks it
+// names the request's queue and offset and that the group may ack there;
+// a refusal comes back as the response to send.
+func (b *Broker) requestReceipt(conn *remoting.ServerConn, req *remoting.Command, group, topic, extra string, queueID int32, offset int64) (Receipt, *remoting.Command) {
+	r, err := ParseReceipt(group, topic, extra, offset)
+	if err != nil {
+		return Receipt{}, b.popResponse(conn, req, err)
+	}
+	if r.QueueID != queueID || r.Offset != offset {
+		return Receipt{}, b.refuse(conn, req, remoting.InvalidParameter, fmt.Sprintf("receipt names queue %d offset %d, the request queue %d offset %d", r.QueueID, r.Offset, queueID, offset))
+	}
+	if resp := b.ackCheck(conn, req, group, topic, queueID, offset); resp != nil {
+		return Receipt{}, resp
+	}
+	return r, nil
+}
+
 func (b *Broker) handleAck(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
 	h, err := remoting.DecodeAckMessageRequestHeader(req.ExtFields)
 	if err != nil {
 		return b.refuse(conn, req, remoting.InvalidParameter, err.Error())
 	}
-	r, err := ParseReceipt(h.ConsumerGroup, h.Topic, h.ExtraInfo, h.Offset)
-	if err != nil {
-		return b.popResponse(conn, req, err)
-	}
-	if r.QueueID != h.QueueID || r.Offset != h.Offset {
-		return b.refuse(conn, req, remoting.InvalidParameter, fmt.Sprintf("receipt names queue %d offset %d, the request queue %d offset %d", r.QueueID, r.Offset, h.QueueID, h.Offset))
-	}
-	if resp := b.ackCheck(conn, req, h.ConsumerGroup, h.Topic, h.QueueID, h.Offset); resp != nil {
+	r, resp := b.requestReceipt(conn, req, h.ConsumerGroup, h.Topic, h.ExtraInfo, h.QueueID, h.Offset)
+	if resp != nil {
 		return resp
 	}
 	actx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
@@ -312,14 +323,8 @@ func (b *Broker) handleChangeInvisible(ctx context.Context, conn *remoting.Serve
 	if err != nil {
 		return b.refuse(conn, req, remoting.InvalidParameter, err.Error())
 	}
-	r, err := ParseReceipt(h.ConsumerGroup, h.Topic, h.ExtraInfo, h.Offset)
-	if err != nil {
-		return b.popResponse(conn, req, err)
-	}
-	if r.QueueID != h.QueueID || r.Offset != h.Offset {
-		return b.refuse(conn, req, remoting.InvalidParameter, fmt.Sprintf("receipt names queue %d offset %d, the request queue %d offset %d", r.QueueID, r.Offset, h.QueueID, h.Offset))
-	}
-	if resp := b.ackCheck(conn, req, h.ConsumerGroup, h.Topic, h.QueueID, h.Offset); resp != nil {
+	r, resp := b.requestReceipt(conn, req, h.ConsumerGroup, h.Topic, h.ExtraInfo, h.QueueID, h.Offset)
+	if resp != nil {
 		return resp
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
@@ -328,7 +333,7 @@ func (b *Broker) handleChangeInvisible(ctx context.Context, conn *remoting.Serve
 	if err != nil {
 		return b.popResponse(conn, req, err)
 	}
-	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp = remoting.NewResponse(req, remoting.Success, "")
 	rh := remoting.ChangeInvisibleTimeResponseHeader{PopTime: nr.PopTime, InvisibleTime: nr.Invisible}
 	if nr.Order {
 		rh.ReviveQid = remoting.PopOrderReviveQueue
