@@ -135,6 +135,29 @@ func (e *DeniedError) Remark() string {
 	return "org.apache.rocketmq.acl.common.AclException: " + e.Msg
 }
 
+// whiteMatcher tells whether a white-address pattern admits the request's
+// remote address (a pattern matching every address admits even one that
+// cannot be parsed).
+func whiteMatcher(remote string) func(AddrPattern) bool {
+	addr, addrOK := ParseRemoteAddr(remote)
+	return func(pat AddrPattern) bool {
+		if pat.kind == patAll {
+			return true
+		}
+		return addrOK && pat.matchAddr(addr)
+	}
+}
+
+// globalWhite reports whether a global white address admits the request.
+func (p *Policy) globalWhite(white func(AddrPattern) bool) bool {
+	for _, pat := range p.global {
+		if white(pat) {
+			return true
+		}
+	}
+	return false
+}
+
 // Check decides a request, in RocketMQ's order
 // (PlainPermissionManager.validate), after one step of its own:
 //
@@ -161,17 +184,9 @@ func (p *Policy) Check(r Request) (Grant, error) {
 	if NameServerRead(r.Code) {
 		return GrantNameServerRead, nil
 	}
-	addr, addrOK := ParseRemoteAddr(r.RemoteAddr)
-	white := func(pat AddrPattern) bool {
-		if pat.kind == patAll {
-			return true
-		}
-		return addrOK && pat.matchAddr(addr)
-	}
-	for _, pat := range p.global {
-		if white(pat) {
-			return GrantGlobalWhite, nil
-		}
+	white := whiteMatcher(r.RemoteAddr)
+	if p.globalWhite(white) {
+		return GrantGlobalWhite, nil
 	}
 	ak, ok := r.ExtFields[FieldAccessKey]
 	deny := func(format string, args ...any) (Grant, error) {

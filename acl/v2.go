@@ -70,17 +70,9 @@ func ParseAuthorization(v string) (accessKey, signature string, err error) {
 //
 // Like RocketMQ's proxy, it does not check how old the date-time is.
 func (p *Policy) CheckV2(r V2Request) (Grant, string, error) {
-	addr, addrOK := ParseRemoteAddr(r.RemoteAddr)
-	white := func(pat AddrPattern) bool {
-		if pat.kind == patAll {
-			return true
-		}
-		return addrOK && pat.matchAddr(addr)
-	}
-	for _, pat := range p.global {
-		if white(pat) {
-			return GrantGlobalWhite, "", nil
-		}
+	white := whiteMatcher(r.RemoteAddr)
+	if p.globalWhite(white) {
+		return GrantGlobalWhite, "", nil
 	}
 	if r.Authorization == "" {
 		return 0, "", &DeniedError{Msg: "No accessKey is configured"}
