@@ -144,6 +144,7 @@ func (g *docGroup) addrs() map[string]string {
 	for i := 0; i < 3; i++ {
 		m[fmt.Sprintf("127.0.0.1:%d", 10911+i)] = fmt.Sprintf("127.0.0.1:%d", g.base+i)
 		m[fmt.Sprintf("127.0.0.1:%d", 10931+i)] = fmt.Sprintf("127.0.0.1:%d", g.base+20+i)
+		m[fmt.Sprintf("127.0.0.1:%d", 10941+i)] = fmt.Sprintf("127.0.0.1:%d", g.base+30+i) // gRPC
 	}
 	if g.namesrv != 0 {
 		m["127.0.0.1:9876"] = fmt.Sprintf("127.0.0.1:%d", g.namesrv)
