@@ -690,6 +690,7 @@ func newBenchPopCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().BoolVar(&pc.AckAsync, "ack-async", false, "send each batch ack in the background while the consumer receives its next batch (one in flight per consumer)")
 	cmd.Flags().IntVar(&pc.AckWindow, "ack-window", 0, "with --ack-each: acks in flight per consumer (0: a whole batch; 1: one at a time)")
 	cmd.Flags().DurationVar(&pc.Invisible, "invisible", 30*time.Second, "the receives' invisible time")
+	cmd.Flags().StringVar(&pc.GRPC, "grpc", "", "then pop the same messages over RocketMQ 5's gRPC (ReceiveMessage, a batch per AckMessage) with a new group: a node's gRPC address (plaintext), whose QueryRoute names the leader")
 	addrFlag(cmd, &addrs)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON line")
 	return cmd

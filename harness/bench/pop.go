@@ -45,6 +45,11 @@ type PopConfig struct {
 	// this long (default DefaultStall).
 	Stall    time.Duration
 	Progress io.Writer
+	// GRPC, a node's gRPC address (plaintext), adds a gRPC pop after the
+	// remoting one: the same range received with ReceiveMessage and acked
+	// with AckMessage (a batch in one call) by a new group at the leader
+	// QueryRoute names.
+	GRPC string
 }
 
 // PopResult is a pop run's summary: the pop consumers' rate next to the
@@ -71,6 +76,16 @@ type PopResult struct {
 	AckMax     float64 `json:"ackMaxms"`
 	ReceiveP50 float64 `json:"receiveP50ms"`
 	ReceiveP99 float64 `json:"receiveP99ms"`
+	// GRPCPop is the gRPC pop's rate (PopConfig.GRPC), with its request
+	// counts and latencies.
+	GRPCPop         *Result `json:"grpcPop,omitempty"`
+	GRPCReceives    int64   `json:"grpcReceives,omitempty"`
+	GRPCAcks        int64   `json:"grpcAcks,omitempty"`
+	GRPCAckFailures int64   `json:"grpcAckFailures,omitempty"`
+	GRPCAckP50      float64 `json:"grpcAckP50ms,omitempty"`
+	GRPCAckP99      float64 `json:"grpcAckP99ms,omitempty"`
+	GRPCReceiveP50  float64 `json:"grpcReceiveP50ms,omitempty"`
+	GRPCReceiveP99  float64 `json:"grpcReceiveP99ms,omitempty"`
 }
 
 func (r PopResult) String() string {
@@ -85,6 +100,11 @@ func (r PopResult) String() string {
 	}
 	s += fmt.Sprintf("pop/pull: %.0f%%; %d receives (p50 %.3f ms, p99 %.3f), %d %s: p50 %.3f ms, p99 %.3f, max %.3f; %d acks failed",
 		100*r.Ratio, r.Receives, r.ReceiveP50, r.ReceiveP99, r.Acks, acks, r.AckP50, r.AckP99, r.AckMax, r.AckFailures)
+	if r.GRPCPop != nil {
+		s += "\n" + r.GRPCPop.String() + "\n"
+		s += fmt.Sprintf("grpc: %d receives (p50 %.3f ms, p99 %.3f), %d batch acks: p50 %.3f ms, p99 %.3f; %d acks failed",
+			r.GRPCReceives, r.GRPCReceiveP50, r.GRPCReceiveP99, r.GRPCAcks, r.GRPCAckP50, r.GRPCAckP99, r.GRPCAckFailures)
+	}
 	return s
 }
 
@@ -163,6 +183,11 @@ func Pop(ctx context.Context, c *client.Client, cfg PopConfig) (PopResult, error
 	if pull.MsgsPerSec > 0 {
 		out.Ratio = pop.MsgsPerSec / pull.MsgsPerSec
 	}
+	if err != nil || cfg.GRPC == "" {
+		return out, err
+	}
+	gp, err := grpcPopRun(ctx, c, cfg, &out)
+	out.GRPCPop = &gp
 	return out, err
 }
 
