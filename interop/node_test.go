@@ -63,11 +63,18 @@ type nodeSent struct {
 // or its error output.
 func runNode(t *testing.T, dir string, plan map[string]any, timeout time.Duration) (nodeResult, string, error) {
 	t.Helper()
+	return runNodeEnv(t, dir, nil, plan, timeout)
+}
+
+// runNodeEnv is runNode with env added to the script's environment.
+func runNodeEnv(t *testing.T, dir string, env []string, plan map[string]any, timeout time.Duration) (nodeResult, string, error) {
+	t.Helper()
 	b, _ := json.Marshal(plan)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", "produce.js", string(b))
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -76,31 +76,7 @@ func TestTLSEnforcing(t *testing.T) {
 	for _, n := range g.nodes {
 		g.start(n.id)
 	}
-	// /status is served over TLS only: the harness's plaintext check
-	// cannot see the leader, this one can.
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(pem)
-	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
-	waitFor(t, 30*time.Second, "a ready leader (status over HTTPS)", func() bool {
-		g.checkAlive()
-		for _, n := range g.nodes {
-			resp, err := hc.Get("https://" + n.http + "/status")
-			if err != nil {
-				continue
-			}
-			var st nodeStatus
-			ok := json.NewDecoder(resp.Body).Decode(&st) == nil && st.LeaderReady
-			resp.Body.Close()
-			if ok {
-				return true
-			}
-		}
-		return false
-	})
+	waitReadyHTTPS(t, g, caFile)
 	if g.leader() != 0 {
 		t.Fatal("/status answered over plaintext HTTP on an enforcing node")
 	}
@@ -122,4 +98,36 @@ func TestTLSEnforcing(t *testing.T) {
 	if n := len(box.deliveries("plain")); n > 0 {
 		t.Errorf("the refused plaintext message was delivered %d times", n)
 	}
+}
+
+// waitReadyHTTPS waits for a ready leader on a group whose HTTP port serves
+// TLS only (enforcing mode): the harness's plaintext /status check cannot
+// see it, a client trusting caFile can.
+func waitReadyHTTPS(t *testing.T, g *group, caFile string) {
+	t.Helper()
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		t.Fatalf("no certificate in %s", caFile)
+	}
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	waitFor(t, 30*time.Second, "a ready leader (status over HTTPS)", func() bool {
+		g.checkAlive()
+		for _, n := range g.nodes {
+			resp, err := hc.Get("https://" + n.http + "/status")
+			if err != nil {
+				continue
+			}
+			var st nodeStatus
+			ok := json.NewDecoder(resp.Body).Decode(&st) == nil && st.LeaderReady
+			resp.Body.Close()
+			if ok {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -13,7 +13,8 @@ async function main() {
   const plan = JSON.parse(process.argv[2]);
   const out = { started: false, received: 0, error: '' };
   const consumer = new SimpleConsumer({ endpoints: plan.endpoints, consumerGroup: plan.group, logger: quiet,
-    subscriptions: new Map([ [ plan.topic, '*' ] ]), awaitDuration: 3000, requestTimeout: 5000 });
+    subscriptions: new Map([ [ plan.topic, '*' ] ]), awaitDuration: 3000, requestTimeout: 5000,
+    sslEnabled: plan.ssl === true });
   await consumer.startup();
   out.started = true;
   // Receive and ack until want messages came or forMs passed.
