@@ -400,23 +400,7 @@ func TestNodePushConsumer(t *testing.T) {
 	b, _ := json.Marshal(map[string]any{"endpoints": g.nodes[leader%3].grpc, "group": group, "topic": topic, "want": 5, "forMs": 40000})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "push.js", string(b))
-	cmd.Dir = dir
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// The consumer's first receive places the group at the end of the
-	// queues; send once it is listed and has polled.
-	var conn string
-	if err := poll(20*time.Second, func() bool {
-		conn, _ = g.cli("admin", "consumer", "connection", "-g", group)
-		return strings.Contains(conn, "NODE_JS")
-	}); err != nil {
-		t.Fatalf("the push consumer is not listed:\n%s", conn)
-	}
-	time.Sleep(5 * time.Second)
+	cmd, stdout, stderr := startNodePush(t, ctx, g, dir, group, b)
 	want := []string{"q1", "q2", "q3", "q4", "q5"}
 	if out, err := g.cli(append([]string{"produce", "--topic", topic}, want...)...); err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -459,21 +443,7 @@ func TestNodePushConsumerDeadLetter(t *testing.T) {
 		"forMs": 60000, "fail": true, "holdMs": 8000})
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "push.js", string(b))
-	cmd.Dir = dir
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var conn string
-	if err := poll(20*time.Second, func() bool {
-		conn, _ = g.cli("admin", "consumer", "connection", "-g", group)
-		return strings.Contains(conn, "NODE_JS")
-	}); err != nil {
-		t.Fatalf("the push consumer is not listed:\n%s", conn)
-	}
-	time.Sleep(5 * time.Second)
+	cmd, stdout, stderr := startNodePush(t, ctx, g, dir, group, b)
 	if out, err := g.cli(append([]string{"produce", "--topic", topic}, want...)...); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -536,4 +506,27 @@ func TestNodePushConsumerDeadLetter(t *testing.T) {
 	if strings.Join(bodies, ",") != strings.Join(want, ",") {
 		t.Fatalf("dead letters %v, want each of %v once", bodies, want)
 	}
+}
+
+// startNodePush starts push.js with plan b and returns once its consumer
+// of group is listed by the group and has polled: the consumer's first
+// receive places the group at the end of the queues, so a test sends after.
+func startNodePush(t *testing.T, ctx context.Context, g *group, dir, consumerGroup string, b []byte) (*exec.Cmd, *strings.Builder, *strings.Builder) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "node", "push.js", string(b))
+	cmd.Dir = dir
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var conn string
+	if err := poll(20*time.Second, func() bool {
+		conn, _ = g.cli("admin", "consumer", "connection", "-g", consumerGroup)
+		return strings.Contains(conn, "NODE_JS")
+	}); err != nil {
+		t.Fatalf("the push consumer is not listed:\n%s", conn)
+	}
+	time.Sleep(5 * time.Second)
+	return cmd, &stdout, &stderr
 }
