@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -200,8 +201,14 @@ func receiptStatus(resp *remoting.Command) *rmqpb.Status {
 	return remotingStatus(resp)
 }
 
-// AckMessage acks each entry as ACK_MESSAGE; the top status is the
-// entries' common code, or MULTIPLE_RESULTS.
+// AckMessage acks the request's entries in one BATCH_ACK_MESSAGE (one
+// replicated step, as a remoting SimpleConsumer's AckBatch). Each entry
+// gets its own status: an entry whose receipt does not parse fails alone;
+// when the batch is refused for an entry's sake (an expired or unknown
+// receipt, an offset out of range), the entries are acked again one
+// ACK_MESSAGE each, which is idempotent (an acked entry answers OK again),
+// to tell which failed. The top status is the entries' common code, or
+// MULTIPLE_RESULTS.
 func (s *grpcService) AckMessage(ctx context.Context, req *rmqpb.AckMessageRequest) (*rmqpb.AckMessageResponse, error) {
 	group, topic := req.GetGroup().GetName(), req.GetTopic().GetName()
 	ak, denied := s.authorize(ctx, "AckMessage", []acl.Resource{{Group: true, Name: group, Perm: acl.Sub}, {Name: topic, Perm: acl.Sub}})
@@ -211,21 +218,23 @@ func (s *grpcService) AckMessage(ctx context.Context, req *rmqpb.AckMessageReque
 	if len(req.Entries) == 0 {
 		return &rmqpb.AckMessageResponse{Status: st(rmqpb.Code_BAD_REQUEST, "no entry to ack")}, nil
 	}
-	out := &rmqpb.AckMessageResponse{}
-	for _, e := range req.Entries {
-		re := &rmqpb.AckMessageResultEntry{MessageId: e.MessageId, ReceiptHandle: e.ReceiptHandle}
-		out.Entries = append(out.Entries, re)
-		q, off, _, err := receipt(e.ReceiptHandle)
+	out := &rmqpb.AckMessageResponse{Entries: make([]*rmqpb.AckMessageResultEntry, len(req.Entries))}
+	var valid []int
+	rs := make([]Receipt, len(req.Entries))
+	for i, e := range req.Entries {
+		out.Entries[i] = &rmqpb.AckMessageResultEntry{MessageId: e.MessageId, ReceiptHandle: e.ReceiptHandle}
+		r, err := ParseReceipt(group, topic, e.ReceiptHandle, -1)
 		if err != nil {
-			re.Status = st(rmqpb.Code_INVALID_RECEIPT_HANDLE, "%v", err)
+			out.Entries[i].Status = st(rmqpb.Code_INVALID_RECEIPT_HANDLE, "%v", err)
 			continue
 		}
-		resp := s.exec(ctx, ak, remoting.NewRequest(codeAckMessage, map[string]string{"consumerGroup": group, "topic": topic,
-			"queueId": strconv.Itoa(int(q)), "extraInfo": e.ReceiptHandle, "offset": strconv.FormatInt(off, 10)}, nil))
-		if err := popUnsupported("AckMessage", resp); err != nil {
+		rs[i] = r
+		valid = append(valid, i)
+	}
+	if len(valid) > 0 {
+		if err := s.ackBatch(ctx, ak, group, topic, rs, valid, out.Entries); err != nil {
 			return nil, err
 		}
-		re.Status = receiptStatus(resp)
 	}
 	out.Status = out.Entries[0].Status
 	for _, e := range out.Entries[1:] {
@@ -235,6 +244,74 @@ func (s *grpcService) AckMessage(ctx context.Context, req *rmqpb.AckMessageReque
 		}
 	}
 	return out, nil
+}
+
+// ackBatch acks the receipts rs[i] for i in valid as one BATCH_ACK_MESSAGE
+// and sets those entries' statuses, falling back to an ACK_MESSAGE per
+// entry when the batch was refused for an entry's sake.
+func (s *grpcService) ackBatch(ctx context.Context, ak, group, topic string, rs []Receipt, valid []int, entries []*rmqpb.AckMessageResultEntry) error {
+	// One BatchAck per queue and pop time (a bit set from the lowest
+	// offset), in the order first seen.
+	type key struct {
+		q       int32
+		popTime int64
+	}
+	at := map[key]int{}
+	var acks []remoting.BatchAck
+	var offs [][]int64
+	for _, i := range valid {
+		r := rs[i]
+		k := key{r.QueueID, r.PopTime}
+		j, found := at[k]
+		if !found {
+			j = len(acks)
+			at[k] = j
+			rq := int32(0)
+			if r.Order {
+				rq = remoting.PopOrderReviveQueue
+			}
+			acks = append(acks, remoting.BatchAck{ConsumerGroup: group, Topic: topic, RetryFlag: "0", StartOffset: r.Offset,
+				QueueID: r.QueueID, ReviveQueueID: rq, PopTime: r.PopTime, InvisibleTime: r.Invisible})
+			offs = append(offs, nil)
+		}
+		acks[j].StartOffset = min(acks[j].StartOffset, r.Offset)
+		offs[j] = append(offs[j], r.Offset)
+	}
+	for j := range acks {
+		acks[j].SetOffsets(offs[j])
+	}
+	body, err := json.Marshal(remoting.BatchAckBody{BrokerName: s.b.cfg.BrokerName, Acks: acks})
+	if err != nil {
+		return status.Errorf(codes.Internal, "encoding the batch ack: %v", err)
+	}
+	resp := s.exec(ctx, ak, remoting.NewRequest(remoting.BatchAckMessage, map[string]string{}, body))
+	if err := popUnsupported("AckMessage", resp); err != nil {
+		return err
+	}
+	switch resp.Code {
+	case respNoMessage, remoting.InvalidParameter, remoting.MessageIllegal:
+		if len(valid) > 1 {
+			break // an entry's refusal: find which
+		}
+		fallthrough
+	default:
+		// SUCCESS, or a refusal of the whole batch (busy, no leader,
+		// no such topic or group): every entry's status.
+		for _, i := range valid {
+			entries[i].Status = receiptStatus(resp)
+		}
+		return nil
+	}
+	for _, i := range valid {
+		r := rs[i]
+		resp := s.exec(ctx, ak, remoting.NewRequest(codeAckMessage, map[string]string{"consumerGroup": group, "topic": topic,
+			"queueId": strconv.Itoa(int(r.QueueID)), "extraInfo": entries[i].ReceiptHandle, "offset": strconv.FormatInt(r.Offset, 10)}, nil))
+		if err := popUnsupported("AckMessage", resp); err != nil {
+			return err
+		}
+		entries[i].Status = receiptStatus(resp)
+	}
+	return nil
 }
 
 // ChangeInvisibleDuration changes when a received message becomes visible

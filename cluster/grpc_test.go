@@ -589,3 +589,80 @@ func TestGRPCForwardToDeadLetter(t *testing.T) {
 	require.Empty(t, recv(), "the dead letter is not delivered again")
 	require.Equal(t, int64(1), storedIn(l, dlq, 1))
 }
+
+// AckMessage acks its entries in one batch, each with its own status: a
+// garbled handle and a superseded one fail alone while the others are
+// acked (their pop records gone on the leader), and an entry acked again
+// answers OK.
+func TestGRPCAckBatchPerEntry(t *testing.T) {
+	tb := startGRPCBrokers(t, nil)
+	l := tb.leader()
+	c := grpcClient(t, tb.follower().GRPCAddr())
+	ctx := clientCtx(t, "host@5@0@test", nil)
+	require.NoError(t, l.ensureGroup(ctx, "bg"))
+	send := func(i int) {
+		resp, err := c.SendMessage(ctx, &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{grpcMsg("B", fmt.Sprintf("B%d", i), "x", nil)}})
+		require.NoError(t, err)
+		require.Equal(t, rmqpb.Code_OK, resp.Status.Code, resp.Status.Message)
+	}
+	send(0) // creates the topic
+	recv := func() []*rmqpb.Message {
+		st, msgs, err := receiveAll(t, c, ctx, &rmqpb.ReceiveMessageRequest{Group: &rmqpb.Resource{Name: "bg"},
+			MessageQueue: &rmqpb.MessageQueue{Topic: &rmqpb.Resource{Name: "B"}}, BatchSize: 32,
+			InvisibleDuration: durationpb.New(30 * time.Second), LongPollingTimeout: durationpb.New(time.Second)})
+		require.NoError(t, err)
+		require.Contains(t, []rmqpb.Code{rmqpb.Code_OK, rmqpb.Code_MESSAGE_NOT_FOUND}, st.Code, st.Message)
+		return msgs
+	}
+	recv() // the group starts at the queues' ends
+	for i := 1; i <= 8; i++ {
+		send(i)
+	}
+	var got []*rmqpb.Message
+	for len(got) < 8 {
+		msgs := recv()
+		got = append(got, msgs...)
+		require.LessOrEqual(t, len(got), 8)
+	}
+	queues := map[int32]bool{}
+	for _, m := range got {
+		queues[m.SystemProperties.GetQueueId()] = true
+	}
+	// got[0]'s handle is superseded by a change of its invisible time.
+	ch, err := c.ChangeInvisibleDuration(ctx, &rmqpb.ChangeInvisibleDurationRequest{Group: &rmqpb.Resource{Name: "bg"}, Topic: &rmqpb.Resource{Name: "B"},
+		ReceiptHandle: got[0].SystemProperties.GetReceiptHandle(), InvisibleDuration: durationpb.New(time.Minute), MessageId: got[0].SystemProperties.MessageId})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_OK, ch.Status.Code, ch.Status.Message)
+
+	entries := []*rmqpb.AckMessageEntry{{MessageId: "garbled", ReceiptHandle: "forged"}}
+	for _, m := range got {
+		entries = append(entries, &rmqpb.AckMessageEntry{MessageId: m.SystemProperties.MessageId, ReceiptHandle: m.SystemProperties.GetReceiptHandle()})
+	}
+	ack, err := c.AckMessage(ctx, &rmqpb.AckMessageRequest{Group: &rmqpb.Resource{Name: "bg"}, Topic: &rmqpb.Resource{Name: "B"}, Entries: entries})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_MULTIPLE_RESULTS, ack.Status.Code, ack.Status.Message)
+	require.Len(t, ack.Entries, len(entries))
+	require.Equal(t, rmqpb.Code_INVALID_RECEIPT_HANDLE, ack.Entries[0].Status.Code, ack.Entries[0].Status.Message)
+	require.Equal(t, rmqpb.Code_INVALID_RECEIPT_HANDLE, ack.Entries[1].Status.Code, "superseded: %s", ack.Entries[1].Status.Message)
+	for i, e := range ack.Entries[2:] {
+		require.Equal(t, rmqpb.Code_OK, e.Status.Code, "entry %d: %s", i+2, e.Status.Message)
+		require.Equal(t, entries[i+2].MessageId, e.MessageId)
+	}
+	for _, m := range got {
+		k := pop.Key{Group: "bg", Topic: "B", Queue: m.SystemProperties.GetQueueId()}
+		q, found := l.Replica().Store().PopQueue(k)
+		require.True(t, found)
+		_, held := q.InFlight[m.SystemProperties.GetQueueOffset()]
+		require.Equal(t, m == got[0], held, "message %s: held only if its ack failed", m.SystemProperties.MessageId)
+	}
+
+	// All valid, over several queues, one of them acked before: OK.
+	require.Greater(t, len(queues), 1, "the messages span queues")
+	ack, err = c.AckMessage(ctx, &rmqpb.AckMessageRequest{Group: &rmqpb.Resource{Name: "bg"}, Topic: &rmqpb.Resource{Name: "B"},
+		Entries: append([]*rmqpb.AckMessageEntry{{MessageId: got[0].SystemProperties.MessageId, ReceiptHandle: ch.ReceiptHandle}}, entries[2:]...)})
+	require.NoError(t, err)
+	require.Equal(t, rmqpb.Code_OK, ack.Status.Code, ack.Status.Message)
+	k := pop.Key{Group: "bg", Topic: "B", Queue: got[0].SystemProperties.GetQueueId()}
+	q, _ := l.Replica().Store().PopQueue(k)
+	require.NotContains(t, q.InFlight, got[0].SystemProperties.GetQueueOffset())
+}
