@@ -304,6 +304,7 @@ func (rs *resources) group(name string, perm Perm) {
 //     200052, CHANGE_MESSAGE_INVISIBLETIME 200053, NOTIFICATION 200054,
 //     POLLING_INFO 200055): SUB on consumerGroup and topic;
 //     BATCH_ACK_MESSAGE 200151: SUB on each ack's group and topic;
+//   - RECALL_MESSAGE 370: PUB on topic;
 //   - anything else: nothing (signature, and NeedsAdmin, only).
 //
 // A topic %RETRY%G is always group G. RocketMQ's table has the sends (its
@@ -329,6 +330,11 @@ func Resources(code int32, ext map[string]string, body []byte) ([]Resource, erro
 		} else {
 			rs.topic(h.Topic, Pub)
 		}
+	case remoting.RecallMessage:
+		if ext["topic"] == "" {
+			return fail(fmt.Errorf("recall without topic: %w", remoting.ErrMalformed))
+		}
+		rs.topic(ext["topic"], Pub)
 	case remoting.ConsumerSendMsgBack:
 		h, err := remoting.DecodeConsumerSendMsgBackRequestHeader(ext)
 		if err != nil {

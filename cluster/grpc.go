@@ -237,10 +237,6 @@ func (s *grpcService) QueryOffset(context.Context, *rmqpb.QueryOffsetRequest) (*
 	return nil, unimplemented("QueryOffset", "offset-based gRPC consumption is not served; use a remoting pull consumer")
 }
 
-func (s *grpcService) RecallMessage(context.Context, *rmqpb.RecallMessageRequest) (*rmqpb.RecallMessageResponse, error) {
-	return nil, unimplemented("RecallMessage", "recalling a timer message is not replicated yet")
-}
-
 func (s *grpcService) SyncLiteSubscription(context.Context, *rmqpb.SyncLiteSubscriptionRequest) (*rmqpb.SyncLiteSubscriptionResponse, error) {
 	return nil, unimplemented("SyncLiteSubscription", "lite topics are not served")
 }

@@ -166,6 +166,9 @@ func (s *grpcService) sendOne(ctx context.Context, m *rmqpb.Message) *rmqpb.Send
 	if sysFlag == message.SysFlagTransactionPrepared {
 		e.TransactionId = grpcTxnID(rh.MsgID, rh.QueueOffset)
 	}
+	if sp.MessageType == rmqpb.MessageType_DELAY {
+		e.RecallHandle = s.b.recallHandle(topic, sp.MessageId, due.AsTime().UnixMilli(), rh.MsgID)
+	}
 	return e
 }
 

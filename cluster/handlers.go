@@ -62,6 +62,8 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 		return b.handleSearchOffset(req)
 	case remoting.ConsumerSendMsgBack:
 		return b.handleSendBack(ctx, conn, req)
+	case remoting.RecallMessage:
+		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleRecall(ctx, conn, req) })
 	case remoting.EndTransaction:
 		return b.handleEndTransaction(ctx, conn, req)
 	case remoting.HeartBeat:

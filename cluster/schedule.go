@@ -225,6 +225,8 @@ units:
 		switch {
 		case err != nil:
 			b.log.Error("cluster: schedule: a due message cannot be read; skipped", "queue", q, "offset", u.Offset, "phy", u.PhyOffset, "err", err)
+		case st.Recalled(m.Properties[message.PropertyRealTopic], m.UniqKey()):
+			b.log.Info("cluster: schedule: a recalled message is dropped", "queue", q, "offset", u.Offset, "msg_id", m.UniqKey())
 		case schedule.IsTimerQueue(q):
 			due, _ := strconv.ParseInt(m.Properties[message.PropertyTimerDeliverMS], 10, 64)
 			left := due - nowMs

@@ -456,6 +456,9 @@ func (s *Store) applyDelivery(payload []byte, base int64) (msgs []MessageResult,
 	case message.CountRecords(recs)+int(d.Skips) != int(d.Count):
 		return nil, fmt.Errorf("%w: delivery of %d units carries %d records and %d skips", ErrBadEntry, d.Count, message.CountRecords(recs), d.Skips), nil
 	}
+	if err := recalledIn(st, recs); err != nil {
+		return nil, err, nil
+	}
 	msgs, err = s.applyMessages(recs, base+int64(len(payload)-len(recs)), false)
 	if err != nil {
 		return msgs, nil, err
@@ -463,8 +466,36 @@ func (s *Store) applyDelivery(payload []byte, base int64) (msgs []MessageResult,
 	st.mu.Lock()
 	st.sched[d.Queue] = max(st.sched[d.Queue], cur+int64(d.Count))
 	st.dirtySched[d.Queue] = true
+	if st.recall.Delivered(d.Now) {
+		st.dirtyRecall = true
+	}
 	st.mu.Unlock()
 	return msgs, nil, nil
+}
+
+// recalledIn returns ErrScheduleMoved when a record of a delivery entry
+// delivers (not hops) a recalled message: the leader built it before the
+// recall applied, and builds it again without it.
+func recalledIn(st *state, recs []byte) error {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	if st.recall.Len() == 0 {
+		return nil
+	}
+	for off := 0; off < len(recs); {
+		v, err := message.Parse(recs[off:], false)
+		if err != nil {
+			return fmt.Errorf("%w: delivery record at %d: %w", ErrBadEntry, off, err)
+		}
+		off += v.Size
+		if string(v.Topic) == schedule.Topic {
+			continue
+		}
+		if id, ok := message.PropertyValue(v.Properties, message.PropertyUniqKey); ok && st.recall.Has(string(v.Topic), id) {
+			return fmt.Errorf("%w: message %s of %s was recalled", ErrScheduleMoved, id, v.Topic)
+		}
+	}
+	return nil
 }
 
 // applyTxn applies a transaction entry (package txn) to a pending
@@ -617,6 +648,14 @@ func (s *Store) applyCommand(payload []byte) error {
 		delete(st.topics, c.Name)
 		st.dirtyTopics[c.Name] = true
 		s.topicsVersion.Add(1)
+	case OpRecall:
+		if c.Recall == nil {
+			return fmt.Errorf("%w: recall without its message", ErrBadCommand)
+		}
+		if err := st.recall.Apply(*c.Recall); err != nil {
+			return err
+		}
+		st.dirtyRecall = true
 	case OpUpdateGroup:
 		if c.Group == nil {
 			return fmt.Errorf("%w: updateGroup without group", ErrBadCommand)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/raftmq/raftmq/offsets"
+	"github.com/raftmq/raftmq/store/schedule"
 )
 
 // Entry body kinds.
@@ -99,6 +100,9 @@ const (
 	// setting, so the nodes' own configuration holds again. The broker
 	// validates names and values before it proposes one.
 	OpBrokerConfig = "brokerConfig"
+	// OpRecall recalls a scheduled message before it is due (Recall;
+	// schedule.Recalled.Apply): schedule.ErrRecallTooLate once it is due.
+	OpRecall = "recall"
 )
 
 // Command is a replicated change of state other than messages.
@@ -114,6 +118,8 @@ type Command struct {
 	Groups []offsets.SubscriptionGroupConfig `json:"groups,omitempty"`
 	// Settings are OpBrokerConfig's.
 	Settings map[string]string `json:"settings,omitempty"`
+	// Recall is OpRecall's.
+	Recall *schedule.Recall `json:"recall,omitempty"`
 }
 
 // OffsetCommit sets a consumer group's next offset in one queue.

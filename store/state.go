@@ -11,6 +11,7 @@ import (
 
 	"github.com/raftmq/raftmq/offsets"
 	"github.com/raftmq/raftmq/store/pop"
+	"github.com/raftmq/raftmq/store/schedule"
 	"github.com/raftmq/raftmq/store/txn"
 )
 
@@ -42,6 +43,7 @@ type state struct {
 	// brokerConfig is the group-wide broker settings (OpBrokerConfig);
 	// nil: none.
 	brokerConfig map[string]string
+	recall       schedule.Recalled // recalled scheduled messages
 
 	dirtyTopics       map[string]bool
 	dirtyGroups       map[string]bool
@@ -52,6 +54,7 @@ type state struct {
 	dirtyPop          map[pop.Key]bool
 	dirtyACL          bool
 	dirtyBrokerConfig bool
+	dirtyRecall       bool
 	// dirtyGen counts clearDirty calls (from 1), so that Apply marks a
 	// queue dirty once per checkpoint (applyQueue.dirtyGen).
 	dirtyGen  uint64
@@ -108,6 +111,11 @@ func loadState(db *offsets.DB) (*state, error) {
 				return fmt.Errorf("broker settings: %w", err)
 			}
 		}
+		if b, ok := tx.Meta(metaRecall); ok {
+			if st.recall, err = schedule.DecodeRecalled(b); err != nil {
+				return err
+			}
+		}
 		if err := tx.ForEachScheduleOffset(func(q int32, next int64) error {
 			st.sched[q] = next
 			return nil
@@ -151,6 +159,7 @@ func (st *state) clearDirty() {
 	st.dirtyPop = map[pop.Key]bool{}
 	st.dirtyACL = false
 	st.dirtyBrokerConfig = false
+	st.dirtyRecall = false
 	st.dirtyGen++
 }
 
@@ -171,6 +180,7 @@ type stateDelta struct {
 	writeACL             bool
 	brokerConfig         map[string]string // written when writeBrokerConfig
 	writeBrokerConfig    bool
+	recall               []byte // written when not nil
 	// prevPersisted is the persisted index before this delta was taken
 	// (restoreDelta puts it back).
 	prevPersisted uint64
@@ -226,6 +236,9 @@ func (st *state) takeDelta() *stateDelta {
 	}
 	d.acl, d.writeACL = st.acl, st.dirtyACL
 	d.brokerConfig, d.writeBrokerConfig = st.brokerConfig, st.dirtyBrokerConfig
+	if st.dirtyRecall {
+		d.recall = st.recall.Encode()
+	}
 	for h := range st.dirtyTxns {
 		var r *txn.Record
 		if rec, ok := st.txns[h]; ok {
@@ -278,6 +291,11 @@ func (d *stateDelta) write(db *offsets.DB, indexCheckpoint []byte) error {
 				return err
 			}
 			if err := tx.SetMeta(metaBrokerConfig, b); err != nil {
+				return err
+			}
+		}
+		if d.recall != nil {
+			if err := tx.SetMeta(metaRecall, d.recall); err != nil {
 				return err
 			}
 		}
@@ -383,6 +401,14 @@ func (s *Store) ConsumerOffsets(group, topic string) map[int32]int64 {
 		}
 	}
 	return out
+}
+
+// Recalled reports whether the scheduled message of topic with UNIQ_KEY
+// id was recalled (schedule.Recalled).
+func (s *Store) Recalled(topic, id string) bool {
+	s.state.mu.RLock()
+	defer s.state.mu.RUnlock()
+	return s.state.recall.Has(topic, id)
 }
 
 // ScheduleOffset returns the next unit to deliver of schedule queue q.

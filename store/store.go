@@ -204,8 +204,11 @@ const (
 	// metaBrokerConfig holds the group-wide broker settings
 	// (OpBrokerConfig) as a JSON object.
 	metaBrokerConfig = "brokerConfig"
-	abortName        = "abort"
-	lockName         = "lock"
+	// metaRecall holds the recalled set of scheduled messages
+	// (schedule.Recalled).
+	metaRecall = "scheduleRecall"
+	abortName  = "abort"
+	lockName   = "lock"
 )
 
 // Open opens or creates a store, recovering from an unclean stop.

@@ -44,6 +44,7 @@ const (
 	SendReplyMessageV2               int32 = 325
 	PushReplyMessageToClient         int32 = 326 // broker -> client
 	LitePullMessage                  int32 = 361 // same header as PullMessage
+	RecallMessage                    int32 = 370 // header producerGroup, topic, recallHandle
 	QueryAssignment                  int32 = 400
 	BrokerHeartbeat                  int32 = 904 // broker -> name server, 5.x controller mode
 )
