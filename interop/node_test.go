@@ -43,12 +43,15 @@ type nodeResult struct {
 	Normal   []nodeSent `json:"normal"`
 	FIFO     []nodeSent `json:"fifo"`
 	Delay    []nodeSent `json:"delay"`
+	Recalled []nodeSent `json:"recalled"`
 	Commit   []nodeSent `json:"commit"`
 	Rollback []nodeSent `json:"rollback"`
 	Checked  []string   `json:"checked"`
 	Checks   int        `json:"checks"`
 	Loop     []nodeSent `json:"loop"`
 	Failed   int        `json:"loopFailed"`
+	// LateRecall is the error of a recall of Delay[0] once delivered.
+	LateRecall *string `json:"lateRecallError"`
 }
 
 type nodeSent struct {
@@ -57,6 +60,8 @@ type nodeSent struct {
 	Group string `json:"group"`
 	Due   int64  `json:"due"` // ms since the epoch
 	At    int64  `json:"at"`  // acknowledged, ms since the epoch
+	// RecalledID is the message id a recall answered.
+	RecalledID string `json:"recalledId"`
 }
 
 // runNode runs produce.js with plan; it returns what the script printed,
@@ -121,7 +126,9 @@ func consumeAll(t *testing.T, g *group, topic string) []stored {
 // broker checks back and the producer's checker commits); raftmq's
 // remoting consumer finds each stored once, under the id the client gave
 // it, FIFO groups each in one queue in send order, the delay message not
-// before it was due, the rolled-back one never.
+// before it was due, the rolled-back one never. A delay message recalled
+// (Producer.recallMessage) before it is due is never stored; a recall of
+// the delivered delay message fails with NOT_FOUND.
 func TestNodeProducer(t *testing.T) {
 	dir := nodeDir(t)
 	g := startGroup(t)
@@ -132,7 +139,7 @@ func TestNodeProducer(t *testing.T) {
 
 	res, stderr, err := runNode(t, dir, map[string]any{"endpoints": access, "topics": []string{topic}, "topic": topic, "prefix": "m-",
 		"normal": 5, "fifo": 6, "delay": 1, "delayMs": 3000, "transactions": []string{"commit", "rollback", "check"},
-		"wantChecks": 1, "waitChecksMs": 30000}, 90*time.Second)
+		"wantChecks": 1, "waitChecksMs": 30000, "recall": 2, "recallDelayMs": 2000, "recallLate": true}, 90*time.Second)
 	if err != nil {
 		t.Fatalf("produce.js: %v\n%s", err, stderr)
 	}
@@ -140,6 +147,12 @@ func TestNodeProducer(t *testing.T) {
 		t.Fatalf("the open transaction was checked back %d times (%v), want once for m-t-check", res.Checks, res.Checked)
 	}
 
+	if len(res.Recalled) != 2 || res.Recalled[0].RecalledID != res.Recalled[0].ID {
+		t.Fatalf("recalled %+v: want 2, each answered with its message id", res.Recalled)
+	}
+	if res.LateRecall == nil || !strings.Contains(*res.LateRecall, "NOT_FOUND") && !strings.Contains(*res.LateRecall, "40400") {
+		t.Errorf("a recall of the delivered delay message: %v, want NOT_FOUND", res.LateRecall)
+	}
 	want := map[string]string{} // body -> message id
 	for _, s := range append(append(append(append([]nodeSent{}, res.Normal...), res.FIFO...), res.Delay...), res.Commit...) {
 		want[s.Body] = s.ID

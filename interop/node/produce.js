@@ -11,7 +11,7 @@ const quiet = { info() {}, debug() {}, warn() {}, error(...a) { console.error(..
 
 async function main() {
   const plan = JSON.parse(process.argv[2]);
-  const out = { normal: [], fifo: [], delay: [], commit: [], rollback: [], checked: [], checks: 0 };
+  const out = { normal: [], fifo: [], delay: [], recalled: [], commit: [], rollback: [], checked: [], checks: 0 };
   const options = { endpoints: plan.endpoints, topic: plan.topics, logger: quiet, requestTimeout: 5000 };
   if (plan.accessKey) {
     options.sessionCredentials = { accessKey: plan.accessKey, accessSecret: plan.secretKey };
@@ -45,7 +45,15 @@ async function main() {
       const body = `${plan.prefix}d${i}`;
       const sentAt = Date.now();
       const r = await producer.send({ topic: plan.topic, delay: plan.delayMs, body: Buffer.from(body) });
-      out.delay.push({ body, id: r.messageId, due: sentAt + plan.delayMs });
+      out.delay.push({ body, id: r.messageId, due: sentAt + plan.delayMs, handle: r.recallHandle });
+    }
+    // Delay messages recalled at once (Producer.recallMessage): never
+    // delivered.
+    for (let i = 0; i < (plan.recall || 0); i++) {
+      const body = `${plan.prefix}r${i}`;
+      const r = await producer.send({ topic: plan.topic, delay: plan.recallDelayMs, body: Buffer.from(body) });
+      const rr = await producer.recallMessage(plan.topic, r.recallHandle);
+      out.recalled.push({ body, id: r.messageId, recalledId: rr.messageId });
     }
     for (const kind of (plan.transactions || [])) {
       const body = `${plan.prefix}t-${kind}`;
@@ -76,6 +84,16 @@ async function main() {
         out.loopFailed++;
         console.error(`send ${body}: ${err && err.message}`);
         await new Promise(r => setTimeout(r, 100));
+      }
+    }
+    // A recall once the delay messages are due (and delivered) fails.
+    if (plan.recallLate && out.delay.length > 0) {
+      await new Promise(r => setTimeout(r, Math.max(out.delay[0].due + 1500 - Date.now(), 0)));
+      try {
+        await producer.recallMessage(plan.topic, out.delay[0].handle);
+        out.lateRecallError = '';
+      } catch (err) {
+        out.lateRecallError = `${err && err.message}`;
       }
     }
     const deadline = Date.now() + (plan.waitChecksMs || 0);
