@@ -67,6 +67,8 @@ type grpcService struct {
 
 	mu       sync.Mutex
 	sessions map[string]*grpcSession // client id -> its settings and streams
+
+	active activeCache // a follower's copy of the leader's active nodes
 }
 
 // startGRPC serves the MessagingService on ln.

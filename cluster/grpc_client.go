@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -316,7 +317,16 @@ func (s *grpcService) QueryRoute(ctx context.Context, req *rmqpb.QueryRouteReque
 		// As in remoting routes (FailoverBrokerName): each follower is a
 		// write-only broker of its own, so that a producer whose send to a
 		// dead leader failed retries on a live node, which forwards it.
+		// A follower the leader has not heard from lately is left out
+		// (and named again once it answers): a client pins a FIFO message
+		// group to a broker by hash and would fail its sends there until
+		// the node came back. The node picks a group's queue by its hash
+		// whichever node forwards it, so each group's order holds.
+		active, known := s.activeNodes(ctx)
 		for _, id := range s.followers(broker) {
+			if known && id != s.b.cfg.ID && !slices.Contains(active, id) {
+				continue
+			}
 			fb := &rmqpb.Broker{Name: FailoverBrokerName(s.b.cfg.BrokerName, id), Id: 0, Endpoints: s.endpoint(id, req.Endpoints)}
 			for q := range tc.WriteQueueNums {
 				resp.MessageQueues = append(resp.MessageQueues, &rmqpb.MessageQueue{Topic: &rmqpb.Resource{Name: topic}, Id: q, Permission: rmqpb.Permission_WRITE,
@@ -325,6 +335,54 @@ func (s *grpcService) QueryRoute(ctx context.Context, req *rmqpb.QueryRouteReque
 		}
 	}
 	return resp, nil
+}
+
+// activeTTL is how long a follower reuses the leader's list of the nodes
+// it heard from, and activeAsk bounds asking for it.
+const (
+	activeTTL = time.Second
+	activeAsk = 500 * time.Millisecond
+)
+
+type activeCache struct {
+	mu     sync.Mutex
+	at     time.Time
+	leader uint64
+	ids    []uint64
+}
+
+// activeNodes returns the nodes the leader heard from within its last
+// election timeout (raft's RecentActive): its own view on the leader; a
+// follower asks the leader (CLUSTER_STATUS), at most once per activeTTL.
+// known is false when that cannot be learnt: then no node is left out.
+func (s *grpcService) activeNodes(ctx context.Context) (ids []uint64, known bool) {
+	st := s.b.rep.Node().Status()
+	switch {
+	case st.Leader == s.b.cfg.ID:
+		return st.Active, len(st.Active) > 0
+	case st.Leader == 0:
+		return nil, false
+	}
+	c := &s.active
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.leader == st.Leader && time.Since(c.at) < activeTTL {
+		return c.ids, len(c.ids) > 0
+	}
+	actx, cancel := context.WithTimeout(ctx, activeAsk)
+	defer cancel()
+	resp, _, _ := s.b.forward(actx, s.b.signInternal(remoting.NewRequest(remoting.ClusterStatus, map[string]string{}, nil)))
+	var ns struct {
+		Raft struct {
+			ID     uint64   `json:"id"`
+			Active []uint64 `json:"active"`
+		} `json:"raft"`
+	}
+	c.leader, c.at, c.ids = st.Leader, time.Now(), nil
+	if resp.Code == remoting.Success && json.Unmarshal(resp.Body, &ns) == nil && ns.Raft.ID == st.Leader {
+		c.ids = ns.Raft.Active
+	}
+	return c.ids, len(c.ids) > 0
 }
 
 var allMessageTypes = []rmqpb.MessageType{rmqpb.MessageType_NORMAL, rmqpb.MessageType_FIFO, rmqpb.MessageType_DELAY, rmqpb.MessageType_TRANSACTION}
