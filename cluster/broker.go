@@ -222,6 +222,8 @@ type Broker struct {
 	clientLn, raftLn, httpLn, grpcLn net.Listener
 	tls                              *tlsSet // nil without TLS
 
+	grpcSvc *grpcService // the gRPC front end; nil without Config.GRPCAddr
+
 	mu    sync.Mutex
 	peers map[uint64]Peer
 	fwd   map[string]*remoting.Conn // leader client address -> conn

@@ -69,11 +69,13 @@ type grpcService struct {
 	sessions map[string]*grpcSession // client id -> its settings and streams
 
 	active activeCache // a follower's copy of the leader's active nodes
+	renew  *renewer    // auto renew of push consumers' messages
 }
 
 // startGRPC serves the MessagingService on ln.
 func (b *Broker) startGRPC(ln net.Listener) {
-	svc := &grpcService{b: b, sessions: map[string]*grpcSession{}}
+	svc := &grpcService{b: b, sessions: map[string]*grpcSession{}, renew: newRenewer()}
+	b.grpcSvc = svc
 	idle := b.cfg.ClientIdleTimeout
 	if idle == 0 {
 		idle = remoting.DefaultIdleTimeout
@@ -113,6 +115,8 @@ func (b *Broker) startGRPC(ln net.Listener) {
 	rmqpb.RegisterMessagingServiceServer(b.grpc, svc)
 	b.wg.Add(1)
 	go func() { defer b.wg.Done(); _ = b.grpc.Serve(ln) }()
+	b.wg.Add(1)
+	go func() { defer b.wg.Done(); svc.renewLoop() }()
 }
 
 // GRPCAddr returns the address the gRPC service listens on ("" if off).

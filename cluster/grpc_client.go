@@ -273,6 +273,7 @@ func (s *grpcService) NotifyClientTermination(ctx context.Context, req *rmqpb.No
 	sess := s.sessions[clientID]
 	delete(s.sessions, clientID)
 	s.mu.Unlock()
+	s.renew.dropClient(clientID)
 	if sess != nil && sess.settings != nil {
 		switch p := sess.settings.PubSub.(type) {
 		case *rmqpb.Settings_Publishing:

@@ -95,7 +95,9 @@ func (s *grpcService) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, stream rm
 		return reply(st(rmqpb.Code_BAD_REQUEST, "attempt_id longer than 256 bytes"), nil)
 	}
 	invisible := defaultInvisible
-	if req.InvisibleDuration != nil && !req.AutoRenew {
+	if req.AutoRenew {
+		invisible = s.renew.receiveInvisible()
+	} else if req.InvisibleDuration != nil {
 		invisible = req.InvisibleDuration.AsDuration()
 		if invisible < minReceiveInvisible || invisible > MaxGRPCInvisible {
 			return reply(st(rmqpb.Code_ILLEGAL_INVISIBLE_TIME, "invisible_duration %v: want %v to %v", invisible, minReceiveInvisible, MaxGRPCInvisible), nil)
@@ -174,6 +176,9 @@ func (s *grpcService) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, stream rm
 	if len(msgs) == 0 {
 		return reply(st(rmqpb.Code_MESSAGE_NOT_FOUND, "no new message"), nil)
 	}
+	if req.AutoRenew && !s.renew.add(mdValue(ctx, mdClientID), group, topic, msgs, invisible) {
+		s.b.log.Warn("cluster: grpc auto renew table full; received messages are not renewed", "group", group, "topic", topic, "max", renewMax)
+	}
 	return reply(ok(), msgs)
 }
 
@@ -221,9 +226,12 @@ func (s *grpcService) AckMessage(ctx context.Context, req *rmqpb.AckMessageReque
 	out := &rmqpb.AckMessageResponse{Entries: make([]*rmqpb.AckMessageResultEntry, len(req.Entries))}
 	var valid []int
 	rs := make([]Receipt, len(req.Entries))
+	handles := make([]string, len(req.Entries)) // the latest, when renewed here
+	client := mdValue(ctx, mdClientID)
 	for i, e := range req.Entries {
 		out.Entries[i] = &rmqpb.AckMessageResultEntry{MessageId: e.MessageId, ReceiptHandle: e.ReceiptHandle}
-		r, err := ParseReceipt(group, topic, e.ReceiptHandle, -1)
+		handles[i] = s.renew.take(client, group, topic, e.MessageId, e.ReceiptHandle)
+		r, err := ParseReceipt(group, topic, handles[i], -1)
 		if err != nil {
 			out.Entries[i].Status = st(rmqpb.Code_INVALID_RECEIPT_HANDLE, "%v", err)
 			continue
@@ -232,7 +240,7 @@ func (s *grpcService) AckMessage(ctx context.Context, req *rmqpb.AckMessageReque
 		valid = append(valid, i)
 	}
 	if len(valid) > 0 {
-		if err := s.ackBatch(ctx, ak, group, topic, rs, valid, out.Entries); err != nil {
+		if err := s.ackBatch(ctx, ak, group, topic, rs, handles, valid, out.Entries); err != nil {
 			return nil, err
 		}
 	}
@@ -249,7 +257,7 @@ func (s *grpcService) AckMessage(ctx context.Context, req *rmqpb.AckMessageReque
 // ackBatch acks the receipts rs[i] for i in valid as one BATCH_ACK_MESSAGE
 // and sets those entries' statuses, falling back to an ACK_MESSAGE per
 // entry when the batch was refused for an entry's sake.
-func (s *grpcService) ackBatch(ctx context.Context, ak, group, topic string, rs []Receipt, valid []int, entries []*rmqpb.AckMessageResultEntry) error {
+func (s *grpcService) ackBatch(ctx context.Context, ak, group, topic string, rs []Receipt, handles []string, valid []int, entries []*rmqpb.AckMessageResultEntry) error {
 	// One BatchAck per queue and pop time (a bit set from the lowest
 	// offset), in the order first seen.
 	type key struct {
@@ -305,7 +313,7 @@ func (s *grpcService) ackBatch(ctx context.Context, ak, group, topic string, rs 
 	for _, i := range valid {
 		r := rs[i]
 		resp := s.exec(ctx, ak, remoting.NewRequest(codeAckMessage, map[string]string{"consumerGroup": group, "topic": topic,
-			"queueId": strconv.Itoa(int(r.QueueID)), "extraInfo": entries[i].ReceiptHandle, "offset": strconv.FormatInt(r.Offset, 10)}, nil))
+			"queueId": strconv.Itoa(int(r.QueueID)), "extraInfo": handles[i], "offset": strconv.FormatInt(r.Offset, 10)}, nil))
 		if err := popUnsupported("AckMessage", resp); err != nil {
 			return err
 		}
@@ -326,36 +334,13 @@ func (s *grpcService) ChangeInvisibleDuration(ctx context.Context, req *rmqpb.Ch
 	if req.InvisibleDuration == nil || d < 0 || d > MaxGRPCInvisible {
 		return &rmqpb.ChangeInvisibleDurationResponse{Status: st(rmqpb.Code_ILLEGAL_INVISIBLE_TIME, "invisible_duration %v: want 0 to %v", d, MaxGRPCInvisible)}, nil
 	}
-	q, off, f, err := receipt(req.ReceiptHandle)
-	if err != nil {
-		return &rmqpb.ChangeInvisibleDurationResponse{Status: st(rmqpb.Code_INVALID_RECEIPT_HANDLE, "%v", err)}, nil
+	// The client takes the message over: its renewal here ends.
+	handle := s.renew.take(mdValue(ctx, mdClientID), group, topic, req.MessageId, req.ReceiptHandle)
+	nh, stat := s.changeInvisible(ctx, ak, group, topic, handle, d)
+	if stat.Code == rmqpb.Code_NOT_IMPLEMENTED {
+		return nil, unimplemented("ChangeInvisibleDuration", stat.Message)
 	}
-	resp := s.exec(ctx, ak, remoting.NewRequest(codeChangeInvisible, map[string]string{"consumerGroup": group, "topic": topic,
-		"queueId": strconv.Itoa(int(q)), "extraInfo": req.ReceiptHandle, "offset": strconv.FormatInt(off, 10),
-		"invisibleTime": strconv.FormatInt(d.Milliseconds(), 10)}, nil))
-	if err := popUnsupported("ChangeInvisibleDuration", resp); err != nil {
-		return nil, err
-	}
-	if resp.Code != remoting.Success {
-		return &rmqpb.ChangeInvisibleDurationResponse{Status: receiptStatus(resp)}, nil
-	}
-	// The new receipt: the old one with the answer's pop time, invisible
-	// time and revive queue.
-	fields := map[string]string{}
-	if resp.ExtFields != nil {
-		fields = resp.ExtFields
-	} else if h, isEnc := resp.Header.(interface{ Encode() map[string]string }); isEnc {
-		fields = h.Encode()
-	}
-	nf := append([]string(nil), f...)
-	for i, k := range map[int]string{1: "popTime", 2: "invisibleTime", 3: "reviveQid"} {
-		v, found := fields[k]
-		if !found {
-			return &rmqpb.ChangeInvisibleDurationResponse{Status: st(rmqpb.Code_INTERNAL_SERVER_ERROR, "changed, but the answer has no %s", k)}, nil
-		}
-		nf[i] = v
-	}
-	return &rmqpb.ChangeInvisibleDurationResponse{Status: ok(), ReceiptHandle: strings.Join(nf, " ")}, nil
+	return &rmqpb.ChangeInvisibleDurationResponse{Status: stat, ReceiptHandle: nh}, nil
 }
 
 // ForwardMessageToDeadLetterQueue moves the received message its receipt
@@ -378,12 +363,13 @@ func (s *grpcService) ForwardMessageToDeadLetterQueue(ctx context.Context, req *
 	case req.LiteTopic != nil && *req.LiteTopic != "":
 		return &rmqpb.ForwardMessageToDeadLetterQueueResponse{Status: st(rmqpb.Code_NOT_IMPLEMENTED, "lite topics are not served")}, nil
 	}
-	q, off, _, err := receipt(req.ReceiptHandle)
+	handle := s.renew.take(mdValue(ctx, mdClientID), group, topic, req.MessageId, req.ReceiptHandle)
+	q, off, _, err := receipt(handle)
 	if err != nil {
 		return &rmqpb.ForwardMessageToDeadLetterQueueResponse{Status: st(rmqpb.Code_INVALID_RECEIPT_HANDLE, "%v", err)}, nil
 	}
 	resp := s.exec(ctx, ak, remoting.NewRequest(codeAckMessage, map[string]string{"consumerGroup": group, "topic": topic,
-		"queueId": strconv.Itoa(int(q)), "extraInfo": req.ReceiptHandle, "offset": strconv.FormatInt(off, 10),
+		"queueId": strconv.Itoa(int(q)), "extraInfo": handle, "offset": strconv.FormatInt(off, 10),
 		remoting.FieldDeadLetter: "true"}, nil))
 	if err := popUnsupported("ForwardMessageToDeadLetterQueue", resp); err != nil {
 		return nil, err

@@ -50,8 +50,9 @@ func TestGRPCRouteLeavesOutDeadFollower(t *testing.T) {
 			for _, addr := range []string{l.GRPCAddr(), live.GRPCAddr()} {
 				names, ids := brokers(addr)
 				require.Equal(t, []int32{0, 1, 2, 3}, ids, "the leader's queues")
-				require.True(t, names[liveName], "the live follower is listed by %s: %v", addr, names)
-				if names[deadName] != want {
+				// The live follower too (the leader may miss it for an
+				// election timeout on a loaded machine).
+				if !names[liveName] || names[deadName] != want {
 					return false
 				}
 			}
