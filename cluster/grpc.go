@@ -4,15 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
@@ -40,6 +41,15 @@ import (
 // DefaultGRPCMaxStreams is the default bound on concurrent gRPC streams
 // (calls) per connection.
 const DefaultGRPCMaxStreams = 256
+
+// HTTP/2 flow-control windows of the gRPC server (what a client may send
+// before the node reads it): grpc-go's defaults (64 KiB, grown by its
+// bandwidth estimate) hold a pipelining client's 1 KiB sends back on a
+// fast link, where the estimate stays small.
+const (
+	grpcStreamWindow = 1 << 20
+	grpcConnWindow   = 16 << 20
+)
 
 // Metadata keys RocketMQ 5 clients send with every call.
 const (
@@ -94,6 +104,11 @@ func (b *Broker) startGRPC(ln net.Listener) {
 		grpc.MaxConcurrentStreams(streams),
 		grpc.ConnectionTimeout(handshake),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.InitialWindowSize(grpcStreamWindow),
+		grpc.InitialConnWindowSize(grpcConnWindow),
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
+		grpc.WriteBufferSize(256 << 10),
+		grpc.ReadBufferSize(256 << 10),
 	}
 	if idle > 0 {
 		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idle}))
@@ -103,7 +118,7 @@ func (b *Broker) startGRPC(ln net.Listener) {
 		conns = remoting.DefaultMaxConns
 	}
 	if conns > 0 {
-		ln = netutil.LimitListener(ln, conns)
+		ln = &closingLimitListener{Listener: ln, max: int64(conns), log: b.log.With("port", "grpc")}
 	}
 	if b.tls != nil && b.tls.mode != remoting.TLSDisabled {
 		// gRPC clients need HTTP/2 negotiated by ALPN.
@@ -286,6 +301,50 @@ func (b *Broker) advertisedGRPC() string {
 		return p.GRPC
 	}
 	return b.GRPCAddr()
+}
+
+// closingLimitListener serves at most max connections at once, as the
+// remoting port does: one more is accepted and closed at once (logged once
+// per burst), rather than left waiting in the kernel's backlog.
+type closingLimitListener struct {
+	net.Listener
+	max     int64
+	log     *slog.Logger
+	open    atomic.Int64
+	refused atomic.Bool // a refusal was logged and no connection closed since
+}
+
+func (l *closingLimitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) > l.max {
+			l.open.Add(-1)
+			if !l.refused.Swap(true) {
+				l.log.Warn("cluster: grpc connection refused: too many connections", "client", c.RemoteAddr().String(), "max", l.max)
+			}
+			_ = c.Close()
+			continue
+		}
+		return &limitedConn{Conn: c, l: l}, nil
+	}
+}
+
+type limitedConn struct {
+	net.Conn
+	l    *closingLimitListener
+	once sync.Once
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.l.open.Add(-1)
+		c.l.refused.Store(false)
+	})
+	return err
 }
 
 // settledListener hands gRPC connections whose TLS sniff is over: an

@@ -1,10 +1,14 @@
 package cluster
 
 import (
+	"io"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/raftmq/raftmq/protocol/grpc/rmqpb"
 )
@@ -65,4 +69,35 @@ func TestGRPCRouteLeavesOutDeadFollower(t *testing.T) {
 	listed(false)
 	tb.start(dead.cfg.ID)
 	listed(true)
+}
+
+// A gRPC connection past MaxClientConns is closed at once, as on the
+// remoting port, not left waiting; once a connection closes, a new one is
+// served.
+func TestGRPCConnectionLimit(t *testing.T) {
+	tb := startGRPCBrokers(t, func(c *Config) { c.MaxClientConns = 2 })
+	addr := tb.leader().GRPCAddr()
+	ctx := clientCtx(t, "host@10@0@limit", nil)
+	call := func(c rmqpb.MessagingServiceClient) error {
+		_, err := c.QueryRoute(ctx, &rmqpb.QueryRouteRequest{Topic: &rmqpb.Resource{Name: "L"}})
+		return err
+	}
+	var ccs []*grpc.ClientConn
+	for range 2 {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		require.NoError(t, err)
+		t.Cleanup(func() { cc.Close() })
+		require.NoError(t, call(rmqpb.NewMessagingServiceClient(cc)))
+		ccs = append(ccs, cc)
+	}
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	require.NoError(t, nc.SetReadDeadline(time.Now().Add(10*time.Second)))
+	_, err = io.ReadAll(nc)
+	require.NoError(t, err, "the third connection is closed (EOF), not left waiting")
+
+	ccs[0].Close()
+	third := grpcClient(t, addr)
+	require.Eventually(t, func() bool { return call(third) == nil }, 10*time.Second, 20*time.Millisecond)
 }
