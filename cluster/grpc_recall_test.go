@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/raftmq/raftmq/protocol/grpc/rmqpb"
+	"github.com/raftmq/raftmq/protocol/remoting"
 	"github.com/raftmq/raftmq/store/schedule"
 )
 
@@ -88,4 +89,19 @@ func TestGRPCRecall(t *testing.T) {
 	}
 	r = recall("RT", early.RecallHandle)
 	require.Equal(t, rmqpb.Code_NOT_FOUND, r.Status.Code, "a recall after delivery: %s", r.Status.Message)
+
+	// The same over remoting RECALL_MESSAGE.
+	late := send("RC3", time.Now().Add(time.Hour))
+	rc := dial(t, tb.follower().ClientAddr())
+	req := func(handle string) *remoting.Command {
+		return remoting.NewRequest(remoting.RecallMessage, map[string]string{"producerGroup": "pg", "topic": "RT", "recallHandle": handle}, nil)
+	}
+	resp := invoke(t, rc, req(late.RecallHandle))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	require.Equal(t, "RC3", resp.ExtFields["msgId"])
+	resp = invoke(t, rc, req("garbled"))
+	require.Equal(t, remoting.IllegalOperation, resp.Code, resp.Remark)
+	resp = invoke(t, rc, req(early.RecallHandle))
+	require.Equal(t, remoting.NoMessage, resp.Code, resp.Remark)
+	require.True(t, tb.leader().Replica().Store().Recalled("RT", "RC3"))
 }
