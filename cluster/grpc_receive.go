@@ -207,7 +207,8 @@ func receiptStatus(resp *remoting.Command) *rmqpb.Status {
 }
 
 // AckMessage acks the request's entries in one BATCH_ACK_MESSAGE (one
-// replicated step, as a remoting SimpleConsumer's AckBatch). Each entry
+// replicated step, as a remoting SimpleConsumer's AckBatch; a single
+// entry as an ACK_MESSAGE). Each entry
 // gets its own status: an entry whose receipt does not parse fails alone;
 // when the batch is refused for an entry's sake (an expired or unknown
 // receipt, an offset out of range), the entries are acked again one
@@ -255,9 +256,25 @@ func (s *grpcService) AckMessage(ctx context.Context, req *rmqpb.AckMessageReque
 }
 
 // ackBatch acks the receipts rs[i] for i in valid as one BATCH_ACK_MESSAGE
-// and sets those entries' statuses, falling back to an ACK_MESSAGE per
-// entry when the batch was refused for an entry's sake.
+// (one receipt: an ACK_MESSAGE) and sets those entries' statuses, falling
+// back to an ACK_MESSAGE per entry when the batch was refused for an
+// entry's sake.
 func (s *grpcService) ackBatch(ctx context.Context, ak, group, topic string, rs []Receipt, handles []string, valid []int, entries []*rmqpb.AckMessageResultEntry) error {
+	each := func() error {
+		for _, i := range valid {
+			r := rs[i]
+			resp := s.exec(ctx, ak, remoting.NewRequest(codeAckMessage, map[string]string{"consumerGroup": group, "topic": topic,
+				"queueId": strconv.Itoa(int(r.QueueID)), "extraInfo": handles[i], "offset": strconv.FormatInt(r.Offset, 10)}, nil))
+			if err := popUnsupported("AckMessage", resp); err != nil {
+				return err
+			}
+			entries[i].Status = receiptStatus(resp)
+		}
+		return nil
+	}
+	if len(valid) == 1 {
+		return each() // as cheap, and its refusal names the entry alone
+	}
 	// One BatchAck per queue and pop time (a bit set from the lowest
 	// offset), in the order first seen.
 	type key struct {
@@ -298,25 +315,11 @@ func (s *grpcService) ackBatch(ctx context.Context, ak, group, topic string, rs 
 	}
 	switch resp.Code {
 	case respNoMessage, remoting.InvalidParameter, remoting.MessageIllegal:
-		if len(valid) > 1 {
-			break // an entry's refusal: find which
-		}
-		fallthrough
-	default:
-		// SUCCESS, or a refusal of the whole batch (busy, no leader,
-		// no such topic or group): every entry's status.
-		for _, i := range valid {
-			entries[i].Status = receiptStatus(resp)
-		}
-		return nil
+		return each() // an entry's refusal: find which
 	}
+	// SUCCESS, or a refusal of the whole batch (busy, no leader, no such
+	// topic or group): every entry's status.
 	for _, i := range valid {
-		r := rs[i]
-		resp := s.exec(ctx, ak, remoting.NewRequest(codeAckMessage, map[string]string{"consumerGroup": group, "topic": topic,
-			"queueId": strconv.Itoa(int(r.QueueID)), "extraInfo": handles[i], "offset": strconv.FormatInt(r.Offset, 10)}, nil))
-		if err := popUnsupported("AckMessage", resp); err != nil {
-			return err
-		}
 		entries[i].Status = receiptStatus(resp)
 	}
 	return nil
