@@ -33,6 +33,8 @@ var renewSteps = []time.Duration{time.Minute, 3 * time.Minute, 5 * time.Minute, 
 const (
 	renewAhead = 10 * time.Second
 	renewTries = 3
+	// renewParallel bounds the renewals in flight at once.
+	renewParallel = 64
 	// renewMax bounds the renewals held by a node; receives past it are
 	// not renewed (logged).
 	renewMax = 100_000
@@ -135,9 +137,18 @@ func (s *grpcService) renewLoop() {
 			}
 		}
 		r.mu.Unlock()
+		// Concurrently, so that the changes share raft entries.
+		sem := make(chan struct{}, renewParallel)
+		var wg sync.WaitGroup
 		for _, k := range due {
-			s.renewOne(k)
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				s.renewOne(k)
+			}()
 		}
+		wg.Wait()
 	}
 }
 
