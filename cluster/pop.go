@@ -178,14 +178,20 @@ func ParseReceipt(group, topic, s string, offset int64) (Receipt, error) {
 }
 
 // popState is the broker's pop machinery: the batcher, the per-queue
-// locks that serialise pops of one queue on the leader, and the term the
-// last read barrier was for.
+// locks that serialise the building of pops of one queue on the leader,
+// the queues' proposed cursors, and the term the last read barrier was
+// for.
 type popState struct {
 	calls chan *popCall
 	slots chan struct{}
 
 	mu    sync.Mutex
 	locks map[pop.Key]chan struct{}
+	// ahead holds, by queue, the cursor the pops in flight lead to
+	// (under mu): a queue's next pop is built from it rather than from
+	// the applied state, so that several pops of a queue are in flight
+	// at once (pipelined pops).
+	ahead map[pop.Key]*popAhead
 
 	term atomic.Uint64
 	next atomic.Uint32 // rotates the first queue of pops of any queue
@@ -197,7 +203,94 @@ type popState struct {
 
 func newPopState() *popState {
 	return &popState{calls: make(chan *popCall, 4096), slots: make(chan struct{}, popInFlight),
-		locks: map[pop.Key]chan struct{}{}, polling: map[string]int{}, pollMax: popPollingMax}
+		locks: map[pop.Key]chan struct{}{}, ahead: map[pop.Key]*popAhead{}, polling: map[string]int{}, pollMax: popPollingMax}
+}
+
+// popAhead is a queue's proposed pop state on the leader: where its
+// cursor will be once the pops in flight apply, and the revived records
+// they take. It is only a guess that saves a commit round per pop: apply
+// checks every pop against the replicated state (pop.ErrMoved), so a
+// wrong guess costs a refused pop, never a message handed out twice. A
+// pop in flight that fails or is refused breaks it; a broken one, or one
+// of an earlier term, is replaced by the applied state at the next pop,
+// and it is forgotten once nothing is in flight.
+type popAhead struct {
+	term    uint64
+	next    int64
+	pending int
+	claimed map[int64]int // revived offsets taken by pops in flight
+	broken  bool
+}
+
+// aheadOf returns k's proposed state to build a pop from in term (nil:
+// build from the applied state). Call with k's lock held.
+func (p *popState) aheadOf(k pop.Key, term uint64) *popAhead {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a := p.ahead[k]
+	if a == nil || a.broken || a.term != term || a.pending == 0 {
+		return nil
+	}
+	return a
+}
+
+// proposed records op, built from a (nil: from the applied state) in
+// term, as in flight, and returns what its completion must report to
+// (landed). Call with k's lock held, before the op is queued.
+func (p *popState) proposed(a *popAhead, term uint64, op *pop.Op) *popAhead {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := op.Key()
+	if a == nil || a.broken || p.ahead[k] != a {
+		a = &popAhead{term: term, claimed: map[int64]int{}}
+		p.ahead[k] = a
+	}
+	a.next = op.To
+	a.pending++
+	for _, off := range op.Offsets {
+		if off < op.From {
+			a.claimed[off]++
+		}
+	}
+	return a
+}
+
+// landed records that op, proposed on a, completed: err is its own
+// refusal or the entry's failure.
+func (p *popState) landed(a *popAhead, op *pop.Op, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a.pending--
+	if err != nil {
+		a.broken = true
+	}
+	for _, off := range op.Offsets {
+		if off >= op.From {
+			break
+		}
+		if a.claimed[off]--; a.claimed[off] <= 0 {
+			delete(a.claimed, off)
+		}
+	}
+	if a.pending == 0 && p.ahead[op.Key()] == a {
+		delete(p.ahead, op.Key())
+	}
+}
+
+// breakAhead marks a as wrong: the next pop of its queue is built from
+// the applied state.
+func (p *popState) breakAhead(a *popAhead) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a.broken = true
+}
+
+// isClaimed reports whether a pop in flight on a takes revived offset
+// off.
+func (p *popState) isClaimed(a *popAhead, off int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return a.claimed[off] > 0
 }
 
 // lock takes k's pop lock: waiting for it (until ctx ends) when wait,
@@ -238,6 +331,17 @@ type popCall struct {
 	op   pop.Op
 	dlq  *message.Message // a DLQ revive's copy
 	done chan popDone
+	// landed, if set, learns the outcome first, whether or not the
+	// caller still waits for it.
+	landed func(popDone)
+}
+
+// finish hands the call its outcome.
+func (c *popCall) finish(d popDone) {
+	if c.landed != nil {
+		c.landed(d)
+	}
+	c.done <- d
 }
 
 type popDone struct {
@@ -273,7 +377,7 @@ func (b *Broker) popBatcher() {
 		case p.slots <- struct{}{}:
 		case <-b.stopc:
 			for _, c := range calls {
-				c.done <- popDone{err: ErrStopping}
+				c.finish(popDone{err: ErrStopping})
 			}
 			return
 		}
@@ -298,11 +402,11 @@ func (b *Broker) proposePops(calls []*popCall) {
 		for i, c := range calls {
 			switch {
 			case err != nil:
-				c.done <- popDone{err: err}
+				c.finish(popDone{err: err})
 			case i < len(res):
-				c.done <- popDone{res: res[i]}
+				c.finish(popDone{res: res[i]})
 			default:
-				c.done <- popDone{err: fmt.Errorf("%w: pop entry with fewer results than ops", store.ErrBadEntry)}
+				c.finish(popDone{err: fmt.Errorf("%w: pop entry with fewer results than ops", store.ErrBadEntry)})
 			}
 		}
 		b.met.PopEntries.Inc()
@@ -317,20 +421,41 @@ func (b *Broker) proposePops(calls []*popCall) {
 func (b *Broker) popOps(ctx context.Context, ops []pop.Op, dlq []*message.Message) ([]pop.Result, error) {
 	calls := make([]*popCall, len(ops))
 	for i := range ops {
-		c := &popCall{op: ops[i], done: make(chan popDone, 1)}
+		calls[i] = &popCall{op: ops[i], done: make(chan popDone, 1)}
 		if dlq != nil {
-			c.dlq = dlq[i]
-		}
-		calls[i] = c
-		select {
-		case b.pop.calls <- c:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("indeterminate: %w", ctx.Err())
-		case <-b.stopc:
-			return nil, ErrStopping
+			calls[i].dlq = dlq[i]
 		}
 	}
-	out := make([]pop.Result, len(ops))
+	if err := b.queuePopCalls(ctx, calls); err != nil {
+		return nil, err
+	}
+	return b.waitPopCalls(ctx, calls)
+}
+
+// queuePopCalls hands calls to the batcher, in order. A call it could not
+// queue is finished with the error (so its landed hook runs).
+func (b *Broker) queuePopCalls(ctx context.Context, calls []*popCall) error {
+	for i, c := range calls {
+		var err error
+		select {
+		case b.pop.calls <- c:
+			continue
+		case <-ctx.Done():
+			err = fmt.Errorf("indeterminate: %w", ctx.Err())
+		case <-b.stopc:
+			err = ErrStopping
+		}
+		for _, c := range calls[i:] {
+			c.finish(popDone{err: err})
+		}
+		return err
+	}
+	return nil
+}
+
+// waitPopCalls waits for the results of queued calls.
+func (b *Broker) waitPopCalls(ctx context.Context, calls []*popCall) ([]pop.Result, error) {
+	out := make([]pop.Result, len(calls))
 	var firstErr error
 	for i, c := range calls {
 		select {
@@ -444,12 +569,16 @@ func (b *Broker) Pop(ctx context.Context, req PopRequest) (*PopResult, error) {
 }
 
 // popQueues pops up to req.Max messages from queues into res: it locks
-// each queue and builds its op from this node's state, then proposes the
-// ops together (one entry, unless the batcher splits them), and hands out
-// what apply granted. moved reports an op refused because its queue's
-// cursor had moved.
+// each queue and builds its op from this node's state (and the pops of
+// the queue in flight: popAhead), queues the ops together (one entry,
+// unless the batcher splits them), and hands out what apply granted. A
+// queue's lock is held while its op is built and queued, so that its ops
+// reach the log in the order they were built; an orderly pop holds it
+// until its entry applied (one orderly pop of a queue in flight). moved
+// reports an op refused because its queue's cursor had moved.
 func (b *Broker) popQueues(ctx context.Context, req *PopRequest, flt filter.Filter, order bool, queues []int32, wait bool, res *PopResult) (moved bool, err error) {
 	var bs []builtPop
+	term := b.pop.term.Load()
 	left := req.Max
 	for _, q := range queues {
 		if left <= 0 {
@@ -469,7 +598,11 @@ func (b *Broker) popQueues(ctx context.Context, req *PopRequest, flt filter.Filt
 				continue
 			}
 		}
-		op, recs, rest, err := b.buildPop(req, flt, order, k, left)
+		var ahead *popAhead
+		if !order {
+			ahead = b.pop.aheadOf(k, term)
+		}
+		op, recs, rest, err := b.buildPop(req, flt, order, k, left, ahead)
 		res.Rest += rest
 		if err != nil || op == nil {
 			b.pop.unlock(k)
@@ -478,25 +611,39 @@ func (b *Broker) popQueues(ctx context.Context, req *PopRequest, flt filter.Filt
 			}
 			continue
 		}
-		bs = append(bs, builtPop{*op, recs})
+		bs = append(bs, builtPop{op: *op, recs: recs, ahead: ahead})
 		left -= len(op.Offsets)
 	}
-	defer func() {
-		for _, x := range bs {
+	locked := len(bs)
+	unlock := func() {
+		for _, x := range bs[:locked] {
 			b.pop.unlock(x.op.Key())
 		}
-	}()
+		locked = 0
+	}
+	defer unlock()
 	if len(bs) == 0 {
 		return false, nil
 	}
 	if failpoint.On(b.fp, failpoint.PopBeforeCommit) {
 		return false, b.popBeforeCommit(req, order, bs, res)
 	}
-	ops := make([]pop.Op, len(bs))
+	calls := make([]*popCall, len(bs))
 	for i := range bs {
-		ops[i] = bs[i].op
+		c := &popCall{op: bs[i].op, done: make(chan popDone, 1)}
+		if !order {
+			a := b.pop.proposed(bs[i].ahead, term, &c.op)
+			c.landed = func(d popDone) { b.pop.landed(a, &c.op, cmp.Or(d.err, d.res.Err)) }
+		}
+		calls[i] = c
 	}
-	out, err := b.popOps(ctx, ops, nil)
+	if err := b.queuePopCalls(ctx, calls); err != nil {
+		return false, err
+	}
+	if !order {
+		unlock() // the ops are queued in order: the queues' next pops may be built
+	}
+	out, err := b.waitPopCalls(ctx, calls)
 	if err != nil {
 		return false, err
 	}
@@ -583,17 +730,20 @@ func (b *Broker) popAgain(ctx context.Context, req *PopRequest, k pop.Key, res *
 }
 
 // builtPop is one queue's pop op as buildPop decided it, with the
-// messages it lists, read by offset.
+// messages it lists, read by offset, and the proposed state it was built
+// from (nil: the applied state).
 type builtPop struct {
-	op   pop.Op
-	recs map[int64][]byte
+	op    pop.Op
+	recs  map[int64][]byte
+	ahead *popAhead
 }
 
 // buildPop decides a pop of up to n messages of k from this node's state:
 // its revived records first, then messages from the cursor on, and reads
-// them (by offset). rest counts the messages left behind. A nil op: nothing
-// to pop.
-func (b *Broker) buildPop(req *PopRequest, flt filter.Filter, order bool, k pop.Key, n int) (*pop.Op, map[int64][]byte, int64, error) {
+// them (by offset). With ahead (the pops of k in flight), the cursor is
+// where they lead and the revived records they take are passed over.
+// rest counts the messages left behind. A nil op: nothing to pop.
+func (b *Broker) buildPop(req *PopRequest, flt filter.Filter, order bool, k pop.Key, n int, ahead *popAhead) (*pop.Op, map[int64][]byte, int64, error) {
 	st := b.rep.Store()
 	now := time.Now().UnixMilli()
 	op := &pop.Op{Type: pop.OpPop, Group: k.Group, Topic: k.Topic, Queue: k.Queue, Invisible: req.Invisible.Milliseconds(), Order: order}
@@ -603,12 +753,25 @@ func (b *Broker) buildPop(req *PopRequest, flt filter.Filter, order bool, k pop.
 	recs := map[int64][]byte{}
 	view := st.PopView(k, n, now)
 	maxOff := st.MaxOffset(k.Topic, k.Queue)
-	if view.Exists {
+	if ahead != nil && view.Exists && view.Next > ahead.next {
+		// The applied cursor passed the guess: build from it.
+		b.pop.breakAhead(ahead)
+		ahead = nil
+	}
+	switch {
+	case ahead != nil:
+		op.From = ahead.next
+	case view.Exists:
 		op.From = view.Next
+	}
+	if view.Exists {
 		if order && view.Busy {
 			return nil, nil, 0, nil
 		}
 		for _, r := range view.Revived {
+			if ahead != nil && b.pop.isClaimed(ahead, r.Offset) {
+				continue
+			}
 			gr, err := st.GetMessages(k.Topic, k.Queue, r.Offset, 1, popMaxBytes, nil)
 			if err != nil {
 				return nil, nil, 0, fmt.Errorf("read queue %s/%d at %d: %w", k.Topic, k.Queue, r.Offset, err)
@@ -621,7 +784,7 @@ func (b *Broker) buildPop(req *PopRequest, flt filter.Filter, order bool, k pop.
 			op.Offsets = append(op.Offsets, r.Offset)
 			recs[r.Offset] = gr.Records[0]
 		}
-	} else {
+	} else if ahead == nil {
 		op.Init = true
 		if off, has := st.ConsumerOffset(k.Group, k.Topic, k.Queue); has {
 			op.From = off
