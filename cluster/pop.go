@@ -3,6 +3,7 @@ package cluster
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -835,23 +836,57 @@ func (b *Broker) buildPop(req *PopRequest, flt filter.Filter, order bool, k pop.
 }
 
 // withReceipt returns a copy of a stored record with the receipt in
-// POP_CK and attempt-1 in its reconsume times.
+// POP_CK (and the pop time in FIRST_POP_TIME at the first delivery, if
+// the record has none) and attempt-1 in its reconsume times. It edits the
+// record's bytes: the properties are its last field, so the copy is the
+// record with the pairs appended, its lengths and reconsume times
+// patched (the body, and so its CRC, is unchanged).
 func withReceipt(rec []byte, r Receipt, attempt int32) ([]byte, error) {
-	m, _, err := message.Decode(rec)
+	v, err := message.Parse(rec, false)
 	if err != nil {
 		return nil, err
 	}
-	props := maps.Clone(m.Properties)
-	if props == nil {
-		props = map[string]string{}
+	rec = rec[:v.Size]
+	props := v.Properties
+	if _, ok := message.PropertyBytes(props, message.PropertyPopCK); ok {
+		props = []byte(message.DeleteRawProperty(string(props), message.PropertyPopCK))
 	}
-	props[message.PropertyPopCK] = r.String()
-	if _, ok := props[message.PropertyFirstPopTime]; !ok && attempt <= 1 {
-		props[message.PropertyFirstPopTime] = strconv.FormatInt(r.PopTime, 10)
+	ck := r.ExtraInfo().String()
+	offPropLen := len(rec) - len(v.Properties) - 2
+	out := make([]byte, 0, len(rec)+len(ck)+64)
+	out = append(out, rec[:offPropLen+2]...)
+	out = append(out, props...)
+	if len(props) > 0 && props[len(props)-1] != message.PropertySeparator {
+		out = append(out, message.PropertySeparator)
 	}
-	m.Properties, m.RawProperties = props, ""
-	m.ReconsumeTimes = max(attempt-1, 0)
-	return message.Append(nil, &m)
+	out = appendPair(out, message.PropertyPopCK, ck)
+	if _, ok := message.PropertyBytes(props, message.PropertyFirstPopTime); !ok && attempt <= 1 {
+		out = appendPair(out, message.PropertyFirstPopTime, strconv.FormatInt(r.PopTime, 10))
+	}
+	propLen := len(out) - offPropLen - 2
+	if propLen > message.MaxPropertiesSize {
+		return nil, fmt.Errorf("properties of %d bytes with the receipt, limit %d", propLen, message.MaxPropertiesSize)
+	}
+	binary.BigEndian.PutUint16(out[offPropLen:], uint16(propLen))
+	binary.BigEndian.PutUint32(out[message.OffTotalSize:], uint32(len(out)))
+	born, stored := message.HostSizeV4, message.HostSizeV4
+	if v.SysFlag&message.SysFlagBornHostV6 != 0 {
+		born = message.HostSizeV6
+	}
+	if v.SysFlag&message.SysFlagStoreHostV6 != 0 {
+		stored = message.HostSizeV6
+	}
+	offReconsume := message.OffBornHost + born + 8 + stored
+	binary.BigEndian.PutUint32(out[offReconsume:], uint32(max(attempt-1, 0)))
+	return out, nil
+}
+
+// appendPair appends one property pair.
+func appendPair(dst []byte, name, value string) []byte {
+	dst = append(dst, name...)
+	dst = append(dst, message.NameValueSeparator)
+	dst = append(dst, value...)
+	return append(dst, message.PropertySeparator)
 }
 
 // PopAck acks receipts (leader only) and returns each one's outcome: nil

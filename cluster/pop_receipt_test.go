@@ -1,0 +1,98 @@
+package cluster
+
+import (
+	"maps"
+	"net/netip"
+	"reflect"
+	"strconv"
+	"testing"
+
+	"github.com/raftmq/raftmq/message"
+)
+
+// withReceiptDecoded is the reference withReceipt: decode the record, set
+// the properties, encode it again.
+func withReceiptDecoded(rec []byte, r Receipt, attempt int32) ([]byte, error) {
+	m, _, err := message.Decode(rec)
+	if err != nil {
+		return nil, err
+	}
+	props := maps.Clone(m.Properties)
+	if props == nil {
+		props = map[string]string{}
+	}
+	props[message.PropertyPopCK] = r.String()
+	if _, ok := props[message.PropertyFirstPopTime]; !ok && attempt <= 1 {
+		props[message.PropertyFirstPopTime] = strconv.FormatInt(r.PopTime, 10)
+	}
+	m.Properties, m.RawProperties = props, ""
+	m.ReconsumeTimes = max(attempt-1, 0)
+	return message.Append(nil, &m)
+}
+
+// TestWithReceiptMatchesDecode checks that editing a record's bytes gives
+// the message that decoding, setting the receipt and encoding gives.
+func TestWithReceiptMatchesDecode(t *testing.T) {
+	v4 := netip.MustParseAddrPort("10.0.0.1:1234")
+	v6 := netip.MustParseAddrPort("[2001:db8::1]:10911")
+	r := Receipt{Group: "g", Topic: "t", QueueID: 2, Offset: 77, PopTime: 1700000000123, Invisible: 30000, StartOffset: 70, BrokerName: "b"}
+	cases := map[string]message.Message{
+		"no properties": {Topic: "t", QueueID: 2, QueueOffset: 77, BornHost: v4, StoreHost: v4, Body: []byte("x")},
+		"tags, keys":    {Topic: "t", QueueID: 2, BornHost: v4, StoreHost: v4, Body: []byte("hello"), Properties: map[string]string{"TAGS": "a", "KEYS": "k1 k2", message.PropertyUniqKey: "U1"}},
+		"first pop time": {Topic: "t", BornHost: v4, StoreHost: v4, Body: []byte("y"), ReconsumeTimes: 3,
+			Properties: map[string]string{message.PropertyFirstPopTime: "5"}},
+		"old receipt":  {Topic: "t", BornHost: v6, StoreHost: v4, Body: []byte("z"), Properties: map[string]string{message.PropertyPopCK: "old", "A": "1"}},
+		"ipv6 hosts":   {Topic: "t", BornHost: v6, StoreHost: v6, Body: make([]byte, 300), Properties: map[string]string{"A": ""}},
+		"empty body":   {Topic: "t", BornHost: v4, StoreHost: v6, Properties: map[string]string{"B": "2"}},
+		"with sysflag": {Topic: "t", SysFlag: message.SysFlagMultiTags, BornHost: v4, StoreHost: v4, Body: []byte("b")},
+	}
+	for name, m := range cases {
+		rec, err := message.Append(nil, &m)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		rec = append(rec, 0xEE, 0xEE) // bytes after the record are not part of it
+		for _, attempt := range []int32{1, 2, 5} {
+			got, err := withReceipt(rec, r, attempt)
+			if err != nil {
+				t.Fatalf("%s attempt %d: %v", name, attempt, err)
+			}
+			want, err := withReceiptDecoded(rec, r, attempt)
+			if err != nil {
+				t.Fatalf("%s attempt %d: reference: %v", name, attempt, err)
+			}
+			gm, n, err := message.Decode(got)
+			if err != nil || n != len(got) {
+				t.Fatalf("%s attempt %d: edited record does not decode (%d of %d bytes): %v", name, attempt, n, len(got), err)
+			}
+			wm, _, _ := message.Decode(want)
+			gm.RawProperties, wm.RawProperties = "", ""
+			if !reflect.DeepEqual(gm, wm) {
+				t.Errorf("%s attempt %d:\n got %+v\nwant %+v", name, attempt, gm, wm)
+			}
+			if _, err := message.Parse(got, true); err != nil {
+				t.Errorf("%s attempt %d: body CRC: %v", name, attempt, err)
+			}
+		}
+	}
+}
+
+func BenchmarkWithReceipt(b *testing.B) {
+	v4 := netip.MustParseAddrPort("10.0.0.1:1234")
+	m := message.Message{Topic: "bench-pop", BornHost: v4, StoreHost: v4, Body: make([]byte, 1024),
+		Properties: map[string]string{"TAGS": "a", message.PropertyUniqKey: "7F0000010001000000000000000000AB", "WAIT": "true"}}
+	rec, _ := message.Append(nil, &m)
+	r := Receipt{Group: "g", Topic: "bench-pop", QueueID: 2, Offset: 77, PopTime: 1700000000123, Invisible: 30000, StartOffset: 70, BrokerName: "b"}
+	for _, f := range []struct {
+		name string
+		fn   func([]byte, Receipt, int32) ([]byte, error)
+	}{{"edit", withReceipt}, {"decode", withReceiptDecoded}} {
+		b.Run(f.name, func(b *testing.B) {
+			for range b.N {
+				if _, err := f.fn(rec, r, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
