@@ -31,6 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -644,19 +645,90 @@ func (d *dueIndex) down(i int) {
 	}
 }
 
-// The entry payload: the batch's JSON head, then the records of its DLQ
+// The entry payload: the batch's head, then the records of its DLQ
 // revives back to back.
 //
-//	| head length u32 | head (JSON Batch) | records |
+//	| head length u32 | head | records |
+//
+// The head is binary (batchV1, below) or, as entries written before it,
+// a JSON Batch, which starts with '{': DecodeBatch reads both, so a log
+// holding entries of either build replays alike.
+//
+//	batchV1: | 0x01 | now varint | ops uvarint | ops × op |
+//	op: | type u8 | flags u8 | group str | topic str | queue varint |
+//	    | from varint | to varint | offsets uvarint | offsets × delta varint |
+//	    | invisible varint | attempt id str | offset varint | pop time varint |
+//	str: | length uvarint | bytes |
+//
+// flags: 1 init, 2 order, 4 dlq. The offsets are the first one, then each
+// one's difference to the one before.
+const batchV1 = 0x01
+
+// opCodes are the op types' codes in batchV1; a batch with an op of
+// another type is written as JSON.
+var opCodes = map[string]byte{OpPop: 1, OpAck: 2, OpChange: 3, OpRevive: 4, OpDrop: 5, OpDeadLetter: 6}
+
+var opTypes = [...]string{1: OpPop, 2: OpAck, 3: OpChange, 4: OpRevive, 5: OpDrop, 6: OpDeadLetter}
 
 // AppendBatch appends b's encoding; the records follow it.
 func AppendBatch(dst []byte, b *Batch) ([]byte, error) {
-	js, err := json.Marshal(b)
-	if err != nil {
-		return nil, fmt.Errorf("pop: encode batch: %w", err)
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	head, ok := appendBatchV1(dst, b)
+	if !ok {
+		js, err := json.Marshal(b)
+		if err != nil {
+			return nil, fmt.Errorf("pop: encode batch: %w", err)
+		}
+		head = append(dst, js...)
 	}
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(js)))
-	return append(dst, js...), nil
+	binary.BigEndian.PutUint32(head[start:], uint32(len(head)-start-4))
+	return head, nil
+}
+
+func appendBatchV1(dst []byte, b *Batch) ([]byte, bool) {
+	dst = append(dst, batchV1)
+	dst = binary.AppendVarint(dst, b.Now)
+	dst = binary.AppendUvarint(dst, uint64(len(b.Ops)))
+	for i := range b.Ops {
+		o := &b.Ops[i]
+		code, ok := opCodes[o.Type]
+		if !ok {
+			return nil, false
+		}
+		var flags byte
+		if o.Init {
+			flags |= 1
+		}
+		if o.Order {
+			flags |= 2
+		}
+		if o.DLQ {
+			flags |= 4
+		}
+		dst = append(dst, code, flags)
+		dst = appendStr(dst, o.Group)
+		dst = appendStr(dst, o.Topic)
+		dst = binary.AppendVarint(dst, int64(o.Queue))
+		dst = binary.AppendVarint(dst, o.From)
+		dst = binary.AppendVarint(dst, o.To)
+		dst = binary.AppendUvarint(dst, uint64(len(o.Offsets)))
+		prev := int64(0)
+		for _, off := range o.Offsets {
+			dst = binary.AppendVarint(dst, off-prev)
+			prev = off
+		}
+		dst = binary.AppendVarint(dst, o.Invisible)
+		dst = appendStr(dst, o.AttemptID)
+		dst = binary.AppendVarint(dst, o.Offset)
+		dst = binary.AppendVarint(dst, o.PopTime)
+	}
+	return dst, true
+}
+
+func appendStr(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
 }
 
 // ErrBadBatch is returned for a pop entry that does not decode.
@@ -671,11 +743,129 @@ func DecodeBatch(p []byte) (*Batch, []byte, error) {
 	if uint64(n) > uint64(len(p)-4) {
 		return nil, nil, fmt.Errorf("%w: head of %d bytes in %d", ErrBadBatch, n, len(p))
 	}
+	head := p[4 : 4+n]
+	if len(head) > 0 && head[0] == batchV1 {
+		b, err := decodeBatchV1(head[1:])
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrBadBatch, err)
+		}
+		return b, p[4+n:], nil
+	}
 	var b Batch
-	if err := json.Unmarshal(p[4:4+n], &b); err != nil {
+	if err := json.Unmarshal(head, &b); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrBadBatch, err)
 	}
 	return &b, p[4+n:], nil
+}
+
+// batchReader reads batchV1's fields; the first failure sticks.
+type batchReader struct {
+	p   []byte
+	err error
+}
+
+func (r *batchReader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.p)
+	if n <= 0 {
+		r.err = errors.New("truncated varint")
+		return 0
+	}
+	r.p = r.p[n:]
+	return v
+}
+
+// count reads a count of items of at least size bytes each, which must
+// fit in what follows it.
+func (r *batchReader) count(size int) int {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.p)
+	if n <= 0 || v > uint64(len(r.p)-n)/uint64(size) {
+		r.err = fmt.Errorf("bad count (%d bytes left)", len(r.p))
+		return 0
+	}
+	r.p = r.p[n:]
+	return int(v)
+}
+
+func (r *batchReader) byte() byte {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.p) == 0 {
+		r.err = errors.New("truncated")
+		return 0
+	}
+	c := r.p[0]
+	r.p = r.p[1:]
+	return c
+}
+
+// str reads a string: prev if it holds the same bytes (the ops of a
+// batch mostly name the same group and topic).
+func (r *batchReader) str(prev string) string {
+	n := r.count(1)
+	if r.err != nil {
+		return ""
+	}
+	b := r.p[:n]
+	r.p = r.p[n:]
+	if string(b) == prev {
+		return prev
+	}
+	return string(b)
+}
+
+func decodeBatchV1(p []byte) (*Batch, error) {
+	r := &batchReader{p: p}
+	b := &Batch{Now: r.varint()}
+	n := r.count(12) // an op takes 12 bytes at least
+	if r.err != nil {
+		return nil, r.err
+	}
+	b.Ops = make([]Op, n)
+	for i := range b.Ops {
+		o := &b.Ops[i]
+		code, flags := r.byte(), r.byte()
+		if r.err == nil && (int(code) >= len(opTypes) || opTypes[code] == "") {
+			return nil, fmt.Errorf("op %d: type code %d", i, code)
+		}
+		o.Type = opTypes[code]
+		o.Init, o.Order, o.DLQ = flags&1 != 0, flags&2 != 0, flags&4 != 0
+		var pg, pt string
+		if i > 0 {
+			pg, pt = b.Ops[i-1].Group, b.Ops[i-1].Topic
+		}
+		o.Group, o.Topic = r.str(pg), r.str(pt)
+		q := r.varint()
+		if q < math.MinInt32 || q > math.MaxInt32 {
+			return nil, fmt.Errorf("op %d: queue %d", i, q)
+		}
+		o.Queue = int32(q)
+		o.From, o.To = r.varint(), r.varint()
+		if k := r.count(1); k > 0 {
+			o.Offsets = make([]int64, k)
+			prev := int64(0)
+			for j := range o.Offsets {
+				prev += r.varint()
+				o.Offsets[j] = prev
+			}
+		}
+		o.Invisible = r.varint()
+		o.AttemptID = r.str("")
+		o.Offset, o.PopTime = r.varint(), r.varint()
+		if r.err != nil {
+			return nil, fmt.Errorf("op %d of %d: %w", i, n, r.err)
+		}
+	}
+	if len(r.p) != 0 {
+		return nil, fmt.Errorf("%d bytes after %d ops", len(r.p), n)
+	}
+	return b, nil
 }
 
 // Encoding of a Queue (the value of its key in the store's database):
