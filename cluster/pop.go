@@ -196,6 +196,8 @@ type popState struct {
 
 	term atomic.Uint64
 	next atomic.Uint32 // rotates the first queue of pops of any queue
+	// pipelined counts the pops built from a queue's pops in flight.
+	pipelined atomic.Uint64
 
 	pollMu  sync.Mutex
 	polling map[string]int // suspended pops by group@topic@queue
@@ -601,7 +603,9 @@ func (b *Broker) popQueues(ctx context.Context, req *PopRequest, flt filter.Filt
 		}
 		var ahead *popAhead
 		if !order {
-			ahead = b.pop.aheadOf(k, term)
+			if ahead = b.pop.aheadOf(k, term); ahead != nil {
+				b.pop.pipelined.Add(1)
+			}
 		}
 		op, recs, rest, err := b.buildPop(req, flt, order, k, left, ahead)
 		res.Rest += rest

@@ -446,3 +446,73 @@ func TestPopPollWakesOnlyForItsTopic(t *testing.T) {
 	}
 	require.Greater(t, counterValue(t, entry), before)
 }
+
+// Concurrent pops of one queue are pipelined (each built from the pops in
+// flight, not from the applied state) and still hand out each message
+// once, after its own entry applied: every offset once, no two pops
+// overlapping, and the queue's applied cursor covers what was handed out.
+func TestPopPipelinedOneQueue(t *testing.T) {
+	tb := startBrokers(t)
+	l := tb.leader()
+	c := dial(t, l.ClientAddr())
+	const n = 240
+	popSetup(t, c, 1, n, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	type got struct {
+		offs []int64
+		err  error
+	}
+	out := make(chan got)
+	const poppers = 8
+	for range poppers {
+		go func() {
+			var g got
+			defer func() { out <- g }()
+			for ctx.Err() == nil {
+				res, err := l.Pop(ctx, PopRequest{Group: "g", Topic: "T", QueueID: 0, Max: 4, Invisible: time.Minute, InitMode: remoting.PopInitMin})
+				if err != nil {
+					g.err = err
+					return
+				}
+				if len(res.Messages) == 0 {
+					return // the queue is drained (or every rest is in flight)
+				}
+				k := pop.Key{Group: "g", Topic: "T", Queue: 0}
+				v := l.rep.Store().PopView(k, 0, 0)
+				for _, m := range res.Messages {
+					if m.QueueOffset >= v.Next {
+						g.err = fmt.Errorf("offset %d handed out past the applied cursor %d", m.QueueOffset, v.Next)
+						return
+					}
+					g.offs = append(g.offs, m.QueueOffset)
+				}
+			}
+		}()
+	}
+	seen := map[int64]int{}
+	for range poppers {
+		g := <-out
+		require.NoError(t, g.err)
+		for _, off := range g.offs {
+			seen[off]++
+		}
+	}
+	// What the poppers left (they stop at an empty answer): pop it now.
+	for {
+		res, err := l.Pop(ctx, PopRequest{Group: "g", Topic: "T", QueueID: 0, Max: 32, Invisible: time.Minute, InitMode: remoting.PopInitMin})
+		require.NoError(t, err)
+		if len(res.Messages) == 0 {
+			break
+		}
+		for _, m := range res.Messages {
+			seen[m.QueueOffset]++
+		}
+	}
+	require.Len(t, seen, n)
+	for off, k := range seen {
+		require.Equal(t, 1, k, "offset %d handed out %d times", off, k)
+	}
+	require.Positive(t, l.pop.pipelined.Load(), "no pop was built on a pop in flight")
+	t.Logf("pops built on pops in flight: %d", l.pop.pipelined.Load())
+}
