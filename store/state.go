@@ -580,19 +580,7 @@ func (s *Store) PopView(k pop.Key, n int, nowMs int64) PopView {
 	if !ok {
 		return PopView{}
 	}
-	v := PopView{Exists: true, Next: q.Next}
-	for _, r := range q.InFlight {
-		if !r.Revived {
-			v.Busy = true
-		} else if r.PopTime < nowMs {
-			v.Revived = append(v.Revived, *r)
-		}
-	}
-	slices.SortFunc(v.Revived, func(a, b pop.Record) int { return cmp.Compare(a.Offset, b.Offset) })
-	if len(v.Revived) > n {
-		v.Revived = v.Revived[:n]
-	}
-	return v
+	return PopView{Exists: true, Next: q.Next, Busy: q.Busy(), Revived: q.RevivedBefore(n, nowMs)}
 }
 
 // PopHidden returns, by offset, a group's hidden records of a queue
@@ -604,12 +592,5 @@ func (s *Store) PopHidden(k pop.Key) []pop.Record {
 	if !ok {
 		return nil
 	}
-	var out []pop.Record
-	for _, r := range q.InFlight {
-		if !r.Revived {
-			out = append(out, *r)
-		}
-	}
-	slices.SortFunc(out, func(a, b pop.Record) int { return cmp.Compare(a.Offset, b.Offset) })
-	return out
+	return q.Hidden()
 }

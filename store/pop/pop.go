@@ -77,6 +77,10 @@ type Queue struct {
 	order   []int64
 	head    int
 	ordered bool
+	// revived counts the records with Revived set (valid when ordered),
+	// so that a pop learns whether the queue is busy, and whether it has
+	// revived records, without walking them.
+	revived int
 }
 
 // LowWater is the group's consumed position in the queue: the lowest
@@ -105,6 +109,33 @@ func (q *Queue) buildOrder() {
 	}
 	slices.Sort(q.order)
 	q.head, q.ordered = 0, true
+	q.revived = 0
+	for _, r := range q.InFlight {
+		if r.Revived {
+			q.revived++
+		}
+	}
+}
+
+// setRevived sets r.Revived, keeping the count.
+func (q *Queue) setRevived(r *Record, v bool) {
+	if r.Revived == v {
+		return
+	}
+	r.Revived = v
+	if v {
+		q.revived++
+	} else {
+		q.revived--
+	}
+}
+
+// remove removes the record at off, keeping the count.
+func (q *Queue) remove(off int64) {
+	if r := q.InFlight[off]; r != nil && r.Revived {
+		q.revived--
+	}
+	delete(q.InFlight, off)
 }
 
 // trimOrder passes the removed offsets at the head of the order, and
@@ -125,12 +156,62 @@ func (q *Queue) trimOrder() {
 // Busy reports whether a record is hidden (popped, not acked, not revived):
 // an orderly pop waits for it.
 func (q *Queue) Busy() bool {
+	if q.ordered {
+		return len(q.InFlight) > q.revived
+	}
 	for _, r := range q.InFlight {
 		if !r.Revived {
 			return true
 		}
 	}
 	return false
+}
+
+// RevivedBefore returns, by offset, up to n revived records popped before
+// now (what a pop at now hands out again).
+func (q *Queue) RevivedBefore(n int, now int64) []Record {
+	var out []Record
+	if q.ordered {
+		if q.revived == 0 {
+			return nil
+		}
+		for _, off := range q.order[q.head:] {
+			if len(out) >= n {
+				break
+			}
+			if r := q.InFlight[off]; r != nil && r.Revived && r.PopTime < now {
+				out = append(out, *r)
+			}
+		}
+		return out
+	}
+	for _, r := range q.InFlight {
+		if r.Revived && r.PopTime < now {
+			out = append(out, *r)
+		}
+	}
+	slices.SortFunc(out, func(a, b Record) int { return cmp.Compare(a.Offset, b.Offset) })
+	return out[:min(len(out), n)]
+}
+
+// Hidden returns the hidden records (not revived) by offset.
+func (q *Queue) Hidden() []Record {
+	var out []Record
+	if q.ordered {
+		for _, off := range q.order[q.head:] {
+			if r := q.InFlight[off]; r != nil && !r.Revived {
+				out = append(out, *r)
+			}
+		}
+		return out
+	}
+	for _, r := range q.InFlight {
+		if !r.Revived {
+			out = append(out, *r)
+		}
+	}
+	slices.SortFunc(out, func(a, b Record) int { return cmp.Compare(a.Offset, b.Offset) })
+	return out
 }
 
 // Sorted returns the records by offset.
@@ -354,7 +435,8 @@ func (s *State) pop(now int64, k Key, q *Queue, o *Op) Result {
 			if rec == nil || !rec.Revived || rec.PopTime >= now {
 				continue // acked, popped again, or changed since the leader looked
 			}
-			rec.PopTime, rec.VisibleAt, rec.Revived = now, now+o.Invisible, false
+			rec.PopTime, rec.VisibleAt = now, now+o.Invisible
+			q.setRevived(rec, false)
 			rec.Attempt++
 			rec.AttemptID = o.AttemptID
 		case off < o.To && cursorOK && rec == nil:
@@ -394,7 +476,7 @@ func ack(q *Queue, o *Op) Result {
 	if rec == nil {
 		return r
 	}
-	delete(q.InFlight, o.Offset)
+	q.remove(o.Offset)
 	return r
 }
 
@@ -413,7 +495,7 @@ func change(now int64, q *Queue, o *Op) Result {
 	// A new pop time, later than the last, so the old receipt dies.
 	rec.PopTime = max(now, rec.PopTime+1)
 	rec.VisibleAt = rec.PopTime + o.Invisible
-	rec.Revived = false
+	q.setRevived(rec, false)
 	return Result{PopTime: rec.PopTime}
 }
 
@@ -426,10 +508,10 @@ func revive(now int64, q *Queue, o *Op) Result {
 		return Result{Err: ErrNotDue}
 	}
 	if o.DLQ {
-		delete(q.InFlight, o.Offset)
+		q.remove(o.Offset)
 		return Result{DLQ: true}
 	}
-	rec.Revived = true
+	q.setRevived(rec, true)
 	return Result{}
 }
 
@@ -442,7 +524,7 @@ func drop(q *Queue, o *Op) Result {
 	if rec == nil {
 		return r
 	}
-	delete(q.InFlight, o.Offset)
+	q.remove(o.Offset)
 	return Result{Dropped: true}
 }
 
@@ -461,7 +543,7 @@ func deadLetter(q *Queue, o *Op) Result {
 		}
 		return r
 	}
-	delete(q.InFlight, o.Offset)
+	q.remove(o.Offset)
 	return Result{DLQ: true}
 }
 

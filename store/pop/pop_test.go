@@ -251,3 +251,40 @@ func TestDeadLetter(t *testing.T) {
 		t.Fatalf("dead letter of a revived record: %+v", r)
 	}
 }
+
+// The revived count that Busy and RevivedBefore use stays equal to what
+// walking the records gives, through every kind of op.
+func TestRevivedCountMatchesRecords(t *testing.T) {
+	s := NewState()
+	k := Key{Group: g, Topic: tp}
+	check := func(when string, now int64) {
+		t.Helper()
+		q := s.Queues[k]
+		walk := &Queue{Next: q.Next, InFlight: q.InFlight} // not ordered: walks
+		require.Equal(t, walk.Busy(), q.Busy(), when)
+		require.Equal(t, walk.RevivedBefore(1000, now), q.RevivedBefore(1000, now), when)
+		require.Equal(t, walk.Hidden(), q.Hidden(), when)
+		require.Equal(t, walk.RevivedBefore(2, now), q.RevivedBefore(2, now), when)
+	}
+	one(t, s, 100, popOp(0, 6, true, 10, 0, 1, 2, 3, 4, 5))
+	check("popped", 100)
+	for off := int64(0); off < 5; off++ {
+		require.NoError(t, one(t, s, 200, Op{Type: OpRevive, Group: g, Topic: tp, Offset: off, PopTime: 100}).Err)
+	}
+	check("revived", 300)
+	require.Positive(t, len(s.Queues[k].RevivedBefore(10, 300)))
+	require.NoError(t, one(t, s, 300, Op{Type: OpAck, Group: g, Topic: tp, Offset: 0, PopTime: 100}).Err)
+	require.NoError(t, one(t, s, 300, Op{Type: OpChange, Group: g, Topic: tp, Offset: 1, PopTime: 100, Invisible: 10}).Err)
+	require.NoError(t, one(t, s, 300, Op{Type: OpDrop, Group: g, Topic: tp, Offset: 2, PopTime: 100}).Err)
+	require.NoError(t, one(t, s, 300, Op{Type: OpDeadLetter, Group: g, Topic: tp, Offset: 3, PopTime: 100, DLQ: true}).Err)
+	check("acked, changed, dropped, dead-lettered", 400)
+	r := one(t, s, 400, popOp(6, 6, false, 10, 4))
+	require.Equal(t, []int64{4}, offsetsOf(r.Popped))
+	check("revived popped again", 500)
+	require.NoError(t, one(t, s, 500, Op{Type: OpRevive, Group: g, Topic: tp, Offset: 5, PopTime: 100, DLQ: true}).Err)
+	check("revived to the dead-letter queue", 600)
+	c, err := DecodeQueue(s.Queues[k].Encode())
+	require.NoError(t, err)
+	require.Equal(t, s.Queues[k].revived, c.revived)
+	require.Equal(t, s.Queues[k].Busy(), c.Busy())
+}
