@@ -855,15 +855,17 @@ func withReceipt(rec []byte, r Receipt, attempt int32) ([]byte, error) {
 	if _, ok := message.PropertyBytes(props, message.PropertyPopCK); ok {
 		props = []byte(message.DeleteRawProperty(string(props), message.PropertyPopCK))
 	}
-	ck := r.ExtraInfo().String()
 	offPropLen := len(rec) - len(v.Properties) - 2
-	out := make([]byte, 0, len(rec)+len(ck)+64)
+	out := make([]byte, 0, len(rec)+len(r.BrokerName)+160)
 	out = append(out, rec[:offPropLen+2]...)
 	out = append(out, props...)
 	if len(props) > 0 && props[len(props)-1] != message.PropertySeparator {
 		out = append(out, message.PropertySeparator)
 	}
-	out = appendPair(out, message.PropertyPopCK, ck)
+	out = append(out, message.PropertyPopCK...)
+	out = append(out, message.NameValueSeparator)
+	out = r.ExtraInfo().Append(out)
+	out = append(out, message.PropertySeparator)
 	if _, ok := message.PropertyBytes(props, message.PropertyFirstPopTime); !ok && attempt <= 1 {
 		out = appendPair(out, message.PropertyFirstPopTime, strconv.FormatInt(r.PopTime, 10))
 	}

@@ -381,12 +381,28 @@ type ExtraInfo struct {
 }
 
 // String returns the receipt.
-func (e ExtraInfo) String() string {
-	s := fmt.Sprintf("%d %d %d %d %d %s %d", e.StartOffset, e.PopTime, e.InvisibleTime, e.ReviveQid, e.TopicFlag, e.BrokerName, e.QueueID)
+func (e ExtraInfo) String() string { return string(e.Append(make([]byte, 0, 64+len(e.BrokerName)))) }
+
+// Append appends the receipt's String form to dst.
+func (e ExtraInfo) Append(dst []byte) []byte {
+	dst = strconv.AppendInt(dst, e.StartOffset, 10)
+	dst = append(dst, ' ')
+	dst = strconv.AppendInt(dst, e.PopTime, 10)
+	dst = append(dst, ' ')
+	dst = strconv.AppendInt(dst, e.InvisibleTime, 10)
+	dst = append(dst, ' ')
+	dst = strconv.AppendInt(dst, int64(e.ReviveQid), 10)
+	dst = append(dst, ' ')
+	dst = strconv.AppendInt(dst, int64(e.TopicFlag), 10)
+	dst = append(dst, ' ')
+	dst = append(dst, e.BrokerName...)
+	dst = append(dst, ' ')
+	dst = strconv.AppendInt(dst, int64(e.QueueID), 10)
 	if e.QueueOffset >= 0 {
-		s += " " + strconv.FormatInt(e.QueueOffset, 10)
+		dst = append(dst, ' ')
+		dst = strconv.AppendInt(dst, e.QueueOffset, 10)
 	}
-	return s
+	return dst
 }
 
 // ParseExtraInfo parses a receipt of 7 or 8 fields (a proxy's 9th, the
