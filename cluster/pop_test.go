@@ -516,3 +516,44 @@ func TestPopPipelinedOneQueue(t *testing.T) {
 	require.Positive(t, l.pop.pipelined.Load(), "no pop was built on a pop in flight")
 	t.Logf("pops built on pops in flight: %d", l.pop.pipelined.Load())
 }
+
+// The proposed state of a queue: pops build on it while pops are in
+// flight in the same term; a refused pop breaks it and the next pop
+// starts a new one from the applied state; it is forgotten when nothing
+// is in flight; revived offsets taken by pops in flight are claimed.
+func TestPopAheadLifecycle(t *testing.T) {
+	p := newPopState()
+	k := pop.Key{Group: "g", Topic: "T", Queue: 1}
+	op := func(from, to int64, offs ...int64) *pop.Op {
+		return &pop.Op{Type: pop.OpPop, Group: k.Group, Topic: k.Topic, Queue: k.Queue, From: from, To: to, Offsets: offs}
+	}
+	require.Nil(t, p.aheadOf(k, 3), "nothing in flight")
+	op1 := op(10, 20, 4, 10, 11)
+	a := p.proposed(nil, 3, op1)
+	require.Same(t, a, p.aheadOf(k, 3))
+	require.Nil(t, p.aheadOf(k, 4), "another term builds from the applied state")
+	require.True(t, p.isClaimed(a, 4))
+	require.False(t, p.isClaimed(a, 10), "only offsets below From are revived ones")
+	op2 := op(20, 30, 21)
+	require.Same(t, a, p.proposed(a, 3, op2))
+	require.Equal(t, int64(30), p.aheadOf(k, 3).next)
+	p.landed(a, op1, nil)
+	require.False(t, p.isClaimed(a, 4))
+	require.Same(t, a, p.aheadOf(k, 3), "op2 still in flight")
+	p.landed(a, op2, pop.ErrMoved)
+	require.Nil(t, p.aheadOf(k, 3))
+	require.Empty(t, p.ahead, "forgotten once nothing is in flight")
+
+	// Broken while others are in flight: the next pop starts anew.
+	b1 := p.proposed(nil, 3, op(30, 40))
+	p.proposed(b1, 3, op(40, 50))
+	p.landed(b1, op(30, 40), pop.ErrMoved)
+	require.Nil(t, p.aheadOf(k, 3))
+	fresh := p.proposed(nil, 3, op(35, 45))
+	require.NotSame(t, b1, fresh)
+	require.Same(t, fresh, p.aheadOf(k, 3))
+	p.landed(b1, op(40, 50), nil) // the old one's last pop: the new one stays
+	require.Same(t, fresh, p.aheadOf(k, 3))
+	p.breakAhead(fresh)
+	require.Nil(t, p.aheadOf(k, 3))
+}
