@@ -159,6 +159,11 @@ func (b *Broker) popOnce(ctx context.Context, conn *remoting.ServerConn, req *re
 	resp := remoting.NewResponse(req, remoting.Success, "FOUND")
 	rh := popResponseHeader(res, h.InvisibleTime)
 	resp.ExtFields = rh.Encode()
+	n := 0
+	for _, m := range res.Messages {
+		n += len(m.Record)
+	}
+	resp.Body = make([]byte, 0, n)
 	for _, m := range res.Messages {
 		resp.Body = append(resp.Body, m.Record...)
 	}
