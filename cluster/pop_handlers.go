@@ -289,10 +289,19 @@ func (b *Broker) handleBatchAck(ctx context.Context, conn *remoting.ServerConn, 
 		if a.RetryFlag != "" && a.RetryFlag != "0" {
 			return b.refuse(conn, req, remoting.InvalidParameter, fmt.Sprintf("ack of a pop retry topic (flag %s): raftmq has none", a.RetryFlag))
 		}
-		for _, off := range a.Offsets() {
-			if resp := b.ackCheck(conn, req, a.ConsumerGroup, a.Topic, a.QueueID, off); resp != nil {
+		offs := a.Offsets()
+		if len(offs) > 0 {
+			// The check of an entry's lowest and highest offsets covers
+			// those between (the same topic, group and queue).
+			lo, hi := slices.Min(offs), slices.Max(offs)
+			if resp := b.ackCheck(conn, req, a.ConsumerGroup, a.Topic, a.QueueID, lo); resp != nil {
 				return resp
 			}
+			if resp := b.ackCheck(conn, req, a.ConsumerGroup, a.Topic, a.QueueID, hi); hi != lo && resp != nil {
+				return resp
+			}
+		}
+		for _, off := range offs {
 			rs = append(rs, Receipt{Group: a.ConsumerGroup, Topic: a.Topic, QueueID: a.QueueID, Offset: off, PopTime: a.PopTime, Invisible: a.InvisibleTime})
 		}
 	}
