@@ -496,6 +496,7 @@ func Start(cfg Config) (*Broker, error) {
 		mux.Handle("/metrics", promhttp.HandlerFor(b.met.Reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/debug/pprof/", loopbackOnly(b.log, pprof.Index))
 		mux.HandleFunc("/debug/pprof/profile", loopbackOnly(b.log, pprof.Profile))
+		mux.HandleFunc("/debug/pprof/trace", loopbackOnly(b.log, pprof.Trace))
 		mux.HandleFunc("/debug/sendtrace", loopbackOnly(b.log, b.serveSendTrace))
 		mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
