@@ -95,6 +95,7 @@ type Config struct {
 // PeerStats are a peer's counters since it was added.
 type PeerStats struct {
 	Sent         uint64 // messages written and flushed
+	Direct       uint64 // of them, written by SendNow on its caller's goroutine
 	Dropped      uint64 // messages dropped: peer down, queue full, failed write, too large
 	BytesWritten uint64 // bytes written to the peer's streams, handshakes included
 	Reconnects   uint64 // streams established after the first one
@@ -234,7 +235,17 @@ func (t *Transport) goFunc(f func()) {
 // Unreachable(to) is called (raft retransmits); a dropped MsgSnap also
 // gets SnapshotStatus(to, true). Messages to unknown peers are dropped and
 // logged at Debug. The caller must not modify a message after Send.
-func (t *Transport) Send(msgs []*pb.Message) {
+func (t *Transport) Send(msgs []*pb.Message) { t.send(msgs, false) }
+
+// SendNow is Send, except that a message whose peer's writer goroutine is
+// idle is written to the stream on the caller's goroutine, without
+// waiting for the socket (peer.direct): for a caller with nothing else to
+// do, which would otherwise wait for the writer to be scheduled. The
+// write costs the caller a system call per peer, so a busy caller should
+// use Send.
+func (t *Transport) SendNow(msgs []*pb.Message) { t.send(msgs, true) }
+
+func (t *Transport) send(msgs []*pb.Message, now bool) {
 	var drops []drop // reported after unlocking: callbacks may call back in
 	t.mu.RLock()
 	for _, m := range msgs {
@@ -246,12 +257,29 @@ func (t *Transport) Send(msgs []*pb.Message) {
 			}
 			continue
 		}
+		if now && p.direct(m) {
+			continue
+		}
 		if !p.enqueue(m) {
 			drops = append(drops, drop{id: p.id, snap: m.GetType() == pb.MessageType_MsgSnap, peer: true})
 		}
 	}
 	t.mu.RUnlock()
 	t.reportDrops(drops)
+}
+
+// Queued reports whether messages Send took wait for a writer goroutine
+// (queued, or taken and not yet written): false when Send wrote them all
+// itself (see peer.direct) or dropped them.
+func (t *Transport) Queued() bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, p := range t.mu.peers {
+		if p.queued.Load() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // drop is a message that Send could not queue.

@@ -396,3 +396,71 @@ func TestNewValidates(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidConfig, name)
 	}
 }
+
+// TestSendNowInOrder sends small messages with SendNow (written by the
+// caller while the writer is idle) to a peer whose handler is held, until
+// the socket buffers are full and a direct write is left half-done; then
+// mixes SendNow and Send, small and big messages (big ones always go
+// through the writer), and lets the peer read. Every message must arrive
+// once, in order, intact: the writer finishes the half-done frame before
+// anything else.
+func TestSendNowInOrder(t *testing.T) {
+	const most = 8000 // 128 MB, far more than loopback's socket buffers hold
+	gate := make(chan struct{})
+	rec := newRecorder()
+	l1, l2 := listen(t), listen(t)
+	peers := map[uint64]string{1: l1.Addr().String(), 2: l2.Addr().String()}
+	n1 := startNode(t, 1, l1, peers, Config{QueueSize: 2 * most, WriteTimeout: time.Minute})
+	startNode(t, 2, l2, peers, Config{Handler: func(m *pb.Message) {
+		<-gate
+		rec.handle(m)
+	}})
+	waitConnected(t, n1.tr, 2)
+	p := n1.tr.mu.peers[2]
+
+	data := func(i uint64) []byte {
+		size := 16 << 10
+		if i%7 == 3 {
+			size = directMax + 1
+		}
+		b := bytes.Repeat([]byte{byte(i)}, size)
+		copy(b, entryData(1, i))
+		return b
+	}
+	msg := func(i uint64) []*pb.Message {
+		return []*pb.Message{appMsg(1, 2, i, []*pb.Entry{{Term: proto.Uint64(1), Index: proto.Uint64(i), Data: data(i)}})}
+	}
+	var n uint64
+	for ; p.rests.Load() == 0 && n < most; n++ {
+		if n%7 == 3 {
+			n++ // small ones only, so the writer stays idle
+		}
+		n1.tr.SendNow(msg(n))
+	}
+	require.NotZero(t, p.rests.Load(), "no direct write was left half-done: the socket never filled")
+	require.NotZero(t, n1.tr.Stats()[2].Direct, "no message was written by SendNow itself")
+	for end := n + 500; n < end; n++ {
+		if n%5 == 4 {
+			n1.tr.Send(msg(n))
+		} else {
+			n1.tr.SendNow(msg(n))
+		}
+	}
+	close(gate)
+	require.Eventually(t, func() bool { return !n1.tr.Queued() }, 30*time.Second, 5*time.Millisecond)
+	st := n1.tr.Stats()[2]
+	require.Zero(t, st.Dropped)
+	got := rec.from(1)
+	require.Eventually(t, func() bool { got = rec.from(1); return uint64(len(got)) == st.Sent }, 30*time.Second, 5*time.Millisecond,
+		"%d of %d delivered", len(got), st.Sent)
+	var want uint64
+	for _, m := range got {
+		if want%7 == 3 && want < n-500 {
+			want++ // skipped in the first phase
+		}
+		require.Equal(t, want, m.GetIndex(), "out of order")
+		require.Equal(t, data(want), m.GetEntries()[0].GetData())
+		want++
+	}
+	require.Equal(t, n, want)
+}
