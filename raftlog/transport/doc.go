@@ -22,6 +22,12 @@
 // Send only enqueues into a bounded per-peer channel; it never waits for
 // the network. While a peer's stream is down, or its queue is full, Send
 // drops the message and calls Config.Unreachable (raft retransmits).
+// SendNow is for a caller with nothing else to do: a message whose peer
+// has nothing queued or being written (plain TCP, not a snapshot, small
+// entries) is written on the caller's goroutine with one non-blocking
+// write under the peer's write-side lock, which the writer holds while it
+// writes; bytes the socket does not take are finished by the writer
+// before anything else, so frames stay whole and in order.
 //
 // # Handshake
 //
