@@ -146,6 +146,9 @@ func (p *peer) direct(m *pb.Message) bool {
 		n, werr = unix.Write(int(fd), frame)
 		return true // never wait for the socket
 	}); err != nil {
+		// Closed, or the writer's last write deadline has passed (the
+		// poller then refuses every write): the writer sends m and sets
+		// a fresh deadline.
 		return false
 	}
 	if n < 0 {
