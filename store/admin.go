@@ -83,7 +83,7 @@ func (s *Store) applyImportLocked(c *Command) error {
 		if _, ok := st.topics[oc.Topic]; !ok && !imported[oc.Topic] {
 			return fmt.Errorf("%w: %q", ErrUnknownTopic, oc.Topic)
 		}
-		if max := st.queues[queueKey{oc.Topic, oc.QueueID}]; oc.Offset > max {
+		if max := st.nextOffset(queueKey{oc.Topic, oc.QueueID}); oc.Offset > max {
 			return fmt.Errorf("%w: offset %d beyond queue %s/%d max %d", ErrBadCommand, oc.Offset, oc.Topic, oc.QueueID, max)
 		}
 	}

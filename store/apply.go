@@ -105,6 +105,11 @@ type applyTopic struct {
 // a queue it opened, so q stays valid for the Store's life.
 type applyQueue struct {
 	q *consumequeue.Queue // nil until the queue's first unit
+	// next is the queue's entry in state.queues, nil until Apply first
+	// needs it after the topic record was made (applyTopicOf clears it
+	// whenever the topic table's version moves, as a snapshot replaces
+	// state.queues), so that a message costs no lookup in that map.
+	next *int64
 	// dirtyGen is the state.dirtyGen in which the queue was last marked
 	// dirty: it is in state.dirtyQueues when the two are equal.
 	dirtyGen uint64
@@ -393,6 +398,9 @@ func (s *Store) applyTopicOf(name []byte) *applyTopic {
 		b.topics[t.name] = t
 	}
 	t.version, t.perm, t.writeQueues = ver, tc.Perm, tc.WriteQueueNums
+	for i := range t.queues {
+		t.queues[i].next = nil
+	}
 	if n := int(tc.WriteQueueNums); n > len(t.queues) {
 		t.queues = append(t.queues, make([]applyQueue, n-len(t.queues))...)
 	}
@@ -411,13 +419,19 @@ func (s *Store) enqueue(t *applyTopic, queueID int32, phy int64, size int32, tag
 		}
 		h.q = q
 	}
-	k := queueKey{t.name, queueID}
 	st := s.state
 	st.mu.Lock()
-	qo := st.queues[k]
-	st.queues[k] = qo + 1
+	if h.next == nil {
+		k := queueKey{t.name, queueID}
+		if h.next = st.queues[k]; h.next == nil {
+			h.next = new(int64)
+			st.queues[k] = h.next
+		}
+	}
+	qo := *h.next
+	*h.next = qo + 1
 	if h.dirtyGen != st.dirtyGen {
-		st.dirtyQueues[k] = true
+		st.dirtyQueues[queueKey{t.name, queueID}] = true
 		h.dirtyGen = st.dirtyGen
 	}
 	st.mu.Unlock()
@@ -443,7 +457,7 @@ func (s *Store) applyDelivery(payload []byte, base int64) (msgs []MessageResult,
 	}
 	st := s.state
 	st.mu.RLock()
-	cur, end := st.sched[d.Queue], st.queues[queueKey{schedule.Topic, d.Queue}]
+	cur, end := st.sched[d.Queue], st.nextOffset(queueKey{schedule.Topic, d.Queue})
 	st.mu.RUnlock()
 	if failpoint.On(s.cfg.Failpoints, failpoint.ScheduleInMemory) {
 		cur = scheduleInMemory(cur, d)
@@ -682,7 +696,7 @@ func (s *Store) applyCommand(payload []byte) error {
 			if _, ok := st.topics[oc.Topic]; !ok {
 				return fmt.Errorf("%w: %q", ErrUnknownTopic, oc.Topic)
 			}
-			if max := st.queues[queueKey{oc.Topic, oc.QueueID}]; oc.Offset > max {
+			if max := st.nextOffset(queueKey{oc.Topic, oc.QueueID}); oc.Offset > max {
 				return fmt.Errorf("%w: offset %d beyond queue %s/%d max %d", ErrBadCommand, oc.Offset, oc.Topic, oc.QueueID, max)
 			}
 		}

@@ -93,7 +93,7 @@ func TestApplyWritesUnitsBeforeReturning(t *testing.T) {
 	for q := int32(0); q < 4; q++ {
 		q, err := sa.cqs.Queue("t", q, false)
 		require.NoError(t, err)
-		require.Equal(t, sa.state.queues[queueKey{"t", q.QueueID()}], q.MaxOffset(), "nothing left buffered")
+		require.Equal(t, sa.state.nextOffset(queueKey{"t", q.QueueID()}), q.MaxOffset(), "nothing left buffered")
 	}
 	for _, r := range rs {
 		g, err := sa.GetMessages("t", r.QueueID, r.QueueOffset, 1, 1<<20, func(c int64) bool { return c == message.TagsCode("TagA") })

@@ -28,7 +28,7 @@ func (s *Store) ConsumerLags() []GroupLag {
 		}
 		g.Queues++
 		g.Committed += off
-		if end := s.state.queues[queueKey{k.topic, k.queue}]; end > off {
+		if end := s.state.nextOffset(queueKey{k.topic, k.queue}); end > off {
 			g.Lag += end - off
 		}
 	}

@@ -190,11 +190,12 @@ func (s *Store) Restore(snap []byte, resetLog func(info SnapshotInfo) error) err
 		return fmt.Errorf("%w: database applied index %d, header says %d", ErrBadSnapshot, st.applied, info.Index)
 	}
 	for _, q := range s.cqs.Queues() {
-		if err := q.ResetTo(st.queues[queueKey{q.Topic(), q.QueueID()}]); err != nil {
+		if err := q.ResetTo(st.nextOffset(queueKey{q.Topic(), q.QueueID()})); err != nil {
 			return fmt.Errorf("store: restore: %w", err)
 		}
 	}
-	for k, next := range st.queues {
+	for k, p := range st.queues {
+		next := *p
 		q, err := s.cqs.Queue(k.topic, k.queue, true)
 		if err != nil {
 			return fmt.Errorf("store: restore: %w", err)

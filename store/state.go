@@ -35,8 +35,8 @@ type state struct {
 	topics      map[string]offsets.TopicConfig
 	groups      map[string]offsets.SubscriptionGroupConfig
 	consumer    map[offsetKey]int64
-	queues      map[queueKey]int64 // next queue offset to assign
-	sched       map[int32]int64    // next unit to deliver of each schedule queue
+	queues      map[queueKey]*int64 // next queue offset to assign; entries never replaced (applyQueue.next)
+	sched       map[int32]int64     // next unit to deliver of each schedule queue
 	txns        map[int64]txn.Record
 	pop         *pop.State
 	acl         []byte // access-control state (Config.ApplyACL); nil: none
@@ -61,12 +61,21 @@ type state struct {
 	persisted uint64 // applied index at the last persist
 }
 
+// nextOffset returns the next queue offset of queue k (0 for a queue that
+// never had a message). The caller holds mu.
+func (st *state) nextOffset(k queueKey) int64 {
+	if p := st.queues[k]; p != nil {
+		return *p
+	}
+	return 0
+}
+
 func loadState(db *offsets.DB) (*state, error) {
 	st := &state{
 		topics:   map[string]offsets.TopicConfig{},
 		groups:   map[string]offsets.SubscriptionGroupConfig{},
 		consumer: map[offsetKey]int64{},
-		queues:   map[queueKey]int64{},
+		queues:   map[queueKey]*int64{},
 		sched:    map[int32]int64{},
 		txns:     map[int64]txn.Record{},
 		pop:      pop.NewState(),
@@ -98,7 +107,7 @@ func loadState(db *offsets.DB) (*state, error) {
 			return err
 		}
 		if err := tx.ForEachQueueOffset(func(topic string, q int32, off int64) error {
-			st.queues[queueKey{topic, q}] = off
+			st.queues[queueKey{topic, q}] = &off
 			return nil
 		}); err != nil {
 			return err
@@ -229,7 +238,7 @@ func (st *state) takeDelta() *stateDelta {
 		}
 	}
 	for k := range st.dirtyQueues {
-		d.queues[k] = st.queues[k]
+		d.queues[k] = st.nextOffset(k)
 	}
 	for q := range st.dirtySched {
 		d.sched[q] = st.sched[q]

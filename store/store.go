@@ -361,7 +361,7 @@ func (s *Store) open() error {
 // persisted in bbolt, so that both agree with the applied index.
 func (s *Store) recoverDerived() error {
 	for _, q := range s.cqs.Queues() {
-		want := s.state.queues[queueKey{q.Topic(), q.QueueID()}]
+		want := s.state.nextOffset(queueKey{q.Topic(), q.QueueID()})
 		if q.MaxOffset() < want {
 			return fmt.Errorf("store: consume queue %s/%d ends at %d but meta.db says %d: %w",
 				q.Topic(), q.QueueID(), q.MaxOffset(), want, commitlog.ErrCorrupt)
