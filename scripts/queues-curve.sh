@@ -43,8 +43,12 @@
 # Each point starts a fresh three-node group (fresh_group, scripts/group.sh)
 # and first sends exactly one message to each queue (bench produce
 # --messages N, window 1000): what the first message to a queue costs
-# (creating its files), given as queues per second. Then it sends for
-# DURATION to queues that all exist: the figure of the curve. Then, at the CONSUME points, it fills as many other topics
+# (creating its files), given as queues per second, and waits until every
+# node has created them (the first checkpoint after a queue's first message
+# creates its file). Then it sends for
+# DURATION to queues that all exist: the figure of the curve, with the
+# brokers' CPU per message over that run (user + system time of the three
+# broker processes from /proc, in µs, over the messages sent). Then, at the CONSUME points, it fills as many other topics
 # of the same layout (fill, fill-0, ...) with CONSUME_MSGS messages (in
 # batches of 32, not timed) and reads them back with one puller per queue
 # (bench consume --topics/--queues): every point consumes the same number
@@ -157,8 +161,49 @@ raftmq_bench() {
   fi
   grep -a '^created ' "$data/bench.err" | sed 's/^/  /' || true
   echo "  $out"
+  echo "$out" >"$data/$figure.out"
   rate=$(echo "$out" | grep -oE '[0-9]+ msgs/s' | head -1 | grep -oE '^[0-9]+')
   record "$point" raftmq "$figure" "$rate"
+}
+
+# settle waits (up to 60 s) until every node has a file for each of the
+# $1 queues: a queue's first file is created by the first checkpoint after
+# its first message, which the touch run does not wait for, so without this
+# the creation of thousands of files (~50 µs each here) would land in the
+# timed run, which is meant to measure sends to queues that exist.
+settle() {
+  local i n c ok
+  for i in $(seq 1 120); do
+    ok=1
+    for n in "$data"/group/n*; do
+      c=$(find "$n" -path '*/consumequeue/*' -type f 2>/dev/null | wc -l)
+      [ "$c" -ge "$1" ] || ok=0
+    done
+    [ "$ok" = 1 ] && return
+    sleep 0.5
+  done
+  echo "  (queue files still being created after 60 s)"
+}
+
+# broker_ticks prints the CPU ticks (user + system) the group's brokers
+# have used so far, summed.
+broker_ticks() {
+  local p t=0
+  for p in $(pgrep -P "$group" || true); do
+    t=$((t + $(sed 's/^.*) //' "/proc/$p/stat" | awk '{ print $12 + $13 }')))
+  done
+  echo "$t"
+}
+
+# record_cpu records the brokers' CPU per message (µs, leader and both
+# followers together) of the produce run of point $1, from the ticks $2
+# before and $3 after it and the messages that run sent.
+record_cpu() {
+  local n
+  [ -s "$data/produce.out" ] || return 0
+  n=$(grep -aoE '[0-9]+ messages of' "$data/produce.out" | head -1 | grep -oE '^[0-9]+')
+  [ -n "$n" ] && [ "$n" -gt 0 ] || return 0
+  record "$1" raftmq cpu "$(awk -v a="$2" -v b="$3" -v hz="$hz" -v n="$n" 'BEGIN { printf "%.1f", (b - a) / hz * 1e6 / n }')"
 }
 
 # fresh_nats starts three new NATS servers as run.sh configures them.
@@ -263,7 +308,11 @@ for point in $POINTS; do
   t0=$(date +%s.%N) b0=$(busy_ticks) o0=$(own_ticks)
   fresh_group --base-port "$BASE_PORT"
   raftmq_bench "$point" touch produce --topics "$topics" --queues "$queues" --messages "$total" --window 1000 --size 1024 --duration 10m
+  settle "$total"
+  rm -f "$data/produce.out"
+  c0=$(broker_ticks)
   raftmq_bench "$point" produce produce --topics "$topics" --queues "$queues" --window 1000 --size 1024 --duration "$DURATION"
+  record_cpu "$point" "$c0" "$(broker_ticks)"
   consume=0
   for c in $CONSUME; do [ "$c" = "$total" ] && consume=1; done
   if [ "$consume" = 1 ]; then
@@ -318,6 +367,7 @@ awk -F'\t' -v nats="$NATS" '
     if (!((p, k) in fig)) return sprintf("%-17s", "-")
     v = fig[p, k]; b = fig[first, k]
     if (v == "") return sprintf("%-17s", "failed")
+    if (b > 0 && k ~ /cpu/) return sprintf("%-17s", sprintf("%.1f (%.2f)", v, v / b))
     if (b > 0 && k !~ /touch/) return sprintf("%-17s", sprintf("%d (%.2f)", v, v / b))
     return sprintf("%-17s", v)
   }
@@ -328,12 +378,12 @@ awk -F'\t' -v nats="$NATS" '
   }
   END {
     first = order[1]
-    printf "%-7s %-11s %-6s | %-17s %-17s %-17s", "queues", "layout", "others", "raftmq 1st msg", "raftmq produce", "raftmq consume"
+    printf "%-7s %-11s %-6s | %-17s %-17s %-17s %-17s", "queues", "layout", "others", "raftmq 1st msg", "raftmq produce", "CPU µs/msg", "raftmq consume"
     if (nats != 0) printf "| %-17s %-17s %-17s", "NATS 1st msg", "NATS produce", "NATS consume"
     printf "\n"
     for (i = 1; i <= n; i++) {
       p = order[i]
-      printf "%-7s %-11s %-6s | %s %s %s", info[p, "total"], info[p, "layout"], info[p, "others"], cell(p, "raftmq/touch"), cell(p, "raftmq/produce"), cell(p, "raftmq/consume")
+      printf "%-7s %-11s %-6s | %s %s %s %s", info[p, "total"], info[p, "layout"], info[p, "others"], cell(p, "raftmq/touch"), cell(p, "raftmq/produce"), cell(p, "raftmq/cpu"), cell(p, "raftmq/consume")
       if (nats != 0) printf "| %s %s %s", cell(p, "nats/touch"), cell(p, "nats/produce"), cell(p, "nats/consume")
       printf "\n"
     }
