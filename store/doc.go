@@ -80,7 +80,7 @@
 // index pages: each checkpoint writes every page dirtied since the last,
 // and the tail of every consume queue written since (one pwrite each).
 // With thousands of active queues those pwrites dominate, so a checkpoint
-// that wrote more than 2,048 queues' tails pushes the next one back in
-// proportion, up to 8 intervals (checkpointInterval): 4 s with 8,192
-// active queues, about 2,048 tails a second whatever their number.
+// that wrote more than 512 queues' tails pushes the next one back in
+// proportion, up to 8 intervals (checkpointInterval): 8 s with 4,096
+// active queues or more, 2 s with 1,024.
 package store

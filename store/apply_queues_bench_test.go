@@ -1,0 +1,136 @@
+package store
+
+import (
+	"fmt"
+	"net/netip"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/raftmq/raftmq/commitlog"
+	"github.com/raftmq/raftmq/internal/vfs"
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/offsets"
+)
+
+// BenchmarkApplyQueues is BenchmarkApply spread over many queues, as the
+// many-queues curve (scripts/queues-curve.sh) lays them out: 1 KiB messages
+// with a UNIQ_KEY and a tag, 64 per raft entry, one Apply per entry, sent
+// round robin over every queue of topics×queues, with the checkpoints of
+// the default PersistInterval running beside. Every queue gets a message
+// and a checkpoint before the clock starts, so that its files exist (as in
+// the curve's timed run). cpu-ns/op is the process's user + system CPU per
+// message while the clock runs, checkpoints included (they run on their own
+// goroutine, so ns/op, which is wall time, misses most of them).
+//
+//	go test ./store/ -run XXX -bench BenchmarkApplyQueues -benchtime 400000x
+func BenchmarkApplyQueues(b *testing.B) {
+	for _, c := range []struct{ topics, queues int }{{1, 4}, {1, 256}, {1024, 8}} {
+		b.Run(fmt.Sprintf("%dx%d", c.topics, c.queues), func(b *testing.B) { benchApplyQueues(b, c.topics, c.queues) })
+	}
+}
+
+func benchApplyQueues(b *testing.B, topics, queues int) {
+	const perEntry = 64
+	// Checkpoints every 100 ms (stretched with many queues as in a broker):
+	// about as many messages per checkpoint as a broker applying ~25 k
+	// messages/s sees with the default 1 s.
+	s, err := Open(Config{Dir: b.TempDir(), FS: vfs.Default(), SegmentSize: 1 << 30, Flush: commitlog.FlushAsync, NoSyncMeta: true,
+		PersistInterval: 100 * time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	w, err := s.clog.Writer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Release()
+	next := s.clog.LastIndex() + 1
+	appendEntry := func(body []byte) {
+		if err := w.Append(commitlog.Entry{Index: next, Term: 1, Data: body}); err != nil {
+			b.Fatal(err)
+		}
+		next++
+	}
+	name := func(t int) string { return fmt.Sprintf("bench-%d", t) }
+	for t := range topics {
+		tc := offsets.NewTopicConfig(name(t), int32(queues))
+		body, err := EncodeCommand(0, &Command{Op: OpCreateTopic, Topic: &tc})
+		if err != nil {
+			b.Fatal(err)
+		}
+		appendEntry(body)
+	}
+	payload := make([]byte, 1024)
+	ts := int64(1_760_000_000_000)
+	total := topics * queues
+	n := 0
+	// entry builds the next entry of perEntry messages, round robin over
+	// every queue of every topic.
+	entry := func(batch uint64) []byte {
+		msgs := make([]*message.Message, 0, perEntry)
+		for range perEntry {
+			i := n % total
+			m := &message.Message{
+				Topic: name(i % topics), QueueID: int32(i / topics % queues), Body: payload,
+				BornHost: netip.MustParseAddrPort("10.0.0.1:5000"), BornTimestamp: ts,
+				Properties: map[string]string{
+					message.PropertyUniqKey: fmt.Sprintf("0A00000100002A9F0000%012X", n),
+					message.PropertyTags:    "TagA",
+				},
+			}
+			s.StoreStamp(m)
+			m.StoreTimestamp = ts + int64(n)/1000
+			msgs = append(msgs, m)
+			n++
+		}
+		body, err := EncodeMessages(batch, msgs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return body
+	}
+	warm := (total + perEntry - 1) / perEntry
+	for e := range warm {
+		appendEntry(entry(uint64(e + 1)))
+	}
+	if _, err := s.Apply(next - 1); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Persist(); err != nil {
+		b.Fatal(err)
+	}
+	entries := (b.N + perEntry - 1) / perEntry
+	first := next
+	for e := range entries {
+		appendEntry(entry(uint64(warm + e + 1)))
+	}
+	if err := s.clog.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(1024)
+	b.ReportAllocs()
+	cpu0 := cpuTime(b)
+	b.ResetTimer()
+	for e := range entries {
+		rs, err := s.Apply(first + uint64(e))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(rs) != 1 || len(rs[0].Messages) != perEntry || rs[0].Messages[0].Err != nil || rs[0].Messages[0].Duplicate {
+			b.Fatalf("entry %d: unexpected result %+v", e, rs)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(entries*perEntry), "cpu-ns/op")
+}
+
+// cpuTime returns the process's user + system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
