@@ -73,7 +73,8 @@ type grpcService struct {
 	rmqpb.UnimplementedMessagingServiceServer
 	b *Broker
 
-	rr atomic.Uint32 // round robin over write queues for unordered sends
+	rr    atomic.Uint32 // round robin over write queues for unordered sends
+	sends grpcSendQueue // a leader's sends waiting to be submitted (grpc_sendfast.go)
 
 	mu       sync.Mutex
 	sessions map[string]*grpcSession // client id -> its settings and streams

@@ -154,7 +154,11 @@ func (s *grpcService) sendOne(ctx context.Context, m *rmqpb.Message) *rmqpb.Send
 	}
 	h := remoting.SendMessageRequestHeader{ProducerGroup: topic, Topic: topic, DefaultTopic: AutoCreateTopicKey, DefaultTopicQueueNums: create,
 		QueueID: qid, SysFlag: sysFlag, BornTimestamp: born, Properties: message.EncodeProperties(props)}
-	resp := s.exec(ctx, ak, remoting.NewRequest(remoting.SendMessageV2, h.EncodeV2(), m.Body))
+	req := remoting.NewRequest(remoting.SendMessageV2, h.EncodeV2(), m.Body)
+	resp, inline := s.sendInline(ctx, req)
+	if !inline {
+		resp = s.exec(ctx, ak, req)
+	}
 	if resp.Code != remoting.Success {
 		return &rmqpb.SendResultEntry{Status: remotingStatus(resp), MessageId: sp.MessageId}
 	}

@@ -1,0 +1,104 @@
+package cluster
+
+import (
+	"context"
+	"net/netip"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/protocol/remoting"
+	"github.com/raftmq/raftmq/raftlog"
+	"github.com/raftmq/raftmq/store"
+)
+
+// A leader's gRPC sends skip handle: the call's goroutine decodes its
+// request (prepareSend, as for a remoting send) and queues it here; the
+// first of the calls queued together yields once, so that the calls the
+// HTTP/2 readers have started run and queue theirs, and then submits them
+// all back to back (Replica.sendAsync), so that the raft goroutine finds
+// them in one proposal, as it finds the sends of one remoting read (see
+// Broker.inline). Without that, a call that submitted and waited handed
+// the processor to the raft goroutine with its one send, and a gRPC entry
+// carried a fraction of a remoting one's messages. Each call waits for its
+// own answer, made on commit by the applier as for remoting.
+
+// grpcSendQueue holds the sends of calls waiting for one of them to submit
+// them.
+type grpcSendQueue struct {
+	mu       sync.Mutex
+	pending  []*grpcQueuedSend
+	flushing bool // a call is about to take pending
+}
+
+type grpcQueuedSend struct {
+	req   *remoting.Command
+	msgs  []*message.Message
+	tr    *raftlog.Trace
+	start time.Time
+	done  chan *remoting.Command // 1 buffered: the answer
+}
+
+// sendInline carries out req, a SendMessageV2 the gRPC front end built and
+// authorized, on a leader, and returns its answer; ok is false when it
+// must go through handle instead (not the leader, a topic to create).
+func (s *grpcService) sendInline(ctx context.Context, req *remoting.Command) (resp *remoting.Command, ok bool) {
+	b := s.b
+	if !b.rep.Node().IsLeader() {
+		return nil, false
+	}
+	start := time.Now()
+	born := netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+	if ap, err := netip.ParseAddrPort(peerAddr(ctx)); err == nil {
+		born = ap
+	}
+	msgs, create, resp := b.prepareSend(nil, req, born)
+	if create != nil {
+		return nil, false // the topic must be created first
+	}
+	if resp != nil {
+		return resp, true
+	}
+	q := &grpcQueuedSend{req: req, msgs: msgs, tr: b.traces.sample(start), start: start, done: make(chan *remoting.Command, 1)}
+	s.queueSend(q)
+	select {
+	case resp := <-q.done:
+		return resp, true
+	case <-ctx.Done():
+		// The caller is gone; the send may still commit.
+		return b.sendResponse(req, nil, ctx.Err(), start), true
+	}
+}
+
+// queueSend queues q; the first call to queue since the last submission
+// submits the queue after letting the other runnable calls queue theirs.
+func (s *grpcService) queueSend(q *grpcQueuedSend) {
+	sq := &s.sends
+	sq.mu.Lock()
+	sq.pending = append(sq.pending, q)
+	lead := !sq.flushing
+	sq.flushing = true
+	sq.mu.Unlock()
+	if !lead {
+		return
+	}
+	runtime.Gosched()
+	sq.mu.Lock()
+	batch := sq.pending
+	sq.pending = nil
+	sq.flushing = false
+	sq.mu.Unlock()
+	b := s.b
+	for _, q := range batch {
+		err := b.rep.sendAsync(q.msgs, q.tr, func(res []store.MessageResult, err error) {
+			q.done <- b.sendResponse(q.req, res, err, q.start)
+			if q.tr != nil && err == nil {
+				b.traces.answered(q.tr)
+			}
+		})
+		if err != nil {
+			q.done <- b.sendResponse(q.req, nil, err, q.start)
+		}
+	}
+}

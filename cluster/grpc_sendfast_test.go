@@ -1,0 +1,80 @@
+package cluster
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/protocol/grpc/rmqpb"
+)
+
+// Sends made to the leader at once are queued and submitted together
+// (grpc_sendfast.go): each call still gets its own message's answer (the
+// queue offset the stored message with its id holds), and a send made
+// again with the same message id is deduplicated, not stored twice.
+func TestGRPCConcurrentSendsAnsweredEach(t *testing.T) {
+	tb := startGRPCBrokers(t, nil)
+	l := tb.leader()
+	const topic, n = "inline", 64
+	createTopic(t, l.rep, topic, 1)
+	c := grpcClient(t, l.GRPCAddr())
+	ctx := clientCtx(t, "inline-producer", nil)
+
+	send := func(ids []string) map[string]int64 {
+		var mu sync.Mutex
+		got := map[string]int64{}
+		var wg sync.WaitGroup
+		for _, id := range ids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := c.SendMessage(ctx, &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{grpcMsg(topic, id, "body-"+id, nil)}})
+				if err != nil {
+					t.Errorf("send %s: %v", id, err)
+					return
+				}
+				if resp.Status.Code != rmqpb.Code_OK || len(resp.Entries) != 1 || resp.Entries[0].MessageId != id {
+					t.Errorf("send %s: %v", id, resp)
+					return
+				}
+				mu.Lock()
+				got[id] = resp.Entries[0].Offset
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		return got
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("inline-%d", i)
+	}
+	got := send(ids)
+	require.Len(t, got, n)
+
+	read := func() map[int64]string {
+		res, err := l.rep.Store().GetMessages(topic, 0, 0, 2*n, 1<<24, nil)
+		require.NoError(t, err)
+		stored := map[int64]string{}
+		for i, rec := range res.Records {
+			m, _, err := message.Decode(rec)
+			require.NoError(t, err)
+			require.Equal(t, "body-"+m.UniqKey(), string(m.Body))
+			stored[res.QueueOffsets[i]] = m.UniqKey()
+		}
+		return stored
+	}
+	stored := read()
+	require.Len(t, stored, n)
+	for id, off := range got {
+		require.Equal(t, id, stored[off], "the answer to %s names offset %d", id, off)
+	}
+
+	// The same ids again, at once: answered, not stored again.
+	again := send(ids[:16])
+	require.Len(t, again, 16)
+	require.Len(t, read(), n)
+}
