@@ -66,8 +66,9 @@ func (s *grpcService) sendInline(ctx context.Context, req *remoting.Command) (re
 	case resp := <-q.done:
 		return resp, true
 	case <-ctx.Done():
-		// The caller is gone; the send may still commit.
-		return b.sendResponse(req, nil, ctx.Err(), start), true
+		// The caller is gone; the send may still commit, and is counted
+		// when answered (sendResponse).
+		return b.errorResponse(req, ctx.Err()), true
 	}
 }
 
