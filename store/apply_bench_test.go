@@ -67,17 +67,7 @@ func BenchmarkApply(b *testing.B) {
 	for e := 0; e < entries; e++ {
 		msgs := make([]*message.Message, 0, perEntry)
 		for k := 0; k < perEntry; k++ {
-			m := &message.Message{
-				Topic: "bench", QueueID: int32(n % queues), Body: payload,
-				BornHost: netip.MustParseAddrPort("10.0.0.1:5000"), BornTimestamp: ts,
-				Properties: map[string]string{
-					message.PropertyUniqKey: fmt.Sprintf("0A00000100002A9F0000%012X", n),
-					message.PropertyTags:    "TagA",
-				},
-			}
-			s.StoreStamp(m)
-			m.StoreTimestamp = ts + int64(n)/1000
-			msgs = append(msgs, m)
+			msgs = append(msgs, benchMessage(s, "bench", n%queues, n, payload, ts))
 			n++
 		}
 		body, err := EncodeMessages(uint64(e+1), msgs)
@@ -108,4 +98,20 @@ func BenchmarkApply(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(writes.Load())/float64(entries*perEntry), "writes/op")
 	b.ReportMetric(float64(syncs.Load())/float64(entries*perEntry), "syncs/op")
+}
+
+// benchMessage is the n-th message of a benchmark's stream: payload as
+// its body, to queue of topic, stamped by s as a send would be.
+func benchMessage(s *Store, topic string, queue, n int, payload []byte, ts int64) *message.Message {
+	m := &message.Message{
+		Topic: topic, QueueID: int32(queue), Body: payload,
+		BornHost: netip.MustParseAddrPort("10.0.0.1:5000"), BornTimestamp: ts,
+		Properties: map[string]string{
+			message.PropertyUniqKey: fmt.Sprintf("0A00000100002A9F0000%012X", n),
+			message.PropertyTags:    "TagA",
+		},
+	}
+	s.StoreStamp(m)
+	m.StoreTimestamp = ts + int64(n)/1000
+	return m
 }

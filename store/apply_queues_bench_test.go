@@ -2,7 +2,6 @@ package store
 
 import (
 	"fmt"
-	"net/netip"
 	"syscall"
 	"testing"
 	"time"
@@ -72,17 +71,7 @@ func benchApplyQueues(b *testing.B, topics, queues int) {
 		msgs := make([]*message.Message, 0, perEntry)
 		for range perEntry {
 			i := n % total
-			m := &message.Message{
-				Topic: name(i % topics), QueueID: int32(i / topics % queues), Body: payload,
-				BornHost: netip.MustParseAddrPort("10.0.0.1:5000"), BornTimestamp: ts,
-				Properties: map[string]string{
-					message.PropertyUniqKey: fmt.Sprintf("0A00000100002A9F0000%012X", n),
-					message.PropertyTags:    "TagA",
-				},
-			}
-			s.StoreStamp(m)
-			m.StoreTimestamp = ts + int64(n)/1000
-			msgs = append(msgs, m)
+			msgs = append(msgs, benchMessage(s, name(i%topics), i/topics%queues, n, payload, ts))
 			n++
 		}
 		body, err := EncodeMessages(batch, msgs)
