@@ -123,6 +123,10 @@ type Config struct {
 	// name of its own, so that RocketMQ clients' send retries reach a live
 	// node when the leader dies (see FailoverBrokerName).
 	FailoverRoutes bool
+	// FailoverWriteQueues is how many write queues each failover name
+	// lists (0: the topic's count); see FailoverQueues. It must be the
+	// same on every node of a group.
+	FailoverWriteQueues int32
 	// SendTimeout bounds the wait for commit (raftlog.DefaultWaitTimeout when
 	// zero); the replica's WaitTimeout is this.
 	SendTimeout time.Duration

@@ -524,7 +524,10 @@ func (b *Broker) prepareSend(conn *remoting.ServerConn, req *remoting.Command, b
 		// is wiped.
 		return nil, nil, b.refuse(conn, req, remoting.NoPermission, fmt.Sprintf("the broker[%s] sending message is forbidden", b.cfg.BrokerName))
 	}
-	qid := h.QueueID
+	qid, err := b.failoverQueue(&h, &tc)
+	if err != nil {
+		return nil, nil, b.refuse(conn, req, remoting.InvalidParameter, err.Error())
+	}
 	if qid < 0 {
 		qid = int32(uint32(time.Now().UnixNano()) % uint32(max(tc.WriteQueueNums, 1)))
 	}
@@ -990,7 +993,8 @@ func (b *Broker) routeBody(tc offsets.TopicConfig) []byte {
 		sort.Slice(followers, func(i, j int) bool { return followers[i] < followers[j] })
 		for _, id := range followers {
 			name := FailoverBrokerName(b.cfg.BrokerName, id)
-			rd.QueueDatas = append(rd.QueueDatas, remoting.QueueData{BrokerName: name, WriteQueueNums: int(tc.WriteQueueNums),
+			n, _ := FailoverQueues(b.cfg.FailoverWriteQueues, tc.WriteQueueNums, id)
+			rd.QueueDatas = append(rd.QueueDatas, remoting.QueueData{BrokerName: name, WriteQueueNums: int(n),
 				Perm: remoting.PermWrite, TopicSysFlag: int(tc.TopicSysFlag)})
 			rd.BrokerDatas = append(rd.BrokerDatas, remoting.BrokerData{Cluster: b.cfg.ClusterName, BrokerName: name,
 				BrokerAddrs: map[int64]string{remoting.MasterID: addrs[int64(id)]}})
@@ -1007,15 +1011,60 @@ func (b *Broker) routeBody(tc offsets.TopicConfig) []byte {
 // retry at once on another broker name, never the same one. A group whose
 // only broker name pointed at a leader that died would fail every send
 // for up to 30 s. So a route also lists each follower as a broker name of
-// its own, with the topic's write queues and write permission only (no
-// read queues: consumers never see it): a producer spreads its sends over
-// the leader and the followers, the followers forward theirs to the
-// leader (waiting out an election), and a send that failed on a dead node
-// is retried on a live one. The queue id is the topic's own, so a message
-// sent to broker@2's queue 1 is stored in queue 1, as if sent to broker.
-// Config.FailoverRoutes turns this on (the default for `raftmq broker`).
+// its own, with write queues and write permission only (no read queues:
+// consumers never see it): a producer spreads its sends over the leader
+// and the followers, the followers forward theirs to the leader (waiting
+// out an election), and a send that failed on a dead node is retried on a
+// live one. A failover name lists fewer write queues than the topic
+// (Config.FailoverWriteQueues, FailoverQueues), as every send to it takes
+// a forwarding hop; its queue i is stored in one of the topic's queues
+// (failoverQueue). Config.FailoverRoutes turns this on (the default for
+// `raftmq broker`).
 func FailoverBrokerName(broker string, id uint64) string {
 	return broker + "@" + strconv.FormatUint(id, 10)
+}
+
+// failoverID returns the node id of name if it is a failover name of
+// group broker (FailoverBrokerName).
+func failoverID(broker, name string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(name, broker+"@")
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(rest, 10, 64)
+	return id, err == nil
+}
+
+// FailoverQueues returns how many write queues follower id's failover
+// name lists for a topic of n write queues when each lists k (k <= 0:
+// n), and offset: its queue i is the topic's queue (i + offset) mod n.
+// The offset, id·count mod n, spreads the followers' queues over the
+// topic's (with k = 1 and ids 1..3, queues 1..3) instead of piling them
+// all on queue 0; it depends on the id only, so a route's queue always
+// stands for the same topic queue, whichever node leads.
+func FailoverQueues(k, n int32, id uint64) (count, offset int32) {
+	if k <= 0 || k >= n {
+		return n, 0
+	}
+	return k, int32(id * uint64(k) % uint64(n))
+}
+
+// failoverQueue maps queue qid of the send header h addressed to a
+// failover name of this group to the topic's queue it stands for, or
+// returns an error for a queue id the name does not list (never stored
+// elsewhere). Sends to the group's own name, or without a broker name
+// (clients that do not send bname), keep their queue id.
+func (b *Broker) failoverQueue(h *remoting.SendMessageRequestHeader, tc *offsets.TopicConfig) (int32, error) {
+	id, ok := failoverID(b.cfg.BrokerName, h.BrokerName)
+	if !ok || h.QueueID < 0 {
+		return h.QueueID, nil
+	}
+	count, off := FailoverQueues(b.cfg.FailoverWriteQueues, tc.WriteQueueNums, id)
+	if h.QueueID >= count {
+		return 0, fmt.Errorf("queueId[%d] is illegal, topic:[%s] failover broker name %s lists %d write queues (--failover-write-queues); refresh the route",
+			h.QueueID, h.Topic, h.BrokerName, count)
+	}
+	return (h.QueueID + off) % tc.WriteQueueNums, nil
 }
 
 func (b *Broker) handleCreateTopic(ctx context.Context, req *remoting.Command) *remoting.Command {

@@ -165,6 +165,7 @@ func flagRules() map[string]flagRule {
 		"disk-clean-ratio":       ratioRule(),
 		"disk-force-clean-ratio": ratioRule(),
 		"disk-full-ratio":        ratioRule(),
+		"failover-write-queues":  intRule(0, 1024, "0 (the topic's count) or a count of write queues from 1 to 1024"),
 		"acl-file":               fileRule(false),
 		"tls-cert":               fileRule(false),
 		"tls-key":                fileRule(false),

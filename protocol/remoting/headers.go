@@ -17,7 +17,7 @@ import (
 // @CFNotNull field is missing or a number does not parse; an absent
 // optional field decodes as zero. Booleans parse as Java's
 // Boolean.parseBoolean does: "true" in any case is true, anything else
-// false. Unknown ext fields (bname, lo, ns, ACL fields, ...) are ignored.
+// false. Unknown ext fields (bname but in sends, lo, ns, ACL fields, ...) are ignored.
 
 // Ext field names shared by several headers.
 const (
@@ -185,6 +185,9 @@ type SendMessageRequestHeader struct {
 	// broker reads a sent 0 as "no retries", so Encode omits it.
 	MaxReconsumeTimes int32
 	Batch             bool // batch / m: true for SEND_BATCH_MESSAGE
+	// BrokerName (bname / n) is the broker name the client chose the queue
+	// of, as RocketMQ's clients send it; "" if not sent.
+	BrokerName string
 }
 
 // Send header field names, V1 (long) and V2 (short).
@@ -202,6 +205,7 @@ const (
 	sendUnitMode              = "unitMode"
 	sendMaxReconsumeTimes     = "maxReconsumeTimes"
 	sendBatch                 = "batch"
+	sendBrokerName            = "bname"
 )
 
 // sendV2Name returns the V2 (SendMessageRequestHeaderV2) name of a V1 send
@@ -234,6 +238,8 @@ func sendV2Name(v1 string) string {
 		return "l"
 	case sendBatch:
 		return "m"
+	case sendBrokerName:
+		return "n"
 	}
 	return v1
 }
@@ -257,7 +263,7 @@ type sendV2Header struct{ h *SendMessageRequestHeader }
 func (s sendV2Header) encodeExt(w *extWriter) { s.h.encodeTo(w, sendV2Name) }
 
 func (h *SendMessageRequestHeader) encode(name func(string) string) map[string]string {
-	w := newExtMap(13)
+	w := newExtMap(14)
 	h.encodeTo(&w, name)
 	return w.m
 }
@@ -276,6 +282,7 @@ func (h *SendMessageRequestHeader) encodeTo(w *extWriter, name func(string) stri
 	w.optBool(name(sendUnitMode), h.UnitMode)
 	w.optI32(name(sendMaxReconsumeTimes), h.MaxReconsumeTimes)
 	w.optBool(name(sendBatch), h.Batch)
+	w.optStr(name(sendBrokerName), h.BrokerName)
 }
 
 // DecodeSendMessageRequestHeader decodes the header of a send request with
@@ -303,6 +310,7 @@ func DecodeSendMessageRequestHeader(code int32, ext map[string]string) (SendMess
 		UnitMode:              r.boolean(sendUnitMode, false),
 		MaxReconsumeTimes:     r.i32(sendMaxReconsumeTimes, false),
 		Batch:                 r.boolean(sendBatch, false),
+		BrokerName:            r.str(sendBrokerName, false),
 	}
 	return h, r.err
 }

@@ -80,7 +80,7 @@ func TestSendHeaderOptionalFields(t *testing.T) {
 	require.Equal(t, h, got)
 
 	// What the Go client sends: optional fields present with zero values,
-	// plus bname, which is ignored.
+	// plus bname, the broker name the queue was chosen from.
 	goExt := map[string]string{
 		"producerGroup": "pg", "topic": "T", "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
 		"queueId": "1", "sysFlag": "0", "bornTimestamp": "5", "flag": "0", "properties": "",
@@ -89,7 +89,7 @@ func TestSendHeaderOptionalFields(t *testing.T) {
 	got, err = DecodeSendMessageRequestHeader(SendMessage, goExt)
 	require.NoError(t, err)
 	require.Equal(t, SendMessageRequestHeader{ProducerGroup: "pg", Topic: "T", DefaultTopic: "TBW102",
-		DefaultTopicQueueNums: 4, QueueID: 1, BornTimestamp: 5}, got)
+		DefaultTopicQueueNums: 4, QueueID: 1, BornTimestamp: 5, BrokerName: "broker-a"}, got)
 
 	got, err = DecodeSendMessageRequestHeader(SendMessage, map[string]string{
 		"producerGroup": "pg", "topic": "T", "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
