@@ -16,12 +16,15 @@ import (
 
 // TestMeasureFailoverRoutes measures what failover routes cost RocketMQ's
 // Go client: SendSync of 1 KiB messages from N senders (each one send at a
-// time) for 5 s against a fresh group with --failover-routes on and off,
-// alternating which goes first from round to round (this VM drifts;
-// compare within a round). It logs sends/s and each send's latency p50
-// and p99. A measurement, not a check: it runs only with
-// INTEROP_MEASURE=1; INTEROP_MEASURE_SENDERS (default "1,8,64") and
-// INTEROP_MEASURE_ROUNDS (default 3) choose its settings.
+// time) for 5 s against a fresh group in three modes: failover routes off
+// ("off"), each follower's failover name with the topic's 8 write queues
+// ("all", --failover-write-queues=0: 2 sends in 3 forwarded) and with
+// one ("one", the default: 2 in 10 forwarded), rotating which goes first
+// from round to round (this VM drifts; compare within a round). It logs
+// sends/s and each send's latency p50 and p99. A measurement, not a
+// check: it runs only with INTEROP_MEASURE=1; INTEROP_MEASURE_SENDERS
+// (default "1,8,64") and INTEROP_MEASURE_ROUNDS (default 3) choose its
+// settings.
 func TestMeasureFailoverRoutes(t *testing.T) {
 	if os.Getenv("INTEROP_MEASURE") == "" {
 		t.Skip("a measurement: set INTEROP_MEASURE=1")
@@ -45,25 +48,24 @@ func TestMeasureFailoverRoutes(t *testing.T) {
 		}
 		rounds = n
 	}
+	type mode struct{ name, flag string }
+	modes := []mode{{"off", "--failover-routes=false"}, {"all", "--failover-write-queues=0"}, {"one", "--failover-write-queues=1"}}
 	for round := 1; round <= rounds; round++ {
-		order := []bool{true, false}
-		if round%2 == 0 {
-			order = []bool{false, true}
-		}
 		for _, n := range senders {
-			for _, on := range order {
-				t.Run(fmt.Sprintf("round%d-senders%d-failover-%v", round, n, on), func(t *testing.T) {
-					measureSendSync(t, n, on)
+			for i := range modes {
+				m := modes[(i+round-1)%len(modes)]
+				t.Run(fmt.Sprintf("round%d-senders%d-%s", round, n, m.name), func(t *testing.T) {
+					measureSendSync(t, n, m.name, m.flag)
 				})
 			}
 		}
 	}
 }
 
-// measureSendSync runs senders SendSync loops for 5 s on a fresh group and
-// logs the rate and latency percentiles.
-func measureSendSync(t *testing.T, senders int, failoverRoutes bool) {
-	g := startGroup(t, fmt.Sprintf("--failover-routes=%v", failoverRoutes))
+// measureSendSync runs senders SendSync loops for 5 s on a fresh group
+// started with flag and logs the rate and latency percentiles.
+func measureSendSync(t *testing.T, senders int, mode, flag string) {
+	g := startGroup(t, flag)
 	topic := uniq("measure")
 	g.createTopic(t, topic, 8)
 	p := newProducer(t, g)
@@ -100,6 +102,6 @@ func measureSendSync(t *testing.T, senders int, failoverRoutes bool) {
 	}
 	slices.Sort(lat)
 	q := func(f float64) float64 { return float64(lat[int(f*float64(len(lat)-1))].Microseconds()) / 1000 }
-	t.Logf("MEASURE senders=%d failover_routes=%v sends_per_s=%.0f p50_ms=%.3f p99_ms=%.3f failed=%d",
-		senders, failoverRoutes, float64(len(lat))/run.Seconds(), q(.5), q(.99), failed)
+	t.Logf("MEASURE senders=%d mode=%s sends_per_s=%.0f p50_ms=%.3f p99_ms=%.3f failed=%d",
+		senders, mode, float64(len(lat))/run.Seconds(), q(.5), q(.99), failed)
 }

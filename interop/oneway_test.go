@@ -11,8 +11,9 @@ import (
 
 // TestOnewayProducerExits: a rocketmq-client-go producer sends 300
 // one-way messages and shuts down at once, as a short-lived producer
-// does. With failover routes, two sends in three go to followers, which
-// forward them to the leader; every one must be stored, although the
+// does. With failover routes, one send in three goes to a follower (each
+// follower's name lists one write queue beside the topic's four), which
+// forwards it to the leader; every one must be stored, although the
 // producer's connections closed right after the last write.
 func TestOnewayProducerExits(t *testing.T) {
 	g := startGroup(t)
