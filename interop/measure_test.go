@@ -3,6 +3,7 @@ package interop
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -70,6 +71,7 @@ func measureSendSync(t *testing.T, senders int, mode, flag string) {
 	g.createTopic(t, topic, 8)
 	p := newProducer(t, g)
 	sendSync(t, p, primitive.NewMessage(topic, []byte("warm-up")))
+	fwd0 := forwarded(t, g)
 	const run = 5 * time.Second
 	deadline := time.Now().Add(run)
 	var mu sync.Mutex
@@ -102,6 +104,33 @@ func measureSendSync(t *testing.T, senders int, mode, flag string) {
 	}
 	slices.Sort(lat)
 	q := func(f float64) float64 { return float64(lat[int(f*float64(len(lat)-1))].Microseconds()) / 1000 }
-	t.Logf("MEASURE senders=%d mode=%s sends_per_s=%.0f p50_ms=%.3f p99_ms=%.3f failed=%d",
-		senders, mode, float64(len(lat))/run.Seconds(), q(.5), q(.99), failed)
+	share := float64(forwarded(t, g)-fwd0) / float64(len(lat)+failed)
+	t.Logf("MEASURE senders=%d mode=%s forwarded_share=%.3f sends_per_s=%.0f p50_ms=%.3f p99_ms=%.3f failed=%d",
+		senders, mode, share, float64(len(lat))/run.Seconds(), q(.5), q(.99), failed)
+}
+
+// forwarded sums raftmq_forwarded_total (requests a follower forwarded to
+// the leader) over g's nodes.
+func forwarded(t *testing.T, g *group) (n int64) {
+	for _, nd := range g.nodes {
+		resp, err := statusClient.Get("http://" + nd.http + "/metrics")
+		if err != nil {
+			t.Fatalf("metrics of %s: %v", nd.http, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("metrics of %s: %v", nd.http, err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "raftmq_forwarded_total "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("metrics of %s: %q: %v", nd.http, line, err)
+				}
+				n += int64(f)
+			}
+		}
+	}
+	return n
 }
