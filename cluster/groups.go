@@ -48,8 +48,30 @@ func (b *Broker) handleHeartbeat(ctx context.Context, conn *remoting.ServerConn,
 				b.log.Warn("cluster: creating a consumer group's config failed", "group", cd.GroupName, "err", err)
 			}
 		}
+	} else if b.missingGroup(&hb) {
+		// Only the leader creates a group: a client that knows only this
+		// follower would otherwise pop (forwarded) a group that never
+		// exists. The leader registers the client as well, as a heartbeat
+		// of its own would.
+		resp, _, drop := b.forward(ctx, req)
+		b.forwardDone(req, resp, drop)
+		if resp.Code != remoting.Success {
+			b.log.Warn("cluster: a heartbeat naming a new consumer group was not forwarded to the leader", "code", resp.Code, "remark", resp.Remark)
+		}
 	}
 	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+// missingGroup reports whether hb names a consumer group this node's
+// store has no config of.
+func (b *Broker) missingGroup(hb *remoting.HeartbeatData) bool {
+	st := b.rep.Store()
+	for _, cd := range hb.ConsumerDataSet {
+		if _, ok := st.SubscriptionGroup(cd.GroupName); cd.GroupName != "" && !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // ensureGroup creates, through raft, a consumer group's subscription-group

@@ -330,3 +330,19 @@ func TestConcurrentFirstForwards(t *testing.T) {
 		require.Equal(t, remoting.Success, <-codes)
 	}
 }
+
+// TestFollowerHeartbeatCreatesGroup: a client that knows only a follower
+// announces a new group there; the follower has the leader create it, so
+// that the group's pops (forwarded to the leader) are not refused.
+func TestFollowerHeartbeatCreatesGroup(t *testing.T) {
+	tb := startBrokersWith(t, func(c *Config) { c.AutoCreateTopics = true }, 1)
+	f := tb.follower()
+	fc := dial(t, f.ClientAddr())
+	heartbeat(t, fc, "c1", "fg", "T")
+	for _, b := range tb.bs {
+		require.Eventually(t, func() bool {
+			_, ok := b.Replica().Store().SubscriptionGroup("fg")
+			return ok
+		}, 10*time.Second, 5*time.Millisecond, "the group's config never reached node %d", b.cfg.ID)
+	}
+}
