@@ -34,6 +34,12 @@ type PopConfig struct {
 	// a consumer that acks asynchronously does; without it a consumer
 	// waits for the ack before it receives again.
 	AckAsync bool
+	// AcksInFlight is, with AckAsync, how many batch acks a consumer has
+	// in flight at once (default 1). A RocketMQ 5 PushConsumer keeps
+	// receiving while its earlier batches' acks are under way, bounded
+	// only by its cache of messages: a window of several acks is its
+	// shape.
+	AcksInFlight int
 	// AckWindow is, with AckEach, how many of a batch's acks a consumer
 	// has in flight at once (default: the whole batch; 1: one ack at a
 	// time, which measures an ack's own latency).
@@ -155,6 +161,9 @@ func Pop(ctx context.Context, c *client.Client, cfg PopConfig) (PopResult, error
 	if cfg.AckWindow <= 0 {
 		cfg.AckWindow = cfg.Batch
 	}
+	if cfg.AcksInFlight <= 0 {
+		cfg.AcksInFlight = 1
+	}
 	if cfg.Invisible <= 0 {
 		cfg.Invisible = 30 * time.Second
 	}
@@ -235,6 +244,7 @@ func popRun(ctx context.Context, cfg PopConfig, out *PopResult) (Result, error) 
 		wg.Go(func() {
 			var pending sync.WaitGroup
 			defer pending.Wait()
+			ackSlots := make(chan struct{}, cfg.AcksInFlight)
 			for rctx.Err() == nil {
 				t0 := time.Now()
 				msgs, err := sc.Receive(rctx, cfg.Batch, cfg.Invisible)
@@ -276,8 +286,11 @@ func popRun(ctx context.Context, cfg PopConfig, out *PopResult) (Result, error) 
 						ack()
 						continue
 					}
-					pending.Wait() // one batch ack in flight per consumer
-					pending.Go(ack)
+					ackSlots <- struct{}{} // at most AcksInFlight batch acks in flight per consumer
+					pending.Go(func() {
+						defer func() { <-ackSlots }()
+						ack()
+					})
 					continue
 				}
 				var awg sync.WaitGroup
