@@ -82,6 +82,11 @@ type PopResult struct {
 	AckMax     float64 `json:"ackMaxms"`
 	ReceiveP50 float64 `json:"receiveP50ms"`
 	ReceiveP99 float64 `json:"receiveP99ms"`
+	// Means, in milliseconds: a consumer's round is its receive and (unless
+	// acks are sent in the background) its ack, and a rate follows from the
+	// mean round, not the median.
+	ReceiveMean float64 `json:"receiveMeanms"`
+	AckMean     float64 `json:"ackMeanms"`
 	// GRPCPop is the gRPC pop's rate (PopConfig.GRPC), with its request
 	// counts and latencies.
 	GRPCPop         *Result `json:"grpcPop,omitempty"`
@@ -104,8 +109,8 @@ func (r PopResult) String() string {
 	if r.AckEach {
 		acks = "acks"
 	}
-	s += fmt.Sprintf("pop/pull: %.0f%%; %d receives (p50 %.3f ms, p99 %.3f), %d %s: p50 %.3f ms, p99 %.3f, max %.3f; %d acks failed",
-		100*r.Ratio, r.Receives, r.ReceiveP50, r.ReceiveP99, r.Acks, acks, r.AckP50, r.AckP99, r.AckMax, r.AckFailures)
+	s += fmt.Sprintf("pop/pull: %.0f%%; %d receives (p50 %.3f ms, p99 %.3f, mean %.3f), %d %s: p50 %.3f ms, p99 %.3f, max %.3f, mean %.3f; %d acks failed",
+		100*r.Ratio, r.Receives, r.ReceiveP50, r.ReceiveP99, r.ReceiveMean, r.Acks, acks, r.AckP50, r.AckP99, r.AckMax, r.AckMean, r.AckFailures)
 	if r.GRPCPop != nil {
 		s += "\n" + r.GRPCPop.String() + "\n"
 		s += fmt.Sprintf("grpc: %d receives (p50 %.3f ms, p99 %.3f), %d batch acks: p50 %.3f ms, p99 %.3f; %d acks failed",
@@ -124,6 +129,20 @@ func (l *latencies) add(d time.Duration) {
 	l.mu.Lock()
 	l.d = append(l.d, d)
 	l.mu.Unlock()
+}
+
+// mean returns the mean in ms.
+func (l *latencies) mean() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.d) == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, d := range l.d {
+		sum += d
+	}
+	return float64(sum) / float64(len(l.d)) / float64(time.Millisecond)
 }
 
 // quantiles returns the 0.5 and 0.99 quantiles and the maximum in ms.
@@ -325,6 +344,7 @@ func popRun(ctx context.Context, cfg PopConfig, out *PopResult) (Result, error) 
 	out.Receives, out.Acks, out.AckFailures, out.AckEach = int64(len(receives.d)), int64(len(acks.d)), ackFailures, cfg.AckEach
 	out.AckP50, out.AckP99, out.AckMax = acks.quantiles()
 	out.ReceiveP50, out.ReceiveP99, _ = receives.quantiles()
+	out.ReceiveMean, out.AckMean = receives.mean(), acks.mean()
 	res := run.result(fmt.Sprintf("pop, %d consumers, %s", cfg.Consumers, layout(1, len(ranges))), elapsed)
 	res.Batch, res.Consumers, res.Window = cfg.Batch, cfg.Consumers, cfg.AckWindow
 	if !cfg.AckEach {
