@@ -502,6 +502,7 @@ func Start(cfg Config) (*Broker, error) {
 		mux.HandleFunc("/debug/pprof/profile", loopbackOnly(b.log, pprof.Profile))
 		mux.HandleFunc("/debug/pprof/trace", loopbackOnly(b.log, pprof.Trace))
 		mux.HandleFunc("/debug/sendtrace", loopbackOnly(b.log, b.serveSendTrace))
+		mux.HandleFunc("/debug/poptrace", loopbackOnly(b.log, b.servePopTrace))
 		mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(b.Status())

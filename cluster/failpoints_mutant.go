@@ -311,7 +311,7 @@ func (b *Broker) popBeforeCommit(req *PopRequest, order bool, bs []builtPop, res
 	for i := range bs {
 		batch.Ops[i] = bs[i].op
 	}
-	if err := b.rep.ProposePopAsync(batch, nil, func([]pop.Result, []store.MessageResult, error) {}); err != nil {
+	if err := b.rep.ProposePopAsync(batch, nil, nil, func([]pop.Result, []store.MessageResult, error) {}); err != nil {
 		return err
 	}
 	for _, x := range bs {

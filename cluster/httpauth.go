@@ -33,7 +33,7 @@ import (
 //     ACL account, a session cookie, HTTP basic authentication too) and
 //     signs each of its requests to the group with the user's keys, so the
 //     ACL decides every figure and change it shows;
-//   - for the monitoring paths (/status, /metrics, /debug/pprof/, /debug/sendtrace) only,
+//   - for the monitoring paths (/status, /metrics, /debug/pprof/, /debug/sendtrace, /debug/poptrace) only,
 //     the bearer token of Config.HTTPToken (`Authorization: Bearer T`, as
 //     Prometheus sends it), so that a scraper needs no ACL account.
 //
@@ -45,7 +45,7 @@ import (
 
 // monitoringPath reports whether path is one a bearer token opens.
 func monitoringPath(path string) bool {
-	return path == "/status" || path == "/metrics" || strings.HasPrefix(path, "/debug/pprof/") || path == "/debug/sendtrace"
+	return path == "/status" || path == "/metrics" || strings.HasPrefix(path, "/debug/pprof/") || path == "/debug/sendtrace" || path == "/debug/poptrace"
 }
 
 // httpAuth wraps the HTTP port's handler with the checks above.

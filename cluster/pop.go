@@ -19,6 +19,7 @@ import (
 	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/offsets"
 	"github.com/raftmq/raftmq/protocol/remoting"
+	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
 	"github.com/raftmq/raftmq/store/pop"
 )
@@ -202,6 +203,8 @@ type popState struct {
 	pollMu  sync.Mutex
 	polling map[string]int // suspended pops by group@topic@queue
 	pollMax int            // popPollingMax
+
+	traces popTraces // sampled pops' and batch acks' stage times (poptrace.go)
 }
 
 func newPopState() *popState {
@@ -334,6 +337,8 @@ type popCall struct {
 	op   pop.Op
 	dlq  *message.Message // a DLQ revive's copy
 	done chan popDone
+	// trace, if set, is the sampled request the op belongs to.
+	trace *popTrace
 	// landed, if set, learns the outcome first, whether or not the
 	// caller still waits for it.
 	landed func(popDone)
@@ -392,12 +397,22 @@ func (b *Broker) popBatcher() {
 // proposePops proposes one entry of calls' ops and answers each call when
 // it applied. It releases its in-flight slot when done.
 func (b *Broker) proposePops(calls []*popCall) {
-	batch := &pop.Batch{Now: time.Now().UnixMilli(), Ops: make([]pop.Op, len(calls))}
-	var dlq []*message.Message
+	now := time.Now()
+	batch := &pop.Batch{Now: now.UnixMilli(), Ops: make([]pop.Op, len(calls))}
+	var (
+		dlq []*message.Message
+		tr  *raftlog.Trace
+	)
 	for i, c := range calls {
 		batch.Ops[i] = c.op
 		if c.op.DLQ {
 			dlq = append(dlq, c.dlq)
+		}
+		if c.trace != nil {
+			if tr == nil {
+				tr = raftlog.NewTrace(now)
+			}
+			c.trace.batched(now, tr)
 		}
 	}
 	done := func(res []pop.Result, _ []store.MessageResult, err error) {
@@ -414,7 +429,7 @@ func (b *Broker) proposePops(calls []*popCall) {
 		}
 		b.met.PopEntries.Inc()
 	}
-	if err := b.rep.ProposePopAsync(batch, dlq, done); err != nil {
+	if err := b.rep.ProposePopAsync(batch, dlq, tr, done); err != nil {
 		done(nil, nil, err)
 	}
 }
@@ -422,17 +437,25 @@ func (b *Broker) proposePops(calls []*popCall) {
 // popOps queues ops (with their DLQ copies, nil for others) and waits for
 // their results.
 func (b *Broker) popOps(ctx context.Context, ops []pop.Op, dlq []*message.Message) ([]pop.Result, error) {
+	tr := popTraceOf(ctx)
 	calls := make([]*popCall, len(ops))
 	for i := range ops {
-		calls[i] = &popCall{op: ops[i], done: make(chan popDone, 1)}
+		calls[i] = &popCall{op: ops[i], done: make(chan popDone, 1), trace: tr}
 		if dlq != nil {
 			calls[i].dlq = dlq[i]
 		}
 	}
+	if tr != nil {
+		tr.stamp(popBuilt, time.Now())
+	}
 	if err := b.queuePopCalls(ctx, calls); err != nil {
 		return nil, err
 	}
-	return b.waitPopCalls(ctx, calls)
+	out, err := b.waitPopCalls(ctx, calls)
+	if tr != nil {
+		tr.stamp(popWoken, time.Now())
+	}
+	return out, err
 }
 
 // queuePopCalls hands calls to the batcher, in order. A call it could not
@@ -633,9 +656,13 @@ func (b *Broker) popQueues(ctx context.Context, req *PopRequest, flt filter.Filt
 	if failpoint.On(b.fp, failpoint.PopBeforeCommit) {
 		return false, b.popBeforeCommit(req, order, bs, res)
 	}
+	tr := popTraceOf(ctx)
+	if tr != nil {
+		tr.stamp(popBuilt, time.Now())
+	}
 	calls := make([]*popCall, len(bs))
 	for i := range bs {
-		c := &popCall{op: bs[i].op, done: make(chan popDone, 1)}
+		c := &popCall{op: bs[i].op, done: make(chan popDone, 1), trace: tr}
 		if !order {
 			a := b.pop.proposed(bs[i].ahead, term, &c.op)
 			c.landed = func(d popDone) { b.pop.landed(a, &c.op, cmp.Or(d.err, d.res.Err)) }
@@ -649,6 +676,9 @@ func (b *Broker) popQueues(ctx context.Context, req *PopRequest, flt filter.Filt
 		unlock() // the ops are queued in order: the queues' next pops may be built
 	}
 	out, err := b.waitPopCalls(ctx, calls)
+	if tr != nil {
+		tr.stamp(popWoken, time.Now())
+	}
 	if err != nil {
 		return false, err
 	}

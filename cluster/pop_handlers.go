@@ -142,7 +142,8 @@ func (b *Broker) popWait(ctx context.Context, changed <-chan struct{}, deadline 
 
 // popOnce is one pop attempt on the leader.
 func (b *Broker) popOnce(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command, h *remoting.PopMessageRequestHeader) *remoting.Command {
-	pctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
+	tr := b.pop.traces.sample(false, time.Now())
+	pctx, cancel := context.WithTimeout(withPopTrace(ctx, tr), b.cfg.SendTimeout)
 	defer cancel()
 	res, err := b.Pop(pctx, PopRequest{Group: h.ConsumerGroup, Topic: h.Topic, QueueID: h.QueueID, Max: int(h.MaxMsgNums),
 		Invisible: time.Duration(h.InvisibleTime) * time.Millisecond, InitMode: h.InitMode, Order: h.Order,
@@ -167,6 +168,7 @@ func (b *Broker) popOnce(ctx context.Context, conn *remoting.ServerConn, req *re
 	for _, m := range res.Messages {
 		resp.Body = append(resp.Body, m.Record...)
 	}
+	b.pop.traces.answered(tr)
 	return resp
 }
 
@@ -308,7 +310,8 @@ func (b *Broker) handleBatchAck(ctx context.Context, conn *remoting.ServerConn, 
 	if len(rs) == 0 {
 		return b.refuse(conn, req, remoting.NoMessage, "batch ack names no offset")
 	}
-	actx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
+	tr := b.pop.traces.sample(true, time.Now())
+	actx, cancel := context.WithTimeout(withPopTrace(ctx, tr), b.cfg.SendTimeout)
 	defer cancel()
 	errs, err := b.PopAck(actx, rs)
 	if err != nil {
@@ -329,6 +332,7 @@ func (b *Broker) handleBatchAck(ctx context.Context, conn *remoting.ServerConn, 
 		resp.Remark = fmt.Sprintf("%d of %d acks not carried out; first: %s", failed, len(errs), resp.Remark)
 		return resp
 	}
+	b.pop.traces.answered(tr)
 	return remoting.NewResponse(req, remoting.Success, "")
 }
 

@@ -356,11 +356,11 @@ func (r *Replica) ProposeInternal(ctx context.Context, kind byte, payload []byte
 
 // ProposePopAsync replicates a pop entry (package pop): b's head, then
 // the dead-letter copies of its DLQ revives, in op order, stamped and
-// checked here like sends. done gets the ops' results and the stored
+// checked here like sends; tr, if not nil, traces the entry's stages. done gets the ops' results and the stored
 // copies' results once the entry applied, or the error (on another
 // goroutine; it must not block). An error return means done is never
 // called.
-func (r *Replica) ProposePopAsync(b *pop.Batch, dlq []*message.Message, done func([]pop.Result, []store.MessageResult, error)) error {
+func (r *Replica) ProposePopAsync(b *pop.Batch, dlq []*message.Message, tr *raftlog.Trace, done func([]pop.Result, []store.MessageResult, error)) error {
 	recs, err := r.encodeSend(dlq)
 	if err != nil {
 		return err
@@ -371,7 +371,7 @@ func (r *Replica) ProposePopAsync(b *pop.Batch, dlq []*message.Message, done fun
 	}
 	payload = append(payload, recs[store.BodyHeaderSize:]...)
 	w := newAsyncWaiter(len(dlq), func(o outcome) { done(o.pops, o.msgs, o.err) })
-	return r.node.Submit(context.Background(), &raftlog.Request{Kind: store.KindPop, Data: payload, Waiter: w, Expires: true})
+	return r.node.Submit(context.Background(), &raftlog.Request{Kind: store.KindPop, Data: payload, Waiter: w, Expires: true, Trace: tr})
 }
 
 // submit queues q, expecting count message results, and waits for its
