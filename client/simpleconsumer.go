@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/raftmq/raftmq/message"
@@ -26,6 +27,9 @@ type SimpleConsumer struct {
 	group string
 	topic string
 	opts  SimpleConsumerOptions
+	// learned is when the topic's route was last fetched to learn the
+	// leader (unix ns; learnLeader).
+	learned atomic.Int64
 }
 
 // SimpleConsumerOptions tune a SimpleConsumer; the zero value receives
@@ -100,7 +104,33 @@ func (sc *SimpleConsumer) Start(ctx context.Context) error {
 	if err := sc.c.heartbeatAll(ctx, body); err != nil {
 		return fmt.Errorf("client: simple consumer %s: %w", sc.group, err)
 	}
+	sc.learnLeader(ctx)
 	return nil
+}
+
+// learnLeader has the client learn the group's leader from the topic's
+// route, so that receives and acks go to it: sent to a follower, each is
+// forwarded to the leader, a hop more each way (with the leader unknown,
+// requests rotate over the nodes, so two of three took it). It fetches
+// the route when no leader is known, at most once a second, and every
+// route lifetime (30 s), as a leader change leaves the old leader
+// forwarding. Best effort: without a route, requests go to any node.
+func (sc *SimpleConsumer) learnLeader(ctx context.Context) {
+	now := time.Now()
+	last := sc.learned.Load()
+	every := routeTTL
+	if sc.c.leaderAddr() == "" {
+		every = time.Second
+	}
+	if last != 0 && now.Sub(time.Unix(0, last)) < every {
+		return
+	}
+	if !sc.learned.CompareAndSwap(last, now.UnixNano()) {
+		return // another call is fetching
+	}
+	if _, err := sc.c.route(ctx, sc.topic, now, true); err != nil {
+		sc.c.log.Debug("client: simple consumer: route for the leader", "topic", sc.topic, "err", err)
+	}
 }
 
 // Receive pops up to max (1 to 32) messages, hiding them from the group
@@ -113,6 +143,7 @@ func (sc *SimpleConsumer) Receive(ctx context.Context, max int, invisible time.D
 		await = 20 * time.Second
 	}
 	await = max0(await)
+	sc.learnLeader(ctx)
 	q := int32(-1)
 	if sc.opts.QueueID != nil {
 		q = *sc.opts.QueueID
