@@ -24,11 +24,16 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// freeBasePort finds a base port whose group ports (client, raft and HTTP
-// of three nodes) and the extra offsets look free.
+// freeBasePort finds a base port whose group ports (client, raft, HTTP
+// and gRPC of three nodes) and the extra offsets look free.
 func freeBasePort(t *testing.T, extra ...int) int {
-	offs := append([]int{0, 1, 2, 10, 11, 12, 20, 21, 22}, extra...)
-	for base := 20000 + os.Getpid()%2000*10; base < 60000; base += 97 {
+	offs := append([]int{0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32}, extra...)
+	// Below the kernel's ephemeral range (32768 and up by default), where
+	// any outgoing connection of another process may take a port between
+	// this check and the group's listen.
+	start := os.Getpid() % 1200 * 10
+	for i := range 130 {
+		base := 20000 + (start+i*97)%12600
 		ok := true
 		for _, off := range offs {
 			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+off)))
