@@ -124,7 +124,8 @@ type Config struct {
 	// node when the leader dies (see FailoverBrokerName).
 	FailoverRoutes bool
 	// FailoverWriteQueues is how many write queues each failover name
-	// lists (0: the topic's count); see FailoverQueues. It must be the
+	// lists (0: the topic's count; an orderly topic always lists its
+	// count, see failoverWriteQueues); see FailoverQueues. It must be the
 	// same on every node of a group.
 	FailoverWriteQueues int32
 	// SendTimeout bounds the wait for commit (raftlog.DefaultWaitTimeout when

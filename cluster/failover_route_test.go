@@ -129,3 +129,62 @@ func TestFailoverRouteQueues(t *testing.T) {
 	}
 	require.True(t, found, "T registered under %s", fname)
 }
+
+// TestFailoverRouteOrderlyTopic: with one failover write queue, a topic
+// marked orderly (its config's Order flag) still lists all its write
+// queues under each failover name, mapped one to one (queue i stands for
+// the topic's queue i), in routes and in the follower's name-server
+// registration, while a normal topic lists one.
+func TestFailoverRouteOrderlyTopic(t *testing.T) {
+	tb := startBrokersWith(t, func(c *Config) { c.FailoverRoutes, c.FailoverWriteQueues = true, 1 }, 1)
+	l, f := tb.leader(), tb.follower()
+	lc, fc := dial(t, l.ClientAddr()), dial(t, f.ClientAddr())
+	want := map[string]int{"Normal": 1, "Orderly": 4}
+	for topic := range want {
+		ch := remoting.CreateTopicRequestHeader{Topic: topic, ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6, Order: topic == "Orderly"}
+		require.Equal(t, remoting.Success, invoke(t, lc, remoting.NewRequest(remoting.UpdateAndCreateTopic, ch.Encode(), nil)).Code)
+		require.Eventually(t, func() bool { _, ok := f.Replica().Store().Topic(topic); return ok }, 10*time.Second, 5*time.Millisecond)
+	}
+	for topic, n := range want {
+		rh := remoting.GetRouteInfoRequestHeader{Topic: topic}
+		for _, c := range []*remoting.Conn{lc, fc} {
+			resp := invoke(t, c, remoting.NewRequest(remoting.GetRouteInfoByTopic, rh.Encode(), nil))
+			require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+			rd, err := remoting.DecodeTopicRouteData(resp.Body)
+			require.NoError(t, err)
+			require.Len(t, rd.QueueDatas, 3)
+			require.Equal(t, 4, rd.QueueDatas[0].WriteQueueNums)
+			for _, qd := range rd.QueueDatas[1:] {
+				require.True(t, strings.HasPrefix(qd.BrokerName, "raftmq@"), qd.BrokerName)
+				require.Equal(t, n, qd.WriteQueueNums, "%s %s", topic, qd.BrokerName)
+				require.Equal(t, 0, qd.ReadQueueNums, qd.BrokerName)
+			}
+		}
+	}
+
+	// Queue i of a failover name of the orderly topic is the topic's
+	// queue i, through the follower and at the leader.
+	fname := FailoverBrokerName("raftmq", f.cfg.ID)
+	for _, c := range []*remoting.Conn{fc, lc} {
+		for qid := int32(0); qid < 4; qid++ {
+			h := remoting.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "Orderly", DefaultTopic: AutoCreateTopicKey, DefaultTopicQueueNums: 4,
+				QueueID: qid, BornTimestamp: time.Now().UnixMilli(), BrokerName: fname}
+			resp := invoke(t, c, remoting.NewRequest(remoting.SendMessageV2, h.EncodeV2(), []byte("x")))
+			require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+			sh, err := remoting.DecodeSendMessageResponseHeader(resp.ExtFields)
+			require.NoError(t, err)
+			require.Equal(t, qid, sh.QueueID)
+		}
+	}
+
+	regs := f.registrations()
+	require.Len(t, regs, 2)
+	require.Equal(t, fname, regs[1].BrokerName)
+	got := map[string]int{}
+	for _, tc := range regs[1].Topics {
+		if _, ok := want[tc.TopicName]; ok {
+			got[tc.TopicName] = int(tc.WriteQueueNums)
+		}
+	}
+	require.Equal(t, want, got)
+}

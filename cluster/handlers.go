@@ -993,7 +993,7 @@ func (b *Broker) routeBody(tc offsets.TopicConfig) []byte {
 		sort.Slice(followers, func(i, j int) bool { return followers[i] < followers[j] })
 		for _, id := range followers {
 			name := FailoverBrokerName(b.cfg.BrokerName, id)
-			n, _ := FailoverQueues(b.cfg.FailoverWriteQueues, tc.WriteQueueNums, id)
+			n, _ := FailoverQueues(b.failoverWriteQueues(tc), tc.WriteQueueNums, id)
 			rd.QueueDatas = append(rd.QueueDatas, remoting.QueueData{BrokerName: name, WriteQueueNums: int(n),
 				Perm: remoting.PermWrite, TopicSysFlag: int(tc.TopicSysFlag)})
 			rd.BrokerDatas = append(rd.BrokerDatas, remoting.BrokerData{Cluster: b.cfg.ClusterName, BrokerName: name,
@@ -1049,6 +1049,19 @@ func FailoverQueues(k, n int32, id uint64) (count, offset int32) {
 	return k, int32(id * uint64(k) % uint64(n))
 }
 
+// failoverWriteQueues returns the k of FailoverQueues for topic tc:
+// Config.FailoverWriteQueues, or 0 (all the topic's write queues) for an
+// orderly topic (TopicConfig.Order). An orderly sender picks a queue by a
+// key's hash and never moves a send to another broker name, so while a
+// dead leader stays in its route only the keys hashed to a failover name
+// succeed: N/(N+2K) of them fail, a third with K = N.
+func (b *Broker) failoverWriteQueues(tc offsets.TopicConfig) int32 {
+	if tc.Order {
+		return 0
+	}
+	return b.cfg.FailoverWriteQueues
+}
+
 // failoverQueue maps queue qid of the send header h addressed to a
 // failover name of this group to the topic's queue it stands for, or
 // returns an error for a queue id the name does not list (never stored
@@ -1059,7 +1072,7 @@ func (b *Broker) failoverQueue(h *remoting.SendMessageRequestHeader, tc *offsets
 	if !ok || h.QueueID < 0 {
 		return h.QueueID, nil
 	}
-	count, off := FailoverQueues(b.cfg.FailoverWriteQueues, tc.WriteQueueNums, id)
+	count, off := FailoverQueues(b.failoverWriteQueues(*tc), tc.WriteQueueNums, id)
 	if h.QueueID >= count {
 		return 0, fmt.Errorf("queueId[%d] is illegal, topic:[%s] failover broker name %s lists %d write queues (--failover-write-queues); refresh the route",
 			h.QueueID, h.Topic, h.BrokerName, count)

@@ -42,7 +42,7 @@ func (b *Broker) registrations() []namesrv.Registration {
 		var writable []offsets.TopicConfig
 		for _, tc := range topics {
 			if tc.Perm&remoting.PermWrite != 0 {
-				tc.WriteQueueNums, _ = FailoverQueues(b.cfg.FailoverWriteQueues, tc.WriteQueueNums, b.cfg.ID)
+				tc.WriteQueueNums, _ = FailoverQueues(b.failoverWriteQueues(tc), tc.WriteQueueNums, b.cfg.ID)
 				tc.ReadQueueNums, tc.Perm = 0, remoting.PermWrite
 				writable = append(writable, tc)
 			}
