@@ -302,7 +302,8 @@ func (rs *resources) group(name string, perm Perm) {
 //     on the topics of its queues;
 //   - the pop codes (POP_MESSAGE 200050, ACK_MESSAGE 200051, PEEK_MESSAGE
 //     200052, CHANGE_MESSAGE_INVISIBLETIME 200053, NOTIFICATION 200054,
-//     POLLING_INFO 200055): SUB on consumerGroup and topic;
+//     POLLING_INFO 200055) and raftmq's DEAD_LETTER_MESSAGE 9011: SUB on
+//     consumerGroup and topic;
 //     BATCH_ACK_MESSAGE 200151: SUB on each ack's group and topic;
 //   - RECALL_MESSAGE 370: PUB on topic;
 //   - anything else: nothing (signature, and NeedsAdmin, only).
@@ -349,7 +350,7 @@ func Resources(code int32, ext map[string]string, body []byte) ([]Resource, erro
 		rs.topic(h.Topic, Sub)
 		rs.group(h.ConsumerGroup, Sub)
 	case remoting.PopMessage, remoting.AckMessage, remoting.ChangeMessageInvisibleTime,
-		remoting.PeekMessage, remoting.Notification, remoting.PollingInfo:
+		remoting.PeekMessage, remoting.Notification, remoting.PollingInfo, remoting.DeadLetterMessage:
 		// Every pop header has consumerGroup and topic.
 		group, topic := ext["consumerGroup"], ext["topic"]
 		if group == "" || topic == "" {

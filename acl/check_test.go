@@ -261,6 +261,7 @@ func TestResources(t *testing.T) {
 		{"send reply", remoting.SendReplyMessageV2, sendV2("T", "pg"), nil, []Resource{top("T", Pub)}},
 		{"send retry", remoting.SendMessageV2, sendV2("%RETRY%cg", "pg"), nil, []Resource{grp("cg", Sub)}},
 		{"send dlq", remoting.SendMessageV2, sendV2("%DLQ%cg", "pg"), nil, []Resource{top("%DLQ%cg", Pub)}},
+		{"dead letter", remoting.DeadLetterMessage, map[string]string{"consumerGroup": "cg", "topic": "T", "queueId": "0", "extraInfo": "x", "offset": "1"}, nil, []Resource{top("T", Sub), grp("cg", Sub)}},
 		{"recall", remoting.RecallMessage, map[string]string{"producerGroup": "pg", "topic": "T", "recallHandle": "h"}, nil, []Resource{top("T", Pub)}},
 		{"send back", remoting.ConsumerSendMsgBack, map[string]string{"offset": "1", "group": "cg", "delayLevel": "0"}, nil, []Resource{grp("cg", Sub)}},
 		{"pull", remoting.PullMessage, pull("T", "cg"), nil, []Resource{top("T", Sub), grp("cg", Sub)}},

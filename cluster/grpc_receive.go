@@ -349,7 +349,9 @@ func (s *grpcService) ChangeInvisibleDuration(ctx context.Context, req *rmqpb.Ch
 // ForwardMessageToDeadLetterQueue moves the received message its receipt
 // handle names to the group's dead-letter topic (%DLQ%group), as a push
 // consumer asks once its listener failed max_delivery_attempts times. It
-// is an ACK_MESSAGE with raftmq's dead-letter field: the leader stores the
+// is raftmq's DEAD_LETTER_MESSAGE (an ACK_MESSAGE's header under a code of
+// its own, which a leader of an older build refuses as not supported, and
+// the RPC fails UNIMPLEMENTED, rather than acking): the leader stores the
 // copy and removes the message's pop record in one entry, so OK means
 // both happened and an error means neither did.
 func (s *grpcService) ForwardMessageToDeadLetterQueue(ctx context.Context, req *rmqpb.ForwardMessageToDeadLetterQueueRequest) (*rmqpb.ForwardMessageToDeadLetterQueueResponse, error) {
@@ -371,9 +373,8 @@ func (s *grpcService) ForwardMessageToDeadLetterQueue(ctx context.Context, req *
 	if err != nil {
 		return &rmqpb.ForwardMessageToDeadLetterQueueResponse{Status: st(rmqpb.Code_INVALID_RECEIPT_HANDLE, "%v", err)}, nil
 	}
-	resp := s.exec(ctx, ak, remoting.NewRequest(codeAckMessage, map[string]string{"consumerGroup": group, "topic": topic,
-		"queueId": strconv.Itoa(int(q)), "extraInfo": handle, "offset": strconv.FormatInt(off, 10),
-		remoting.FieldDeadLetter: "true"}, nil))
+	resp := s.exec(ctx, ak, remoting.NewRequest(remoting.DeadLetterMessage, map[string]string{"consumerGroup": group, "topic": topic,
+		"queueId": strconv.Itoa(int(q)), "extraInfo": handle, "offset": strconv.FormatInt(off, 10)}, nil))
 	if err := popUnsupported("ForwardMessageToDeadLetterQueue", resp); err != nil {
 		return nil, err
 	}

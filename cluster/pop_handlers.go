@@ -59,6 +59,8 @@ func (b *Broker) handlePopCode(ctx context.Context, conn *remoting.ServerConn, r
 		return b.handlePop(ctx, conn, req), true
 	case remoting.AckMessage:
 		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleAck(ctx, conn, req) }), true
+	case remoting.DeadLetterMessage:
+		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleAck(ctx, conn, req) }), true
 	case remoting.BatchAckMessage:
 		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleBatchAck(ctx, conn, req) }), true
 	case remoting.ChangeMessageInvisibleTime:
@@ -256,10 +258,11 @@ func (b *Broker) handleAck(ctx context.Context, conn *remoting.ServerConn, req *
 	}
 	actx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
 	defer cancel()
-	if dl := req.ExtFields[remoting.FieldDeadLetter]; dl != "" {
-		if dl != "true" {
-			return b.refuse(conn, req, remoting.InvalidParameter, fmt.Sprintf("%s=%q: want true or nothing", remoting.FieldDeadLetter, dl))
-		}
+	dl := req.ExtFields[remoting.FieldDeadLetter]
+	if dl != "" && dl != "true" {
+		return b.refuse(conn, req, remoting.InvalidParameter, fmt.Sprintf("%s=%q: want true or nothing", remoting.FieldDeadLetter, dl))
+	}
+	if req.Code == remoting.DeadLetterMessage || dl == "true" {
 		if err := b.PopDeadLetter(actx, r); err != nil {
 			return b.popResponse(conn, req, err)
 		}

@@ -70,6 +70,17 @@ const (
 	AdminCodeMax int32 = 9010
 )
 
+// DeadLetterMessage (9011) is raftmq's own pop request, outside RocketMQ's
+// codes and outside the admin range (a consumer's request: SUB on its
+// group and topic): ACK_MESSAGE's header, and the message the receipt
+// names goes to the group's dead-letter topic instead of being acked
+// (RocketMQ 5's ForwardMessageToDeadLetterQueue, which the gRPC service
+// sends this way so that a follower forwards it like an ack). A code of
+// its own, not a field of ACK_MESSAGE, so that a node whose build does not
+// serve it (an Apache broker, an older raftmq leader) answers
+// REQUEST_CODE_NOT_SUPPORTED instead of acking without the copy.
+const DeadLetterMessage int32 = 9011
+
 // Response codes (RocketMQ's RemotingSysResponseCode and ResponseCode).
 const (
 	Success                    int32 = 0

@@ -148,9 +148,11 @@ type AckMessageRequestHeader struct {
 }
 
 // FieldDeadLetter is raftmq's own ext field of an ACK_MESSAGE: "true"
-// moves the message to the group's dead-letter topic instead of acking it
-// (RocketMQ 5's ForwardMessageToDeadLetterQueue, which the gRPC service
-// sends this way so that a follower forwards it like an ack).
+// moves the message to the group's dead-letter topic instead of acking it,
+// as DEAD_LETTER_MESSAGE (DeadLetterMessage) does. Older raftmq followers
+// forwarded ForwardMessageToDeadLetterQueue this way, so a leader still
+// reads it; nothing sends it now (a leader that ignored it would ack
+// without the copy).
 const FieldDeadLetter = "raftmqDeadLetter"
 
 // Encode returns the ext fields.
