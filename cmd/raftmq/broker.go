@@ -182,7 +182,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.cluster, "cluster-name", cluster.DefaultClusterName, "cluster the group registers under with the name servers")
 	fl.StringVar(&f.clusterID, "cluster-id", "", "the group's cluster ID, 16 hex digits, the same on every member (raftmq cluster-id prints a random one); a node refuses to start on a data directory recorded with another, and refuses raft traffic and forwarded requests of another (empty: the recorded one; required to bootstrap a group of several members; a single-member group picks its own; with --join, learnt from the group)")
 	fl.BoolVar(&f.failover, "failover-routes", true, "list each follower in routes as a write-only broker name, so RocketMQ clients retry a failed send on a live node (see README)")
-	fl.IntVar(&f.failoverQs, "failover-write-queues", 1, "write queues each follower's failover name lists in routes (0: the topic's count); same on every node")
+	fl.IntVar(&f.failoverQs, "failover-write-queues", 1, "write queues each follower's failover name lists in routes (0: the topic's count; orderly topics list their count); same on every node")
 	fl.DurationVar(&f.leaderWait, "leader-wait", 0, fmt.Sprintf("how long a request that needs the leader waits for an election before it is refused (0: %s, negative: no wait)", shortDuration(cluster.DefaultLeaderWait)))
 	fl.DurationVar(&f.notifyDelay, "commit-notify-delay", 0, fmt.Sprintf("how long the leader holds an append that only tells followers a new commit index, hoping the next append carries it (0: %v, negative: send at once)", raftlog.DefaultCommitNotifyDelay))
 	fl.Uint64Var(&f.preferred, "preferred-leader", 0, "node that should lead whenever it is up and caught up (0: any)")
