@@ -44,7 +44,7 @@ func (s *grpcService) SendMessage(ctx context.Context, req *rmqpb.SendMessageReq
 	if len(req.Messages) == 0 {
 		return &rmqpb.SendMessageResponse{Status: st(rmqpb.Code_BAD_REQUEST, "no message to send")}, nil
 	}
-	resp := &rmqpb.SendMessageResponse{}
+	resp := &rmqpb.SendMessageResponse{Entries: make([]*rmqpb.SendResultEntry, 0, len(req.Messages))}
 	for _, m := range req.Messages {
 		resp.Entries = append(resp.Entries, s.sendOne(ctx, m))
 	}
@@ -83,7 +83,8 @@ func (s *grpcService) sendOne(ctx context.Context, m *rmqpb.Message) *rmqpb.Send
 	case sp.BodyEncoding == rmqpb.Encoding_GZIP:
 		return fail(rmqpb.Code_UNSUPPORTED, "gzip body encoding is not supported; send the body as it is (IDENTITY)")
 	}
-	props := map[string]string{message.PropertyUniqKey: sp.MessageId}
+	props := make(map[string]string, 3+len(m.UserProperties))
+	props[message.PropertyUniqKey] = sp.MessageId
 	for k, v := range m.UserProperties {
 		if systemPropertyNames[k] {
 			return fail(rmqpb.Code_ILLEGAL_MESSAGE_PROPERTY_KEY, "user property %q is a system property name", k)

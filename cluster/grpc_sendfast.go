@@ -2,10 +2,13 @@ package cluster
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"runtime"
 	"sync"
 	"time"
+
+	"google.golang.org/grpc/peer"
 
 	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/protocol/remoting"
@@ -49,10 +52,7 @@ func (s *grpcService) sendInline(ctx context.Context, req *remoting.Command) (re
 		return nil, false
 	}
 	start := time.Now()
-	born := netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
-	if ap, err := netip.ParseAddrPort(peerAddr(ctx)); err == nil {
-		born = ap
-	}
+	born := peerAddrPort(ctx)
 	msgs, create, resp := b.prepareSend(nil, req, born)
 	if create != nil {
 		return nil, false // the topic must be created first
@@ -70,6 +70,21 @@ func (s *grpcService) sendInline(ctx context.Context, req *remoting.Command) (re
 		// when answered (sendResponse).
 		return b.errorResponse(req, ctx.Err()), true
 	}
+}
+
+// peerAddrPort is the caller's address, or 0.0.0.0:0; a TCP peer's
+// without formatting and parsing it.
+func peerAddrPort(ctx context.Context) netip.AddrPort {
+	if p, found := peer.FromContext(ctx); found {
+		if ta, isTCP := p.Addr.(*net.TCPAddr); isTCP {
+			ap := ta.AddrPort()
+			return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+		}
+		if ap, err := netip.ParseAddrPort(peerAddr(ctx)); err == nil {
+			return ap
+		}
+	}
+	return netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
 }
 
 // queueSend queues q; the first call to queue since the last submission
