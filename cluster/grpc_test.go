@@ -380,6 +380,7 @@ func TestGRPCBadCalls(t *testing.T) {
 	got, err := tb.leader().Replica().Store().QueryByUniqKey("H", "H2")
 	require.NoError(t, err)
 	require.True(t, got.BornHost.Addr().IsLoopback() && got.BornHost.Port() != 0, "born host %v: want the client's address", got.BornHost)
+	require.True(t, got.BornHost.Addr().Is4(), "born host %v: want an IPv4 address, as remoting stores it", got.BornHost)
 }
 
 // receiveAll reads one ReceiveMessage stream: its status, messages and
