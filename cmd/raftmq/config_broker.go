@@ -65,7 +65,7 @@ func brokerConfigOptions() configOptions {
 		},
 		sections: []configSection{
 			{"node and members", []string{"id", "data", "peer", "peers", "cluster-id", "join", "preferred-leader"}},
-			{"addresses and name servers", []string{"http", "grpc", "bind-ip", "namesrv", "cluster-name", "broker-name", "failover-routes"}},
+			{"addresses and name servers", []string{"http", "grpc", "bind-ip", "namesrv", "cluster-name", "broker-name", "failover-routes", "failover-write-queues"}},
 			{"storage and flush", []string{"flush", "segment-size", "warm-ahead", "cache-window", "direct-io", "cq-max-open-files"}},
 			{"retention and disk (RocketMQ's defaults)", []string{"file-reserved-time", "delete-when", "disk-clean-ratio",
 				"disk-force-clean-ratio", "disk-full-ratio", "disk-check-interval"}},
