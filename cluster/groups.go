@@ -32,12 +32,19 @@ func (b *Broker) handleHeartbeat(ctx context.Context, conn *remoting.ServerConn,
 	if hb.ClientID == "" {
 		return b.refuse(conn, req, remoting.InvalidParameter, "heartbeat: clientID is empty")
 	}
-	b.watchConn(conn)
-	if failpoint.On(b.fp, failpoint.ForgetMembers) {
-		b.forgetMembers()
+	// A heartbeat a follower forwarded (missingGroup below) only asks the
+	// leader to create its groups: the client is registered where it
+	// sent it, and registering the follower's forwarding connection here
+	// would send the client's notifications (offset resets, consumer
+	// list changes) to the follower instead.
+	if req.ExtFields[extForwarded] == "" {
+		b.watchConn(conn)
+		if failpoint.On(b.fp, failpoint.ForgetMembers) {
+			b.forgetMembers()
+		}
+		changed := b.members.Heartbeat(membership.Client{Channel: conn, Addr: remoteAddr(conn), Language: req.Language, Version: req.Version}, &hb, time.Now())
+		b.notifyChanged(changed)
 	}
-	changed := b.members.Heartbeat(membership.Client{Channel: conn, Addr: remoteAddr(conn), Language: req.Language, Version: req.Version}, &hb, time.Now())
-	b.notifyChanged(changed)
 	if b.rep.Node().IsLeader() {
 		for _, cd := range hb.ConsumerDataSet {
 			if cd.GroupName == "" {
@@ -51,8 +58,8 @@ func (b *Broker) handleHeartbeat(ctx context.Context, conn *remoting.ServerConn,
 	} else if b.missingGroup(&hb) {
 		// Only the leader creates a group: a client that knows only this
 		// follower would otherwise pop (forwarded) a group that never
-		// exists. The leader registers the client as well, as a heartbeat
-		// of its own would.
+		// exists. The leader creates the group and does not register the
+		// client (it is registered here, on its own connection).
 		resp, _, drop := b.forward(ctx, req)
 		b.forwardDone(req, resp, drop)
 		if resp.Code != remoting.Success {
