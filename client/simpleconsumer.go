@@ -113,14 +113,39 @@ func (sc *SimpleConsumer) Start(ctx context.Context) error {
 // forwarded to the leader, a hop more each way (with the leader unknown,
 // requests rotate over the nodes, so two of three took it). It fetches
 // the route when no leader is known, at most once a second, and every
-// route lifetime (30 s), as a leader change leaves the old leader
-// forwarding. Best effort: without a route, requests go to any node.
+// route lifetime (30 s); after a leader change, the old leader's
+// forwarded answers name the new one (answered), and a failed request
+// has the route fetched again (relearnLeader). Best effort: without a
+// route, requests go to any node.
 func (sc *SimpleConsumer) learnLeader(ctx context.Context) {
+	sc.learnLeaderEvery(ctx, routeTTL)
+}
+
+// relearnLeader is learnLeader after a request failed (the leader may
+// have changed): it fetches the route at most once a second.
+func (sc *SimpleConsumer) relearnLeader(ctx context.Context) {
+	sc.learnLeaderEvery(ctx, time.Second)
+}
+
+// answered looks at the answer to a request sent to addr: a follower
+// that forwarded it to the leader names the leader (FieldLeader), which
+// later requests then go to. A leader change otherwise leaves the client
+// on the old leader, now a follower forwarding, until the route's
+// lifetime passed.
+func (sc *SimpleConsumer) answered(resp *remoting.Command, addr string) {
+	if resp == nil {
+		return
+	}
+	if l := resp.ExtFields[remoting.FieldLeader]; l != "" && l != addr {
+		sc.c.setLeader(l)
+	}
+}
+
+func (sc *SimpleConsumer) learnLeaderEvery(ctx context.Context, every time.Duration) {
 	now := time.Now()
 	last := sc.learned.Load()
-	every := routeTTL
 	if sc.c.leaderAddr() == "" {
-		every = time.Second
+		every = min(every, time.Second)
 	}
 	if last != 0 && now.Sub(time.Unix(0, last)) < every {
 		return
@@ -160,8 +185,10 @@ func (sc *SimpleConsumer) Receive(ctx context.Context, max int, invisible time.D
 	}
 	resp, addr, err := sc.c.invokeLeaderTimeout(ctx, mk, false, sc.c.timeout+await)
 	if err != nil {
+		sc.relearnLeader(ctx)
 		return nil, fmt.Errorf("client: receive %s %s: %w", sc.group, sc.topic, err)
 	}
+	sc.answered(resp, addr)
 	switch resp.Code {
 	case remoting.Success:
 	case remoting.PollingTimeout, remoting.PullNotFound:
@@ -214,6 +241,11 @@ func (sc *SimpleConsumer) Ack(ctx context.Context, m *ReceivedMessage) error {
 	h := remoting.AckMessageRequestHeader{ConsumerGroup: sc.group, Topic: m.Topic, QueueID: m.QueueID, ExtraInfo: m.Receipt, Offset: m.QueueOffset}
 	mk := func() *remoting.Command { return remoting.NewRequest(remoting.AckMessage, h.Encode(), nil) }
 	resp, addr, err := sc.c.invokeLeader(ctx, mk, true)
+	if err != nil {
+		sc.relearnLeader(ctx)
+	} else {
+		sc.answered(resp, addr)
+	}
 	if err == nil && resp.Code != remoting.Success {
 		err = receiptError(addr, resp)
 	}
@@ -242,8 +274,16 @@ func (sc *SimpleConsumer) AckBatch(ctx context.Context, ms []*ReceivedMessage) [
 	body, err := batchAckBody(sc.group, ms)
 	if err == nil {
 		mk := func() *remoting.Command { return remoting.NewRequest(remoting.BatchAckMessage, nil, body) }
-		var resp *remoting.Command
-		resp, _, err = sc.c.invokeLeader(ctx, mk, true)
+		var (
+			resp *remoting.Command
+			addr string
+		)
+		resp, addr, err = sc.c.invokeLeader(ctx, mk, true)
+		if err != nil {
+			sc.relearnLeader(ctx)
+		} else {
+			sc.answered(resp, addr)
+		}
 		if err == nil && resp.Code == remoting.Success {
 			return errs
 		}
@@ -319,6 +359,11 @@ func (sc *SimpleConsumer) ChangeInvisibleDuration(ctx context.Context, m *Receiv
 		return remoting.NewRequest(remoting.ChangeMessageInvisibleTime, h.Encode(), nil)
 	}
 	resp, addr, err := sc.c.invokeLeader(ctx, mk, false)
+	if err != nil {
+		sc.relearnLeader(ctx)
+	} else {
+		sc.answered(resp, addr)
+	}
 	if err == nil && resp.Code != remoting.Success {
 		err = receiptError(addr, resp)
 	}

@@ -271,6 +271,16 @@ func (b *Broker) forward(ctx context.Context, req *remoting.Command) (resp *remo
 	out := *r
 	out.Opaque = req.Opaque
 	out.Serialize = req.Serialize
+	switch req.Code {
+	case remoting.PopMessage, remoting.AckMessage, remoting.BatchAckMessage, remoting.ChangeMessageInvisibleTime:
+		// Name the leader, so that a SimpleConsumer learns it and skips
+		// this hop (sends learn it from routes and refusals).
+		out.ExtFields = make(map[string]string, len(r.ExtFields)+1)
+		for k, v := range r.ExtFields {
+			out.ExtFields[k] = v
+		}
+		out.ExtFields[remoting.FieldLeader] = lp.Client
+	}
 	if out.Code == remoting.ServiceNotAvailable && leadershipRemark(out.Remark) {
 		// The node we took for the leader was not (it lost leadership, or
 		// has not learnt of the new term yet): definite, worth a retry.

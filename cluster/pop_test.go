@@ -91,6 +91,7 @@ func TestPopAckRedeliver(t *testing.T) {
 	rh, err := remoting.DecodePopMessageResponseHeader(resp.ExtFields)
 	require.NoError(t, err)
 	require.Equal(t, "0 0 0,1,2", rh.MsgOffsetInfo)
+	require.Equal(t, l.ClientAddr(), resp.ExtFields[remoting.FieldLeader], "a pop a follower forwarded names the leader")
 	for i, m := range msgs {
 		require.Equal(t, fmt.Sprint("m", i), m.body)
 		require.Zero(t, m.attempts)
@@ -129,7 +130,9 @@ func TestPopAckRedeliver(t *testing.T) {
 	require.Equal(t, int32(1), again[0].attempts)
 	require.NotEqual(t, msgs[2].ck, again[0].ck)
 	require.Equal(t, remoting.NoMessage, ackReq(t, cl, msgs[2]).Code, "an expired receipt")
-	require.Equal(t, remoting.Success, ackReq(t, cl, again[0]).Code)
+	ack := ackReq(t, cl, again[0])
+	require.Equal(t, remoting.Success, ack.Code)
+	require.Empty(t, ack.ExtFields[remoting.FieldLeader], "the leader's own answer names no leader")
 	// Long polling: a pop waits for a message sent meanwhile.
 	go func() {
 		time.Sleep(300 * time.Millisecond)

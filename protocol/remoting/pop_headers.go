@@ -155,6 +155,11 @@ type AckMessageRequestHeader struct {
 // without the copy).
 const FieldDeadLetter = "raftmqDeadLetter"
 
+// FieldLeader is raftmq's own ext field of an answer a follower forwarded
+// to the leader: the leader's client address, so that a client whose
+// leader changed sends its next request there, not through the follower.
+const FieldLeader = "raftmqLeader"
+
 // Encode returns the ext fields.
 func (h *AckMessageRequestHeader) Encode() map[string]string {
 	w := newExtMap(5)
