@@ -130,12 +130,15 @@ func BenchmarkAppendSyncLatency(b *testing.B) {
 	}
 }
 
-// BenchmarkAppendAsync: one writer, 1 KiB entries, background flusher.
+// BenchmarkAppendAsync: one writer, background flusher; 1 KiB entries,
+// and 128 B entries one per append (pop and ack entries' shape, where the
+// tail cache holds the most chunks).
 func BenchmarkAppendAsync(b *testing.B) {
-	for _, batch := range []int{1, 32} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+	for _, c := range []struct{ batch, size int }{{1, 1024}, {32, 1024}, {1, 128}} {
+		batch := c.batch
+		b.Run(fmt.Sprintf("batch=%d/size=%d", batch, c.size), func(b *testing.B) {
 			_, w := benchLog(b, Options{Flush: FlushAsync})
-			data := make([]byte, 1024)
+			data := make([]byte, c.size)
 			ents := make([]Entry, batch)
 			next := uint64(1)
 			b.SetBytes(int64(len(data)))
