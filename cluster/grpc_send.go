@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -83,19 +84,19 @@ func (s *grpcService) sendOne(ctx context.Context, m *rmqpb.Message) *rmqpb.Send
 	case sp.BodyEncoding == rmqpb.Encoding_GZIP:
 		return fail(rmqpb.Code_UNSUPPORTED, "gzip body encoding is not supported; send the body as it is (IDENTITY)")
 	}
-	props := make(map[string]string, 3+len(m.UserProperties))
-	props[message.PropertyUniqKey] = sp.MessageId
+	var ps grpcProps
+	ps.add(message.PropertyUniqKey, sp.MessageId)
 	for k, v := range m.UserProperties {
 		if systemPropertyNames[k] {
 			return fail(rmqpb.Code_ILLEGAL_MESSAGE_PROPERTY_KEY, "user property %q is a system property name", k)
 		}
-		props[k] = v
+		ps.add(k, v)
 	}
 	if sp.Tag != nil {
 		if *sp.Tag == "" || strings.ContainsAny(*sp.Tag, "|") {
 			return fail(rmqpb.Code_ILLEGAL_MESSAGE_TAG, "tag %q: must be non-empty and without '|'", *sp.Tag)
 		}
-		props[message.PropertyTags] = *sp.Tag
+		ps.add(message.PropertyTags, *sp.Tag)
 	}
 	for _, k := range sp.Keys {
 		if strings.TrimSpace(k) == "" || strings.Contains(k, " ") {
@@ -103,10 +104,10 @@ func (s *grpcService) sendOne(ctx context.Context, m *rmqpb.Message) *rmqpb.Send
 		}
 	}
 	if len(sp.Keys) > 0 {
-		props[message.PropertyKeys] = strings.Join(sp.Keys, " ")
+		ps.add(message.PropertyKeys, strings.Join(sp.Keys, " "))
 	}
 	if sp.TraceContext != nil && *sp.TraceContext != "" {
-		props[propTraceContext] = *sp.TraceContext
+		ps.add(propTraceContext, *sp.TraceContext)
 	}
 	group := sp.GetMessageGroup()
 	due := sp.GetDeliveryTimestamp()
@@ -120,7 +121,7 @@ func (s *grpcService) sendOne(ctx context.Context, m *rmqpb.Message) *rmqpb.Send
 		if group == "" || due != nil {
 			return fail(rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a FIFO message has a message group and no delivery timestamp")
 		}
-		props[message.PropertyShardingKey] = group
+		ps.add(message.PropertyShardingKey, group)
 	case rmqpb.MessageType_DELAY:
 		if due == nil || group != "" {
 			return fail(rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a DELAY message has a delivery timestamp and no message group")
@@ -129,17 +130,17 @@ func (s *grpcService) sendOne(ctx context.Context, m *rmqpb.Message) *rmqpb.Send
 		if max := time.Now().Add(s.b.cfg.MaxTimerDelay).UnixMilli(); dueMs > max {
 			return fail(rmqpb.Code_ILLEGAL_DELIVERY_TIME, "delivery timestamp %s is more than %v ahead", due.AsTime().UTC().Format(time.RFC3339), s.b.cfg.MaxTimerDelay)
 		}
-		props[message.PropertyTimerDeliverMS] = strconv.FormatInt(max(dueMs, 1), 10)
+		ps.add(message.PropertyTimerDeliverMS, strconv.FormatInt(max(dueMs, 1), 10))
 	case rmqpb.MessageType_TRANSACTION:
 		if group != "" || due != nil {
 			return fail(rmqpb.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a TRANSACTION message has neither a message group nor a delivery timestamp")
 		}
 		// RocketMQ's proxy takes the topic for the producer group: the
 		// check-back goes to a producer publishing the topic.
-		props[message.PropertyTransactionPrepared] = "true"
-		props[message.PropertyProducerGroup] = topic
+		ps.add(message.PropertyTransactionPrepared, "true")
+		ps.add(message.PropertyProducerGroup, topic)
 		if d := sp.OrphanedTransactionRecoveryDuration; d != nil && d.AsDuration() >= time.Second {
-			props[message.PropertyCheckImmunityTimeSeconds] = strconv.FormatInt(int64(d.AsDuration()/time.Second), 10)
+			ps.add(message.PropertyCheckImmunityTimeSeconds, strconv.FormatInt(int64(d.AsDuration()/time.Second), 10))
 		}
 		sysFlag = message.SysFlagTransactionPrepared
 	default:
@@ -154,10 +155,13 @@ func (s *grpcService) sendOne(ctx context.Context, m *rmqpb.Message) *rmqpb.Send
 		born = sp.BornTimestamp.AsTime().UnixMilli()
 	}
 	h := remoting.SendMessageRequestHeader{ProducerGroup: topic, Topic: topic, DefaultTopic: AutoCreateTopicKey, DefaultTopicQueueNums: create,
-		QueueID: qid, SysFlag: sysFlag, BornTimestamp: born, Properties: message.EncodeProperties(props)}
-	req := remoting.NewRequest(remoting.SendMessageV2, h.EncodeV2(), m.Body)
-	resp, inline := s.sendInline(ctx, req)
+		QueueID: qid, SysFlag: sysFlag, BornTimestamp: born, Properties: ps.encode()}
+	// A leader stores it from h; handle (a follower's forward, a topic to
+	// create) reads the request's ext fields.
+	req := remoting.NewRequest(remoting.SendMessageV2, nil, m.Body)
+	resp, inline := s.sendInline(ctx, req, h)
 	if !inline {
+		req.ExtFields = h.EncodeV2()
 		resp = s.exec(ctx, ak, req)
 	}
 	if resp.Code != remoting.Success {
@@ -198,6 +202,39 @@ func (s *grpcService) queueFor(topic, group string) (qid, create int32) {
 		return qid, n
 	}
 	return qid, 0
+}
+
+// grpcProps collects a gRPC send's properties, each name once, and
+// encodes them as message.EncodeProperties does a map (names sorted),
+// without building the map.
+type grpcProps struct {
+	stack [8]grpcProp
+	ps    []grpcProp
+}
+
+type grpcProp struct{ k, v string }
+
+func (p *grpcProps) add(k, v string) {
+	if p.ps == nil {
+		p.ps = p.stack[:0]
+	}
+	p.ps = append(p.ps, grpcProp{k, v})
+}
+
+func (p *grpcProps) encode() string {
+	slices.SortFunc(p.ps, func(a, b grpcProp) int { return strings.Compare(a.k, b.k) })
+	n := 0
+	for _, e := range p.ps {
+		n += len(e.k) + len(e.v) + 2
+	}
+	out := make([]byte, 0, n)
+	for _, e := range p.ps {
+		out = append(out, e.k...)
+		out = append(out, message.NameValueSeparator)
+		out = append(out, e.v...)
+		out = append(out, message.PropertySeparator)
+	}
+	return string(out)
 }
 
 // sendResult reads a send's answer: typed when this node stored it,

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/peer"
@@ -17,7 +18,7 @@ import (
 )
 
 // A leader's gRPC sends skip handle: the call's goroutine decodes its
-// request (prepareSend, as for a remoting send) and queues it here; the
+// request (prepareSendHeader, as for a remoting send) and queues it here; the
 // first of the calls queued together yields once, so that the calls the
 // HTTP/2 readers have started run and queue theirs, and then submits them
 // all back to back (Replica.sendAsync), so that the raft goroutine finds
@@ -32,7 +33,8 @@ import (
 type grpcSendQueue struct {
 	mu       sync.Mutex
 	pending  []*grpcQueuedSend
-	flushing bool // a call is about to take pending
+	flushing bool         // a call is about to take pending
+	calls    atomic.Int32 // calls in sendInline
 }
 
 type grpcQueuedSend struct {
@@ -45,15 +47,18 @@ type grpcQueuedSend struct {
 
 // sendInline carries out req, a SendMessageV2 the gRPC front end built and
 // authorized, on a leader, and returns its answer; ok is false when it
-// must go through handle instead (not the leader, a topic to create).
-func (s *grpcService) sendInline(ctx context.Context, req *remoting.Command) (resp *remoting.Command, ok bool) {
+// must go through handle instead (not the leader, a topic to create). h is
+// req's header, which req does not carry encoded.
+func (s *grpcService) sendInline(ctx context.Context, req *remoting.Command, h remoting.SendMessageRequestHeader) (resp *remoting.Command, ok bool) {
 	b := s.b
 	if !b.rep.Node().IsLeader() {
 		return nil, false
 	}
+	s.sends.calls.Add(1)
+	defer s.sends.calls.Add(-1)
 	start := time.Now()
 	born := peerAddrPort(ctx)
-	msgs, create, resp := b.prepareSend(nil, req, born)
+	msgs, create, resp := b.prepareSendHeader(nil, req, h, born)
 	if create != nil {
 		return nil, false // the topic must be created first
 	}
@@ -89,6 +94,9 @@ func peerAddrPort(ctx context.Context) netip.AddrPort {
 
 // queueSend queues q; the first call to queue since the last submission
 // submits the queue after letting the other runnable calls queue theirs.
+// A call alone (a client sending one at a time) does not yield: there is
+// no other call to wait for, and the yield put it behind every runnable
+// goroutine of the node.
 func (s *grpcService) queueSend(q *grpcQueuedSend) {
 	sq := &s.sends
 	sq.mu.Lock()
@@ -99,7 +107,9 @@ func (s *grpcService) queueSend(q *grpcQueuedSend) {
 	if !lead {
 		return
 	}
-	runtime.Gosched()
+	if sq.calls.Load() > 1 {
+		runtime.Gosched()
+	}
 	sq.mu.Lock()
 	batch := sq.pending
 	sq.pending = nil

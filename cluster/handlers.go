@@ -514,6 +514,12 @@ func (b *Broker) prepareSend(conn *remoting.ServerConn, req *remoting.Command, b
 	if err != nil {
 		return nil, nil, b.refuse(conn, req, remoting.InvalidParameter, err.Error())
 	}
+	return b.prepareSendHeader(conn, req, h, born)
+}
+
+// prepareSendHeader is prepareSend with req's header decoded: h. The gRPC
+// front end, which builds h itself, calls it without encoding h into req.
+func (b *Broker) prepareSendHeader(conn *remoting.ServerConn, req *remoting.Command, h remoting.SendMessageRequestHeader, born netip.AddrPort) (msgs []*message.Message, create *offsets.TopicConfig, resp *remoting.Command) {
 	if err := message.CheckTopic(h.Topic); err != nil {
 		return nil, nil, b.refuse(conn, req, remoting.MessageIllegal, err.Error())
 	}
