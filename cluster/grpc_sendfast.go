@@ -18,15 +18,18 @@ import (
 )
 
 // A leader's gRPC sends skip handle: the call's goroutine decodes its
-// request (prepareSendHeader, as for a remoting send) and queues it here; the
-// first of the calls queued together yields once, so that the calls the
-// HTTP/2 readers have started run and queue theirs, and then submits them
-// all back to back (Replica.sendAsync), so that the raft goroutine finds
-// them in one proposal, as it finds the sends of one remoting read (see
+// request (prepareSendHeader, as for a remoting send) and queues it here;
+// the first of the calls queued together yields until a yield brings no
+// new send (at most grpcQueueYields times), so that the calls the HTTP/2
+// readers have started run and queue theirs, and then submits them all
+// back to back (Replica.sendAsync), so that the raft goroutine finds them
+// in one proposal, as it finds the sends of one remoting read (see
 // Broker.inline). Without that, a call that submitted and waited handed
 // the processor to the raft goroutine with its one send, and a gRPC entry
-// carried a fraction of a remoting one's messages. Each call waits for its
-// own answer, made on commit by the applier as for remoting.
+// carried a fraction of a remoting one's messages (with one yield, a
+// third of them: every entry costs each node a write, an fsync and an
+// apply). Each call waits for its own answer, made on commit by the
+// applier as for remoting.
 
 // grpcSendQueue holds the sends of calls waiting for one of them to submit
 // them.
@@ -36,6 +39,10 @@ type grpcSendQueue struct {
 	flushing bool         // a call is about to take pending
 	calls    atomic.Int32 // calls in sendInline
 }
+
+// grpcQueueYields bounds the yields of the call that submits the queue:
+// a yield costs the calls queued so far a turn of every runnable goroutine.
+const grpcQueueYields = 16
 
 type grpcQueuedSend struct {
 	req   *remoting.Command
@@ -108,7 +115,17 @@ func (s *grpcService) queueSend(q *grpcQueuedSend) {
 		return
 	}
 	if sq.calls.Load() > 1 {
-		runtime.Gosched()
+		// Yield until a yield brings no new send.
+		for n, i := 1, 0; i < grpcQueueYields; i++ {
+			runtime.Gosched()
+			sq.mu.Lock()
+			m := len(sq.pending)
+			sq.mu.Unlock()
+			if m == n {
+				break
+			}
+			n = m
+		}
 	}
 	sq.mu.Lock()
 	batch := sq.pending
