@@ -78,3 +78,20 @@ func TestGRPCConcurrentSendsAnsweredEach(t *testing.T) {
 	require.Len(t, again, 16)
 	require.Len(t, read(), n)
 }
+
+// A gRPC send's properties, built without a map, encode as
+// message.EncodeProperties encodes the same pairs as a map (names sorted),
+// so the stored record is the one the remoting-shaped request gave.
+func TestGRPCPropsEncodeAsMap(t *testing.T) {
+	pairs := [][2]string{{message.PropertyUniqKey, "ID-1"}, {"zeta", "1"}, {"alpha", ""}, {message.PropertyTags, "t"},
+		{"Mixed", "v w"}, {message.PropertyKeys, "k1 k2"}, {"a", "x"}, {"b", "y"}, {"c", "z"}, {"d", "more than the stack"}}
+	for n := 0; n <= len(pairs); n++ {
+		var ps grpcProps
+		m := map[string]string{}
+		for _, p := range pairs[:n] {
+			ps.add(p[0], p[1])
+			m[p[0]] = p[1]
+		}
+		require.Equal(t, message.EncodeProperties(m), ps.encode(), "%d pairs", n)
+	}
+}
