@@ -70,7 +70,7 @@ func (c *Conn) dispatch(req *Command) {
 			resp = NewNotSupportedResponse(req)
 		}
 		if resp != nil {
-			c.l.reply(req, resp)
+			c.l.reply(req, resp, false)
 		}
 	}()
 }

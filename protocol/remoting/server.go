@@ -341,7 +341,7 @@ func (c *ServerConn) handle(req *Command) {
 		resp = NewNotSupportedResponse(req)
 	}
 	if resp != nil {
-		c.l.reply(req, resp)
+		c.l.reply(req, resp, true) // this goroutine ends here: it may write
 	} else {
 		c.l.releaseReq(req)
 	}
@@ -392,7 +392,7 @@ func (c *ServerConn) Reply(req, resp *Command) {
 	if err != nil {
 		// Same fallback as for a handler's response; rare, so blocking
 		// in a goroutine of its own is fine.
-		go c.l.reply(req, resp)
+		go c.l.reply(req, resp, false)
 		return
 	}
 	fb.held = atomic.SwapInt64(&req.held, 0)
@@ -400,7 +400,7 @@ func (c *ServerConn) Reply(req, resp *Command) {
 		return
 	}
 	go func() {
-		if err := c.l.enqueue(fb); err != nil {
+		if err := c.l.enqueue(fb, false); err != nil {
 			c.l.putBuf(fb)
 		}
 	}()
