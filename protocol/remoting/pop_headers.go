@@ -366,6 +366,9 @@ type BatchAckBody struct {
 
 // DecodeBatchAckBody decodes a BATCH_ACK_MESSAGE body.
 func DecodeBatchAckBody(b []byte) (BatchAckBody, error) {
+	if body, ok := decodeBatchAckFast(b); ok {
+		return body, nil
+	}
 	var body BatchAckBody
 	if err := json.Unmarshal(b, &body); err != nil {
 		return body, fmt.Errorf("remoting: batch ack body: %v: %w", err, ErrMalformed)
