@@ -44,7 +44,9 @@ const (
 // the link. Senders (any goroutine) encode their frame themselves and
 // queue it; the sender that queues a frame when no writer runs starts
 // writeLoop, which drains the queue into a pooled bufio.Writer, flushes
-// when the queue is empty and returns. So an idle link has one goroutine.
+// when the queue is empty and returns (a server's handler goroutine,
+// which ends with its answer, drains the queue itself instead). So an
+// idle link has one goroutine.
 type link struct {
 	nc       net.Conn
 	addr     string // peer address, for errors and logs
