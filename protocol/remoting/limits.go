@@ -196,6 +196,14 @@ func (a *connAcct) finish(n int64, req bool) {
 	}
 }
 
+// alone reports whether at most one request is in flight: the one being
+// answered.
+func (a *connAcct) alone() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.reqs <= 1
+}
+
 // busy reports whether a request is in flight.
 func (a *connAcct) busy() bool {
 	a.mu.Lock()

@@ -479,7 +479,10 @@ func (l *link) send(cmd *Command) error {
 // wait for a timeout. req stops counting as in flight once the response is
 // written (or at once if none is sent). With inline, a caller that finds
 // no writer running writes the response itself (a handler goroutine that
-// ends with its answer), saving the writer goroutine's start and yield.
+// ends with its answer), saving the writer goroutine's start and yield,
+// if req is the connection's only request in flight: with others in
+// flight, their answers may come at once (a consumer's batch acks of
+// one entry), and the yielding writer sends them with one flush.
 func (l *link) reply(req, resp *Command, inline bool) {
 	if !stampReply(req, resp) {
 		l.releaseReq(req)
@@ -496,6 +499,7 @@ func (l *link) reply(req, resp *Command, inline bool) {
 		}
 	}
 	fb.held = atomic.SwapInt64(&req.held, 0)
+	inline = inline && (l.acct == nil || l.acct.alone())
 	if err := l.enqueue(fb, inline); err != nil {
 		l.putBuf(fb) // the connection is gone
 	}
