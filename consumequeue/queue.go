@@ -187,6 +187,10 @@ type Queue struct {
 		// for the first file its mark saw.
 		firstSynced bool
 		firstGen    uint64
+		// journaled is the end of the units that an owner's tail journal
+		// holds (Set.MarkJournal): a record starts at the later of it
+		// and mu.disk.
+		journaled int64
 	}
 
 	// mu guards what readers see.

@@ -612,6 +612,7 @@ func (q *Queue) truncatePhy(phyOffset int64) error {
 // a hole; then the kept file's tail is zeroed and synced.
 func (q *Queue) truncateLocked(offset int64) error {
 	q.w.tailOK = false
+	q.w.journaled = min(q.w.journaled, offset)
 	if offset == q.mu.min {
 		q.w.minPhyOK = false
 	}
@@ -776,6 +777,7 @@ func (q *Queue) resetTo(offset int64) error {
 
 func (q *Queue) resetLocked(offset int64) error {
 	q.w.tailOK, q.w.minPhyOK = false, false
+	q.w.journaled = offset
 	segs := q.mu.segs
 	q.mu.Lock()
 	q.mu.segs = nil

@@ -131,6 +131,7 @@ func TestApplyWriteErrorIsSticky(t *testing.T) {
 		{"one-consume-queue", "/consumequeue/t/1/", time.Hour},
 		{"all-consume-queues", "/consumequeue/", time.Hour},
 		{"index", "/index/", time.Hour},
+		{"tail-journal", "/" + journalPrefix, time.Hour},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			mem := vfs.NewMem()
@@ -159,6 +160,13 @@ func TestApplyWriteErrorIsSticky(t *testing.T) {
 			applied := sa.AppliedIndex()
 			before := sa.MaxOffset("t", 1)
 
+			if strings.Contains(c.sub, "/consumequeue/") {
+				// Only a checkpoint that starts a new tail journal writes
+				// the units to the queues' files.
+				sa.persistMu.Lock()
+				sa.journal.rotate = true
+				sa.persistMu.Unlock()
+			}
 			armed.Store(true)
 			// Units and index entries are written at checkpoints, which run
 			// beside Apply: Apply succeeds (the units are readable from

@@ -377,6 +377,11 @@ func (s *Store) CleanExpiredQueues() (int, error) {
 	defer s.persistMu.Unlock()
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
+	// A new journal first: the current one's records may hold units that
+	// DeleteBefore drops (persistLocked starts one).
+	if err := s.persistLocked(); err != nil {
+		return 0, err
+	}
 	minPos := s.clog.MinPosition()
 	n, err := s.cqs.DeleteBefore(minPos)
 	if err != nil {

@@ -176,6 +176,12 @@ func (s *Store) Restore(snap []byte, resetLog func(info SnapshotInfo) error) err
 	if s.db, err = offsets.Open(path, offsets.Options{NoSync: s.cfg.NoSyncMeta, Logger: s.log}); err != nil {
 		return fmt.Errorf("store: restore: %w", err)
 	}
+	// The leader's tail journal came with its database too: this node's
+	// journals hold other units, so nothing is replayed until the
+	// checkpoint below names a new one.
+	if err := s.db.Update(func(tx *offsets.Tx) error { return tx.DeleteMeta(metaTailJournal) }); err != nil {
+		return fmt.Errorf("store: restore: %w", err)
+	}
 	// The leader's own dedupe bucket came with its database: replace it
 	// with the snapshot's table (none for a version 1 snapshot).
 	if err := saveDedupeTable(s.db, info.dedupe); err != nil {

@@ -264,7 +264,7 @@ func (st *state) takeDelta() *stateDelta {
 // write commits the delta and the index checkpoint to db in one
 // transaction. Store.persistMu orders the deltas: each is written before
 // the next is taken.
-func (d *stateDelta) write(db *offsets.DB, indexCheckpoint []byte) error {
+func (d *stateDelta) write(db *offsets.DB, indexCheckpoint []byte, journal *journalMark) error {
 	err := db.Update(func(tx *offsets.Tx) error {
 		for name, c := range d.topics {
 			if c != nil {
@@ -338,6 +338,11 @@ func (d *stateDelta) write(db *offsets.DB, indexCheckpoint []byte) error {
 		}
 		if err := tx.SetMeta(metaIndexCheckpoint, indexCheckpoint); err != nil {
 			return err
+		}
+		if journal != nil {
+			if err := tx.SetMeta(metaTailJournal, journal.encode()); err != nil {
+				return err
+			}
 		}
 		if d.writeApplied {
 			return tx.SetApplied(d.applied, d.appliedTerm)

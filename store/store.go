@@ -149,6 +149,8 @@ type Store struct {
 	persistErr atomic.Pointer[error]
 	// persistKick asks the persister goroutine for a checkpoint.
 	persistKick chan struct{}
+	// journal is the consume queues' tail journal (journal.go; persistMu).
+	journal tailJournal
 
 	// applyMu serialises Apply, checkpoint capture and retention: the
 	// consume queues and the index have one writer at a time.
@@ -337,6 +339,7 @@ func (s *Store) open() error {
 	// durable with one SyncFS, and recoverDerived cuts them back to the
 	// last checkpoint, so the queues' write path needs no sync of its own.
 	derived := s.derivedFS()
+	s.journal.fs = derived
 	maxOpen := s.cfg.CQMaxOpenFiles
 	if maxOpen == 0 {
 		maxOpen = consumequeue.OpenFilesForProcess()
@@ -360,6 +363,13 @@ func (s *Store) open() error {
 // recoverDerived cuts consume queues and the index back to the state
 // persisted in bbolt, so that both agree with the applied index.
 func (s *Store) recoverDerived() error {
+	raw, found, err := s.readJournalMark()
+	if err != nil {
+		return err
+	}
+	if err := s.replayJournal(raw, found); err != nil {
+		return err
+	}
 	for _, q := range s.cqs.Queues() {
 		want := s.state.nextOffset(queueKey{q.Topic(), q.QueueID()})
 		if q.MaxOffset() < want {
@@ -378,7 +388,7 @@ func (s *Store) recoverDerived() error {
 		return fmt.Errorf("store: %w", err)
 	}
 	var cp index.Checkpoint
-	err := s.db.View(func(tx *offsets.Tx) error {
+	err = s.db.View(func(tx *offsets.Tx) error {
 		if b, ok := tx.Meta(metaIndexCheckpoint); ok {
 			return json.Unmarshal(b, &cp)
 		}
@@ -391,6 +401,20 @@ func (s *Store) recoverDerived() error {
 		return fmt.Errorf("store: %w", err)
 	}
 	return nil
+}
+
+// readJournalMark returns the tail journal's meta value, if any.
+func (s *Store) readJournalMark() (raw []byte, found bool, err error) {
+	err = s.db.View(func(tx *offsets.Tx) error {
+		if b, ok := tx.Meta(metaTailJournal); ok {
+			raw, found = append([]byte(nil), b...), true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("store: read tail journal meta: %w", err)
+	}
+	return raw, found, nil
 }
 
 // Log returns the commitlog, which is the raft log.
@@ -422,9 +446,10 @@ func (s *Store) Persist() error {
 		return err
 	}
 	// The queues' writes run beside Apply: with thousands of active
-	// queues they are thousands of pwrites (and opens of files the cache
-	// closed), which must not hold up every acknowledgement.
-	if err := s.markQueues(cp); err != nil {
+	// queues they are a journal record each (or, when a new journal
+	// starts, thousands of pwrites and opens of files the cache closed),
+	// which must not hold up every acknowledgement.
+	if err := s.markQueuesJournal(cp, false); err != nil {
 		s.applyMu.Lock()
 		if s.applyErr == nil {
 			s.applyErr = err
@@ -432,7 +457,7 @@ func (s *Store) Persist() error {
 		s.applyMu.Unlock()
 		return err
 	}
-	s.persistEvery.Store(int64(checkpointInterval(s.cfg.PersistInterval, len(cp.queues))))
+	s.persistEvery.Store(int64(checkpointInterval(s.cfg.PersistInterval, cp.written)))
 	return s.commit(cp)
 }
 
@@ -466,7 +491,9 @@ func (s *Store) persistLocked() error {
 	if err != nil {
 		return err
 	}
-	if err := s.markQueues(cp); err != nil {
+	// A new journal: the caller may have rewritten queue units (retention,
+	// a snapshot install), over which the journal's records are stale.
+	if err := s.markQueuesJournal(cp, true); err != nil {
 		s.applyErr = err
 		return err
 	}
@@ -564,6 +591,10 @@ type checkpoint struct {
 	delta  *stateDelta
 	index  []byte
 	queues []consumequeue.SyncMark
+	// written counts the queues written or journaled (checkpointInterval).
+	written int
+	// journal is the tail journal as the checkpoint covers it.
+	journal *journalMark
 }
 
 // captureLocked is the part of a checkpoint that needs applyMu, and no
@@ -619,12 +650,13 @@ func (s *Store) commit(cp *checkpoint) error {
 		return fail(err)
 	}
 	s.cqs.SyncedByFS(cp.queues)
-	if err := cp.delta.write(s.db, cp.index); err != nil {
+	if err := cp.delta.write(s.db, cp.index, cp.journal); err != nil {
 		if vfs.IsNoSpace(err) {
 			return s.checkpointNoSpace(cp, err)
 		}
 		return fail(err)
 	}
+	s.journalCommitted()
 	s.checkpointResumed()
 	return nil
 }
@@ -694,6 +726,10 @@ func (s *Store) Close() error {
 	s.StopWaiting()
 	close(s.stop)
 	s.wg.Wait()
+	// A clean stop leaves every unit in the queues' files.
+	s.persistMu.Lock()
+	s.journal.rotate = true
+	s.persistMu.Unlock()
 	err := s.Persist()
 	if cerr := s.closeAll(); err == nil {
 		err = cerr
@@ -720,6 +756,10 @@ func (s *Store) closeAll() error {
 	}
 	if s.idx != nil {
 		keep(s.idx.Close())
+	}
+	if s.journal.f != nil {
+		keep(s.journal.f.Close())
+		s.journal.f = nil
 	}
 	if s.cqs != nil {
 		keep(s.cqs.Close())
