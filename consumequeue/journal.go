@@ -90,16 +90,24 @@ func (q *Queue) appendJournalRecord(b []byte, start int64, units []byte) []byte 
 // (Queue.ReplayJournal) before it cuts the queues back after a crash.
 // written counts the queues that got a record or a write.
 //
+// The units kept in memory are bounded: a queue whose units not in its
+// files exceed budget bytes divided by the number of dirty queues (at
+// least one page) is written as MarkFlushed writes it, and needs no
+// record. So the queues hold at most about budget bytes of units between
+// spills however many are active, and the larger that share, the fewer
+// queues a checkpoint writes.
+//
 // Every operation that rewrites units (TruncateTo, TruncatePhy, ResetTo,
 // DeleteBefore) is for the owner to follow with MarkFlushed and a new
 // journal: a record is only valid over the units it was written beside.
-func (s *Set) MarkJournal(b []byte) (_ []byte, marks []SyncMark, written int, err error) {
+func (s *Set) MarkJournal(b []byte, budget int64) (_ []byte, marks []SyncMark, written int, err error) {
 	dirty := s.all(true)
 	marks = make([]SyncMark, 0, len(dirty))
+	limit := max(budget/int64(max(len(dirty), 1)), 4096) / UnitSize
 	for _, q := range dirty {
 		var m SyncMark
 		var w bool
-		b, m, w, err = q.journalForMark(b)
+		b, m, w, err = q.journalForMark(b, limit)
 		s.cache.maybeEvict()
 		if err != nil {
 			return nil, nil, 0, err
@@ -112,7 +120,7 @@ func (s *Set) MarkJournal(b []byte) (_ []byte, marks []SyncMark, written int, er
 	return b, marks, written, nil
 }
 
-func (q *Queue) journalForMark(b []byte) ([]byte, SyncMark, bool, error) {
+func (q *Queue) journalForMark(b []byte, limit int64) ([]byte, SyncMark, bool, error) {
 	q.w.Lock()
 	defer q.w.Unlock()
 	if q.mu.closed {
@@ -122,7 +130,7 @@ func (q *Queue) journalForMark(b []byte) ([]byte, SyncMark, bool, error) {
 		return b, SyncMark{}, false, q.w.err
 	}
 	wrote := false
-	if len(q.mu.segs) == 0 && q.mu.max > q.mu.disk {
+	if q.mu.max > q.mu.disk && (len(q.mu.segs) == 0 || q.mu.max-q.mu.disk > limit) {
 		if err := q.spillLocked(q.mu.max); err != nil {
 			return b, SyncMark{}, false, err
 		}

@@ -53,6 +53,10 @@ const (
 	journalVersion     = 1
 	journalHeaderBytes = 20
 	maxJournalBytes    = 64 << 20
+	// journalTailBudget bounds the units all queues keep in memory for
+	// the journal (consumequeue.Set.MarkJournal): 8 KiB (409 units) each
+	// with 8,192 active queues.
+	journalTailBudget = 64 << 20
 )
 
 // tailJournal is the journal's writer state; persistMu guards it.
@@ -99,7 +103,7 @@ func (s *Store) markQueuesJournal(cp *checkpoint, force bool) error {
 	if force || j.rotate || j.f == nil || j.size > maxJournalBytes {
 		return s.rotateJournal(cp)
 	}
-	b, marks, written, err := s.cqs.MarkJournal(j.buf[:0])
+	b, marks, written, err := s.cqs.MarkJournal(j.buf[:0], journalTailBudget)
 	if err != nil {
 		return fmt.Errorf("store: persist: %w", err)
 	}
