@@ -84,6 +84,11 @@
 // every file but the last is complete (full size) and durable, and only
 // the last file can hold unsynced units or an unsynced growth.
 //
+// An owner may instead keep a tail journal (Set.MarkJournal, journal.go):
+// a checkpoint appends the units in memory to one journal record per
+// queue, the units stay in memory until their spill, and the owner replays
+// the journal (Queue.ReplayJournal) after a crash.
+//
 // With Options.OwnerSyncsFS, the owner makes everything durable with one
 // SyncFS per checkpoint (Set.MarkDirty, or Set.MarkFlushed beside the
 // writer, then SyncFS, Set.SyncedByFS) and cuts

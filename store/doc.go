@@ -14,6 +14,7 @@
 //	<dir>/consumequeue/<topic>/<queue>/ consume queue files
 //	<dir>/index/                        IndexFiles
 //	<dir>/meta.db                       bbolt: applied index, offsets, config
+//	<dir>/cqjournal-<id>                tail journal of the consume queues
 //
 // # Entry bodies
 //
@@ -67,20 +68,41 @@
 // SyncFS (syncfs(2)) makes every consume-queue and index write made before
 // the capture durable, whatever the number of queues, and one bbolt
 // transaction commits the applied index, the next queue offsets, consumer
-// offsets, config and the index checkpoint. No acknowledgement waits for
+// offsets, config, the index checkpoint and the length of the tail
+// journal (below) the checkpoint covers. No acknowledgement waits for
 // it. A failed checkpoint is sticky, like a failed Apply, unless it failed
 // for lack of space (at the SyncFS or the bbolt commit): then it recorded
 // nothing, and it is taken again until space frees (persistUntilSpace,
-// ARCHITECTURE.md "A full disk"). On open, consume
-// queues are cut back to the persisted queue offsets and the index to its
-// checkpoint, so files and bbolt agree at the applied index; the entries
-// after it are applied again from the log (by Open itself in single-node
-// mode, by raft otherwise). The interval trades recovery replay (at most
-// one interval of entries) against rewriting the same consume-queue and
-// index pages: each checkpoint writes every page dirtied since the last,
-// and the tail of every consume queue written since (one pwrite each).
-// With thousands of active queues those pwrites dominate, so a checkpoint
-// that wrote more than 512 queues' tails pushes the next one back in
-// proportion, up to 8 intervals (checkpointInterval): 8 s with 4,096
-// active queues or more, 2 s with 1,024.
+// ARCHITECTURE.md "A full disk").
+//
+// A consume queue's units short of its next 1,024-unit spill stay in
+// memory across checkpoints: a checkpoint appends them, one record per
+// queue written since the last, to the tail journal <dir>/cqjournal-<id>
+// (journal.go; one sequential write whatever the number of queues,
+// covered by the same SyncFS), rather than writing each queue's tail to
+// its file (a pwrite per queue, ~12 µs of CPU each). A queue's tail longer
+// than its share of 64 MiB is written to its file instead, which bounds
+// the memory. A new journal starts (every tail written to its file first,
+// then the old journal removed once bbolt names the new one) when the
+// journal passes 64 MiB, at the first checkpoint after open, and at the
+// checkpoints of retention, snapshot installs and Close (persistLocked),
+// so a clean stop leaves every unit in the queues' files.
+//
+// On open, the journal bytes the last checkpoint covers are replayed into
+// the consume queues (a unit the files hold is checked, and one a crash
+// tore is replaced), then the queues are cut back to the persisted queue
+// offsets and the index to its checkpoint, so files and bbolt agree at the
+// applied index; the entries after it are applied again from the log (by
+// Open itself in single-node mode, by raft otherwise). A store written
+// before the journal has no journal key in bbolt and replays nothing
+// (every checkpointed unit is in its files); one restored from a snapshot
+// neither (Restore drops the leader's key). A binary from before the
+// journal cannot open a store that stopped uncleanly with journaled
+// units: it finds queues shorter than bbolt says. The interval trades
+// recovery replay (at most one interval of entries) against the
+// checkpoint's work: the pages of the index dirtied since the last, and
+// per queue written a journal record and a bbolt put of its next offset.
+// A checkpoint that wrote or journaled more than 512 queues pushes the
+// next one back in proportion, up to 8 intervals (checkpointInterval):
+// 8 s with 4,096 active queues or more, 2 s with 1,024.
 package store
