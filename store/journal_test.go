@@ -1,9 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -198,4 +200,34 @@ func TestCloseLeavesUnitsInFiles(t *testing.T) {
 	require.NoError(t, f.sa.Close())
 	require.Equal(t, int64(f.n), f.unitsInFiles())
 	f.check(f.mem)
+}
+
+// A snapshot's database names no tail journal (the follower that installs
+// it has none of the leader's), and the leader, which dropped the key,
+// still recovers every unit after a power loss.
+func TestSnapshotLeavesTheJournalOut(t *testing.T) {
+	f := newJournalFixture(t)
+	f.put(200)
+	require.NoError(t, f.sa.Persist())
+	f.put(200)
+	require.NoError(t, f.sa.Persist())
+	_, found, err := f.sa.readJournalMark()
+	require.NoError(t, err)
+	require.True(t, found)
+	_, snap, err := f.sa.Snapshot()
+	require.NoError(t, err)
+	info, err := DecodeSnapshot(snap)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "snap.db")
+	require.NoError(t, offsets.RestoreSnapshot(path, bytes.NewReader(info.DB)))
+	db, err := offsets.Open(path, offsets.Options{NoSync: true})
+	require.NoError(t, err)
+	require.NoError(t, db.View(func(tx *offsets.Tx) error {
+		_, ok := tx.Meta(metaTailJournal)
+		require.False(t, ok, "the snapshot names the leader's tail journal")
+		return nil
+	}))
+	require.NoError(t, db.Close())
+	f.put(100)
+	f.check(crash(t, f.sa, f.mem, rand.New(rand.NewPCG(3, 3)), 0))
 }

@@ -57,6 +57,13 @@ func (s *Store) Snapshot() (uint64, []byte, error) {
 	if err := s.persistLocked(); err != nil {
 		return 0, nil, err
 	}
+	// A follower that installs the snapshot must not look for this node's
+	// tail journal. persistLocked has just started a new, empty one (every
+	// unit is in the queues' files), so without the key this node replays
+	// nothing it needs; the next checkpoint records the key again.
+	if err := s.db.Update(func(tx *offsets.Tx) error { return tx.DeleteMeta(metaTailJournal) }); err != nil {
+		return 0, nil, fmt.Errorf("store: snapshot: %w", err)
+	}
 	p := s.state.applied
 	if p == 0 {
 		return 0, nil, fmt.Errorf("store: snapshot: nothing applied yet")
@@ -176,9 +183,9 @@ func (s *Store) Restore(snap []byte, resetLog func(info SnapshotInfo) error) err
 	if s.db, err = offsets.Open(path, offsets.Options{NoSync: s.cfg.NoSyncMeta, Logger: s.log}); err != nil {
 		return fmt.Errorf("store: restore: %w", err)
 	}
-	// The leader's tail journal came with its database too: this node's
-	// journals hold other units, so nothing is replayed until the
-	// checkpoint below names a new one.
+	// Snapshot leaves the tail journal's key out; should one come with
+	// the database all the same, this node's journals hold other units:
+	// nothing is replayed until the checkpoint below names a new one.
 	if err := s.db.Update(func(tx *offsets.Tx) error { return tx.DeleteMeta(metaTailJournal) }); err != nil {
 		return fmt.Errorf("store: restore: %w", err)
 	}
