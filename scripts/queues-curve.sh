@@ -170,16 +170,23 @@ raftmq_bench() {
 # $1 queues: a queue's first file is created by the first checkpoint after
 # its first message, which the touch run does not wait for, so without this
 # the creation of thousands of files (~50 µs each here) would land in the
-# timed run, which is meant to measure sends to queues that exist.
+# timed run, which is meant to measure sends to queues that exist. A
+# checkpoint follows an applied entry only, so every 2 s it sends one more
+# message (to the first queue: bench produce with the rest of the
+# arguments, $2...) until the files are there.
 settle() {
-  local i n c ok
+  local i n c ok want=$1
+  shift
   for i in $(seq 1 120); do
     ok=1
     for n in "$data"/group/n*; do
       c=$(find "$n" -path '*/consumequeue/*' -type f 2>/dev/null | wc -l)
-      [ "$c" -ge "$1" ] || ok=0
+      [ "$c" -ge "$want" ] || ok=0
     done
     [ "$ok" = 1 ] && return
+    if [ $((i % 4)) = 0 ]; then
+      "$raftmq" bench produce --addr "$addrs" "$@" --messages 1 --size 1024 >/dev/null 2>&1 || true
+    fi
     sleep 0.5
   done
   echo "  (queue files still being created after 60 s)"
@@ -308,7 +315,7 @@ for point in $POINTS; do
   t0=$(date +%s.%N) b0=$(busy_ticks) o0=$(own_ticks)
   fresh_group --base-port "$BASE_PORT"
   raftmq_bench "$point" touch produce --topics "$topics" --queues "$queues" --messages "$total" --window 1000 --size 1024 --duration 10m
-  settle "$total"
+  settle "$total" --topics "$topics" --queues "$queues"
   rm -f "$data/produce.out"
   c0=$(broker_ticks)
   raftmq_bench "$point" produce produce --topics "$topics" --queues "$queues" --window 1000 --size 1024 --duration "$DURATION"
