@@ -45,8 +45,9 @@ const (
 // queue it; the sender that queues a frame when no writer runs starts
 // writeLoop, which drains the queue into a pooled bufio.Writer, flushes
 // when the queue is empty and returns (a server's handler goroutine,
-// which ends with its answer, drains the queue itself instead). So an
-// idle link has one goroutine.
+// which ends with its answer, drains the queue itself instead; so does a
+// client's Invoke, bounded by its deadline: writeInline). So an idle link
+// has one goroutine.
 type link struct {
 	nc       net.Conn
 	addr     string // peer address, for errors and logs
@@ -531,7 +532,7 @@ func (l *link) invoke(ctx context.Context, req *Command) (*Command, error) {
 	}
 	req.Flag &^= FlagResponse | FlagOneway
 	c := &call{done: make(chan *Command, 1)}
-	if err := l.start(req, c, 0); err != nil {
+	if err := l.startInvoke(ctx, req, c); err != nil {
 		return nil, err
 	}
 	op := req.Opaque
@@ -587,6 +588,108 @@ func (l *link) start(req *Command, c *call, timeout time.Duration) error {
 		return nil
 	}
 	return err
+}
+
+// startInvoke is start for invoke: registers c and queues req. If no
+// writer runs, the caller writes and flushes req itself (writeInline)
+// instead of starting a writeLoop goroutine, whose start and yield a
+// client with one request at a time pays on every round (on a loaded
+// client, 0.25-0.4 ms at p90 from invoke to flush). It does so only
+// when the write cannot outlast ctx: ctx has a deadline, which bounds
+// the write, or can never be cancelled. With a writer running, req
+// joins its queue as before.
+func (l *link) startInvoke(ctx context.Context, req *Command, c *call) error {
+	deadline, ok := ctx.Deadline()
+	if ok && time.Until(deadline) < minInlineWrite || !ok && ctx.Done() != nil {
+		// Cancellable without a deadline, or about to expire: a write
+		// cut short by the deadline would close the connection.
+		return l.start(req, c, 0)
+	}
+	if err := l.pending.add(l, req, c, 0); err != nil {
+		return err
+	}
+	fb, err := l.encode(req)
+	if err == nil {
+		err = l.closedErr()
+	}
+	if err == nil {
+		select {
+		case l.slots <- struct{}{}:
+			l.pushInline(fb, deadline)
+		case <-l.closed:
+			err = l.err
+		case <-ctx.Done():
+			err = fmt.Errorf("remoting: request code %d to %s: %w", req.Code, l.addr, ctx.Err())
+		}
+		if err != nil {
+			l.putBuf(fb)
+		}
+	}
+	if err != nil && !l.pending.remove(req.Opaque, c) {
+		return nil // failed by the reader; the waiter sees it
+	}
+	return err
+}
+
+// minInlineWrite is the least time to its deadline a request must have
+// to be written by its caller.
+const minInlineWrite = time.Millisecond
+
+// pushInline is push for a caller that writes fb itself when no writer
+// runs (writeInline), bounded by deadline (zero: none).
+func (l *link) pushInline(fb *frameBuf, deadline time.Time) {
+	l.queue.Lock()
+	l.queue.frames = append(l.queue.frames, fb)
+	start := !l.queue.writing && !l.queue.stopped
+	if start {
+		l.queue.writing = true
+		l.writers.Add(1)
+	}
+	l.queue.Unlock()
+	if start {
+		l.writeInline(deadline)
+	}
+}
+
+// writeInline is the writer for one batch on the caller's goroutine: it
+// writes what is queued (the caller's frame, and what came meanwhile) and
+// flushes, with the connection's write deadline set to deadline, then
+// clears the deadline, so that no later writer inherits it. The writer
+// owns the write side while queue.writing is set, so nobody else sets or
+// clears a write deadline meanwhile. A write past the deadline fails as
+// any write error does: the link closes and its pending calls fail. If
+// frames were queued during the write, a writeLoop goroutine takes over
+// (the caller does not wait on writes of other requests).
+func (l *link) writeInline(deadline time.Time) {
+	bw := l.pools.getWriter(l.nc)
+	var err error
+	if !deadline.IsZero() {
+		err = l.nc.SetWriteDeadline(deadline)
+	}
+	if err == nil {
+		batch := l.takeQueued()
+		err = l.writeBatch(bw, batch)
+		l.returnBatch(batch)
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
+	if !deadline.IsZero() {
+		if derr := l.nc.SetWriteDeadline(time.Time{}); err == nil {
+			err = derr
+		}
+	}
+	l.pools.putWriter(bw)
+	if err != nil {
+		l.closeWith(fmt.Errorf("write: %w", err))
+		l.writers.Done()
+		return
+	}
+	if l.writerDone() {
+		l.writers.Done()
+		return
+	}
+	go l.writeLoopFn() // still counted in writers, queue.writing still set
 }
 
 // complete hands a response to the call waiting for its opaque. It runs
