@@ -61,7 +61,10 @@
 // queues a frame when no writer runs starts one; the writer copies queued
 // frames into a bufio.Writer, yields once, flushes when the queue is
 // empty, and returns, so a burst goes out in few writes and at most one
-// writer runs per connection. The reader decodes frames, completes pending
+// writer runs per connection. A client's Invoke that finds no writer
+// running writes and flushes its request itself instead, bounded by its
+// context's deadline (the connection's write deadline, cleared after); a
+// write cut short closes the connection. The reader decodes frames, completes pending
 // requests by opaque, and starts one goroutine per incoming request
 // (Server.Handler on a server, Options.OnRequest on a client), so a held
 // long poll does not delay later requests on the same connection. When a
