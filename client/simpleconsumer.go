@@ -200,18 +200,29 @@ func (sc *SimpleConsumer) Receive(ctx context.Context, max int, invisible time.D
 	if err != nil {
 		return nil, fmt.Errorf("client: receive %s %s: %w: %w", sc.group, sc.topic, ErrProtocol, err)
 	}
-	var out []*ReceivedMessage
+	// One allocation each for the answer's messages and their wrappers;
+	// the topic and host strings are made once per answer.
+	count := message.CountRecords(resp.Body)
+	out := make([]*ReceivedMessage, 0, count)
+	exts := make([]MessageExt, count)
+	rms := make([]ReceivedMessage, count)
+	var hosts hostStrings
 	for b := resp.Body; len(b) > 0; {
-		v, err := message.Parse(b, false)
+		v, err := message.Parse(b, true)
 		if err != nil {
 			return nil, fmt.Errorf("client: receive %s %s: %w: %w", sc.group, sc.topic, ErrCorrupt, err)
 		}
-		ms, err := DecodeMessages(b[:v.Size], sc.topic, v.QueueID)
-		if err != nil {
-			return nil, fmt.Errorf("client: receive %s %s: %w", sc.group, sc.topic, err)
+		if string(v.Topic) != sc.topic {
+			return nil, fmt.Errorf("client: receive %s %s: %w: record %d is of %s/%d", sc.group, sc.topic, ErrCorrupt, len(out), v.Topic, v.QueueID)
+		}
+		if len(out) == count {
+			return nil, fmt.Errorf("client: receive %s %s: %w: more than %d records", sc.group, sc.topic, ErrCorrupt, count)
+		}
+		m := &exts[len(out)]
+		if err := fillMessageExt(m, &v, sc.topic, &hosts); err != nil {
+			return nil, fmt.Errorf("client: receive %s %s: %w: record %d: %w", sc.group, sc.topic, ErrCorrupt, len(out), err)
 		}
 		b = b[v.Size:]
-		m := ms[0]
 		ck, ok := m.Property(message.PropertyPopCK)
 		if !ok {
 			return nil, fmt.Errorf("client: receive %s %s: %w: message without POP_CK", sc.group, sc.topic, ErrProtocol)
@@ -220,8 +231,10 @@ func (sc *SimpleConsumer) Receive(ctx context.Context, max int, invisible time.D
 		if err != nil {
 			return nil, fmt.Errorf("client: receive %s %s: %w: %w", sc.group, sc.topic, ErrProtocol, err)
 		}
-		out = append(out, &ReceivedMessage{MessageExt: m, Receipt: ck, Attempt: m.ReconsumeTimes + 1,
-			InvisibleUntil: time.UnixMilli(e.PopTime + rh.InvisibleTime)})
+		rm := &rms[len(out)]
+		*rm = ReceivedMessage{MessageExt: m, Receipt: ck, Attempt: m.ReconsumeTimes + 1,
+			InvisibleUntil: time.UnixMilli(e.PopTime + rh.InvisibleTime)}
+		out = append(out, rm)
 	}
 	return out, nil
 }

@@ -683,6 +683,13 @@ func (b *Broker) popQueues(ctx context.Context, req *PopRequest, flt filter.Filt
 		return false, err
 	}
 	var refused error
+	room := 0
+	for i, r := range out {
+		for _, rec := range r.Popped {
+			room += len(bs[i].recs[rec.Offset]) + receiptRoom(Receipt{BrokerName: b.cfg.BrokerName})
+		}
+	}
+	buf := make([]byte, 0, room) // the popped messages with their receipts, one after another
 	for i, r := range out {
 		op, q := &bs[i].op, bs[i].op.Queue
 		switch {
@@ -707,11 +714,13 @@ func (b *Broker) popQueues(ctx context.Context, req *PopRequest, flt filter.Filt
 			}
 			receipt := Receipt{Group: req.Group, Topic: req.Topic, QueueID: q, Offset: rec.Offset, PopTime: rec.PopTime,
 				Invisible: req.Invisible.Milliseconds(), StartOffset: res.StartOffsets[q], Order: order, BrokerName: b.cfg.BrokerName}
-			m, err := withReceipt(raw, receipt, rec.Attempt)
+			start := len(buf)
+			buf, err = appendWithReceipt(buf, raw, receipt, rec.Attempt)
 			if err != nil {
 				b.log.Error("cluster: a popped message cannot be re-encoded; it is revived later", "topic", req.Topic, "queue", q, "offset", rec.Offset, "err", err)
 				continue
 			}
+			m := buf[start:len(buf):len(buf)]
 			res.Messages = append(res.Messages, Popped{Record: m, QueueID: q, QueueOffset: rec.Offset, Attempt: rec.Attempt, Receipt: receipt})
 		}
 	}
@@ -876,9 +885,20 @@ func (b *Broker) buildPop(req *PopRequest, flt filter.Filter, order bool, k pop.
 // record with the pairs appended, its lengths and reconsume times
 // patched (the body, and so its CRC, is unchanged).
 func withReceipt(rec []byte, r Receipt, attempt int32) ([]byte, error) {
+	return appendWithReceipt(make([]byte, 0, len(rec)+receiptRoom(r)), rec, r, attempt)
+}
+
+// receiptRoom is an upper bound on the bytes withReceipt adds to a record
+// with no POP_CK of its own.
+func receiptRoom(r Receipt) int { return len(r.BrokerName) + 160 }
+
+// appendWithReceipt appends to dst what withReceipt returns, so that the
+// messages of one pop share one buffer rather than one allocation each.
+// On an error dst is returned unchanged.
+func appendWithReceipt(dst, rec []byte, r Receipt, attempt int32) ([]byte, error) {
 	v, err := message.Parse(rec, false)
 	if err != nil {
-		return nil, err
+		return dst, err
 	}
 	rec = rec[:v.Size]
 	props := v.Properties
@@ -886,8 +906,8 @@ func withReceipt(rec []byte, r Receipt, attempt int32) ([]byte, error) {
 		props = []byte(message.DeleteRawProperty(string(props), message.PropertyPopCK))
 	}
 	offPropLen := len(rec) - len(v.Properties) - 2
-	out := make([]byte, 0, len(rec)+len(r.BrokerName)+160)
-	out = append(out, rec[:offPropLen+2]...)
+	base := len(dst)
+	out := append(dst, rec[:offPropLen+2]...)
 	out = append(out, props...)
 	if len(props) > 0 && props[len(props)-1] != message.PropertySeparator {
 		out = append(out, message.PropertySeparator)
@@ -899,10 +919,11 @@ func withReceipt(rec []byte, r Receipt, attempt int32) ([]byte, error) {
 	if _, ok := message.PropertyBytes(props, message.PropertyFirstPopTime); !ok && attempt <= 1 {
 		out = appendPair(out, message.PropertyFirstPopTime, strconv.FormatInt(r.PopTime, 10))
 	}
-	propLen := len(out) - offPropLen - 2
+	propLen := len(out) - base - offPropLen - 2
 	if propLen > message.MaxPropertiesSize {
-		return nil, fmt.Errorf("properties of %d bytes with the receipt, limit %d", propLen, message.MaxPropertiesSize)
+		return dst, fmt.Errorf("properties of %d bytes with the receipt, limit %d", propLen, message.MaxPropertiesSize)
 	}
+	out, dst = out[base:], out // the record alone, then dst with it
 	binary.BigEndian.PutUint16(out[offPropLen:], uint16(propLen))
 	binary.BigEndian.PutUint32(out[message.OffTotalSize:], uint32(len(out)))
 	born, stored := message.HostSizeV4, message.HostSizeV4
@@ -914,7 +935,7 @@ func withReceipt(rec []byte, r Receipt, attempt int32) ([]byte, error) {
 	}
 	offReconsume := message.OffBornHost + born + 8 + stored
 	binary.BigEndian.PutUint32(out[offReconsume:], uint32(max(attempt-1, 0)))
-	return out, nil
+	return dst, nil
 }
 
 // appendPair appends one property pair.

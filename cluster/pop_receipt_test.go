@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"bytes"
 	"maps"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -72,6 +74,16 @@ func TestWithReceiptMatchesDecode(t *testing.T) {
 			}
 			if _, err := message.Parse(got, true); err != nil {
 				t.Errorf("%s attempt %d: body CRC: %v", name, attempt, err)
+			}
+			// Appended after other bytes, as a pop's messages share one
+			// buffer, the record is the same and the bytes before it stay.
+			prefix := []byte("earlier record")
+			shared, err := appendWithReceipt(slices.Clone(prefix), rec, r, attempt)
+			if err != nil {
+				t.Fatalf("%s attempt %d: appended: %v", name, attempt, err)
+			}
+			if !bytes.Equal(shared[:len(prefix)], prefix) || !bytes.Equal(shared[len(prefix):], got) {
+				t.Errorf("%s attempt %d: appended after %d bytes:\n got %x\nwant %x", name, attempt, len(prefix), shared[len(prefix):], got)
 			}
 		}
 	}

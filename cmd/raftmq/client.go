@@ -643,7 +643,7 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 }
 
 func newBenchPopCmd(logger func() *slog.Logger) *cobra.Command {
-	var addrs string
+	var addrs, cpuProfile string
 	var asJSON bool
 	var pc bench.PopConfig
 	cmd := &cobra.Command{
@@ -660,6 +660,17 @@ func newBenchPopCmd(logger func() *slog.Logger) *cobra.Command {
 				return err
 			}
 			defer cl.Close()
+			if cpuProfile != "" {
+				pf, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("cpu profile: %w", err)
+				}
+				defer pf.Close()
+				if err := pprof.StartCPUProfile(pf); err != nil {
+					return fmt.Errorf("cpu profile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
+			}
 			pc.NewClient = func() (*client.Client, error) { return newClient(ctx, addrs, log) }
 			if !asJSON {
 				pc.Progress = os.Stderr
@@ -694,6 +705,7 @@ func newBenchPopCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().StringVar(&pc.GRPC, "grpc", "", "then pop the same messages over RocketMQ 5's gRPC (ReceiveMessage, a batch per AckMessage) with a new group: a node's gRPC address (plaintext), whose QueryRoute names the leader")
 	addrFlag(cmd, &addrs)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON line")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write the client's CPU profile (pprof) to this file")
 	return cmd
 }
 

@@ -418,39 +418,57 @@ func (e ExtraInfo) Append(dst []byte) []byte {
 // ParseExtraInfo parses a receipt of 7 or 8 fields (a proxy's 9th, the
 // commit log offset, is accepted and ignored).
 func ParseExtraInfo(s string) (ExtraInfo, error) {
-	f := strings.Split(s, " ")
-	if len(f) < 7 || len(f) > 9 {
-		return ExtraInfo{}, fmt.Errorf("remoting: receipt %q: %d fields: %w", s, len(f), ErrMalformed)
+	// Split by hand into a fixed array: a receipt is parsed per message
+	// received and acked, and strings.Split allocated each time.
+	var f [9]string
+	n := 0
+	for rest := s; ; n++ {
+		i := strings.IndexByte(rest, ' ')
+		if n == len(f) {
+			return ExtraInfo{}, fmt.Errorf("remoting: receipt %q: more than %d fields: %w", s, len(f), ErrMalformed)
+		}
+		if i < 0 {
+			f[n] = rest
+			n++
+			break
+		}
+		f[n], rest = rest[:i], rest[i+1:]
+	}
+	if n < 7 {
+		return ExtraInfo{}, fmt.Errorf("remoting: receipt %q: %d fields: %w", s, n, ErrMalformed)
 	}
 	e := ExtraInfo{BrokerName: f[5], QueueOffset: -1}
-	ints := []struct {
-		dst  *int64
-		i    int
-		bits int
-	}{{&e.StartOffset, 0, 64}, {&e.PopTime, 1, 64}, {&e.InvisibleTime, 2, 64}}
-	for _, x := range ints {
-		n, err := strconv.ParseInt(f[x.i], 10, x.bits)
+	field := func(i, bits int) (int64, error) {
+		v, err := strconv.ParseInt(f[i], 10, bits)
 		if err != nil {
-			return ExtraInfo{}, fmt.Errorf("remoting: receipt %q: field %d: %w", s, x.i, ErrMalformed)
+			return 0, fmt.Errorf("remoting: receipt %q: field %d: %w", s, i, ErrMalformed)
 		}
-		*x.dst = n
+		return v, nil
 	}
-	for _, x := range []struct {
+	var err error
+	if e.StartOffset, err = field(0, 64); err != nil {
+		return ExtraInfo{}, err
+	}
+	if e.PopTime, err = field(1, 64); err != nil {
+		return ExtraInfo{}, err
+	}
+	if e.InvisibleTime, err = field(2, 64); err != nil {
+		return ExtraInfo{}, err
+	}
+	for _, x := range [...]struct {
 		dst *int32
 		i   int
 	}{{&e.ReviveQid, 3}, {&e.TopicFlag, 4}, {&e.QueueID, 6}} {
-		n, err := strconv.ParseInt(f[x.i], 10, 32)
+		v, err := field(x.i, 32)
 		if err != nil {
-			return ExtraInfo{}, fmt.Errorf("remoting: receipt %q: field %d: %w", s, x.i, ErrMalformed)
+			return ExtraInfo{}, err
 		}
-		*x.dst = int32(n)
+		*x.dst = int32(v)
 	}
-	if len(f) >= 8 {
-		n, err := strconv.ParseInt(f[7], 10, 64)
-		if err != nil {
-			return ExtraInfo{}, fmt.Errorf("remoting: receipt %q: field 7: %w", s, ErrMalformed)
+	if n >= 8 {
+		if e.QueueOffset, err = field(7, 64); err != nil {
+			return ExtraInfo{}, err
 		}
-		e.QueueOffset = n
 	}
 	return e, nil
 }

@@ -62,3 +62,13 @@ func TestPopHeadersRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ah, gotA)
 }
+
+func BenchmarkParseExtraInfo(b *testing.B) {
+	s := ExtraInfo{StartOffset: 1024, PopTime: 1718000000000, InvisibleTime: 30000, ReviveQid: 3, BrokerName: "raftmq", QueueID: 2, QueueOffset: 1027}.String()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseExtraInfo(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
