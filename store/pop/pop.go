@@ -428,7 +428,7 @@ func (s *State) pop(now int64, k Key, q *Queue, o *Op) Result {
 		q = &Queue{Next: o.From, InFlight: map[int64]*Record{}, ordered: true, key: k}
 		s.Queues[k] = q
 	}
-	var r Result
+	r := Result{Popped: make([]Record, 0, len(o.Offsets))}
 	for i, off := range o.Offsets {
 		if i > 0 && off == o.Offsets[i-1] {
 			continue
