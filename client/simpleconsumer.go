@@ -200,40 +200,50 @@ func (sc *SimpleConsumer) Receive(ctx context.Context, max int, invisible time.D
 	if err != nil {
 		return nil, fmt.Errorf("client: receive %s %s: %w: %w", sc.group, sc.topic, ErrProtocol, err)
 	}
+	out, err := decodeReceived(resp.Body, sc.topic, rh.InvisibleTime)
+	if err != nil {
+		return nil, fmt.Errorf("client: receive %s %s: %w", sc.group, sc.topic, err)
+	}
+	return out, nil
+}
+
+// decodeReceived decodes the messages of a pop answer of topic, whose
+// receives hide them for invisible ms.
+func decodeReceived(body []byte, topic string, invisible int64) ([]*ReceivedMessage, error) {
 	// One allocation each for the answer's messages and their wrappers;
 	// the topic and host strings are made once per answer.
-	count := message.CountRecords(resp.Body)
+	count := message.CountRecords(body)
 	out := make([]*ReceivedMessage, 0, count)
 	exts := make([]MessageExt, count)
 	rms := make([]ReceivedMessage, count)
 	var hosts hostStrings
-	for b := resp.Body; len(b) > 0; {
+	for b := body; len(b) > 0; {
 		v, err := message.Parse(b, true)
 		if err != nil {
-			return nil, fmt.Errorf("client: receive %s %s: %w: %w", sc.group, sc.topic, ErrCorrupt, err)
+			return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
-		if string(v.Topic) != sc.topic {
-			return nil, fmt.Errorf("client: receive %s %s: %w: record %d is of %s/%d", sc.group, sc.topic, ErrCorrupt, len(out), v.Topic, v.QueueID)
+		if string(v.Topic) != topic {
+			return nil, fmt.Errorf("%w: record %d is of %s/%d", ErrCorrupt, len(out), v.Topic, v.QueueID)
 		}
 		if len(out) == count {
-			return nil, fmt.Errorf("client: receive %s %s: %w: more than %d records", sc.group, sc.topic, ErrCorrupt, count)
+			return nil, fmt.Errorf("%w: more than %d records", ErrCorrupt, count)
 		}
 		m := &exts[len(out)]
-		if err := fillMessageExt(m, &v, sc.topic, &hosts); err != nil {
-			return nil, fmt.Errorf("client: receive %s %s: %w: record %d: %w", sc.group, sc.topic, ErrCorrupt, len(out), err)
+		if err := fillMessageExt(m, &v, topic, &hosts); err != nil {
+			return nil, fmt.Errorf("%w: record %d: %w", ErrCorrupt, len(out), err)
 		}
 		b = b[v.Size:]
 		ck, ok := m.Property(message.PropertyPopCK)
 		if !ok {
-			return nil, fmt.Errorf("client: receive %s %s: %w: message without POP_CK", sc.group, sc.topic, ErrProtocol)
+			return nil, fmt.Errorf("%w: message without POP_CK", ErrProtocol)
 		}
 		e, err := remoting.ParseExtraInfo(ck)
 		if err != nil {
-			return nil, fmt.Errorf("client: receive %s %s: %w: %w", sc.group, sc.topic, ErrProtocol, err)
+			return nil, fmt.Errorf("%w: %w", ErrProtocol, err)
 		}
 		rm := &rms[len(out)]
 		*rm = ReceivedMessage{MessageExt: m, Receipt: ck, Attempt: m.ReconsumeTimes + 1,
-			InvisibleUntil: time.UnixMilli(e.PopTime + rh.InvisibleTime)}
+			InvisibleUntil: time.UnixMilli(e.PopTime + invisible)}
 		out = append(out, rm)
 	}
 	return out, nil
