@@ -660,6 +660,7 @@ func newBenchPopCmd(logger func() *slog.Logger) *cobra.Command {
 				return err
 			}
 			defer cl.Close()
+			tuneGC(log) // as produce and consume: the load generator allocates per message
 			if cpuProfile != "" {
 				pf, err := os.Create(cpuProfile)
 				if err != nil {
