@@ -661,17 +661,11 @@ func newBenchPopCmd(logger func() *slog.Logger) *cobra.Command {
 			}
 			defer cl.Close()
 			tuneGC(log) // as produce and consume: the load generator allocates per message
-			if cpuProfile != "" {
-				pf, err := os.Create(cpuProfile)
-				if err != nil {
-					return fmt.Errorf("cpu profile: %w", err)
-				}
-				defer pf.Close()
-				if err := pprof.StartCPUProfile(pf); err != nil {
-					return fmt.Errorf("cpu profile: %w", err)
-				}
-				defer pprof.StopCPUProfile()
+			stop, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				return err
 			}
+			defer stop()
 			pc.NewClient = func() (*client.Client, error) { return newClient(ctx, addrs, log) }
 			if !asJSON {
 				pc.Progress = os.Stderr
@@ -710,6 +704,23 @@ func newBenchPopCmd(logger func() *slog.Logger) *cobra.Command {
 	return cmd
 }
 
+// startCPUProfile writes the process's CPU profile to path (empty: none)
+// until the returned stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	pf, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(pf); err != nil {
+		pf.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); pf.Close() }, nil
+}
+
 // runBench connects, runs f with progress on stderr (unless --json) and
 // prints its result.
 func runBench(ctx context.Context, addrs string, asJSON bool, cpuProfile, htmlOut, latencyOf string, log *slog.Logger, f func(context.Context, *client.Client, io.Writer) (bench.Result, error)) error {
@@ -719,17 +730,11 @@ func runBench(ctx context.Context, addrs string, asJSON bool, cpuProfile, htmlOu
 	}
 	defer cl.Close()
 	tuneGC(log) // the load generator allocates per send as a broker does
-	if cpuProfile != "" {
-		pf, err := os.Create(cpuProfile)
-		if err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := startCPUProfile(cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	var progress io.Writer = os.Stderr
 	if asJSON {
 		progress = nil

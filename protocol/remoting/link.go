@@ -317,18 +317,26 @@ func (l *link) writeBatch(bw *bufio.Writer, frames []*frameBuf) error {
 	return nil
 }
 
-// push appends fb, for which the caller holds a slot, to the queue, and
-// starts a writer if none runs: with inline, the caller is that writer
-// and returns once the queue is empty (drain); else a writeLoop goroutine.
-func (l *link) push(fb *frameBuf, inline bool) {
+// queueFrame appends fb, for which the caller holds a slot, to the queue and
+// reports whether the caller must start the writer: none ran, and the
+// link is not stopped (it is then marked as writing).
+func (l *link) queueFrame(fb *frameBuf) (start bool) {
 	l.queue.Lock()
+	defer l.queue.Unlock()
 	l.queue.frames = append(l.queue.frames, fb)
-	start := !l.queue.writing && !l.queue.stopped
+	start = !l.queue.writing && !l.queue.stopped
 	if start {
 		l.queue.writing = true
 		l.writers.Add(1)
 	}
-	l.queue.Unlock()
+	return start
+}
+
+// push appends fb, for which the caller holds a slot, to the queue, and
+// starts a writer if none runs: with inline, the caller is that writer
+// and returns once the queue is empty (drain); else a writeLoop goroutine.
+func (l *link) push(fb *frameBuf, inline bool) {
+	start := l.queueFrame(fb)
 	switch {
 	case !start:
 	case inline:
@@ -638,15 +646,7 @@ const minInlineWrite = time.Millisecond
 // pushInline is push for a caller that writes fb itself when no writer
 // runs (writeInline), bounded by deadline (zero: none).
 func (l *link) pushInline(fb *frameBuf, deadline time.Time) {
-	l.queue.Lock()
-	l.queue.frames = append(l.queue.frames, fb)
-	start := !l.queue.writing && !l.queue.stopped
-	if start {
-		l.queue.writing = true
-		l.writers.Add(1)
-	}
-	l.queue.Unlock()
-	if start {
+	if l.queueFrame(fb) {
 		l.writeInline(deadline)
 	}
 }
