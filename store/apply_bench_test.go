@@ -5,12 +5,31 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/raftmq/raftmq/commitlog"
 	"github.com/raftmq/raftmq/internal/vfs"
 	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/offsets"
 )
+
+// openBenchStore opens a store on real files in b.TempDir() through fs,
+// checkpointing every persist (0: the default), and takes its commitlog
+// writer; both are released when the benchmark ends.
+func openBenchStore(b *testing.B, fs vfs.FS, persist time.Duration) (*Store, *commitlog.Writer) {
+	s, err := Open(Config{Dir: b.TempDir(), FS: fs, SegmentSize: 1 << 30, Flush: commitlog.FlushAsync, NoSyncMeta: true,
+		PersistInterval: persist})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	w, err := s.clog.Writer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(w.Release)
+	return s, w
+}
 
 // BenchmarkApply measures Apply on real files in b.TempDir(): 1 KiB
 // messages, each with a distinct UNIQ_KEY and a tag, 64 messages per raft
@@ -35,16 +54,7 @@ func BenchmarkApply(b *testing.B) {
 		}
 		return nil
 	}))
-	s, err := Open(Config{Dir: b.TempDir(), FS: counting, SegmentSize: 1 << 30, Flush: commitlog.FlushAsync, NoSyncMeta: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	w, err := s.clog.Writer()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Release()
+	s, w := openBenchStore(b, counting, 0)
 	tc := offsets.NewTopicConfig("bench", queues)
 	ctc := Command{Op: OpCreateTopic, Topic: &tc}
 	body, err := EncodeCommand(0, &ctc)

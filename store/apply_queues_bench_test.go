@@ -34,17 +34,7 @@ func benchApplyQueues(b *testing.B, topics, queues int) {
 	// Checkpoints every 100 ms (stretched with many queues as in a broker):
 	// about as many messages per checkpoint as a broker applying ~25 k
 	// messages/s sees with the default 1 s.
-	s, err := Open(Config{Dir: b.TempDir(), FS: vfs.Default(), SegmentSize: 1 << 30, Flush: commitlog.FlushAsync, NoSyncMeta: true,
-		PersistInterval: 100 * time.Millisecond})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	w, err := s.clog.Writer()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Release()
+	s, w := openBenchStore(b, vfs.Default(), 100*time.Millisecond)
 	next := s.clog.LastIndex() + 1
 	appendEntry := func(body []byte) {
 		if err := w.Append(commitlog.Entry{Index: next, Term: 1, Data: body}); err != nil {
