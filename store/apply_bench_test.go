@@ -31,6 +31,20 @@ func openBenchStore(b *testing.B, fs vfs.FS, persist time.Duration) (*Store, *co
 	return s, w
 }
 
+// applyBenchEntries applies entries first, first+1, ... (entries of them),
+// each expected to store perEntry new messages.
+func applyBenchEntries(b *testing.B, s *Store, first uint64, entries, perEntry int) {
+	for e := range entries {
+		rs, err := s.Apply(first + uint64(e))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(rs) != 1 || len(rs[0].Messages) != perEntry || rs[0].Messages[0].Err != nil || rs[0].Messages[0].Duplicate {
+			b.Fatalf("entry %d: unexpected result %+v", e, rs)
+		}
+	}
+}
+
 // BenchmarkApply measures Apply on real files in b.TempDir(): 1 KiB
 // messages, each with a distinct UNIQ_KEY and a tag, 64 messages per raft
 // entry, one Apply call per entry (as a follower applies a Ready), spread
@@ -96,15 +110,7 @@ func BenchmarkApply(b *testing.B) {
 	b.SetBytes(1024)
 	b.ReportAllocs()
 	b.ResetTimer()
-	for e := 0; e < entries; e++ {
-		rs, err := s.Apply(first + uint64(e))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(rs) != 1 || len(rs[0].Messages) != perEntry || rs[0].Messages[0].Err != nil || rs[0].Messages[0].Duplicate {
-			b.Fatalf("entry %d: unexpected result %+v", e, rs)
-		}
-	}
+	applyBenchEntries(b, s, first, entries, perEntry)
 	b.StopTimer()
 	b.ReportMetric(float64(writes.Load())/float64(entries*perEntry), "writes/op")
 	b.ReportMetric(float64(syncs.Load())/float64(entries*perEntry), "syncs/op")

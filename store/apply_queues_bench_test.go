@@ -92,15 +92,7 @@ func benchApplyQueues(b *testing.B, topics, queues int) {
 	b.ReportAllocs()
 	cpu0 := cpuTime(b)
 	b.ResetTimer()
-	for e := range entries {
-		rs, err := s.Apply(first + uint64(e))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(rs) != 1 || len(rs[0].Messages) != perEntry || rs[0].Messages[0].Err != nil || rs[0].Messages[0].Duplicate {
-			b.Fatalf("entry %d: unexpected result %+v", e, rs)
-		}
-	}
+	applyBenchEntries(b, s, first, entries, perEntry)
 	b.StopTimer()
 	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(entries*perEntry), "cpu-ns/op")
 }
