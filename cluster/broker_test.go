@@ -256,7 +256,7 @@ func TestBrokerProtocolEndToEnd(t *testing.T) {
 
 	// Pull from the follower once it has applied.
 	require.Eventually(t, func() bool { return f.Replica().Store().MaxOffset("T", 1) == 4 }, 5*time.Second, 5*time.Millisecond)
-	ph := remoting.PullMessageRequestHeader{ConsumerGroup: "cg", Topic: "T", QueueID: 1, QueueOffset: 0, MaxMsgNums: 32, SysFlag: remoting.PullSysFlagSuspend, SuspendTimeoutMillis: 1000, Subscription: "*"}
+	ph := remoting.PullMessageRequestHeader{ConsumerGroup: "cg", Topic: "T", QueueID: 1, QueueOffset: 0, MaxMsgNums: 32, SysFlag: remoting.PullSysFlagSuspend | remoting.PullSysFlagSubscription, SuspendTimeoutMillis: 1000, Subscription: "*", ExpressionType: "TAG"}
 	resp = invoke(t, fc, remoting.NewRequest(remoting.PullMessage, ph.Encode(), nil))
 	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
 	var bodies []string
@@ -312,7 +312,7 @@ func TestBrokerProtocolEndToEnd(t *testing.T) {
 	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
 	require.NoError(t, lc.Oneway(remoting.NewRequest(remoting.UpdateConsumerOffset, uh.Encode(), nil)))
 	pc := ph
-	pc.QueueOffset, pc.SysFlag, pc.CommitOffset = 5, remoting.PullSysFlagCommitOffset, 1
+	pc.QueueOffset, pc.SysFlag, pc.CommitOffset = 5, remoting.PullSysFlagCommitOffset|remoting.PullSysFlagSubscription, 1
 	resp = invoke(t, lc, remoting.NewRequest(remoting.PullMessage, pc.Encode(), nil))
 	require.Equal(t, remoting.PullNotFound, resp.Code, resp.Remark)
 	time.Sleep(2 * flushEvery) // the one-way and pull commits are batched

@@ -3,7 +3,6 @@ package cluster
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/raftmq/raftmq/cluster/filter"
 	"github.com/raftmq/raftmq/message"
@@ -14,13 +13,17 @@ import (
 // Server-side filtering of pulls (package filter): the subscription comes
 // from the pull itself when it carries one (PullSysFlagSubscription),
 // else from the group's heartbeats, as RocketMQ's broker takes it. A pull
-// of a group and topic no heartbeat subscribed is served unfiltered
-// (raftmq's own pull consumer heartbeats nothing and filters nothing),
-// unless it says its subscription is SQL92: then it is answered
-// SUBSCRIPTION_NOT_EXIST, as RocketMQ does, and the client pulls again
-// later, once its heartbeat reached this node (a push consumer's first
-// pull can overtake it; served unfiltered, it would be given messages its
-// expression rejects, which the client does not filter again).
+// that carries none, of a group and topic no heartbeat subscribed on this
+// node, is answered SUBSCRIPTION_NOT_EXIST, as RocketMQ does, and the
+// client pulls again later, once its heartbeat is here. RocketMQ's push
+// consumers pull without the flag, and rocketmq-client-go's say TAG in
+// the pull's expression type whatever they subscribed: a first pull that
+// overtook the heartbeat, served unfiltered, would hand an SQL92 or tag
+// subscriber messages its expression rejects, which the client does not
+// filter again. A pull whose subscription version is newer than the
+// heartbeat's is answered SUBSCRIPTION_NOT_LATEST for the same reason
+// (Java's clients send the version; Go's send 0). raftmq's own consumer
+// always sends its subscription in the pull.
 
 // pullFilter returns the filter of a pull (nil: everything), or an error
 // response for an expression that does not compile.
@@ -28,13 +31,16 @@ func (b *Broker) pullFilter(req *remoting.Command, h *remoting.PullMessageReques
 	typ, expr := h.ExpressionType, h.Subscription
 	if h.SysFlag&remoting.PullSysFlagSubscription == 0 {
 		sub, ok := b.members.Subscription(h.ConsumerGroup, h.Topic)
-		if !ok && strings.EqualFold(h.ExpressionType, filter.TypeSQL92) {
-			b.log.Debug("cluster: SQL92 pull before the consumer's heartbeat", "group", h.ConsumerGroup, "topic", h.Topic)
+		if !ok {
+			b.log.Debug("cluster: pull before the consumer's heartbeat", "group", h.ConsumerGroup, "topic", h.Topic)
 			return nil, remoting.NewResponse(req, remoting.SubscriptionNotExist,
 				fmt.Sprintf("the consumer's subscription not exist, group: %s topic: %s (no heartbeat yet)", h.ConsumerGroup, h.Topic))
 		}
-		if !ok {
-			return nil, nil
+		if sub.SubVersion < h.SubVersion {
+			b.log.Debug("cluster: pull newer than the consumer's heartbeat", "group", h.ConsumerGroup, "topic", h.Topic,
+				"heartbeat", sub.SubVersion, "pull", h.SubVersion)
+			return nil, remoting.NewResponse(req, remoting.SubscriptionNotLatest,
+				fmt.Sprintf("the consumer's subscription not latest, group: %s topic: %s", h.ConsumerGroup, h.Topic))
 		}
 		typ, expr = sub.ExpressionType, sub.SubString
 	}

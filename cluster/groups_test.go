@@ -280,13 +280,27 @@ func TestPullFilters(t *testing.T) {
 	require.Equal(t, remoting.Success, invoke(t, lc, remoting.NewRequest(remoting.HeartBeat, nil, body)).Code)
 	_, got = pull("g2", 0, "TAG", "")
 	require.Equal(t, []string{"1", "2", "3"}, got)
-	_, got = pull("unknown-group", 0, "TAG", "")
-	require.Len(t, got, 6, "a group no heartbeat subscribed is not filtered")
-	// ... unless its pull says the subscription is SQL92: the client
-	// filters nothing itself, so it must wait for its heartbeat.
-	resp, got = pull("unknown-group", 0, "SQL92", "")
-	require.Equal(t, remoting.SubscriptionNotExist, resp.Code)
-	require.Empty(t, got)
+	// A pull without a subscription of a group no heartbeat subscribed
+	// waits for the heartbeat, whatever expression type it names:
+	// rocketmq-client-go's push consumer says TAG for an SQL92
+	// subscription, and its first pull can overtake its heartbeat.
+	for _, typ := range []string{"TAG", "SQL92", ""} {
+		resp, got = pull("unknown-group", 0, typ, "")
+		require.Equal(t, remoting.SubscriptionNotExist, resp.Code, "expression type %q: %s", typ, resp.Remark)
+		require.Empty(t, got)
+	}
+	// A pull of a newer subscription than the heartbeat's (a Java client
+	// that changed its expression) waits for the heartbeat too.
+	hb.ConsumerDataSet[0].SubscriptionDataSet[0].SubVersion = 5
+	body, _ = hb.Encode()
+	require.Equal(t, remoting.Success, invoke(t, lc, remoting.NewRequest(remoting.HeartBeat, nil, body)).Code)
+	newer := remoting.PullMessageRequestHeader{ConsumerGroup: "g2", Topic: "F", QueueID: 0, MaxMsgNums: 32, ExpressionType: "TAG", SubVersion: 6}
+	resp = invoke(t, lc, remoting.NewRequest(remoting.PullMessage, newer.Encode(), nil))
+	require.Equal(t, remoting.SubscriptionNotLatest, resp.Code, resp.Remark)
+	require.Empty(t, resp.Body)
+	newer.SubVersion = 5
+	resp = invoke(t, lc, remoting.NewRequest(remoting.PullMessage, newer.Encode(), nil))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
 
 	// CHECK_CLIENT_CONFIG compiles the expression.
 	check := func(expr string) int32 {

@@ -102,7 +102,7 @@ func TestMetricsMoveWithLoad(t *testing.T) {
 	require.Equal(t, "true", resp.ExtFields["raftmqDuplicate"])
 
 	// The group "mg" consumes 20 of queue 0 and all of queue 1: lag 10.
-	ph := remoting.PullMessageRequestHeader{ConsumerGroup: "mg", Topic: "M", QueueID: 0, QueueOffset: 0, MaxMsgNums: 20}
+	ph := remoting.PullMessageRequestHeader{ConsumerGroup: "mg", Topic: "M", QueueID: 0, QueueOffset: 0, MaxMsgNums: 20, SysFlag: remoting.PullSysFlagSubscription, Subscription: "*", ExpressionType: "TAG"}
 	resp = invoke(t, lc, remoting.NewRequest(remoting.PullMessage, ph.Encode(), nil))
 	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
 	ph.QueueOffset = n0

@@ -29,7 +29,8 @@ func TestStaleLeaderNeverMovesAnOffset(t *testing.T) {
 		require.Equal(t, remoting.Success, invoke(t, lc, sendCmd("T", 0, "m", string(rune('a'+i)))).Code)
 	}
 	pull := func(offset int64) *remoting.Command {
-		h := remoting.PullMessageRequestHeader{ConsumerGroup: "g", Topic: "T", QueueID: 0, QueueOffset: offset, MaxMsgNums: 32}
+		h := remoting.PullMessageRequestHeader{ConsumerGroup: "g", Topic: "T", QueueID: 0, QueueOffset: offset, MaxMsgNums: 32,
+			SysFlag: remoting.PullSysFlagSubscription, Subscription: "*", ExpressionType: "TAG"}
 		return invoke(t, lc, remoting.NewRequest(remoting.PullMessage, h.Encode(), nil))
 	}
 	// While the group is whole, an offset far beyond the queue is moved.
@@ -76,7 +77,8 @@ func TestPullHonoursTopicPermission(t *testing.T) {
 		require.Equal(t, remoting.Success, invoke(t, lc, remoting.NewRequest(remoting.UpdateAndCreateTopic, ch.Encode(), nil)).Code)
 	}
 	pull := func(topic string, queue int32) *remoting.Command {
-		h := remoting.PullMessageRequestHeader{ConsumerGroup: "g", Topic: topic, QueueID: queue, QueueOffset: 0, MaxMsgNums: 32}
+		h := remoting.PullMessageRequestHeader{ConsumerGroup: "g", Topic: topic, QueueID: queue, QueueOffset: 0, MaxMsgNums: 32,
+			SysFlag: remoting.PullSysFlagSubscription, Subscription: "*", ExpressionType: "TAG"}
 		return invoke(t, lc, remoting.NewRequest(remoting.PullMessage, h.Encode(), nil))
 	}
 	create(2) // write only
