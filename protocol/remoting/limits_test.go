@@ -448,7 +448,7 @@ func TestBudgetAcrossConnections(t *testing.T) {
 	for range 3 {
 		require.NoError(t, a.InvokeAsync(NewRequest(SendMessage, nil, body), 10*time.Second, cb))
 	}
-	require.Eventually(t, func() bool { return entered.Load() == 3 }, 2*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return entered.Load() == 3 }, 10*time.Second, time.Millisecond)
 	require.GreaterOrEqual(t, budget.InUse(), int64(12<<10))
 
 	b := dial(t, ts.addr, Options{})
@@ -456,19 +456,19 @@ func TestBudgetAcrossConnections(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	require.Equal(t, int32(3), entered.Load(), "read past the budget")
 	release <- struct{}{}
-	require.Eventually(t, func() bool { return entered.Load() == 4 }, 2*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return entered.Load() == 4 }, 10*time.Second, time.Millisecond)
 	for range 3 {
 		release <- struct{}{}
 	}
-	require.Eventually(t, func() bool { return answered.Load() == 4 }, 2*time.Second, time.Millisecond)
-	require.Eventually(t, func() bool { return budget.InUse() == 0 }, 2*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return answered.Load() == 4 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return budget.InUse() == 0 }, 10*time.Second, time.Millisecond)
 
 	// Held requests of a connection that goes away are returned too.
 	require.NoError(t, a.InvokeAsync(NewRequest(SendMessage, nil, body), 10*time.Second, cb))
-	require.Eventually(t, func() bool { return entered.Load() == 5 }, 2*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return entered.Load() == 5 }, 10*time.Second, time.Millisecond)
 	require.Positive(t, budget.InUse())
 	_ = a.Close()
-	require.Eventually(t, func() bool { return budget.InUse() == 0 }, 2*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return budget.InUse() == 0 }, 10*time.Second, time.Millisecond)
 }
 
 // A connection past MaxConns is closed at once, with a log line; once one
