@@ -957,24 +957,63 @@ func (b *Broker) PopAck(ctx context.Context, rs []Receipt) ([]error, error) {
 	if failpoint.On(b.fp, failpoint.AckInMemory) {
 		return b.ackInMemory(rs), nil
 	}
-	ops := make([]pop.Op, len(rs))
-	for i, r := range rs {
-		ops[i] = pop.Op{Type: pop.OpAck, Group: r.Group, Topic: r.Topic, Queue: r.QueueID, Offset: r.Offset, PopTime: r.PopTime}
-	}
+	ops, at := ackOps(rs)
 	out, err := b.popOps(ctx, ops, nil)
 	if err != nil {
 		return nil, err
 	}
-	errs := make([]error, len(out))
+	errs := make([]error, len(rs))
 	acked := 0
 	for i, r := range out {
-		errs[i] = r.Err
-		if r.Err == nil && !r.Done {
-			acked++
+		if ops[i].Type == pop.OpAck {
+			errs[at[i][0]] = r.Err
+			if r.Err == nil && !r.Done {
+				acked++
+			}
+			continue
 		}
+		for j, ri := range at[i] {
+			switch {
+			case r.Err != nil:
+				errs[ri] = r.Err
+			case r.Errs != nil:
+				errs[ri] = r.Errs[j]
+			}
+		}
+		acked += r.Acked
 	}
 	b.met.PopAcked.Add(float64(acked))
 	return errs, nil
+}
+
+// ackOps builds the ops that ack rs: one OpAcks for the receipts of one
+// queue and pop time (the messages of one pop, as a batch ack names
+// them), an OpAck for a receipt alone. at lists, by op, the indexes in
+// rs of its receipts, in the op's offset order.
+func ackOps(rs []Receipt) (ops []pop.Op, at [][]int) {
+	type key struct {
+		k       pop.Key
+		popTime int64
+	}
+	idx := make(map[key]int, 4)
+	for i, r := range rs {
+		kk := key{pop.Key{Group: r.Group, Topic: r.Topic, Queue: r.QueueID}, r.PopTime}
+		j, ok := idx[kk]
+		if !ok {
+			j = len(ops)
+			idx[kk] = j
+			ops = append(ops, pop.Op{Type: pop.OpAck, Group: r.Group, Topic: r.Topic, Queue: r.QueueID, Offset: r.Offset, PopTime: r.PopTime})
+			at = append(at, []int{i})
+			continue
+		}
+		o := &ops[j]
+		if o.Type == pop.OpAck {
+			o.Type, o.Offsets, o.Offset = pop.OpAcks, []int64{o.Offset}, 0
+		}
+		o.Offsets = append(o.Offsets, r.Offset)
+		at[j] = append(at[j], i)
+	}
+	return ops, at
 }
 
 // PopDeadLetter moves the popped message a receipt names to its group's

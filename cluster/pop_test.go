@@ -560,3 +560,53 @@ func TestPopAheadLifecycle(t *testing.T) {
 	p.breakAhead(fresh)
 	require.Nil(t, p.aheadOf(k, 3))
 }
+
+// TestPopAckBatchOutcomes: a batch ack of one pop's receipts, mixed with
+// a stale one, a repeat, one never popped and one of another pop, gets
+// each receipt's own outcome, in request order, and leaves every node the
+// state its acks one at a time would.
+func TestPopAckBatchOutcomes(t *testing.T) {
+	tb := startBrokers(t)
+	l := tb.leader()
+	popSetup(t, dial(t, l.ClientAddr()), 1, 8, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req := PopRequest{Group: "g", Topic: "T", QueueID: 0, Max: 5, Invisible: time.Minute, InitMode: remoting.PopInitMin}
+	first, err := l.Pop(ctx, req)
+	require.NoError(t, err)
+	require.Len(t, first.Messages, 5)
+	second, err := l.Pop(ctx, req)
+	require.NoError(t, err)
+	require.Len(t, second.Messages, 3)
+	r := func(i int) Receipt { return first.Messages[i].Receipt }
+	changed, err := l.PopChangeInvisible(ctx, r(3), time.Minute)
+	require.NoError(t, err)
+	require.Greater(t, changed.PopTime, r(3).PopTime)
+	unknown := r(0)
+	unknown.Offset = 100
+
+	errs, err := l.PopAck(ctx, []Receipt{r(0), r(1), r(3), second.Messages[0].Receipt, r(1), unknown, r(4)})
+	require.NoError(t, err)
+	require.Len(t, errs, 7)
+	for i, want := range []error{nil, nil, ErrReceiptExpired, nil, nil, ErrReceiptUnknown, nil} {
+		if want == nil {
+			require.NoError(t, errs[i], "receipt %d", i)
+		} else {
+			require.ErrorIs(t, errs[i], want, "receipt %d", i)
+		}
+	}
+	// What is left in flight: 2 (not acked), 3 (changed), 6 and 7.
+	k := pop.Key{Group: "g", Topic: "T", Queue: 0}
+	want := []int64{2, 3, 6, 7}
+	idx := l.Replica().Node().Status().Applied
+	for _, b := range tb.bs {
+		require.Eventually(t, func() bool { return b.Replica().Node().Status().Applied >= idx }, 10*time.Second, 5*time.Millisecond)
+		q, ok := b.Replica().Store().PopQueue(k)
+		require.True(t, ok)
+		var got []int64
+		for _, rec := range q.Sorted() {
+			got = append(got, rec.Offset)
+		}
+		require.Equal(t, want, got, "node %d", b.cfg.ID)
+	}
+}

@@ -12,7 +12,7 @@ import (
 
 func sampleBatch(rng *rand.Rand) *Batch {
 	b := &Batch{Now: rng.Int64N(1 << 42)}
-	types := []string{OpPop, OpAck, OpChange, OpRevive, OpDrop, OpDeadLetter}
+	types := []string{OpPop, OpAck, OpChange, OpRevive, OpDrop, OpDeadLetter, OpAcks}
 	for range rng.IntN(40) + 1 {
 		o := Op{Type: types[rng.IntN(len(types))], Group: "group-" + string(rune('a'+rng.IntN(26))), Topic: "T%x",
 			Queue: rng.Int32N(64) - 1, From: rng.Int64N(1 << 40), Init: rng.IntN(2) == 0, Order: rng.IntN(3) == 0,

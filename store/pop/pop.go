@@ -253,6 +253,13 @@ const (
 	// message; it goes to the group's dead-letter topic and its record is
 	// removed, in one entry (DLQ must be set: the entry carries the copy).
 	OpDeadLetter = "dead"
+	// OpAcks acks several records of one queue that share a pop time
+	// (the messages of one pop, which a batch ack names together):
+	// Offsets at PopTime, each as an OpAck of its own would, in one op.
+	// One op instead of one per message keeps a batch ack's entry small
+	// and its apply to one queue lookup. Builds before it refuse the
+	// entry (an unknown op code) rather than misread it.
+	OpAcks = "acks"
 )
 
 // Op is one change of a queue's pop state.
@@ -278,8 +285,8 @@ type Op struct {
 	AttemptID string `json:"aid,omitempty"`
 
 	// Offset and PopTime name a record (ack, change, revive, drop, dead
-	// letter); a change
-	// also sets Invisible.
+	// letter); a change also sets Invisible. OpAcks names its records by
+	// Offsets and PopTime.
 	Offset  int64 `json:"off,omitempty"`
 	PopTime int64 `json:"pt,omitempty"`
 	// DLQ: a revive (or a dead letter) that moves the message to the
@@ -335,6 +342,13 @@ type Result struct {
 	Dropped bool
 	// LowWater is the queue's LowWater after the op.
 	LowWater int64
+	// Errs holds an OpAcks' outcome by offset (Offsets' index): nil when
+	// no offset failed, else each failed offset's error, as Err of an
+	// OpAck (nil for the others).
+	Errs []error
+	// Acked counts the records an OpAcks removed (not those acked
+	// before).
+	Acked int
 }
 
 // State is every queue's pop state. It is not safe for concurrent use;
@@ -383,7 +397,9 @@ func (s *State) ApplyOp(now int64, o *Op) Result {
 			s.due.add(q, &rec)
 		}
 	case OpAck:
-		r = ack(q, o)
+		r = ack(q, o.Offset, o.PopTime)
+	case OpAcks:
+		r = acks(q, o)
 	case OpChange:
 		r = change(now, q, o)
 		if r.Err == nil && q != nil {
@@ -461,27 +477,51 @@ func (s *State) pop(now int64, k Key, q *Queue, o *Op) Result {
 }
 
 // find returns the record an ack, change or revive names, or the error.
-func find(q *Queue, o *Op) (*Record, Result) {
-	if q == nil || o.Offset >= q.Next || o.Offset < 0 {
+func find(q *Queue, o *Op) (*Record, Result) { return findAt(q, o.Offset, o.PopTime) }
+
+// findAt returns the record at off with a receipt of popTime, or the error.
+func findAt(q *Queue, off, popTime int64) (*Record, Result) {
+	if q == nil || off >= q.Next || off < 0 {
 		return nil, Result{Err: ErrNotPopped}
 	}
-	rec := q.InFlight[o.Offset]
+	rec := q.InFlight[off]
 	if rec == nil {
 		return nil, Result{Done: true}
 	}
-	if rec.PopTime != o.PopTime {
+	if rec.PopTime != popTime {
 		return nil, Result{Err: ErrStale}
 	}
 	return rec, Result{}
 }
 
-func ack(q *Queue, o *Op) Result {
-	rec, r := find(q, o)
+func ack(q *Queue, off, popTime int64) Result {
+	rec, r := findAt(q, off, popTime)
 	if rec == nil {
 		return r
 	}
-	q.remove(o.Offset)
+	q.remove(off)
 	return r
+}
+
+// acks acks each of o.Offsets at o.PopTime, in order.
+func acks(q *Queue, o *Op) Result {
+	if len(o.Offsets) == 0 {
+		return Result{Err: fmt.Errorf("%w: acks without offsets", ErrBadOp)}
+	}
+	var out Result
+	for i, off := range o.Offsets {
+		r := ack(q, off, o.PopTime)
+		switch {
+		case r.Err != nil:
+			if out.Errs == nil {
+				out.Errs = make([]error, len(o.Offsets))
+			}
+			out.Errs[i] = r.Err
+		case !r.Done:
+			out.Acked++
+		}
+	}
+	return out
 }
 
 func change(now int64, q *Queue, o *Op) Result {
@@ -748,15 +788,17 @@ func (d *dueIndex) down(i int) {
 //	    | invisible varint | attempt id str | offset varint | pop time varint |
 //	str: | length uvarint | bytes |
 //
-// flags: 1 init, 2 order, 4 dlq. The offsets are the first one, then each
-// one's difference to the one before.
+// type: 1 pop, 2 ack, 3 change, 4 revive, 5 drop, 6 dead letter, 7 acks
+// (a build that knows no 7 refuses the entry). flags: 1 init, 2 order,
+// 4 dlq. The offsets are the first one, then each one's difference to the
+// one before.
 const batchV1 = 0x01
 
 // opCodes are the op types' codes in batchV1; a batch with an op of
 // another type is written as JSON.
-var opCodes = map[string]byte{OpPop: 1, OpAck: 2, OpChange: 3, OpRevive: 4, OpDrop: 5, OpDeadLetter: 6}
+var opCodes = map[string]byte{OpPop: 1, OpAck: 2, OpChange: 3, OpRevive: 4, OpDrop: 5, OpDeadLetter: 6, OpAcks: 7}
 
-var opTypes = [...]string{1: OpPop, 2: OpAck, 3: OpChange, 4: OpRevive, 5: OpDrop, 6: OpDeadLetter}
+var opTypes = [...]string{1: OpPop, 2: OpAck, 3: OpChange, 4: OpRevive, 5: OpDrop, 6: OpDeadLetter, 7: OpAcks}
 
 // AppendBatch appends b's encoding; the records follow it.
 func AppendBatch(dst []byte, b *Batch) ([]byte, error) {

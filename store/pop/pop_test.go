@@ -63,6 +63,49 @@ func TestPopAckLifecycle(t *testing.T) {
 	}
 }
 
+// TestAcksMatchAckEach: an OpAcks of a pop's offsets leaves the state an
+// OpAck of each would, with each offset's outcome (acked, acked before,
+// stale, never popped) in Errs, and the count of records it removed.
+func TestAcksMatchAckEach(t *testing.T) {
+	build := func() *State {
+		s := NewState()
+		one(t, s, 1000, popOp(0, 6, true, 500, 0, 1, 2, 3, 4, 5))
+		one(t, s, 1001, Op{Type: OpChange, Group: g, Topic: tp, Offset: 4, PopTime: 1000, Invisible: 500})
+		one(t, s, 1002, Op{Type: OpAck, Group: g, Topic: tp, Offset: 2, PopTime: 1000})
+		return s
+	}
+	offs := []int64{0, 1, 2, 4, 9, 1, 5}
+	each, many := build(), build()
+	var want []error
+	for _, off := range offs {
+		r := one(t, each, 1003, Op{Type: OpAck, Group: g, Topic: tp, Offset: off, PopTime: 1000})
+		want = append(want, r.Err)
+	}
+	r := one(t, many, 1003, Op{Type: OpAcks, Group: g, Topic: tp, Offsets: offs, PopTime: 1000})
+	require.NoError(t, r.Err)
+	require.Len(t, r.Errs, len(offs))
+	for i := range offs {
+		require.ErrorIs(t, r.Errs[i], want[i], "offset %d", offs[i])
+		if want[i] == nil {
+			require.NoError(t, r.Errs[i], "offset %d", offs[i])
+		}
+	}
+	require.Equal(t, 3, r.Acked, "0, 1 and 5 were removed; 2 was acked before, 1 again is done")
+	require.Equal(t, int64(3), r.LowWater)
+	k := Key{g, tp, 0}
+	require.Equal(t, each.Queues[k].Sorted(), many.Queues[k].Sorted())
+	require.Equal(t, each.Due(1e9, 100), many.Due(1e9, 100))
+
+	// All acked: no Errs; no offsets: a malformed op.
+	s := build()
+	r = one(t, s, 1003, Op{Type: OpAcks, Group: g, Topic: tp, Offsets: []int64{0, 1, 3, 5}, PopTime: 1000})
+	require.NoError(t, r.Err)
+	require.Nil(t, r.Errs)
+	require.Equal(t, 4, r.Acked)
+	r = one(t, s, 1003, Op{Type: OpAcks, Group: g, Topic: tp, PopTime: 1000})
+	require.ErrorIs(t, r.Err, ErrBadOp)
+}
+
 func TestReviveAndRepop(t *testing.T) {
 	s := NewState()
 	one(t, s, 1000, popOp(0, 2, true, 500, 0, 1))
