@@ -323,7 +323,7 @@ func (b *Broker) popBeforeCommit(req *PopRequest, order bool, bs []builtPop, res
 		for _, off := range x.op.Offsets {
 			receipt := Receipt{Group: req.Group, Topic: req.Topic, QueueID: q, Offset: off, PopTime: now,
 				Invisible: req.Invisible.Milliseconds(), StartOffset: res.StartOffsets[q], Order: order, BrokerName: b.cfg.BrokerName}
-			m, err := withReceipt(x.recs[off], receipt, 1)
+			m, err := withReceipt(x.recs.get(off), receipt, 1)
 			if err != nil {
 				return err
 			}

@@ -130,6 +130,9 @@ type PopResult struct {
 	// StartOffsets are, by queue, the first offset each queue's pop
 	// looked at (POP_MESSAGE's startOffsetInfo).
 	StartOffsets map[int32]int64
+	// Body, when set, holds the Messages' records back to back (they are
+	// slices of it), so that the answer sends it as it is; nil: join them.
+	Body []byte
 }
 
 // Receipt names one delivery of a popped message: what an ack or a change
@@ -575,7 +578,7 @@ func (b *Broker) Pop(ctx context.Context, req PopRequest) (*PopResult, error) {
 			queues[i] = (start + i) % n
 		}
 	}
-	res := &PopResult{StartOffsets: map[int32]int64{}}
+	res := &PopResult{StartOffsets: map[int32]int64{}, Messages: make([]Popped, 0, req.Max)}
 	for attempt := 0; attempt < 3 && len(res.Messages) == 0; attempt++ {
 		moved, err := b.popQueues(ctx, &req, flt, order, queues, req.QueueID >= 0, res)
 		if err != nil {
@@ -686,10 +689,11 @@ func (b *Broker) popQueues(ctx context.Context, req *PopRequest, flt filter.Filt
 	room := 0
 	for i, r := range out {
 		for _, rec := range r.Popped {
-			room += len(bs[i].recs[rec.Offset]) + receiptRoom(Receipt{BrokerName: b.cfg.BrokerName})
+			room += len(bs[i].recs.get(rec.Offset)) + receiptRoom(Receipt{BrokerName: b.cfg.BrokerName})
 		}
 	}
-	buf := make([]byte, 0, room) // the popped messages with their receipts, one after another
+	buf := make([]byte, 0, room)    // the popped messages with their receipts, one after another
+	whole := len(res.Messages) == 0 // buf will hold all of res's messages
 	for i, r := range out {
 		op, q := &bs[i].op, bs[i].op.Queue
 		switch {
@@ -708,8 +712,8 @@ func (b *Broker) popQueues(ctx context.Context, req *PopRequest, flt filter.Filt
 			res.StartOffsets[q] = min(op.From, op.Offsets[0])
 		}
 		for _, rec := range r.Popped {
-			raw, ok := bs[i].recs[rec.Offset]
-			if !ok {
+			raw := bs[i].recs.get(rec.Offset)
+			if raw == nil {
 				continue // not read (cannot happen: apply grants only listed offsets)
 			}
 			receipt := Receipt{Group: req.Group, Topic: req.Topic, QueueID: q, Offset: rec.Offset, PopTime: rec.PopTime,
@@ -723,6 +727,11 @@ func (b *Broker) popQueues(ctx context.Context, req *PopRequest, flt filter.Filt
 			m := buf[start:len(buf):len(buf)]
 			res.Messages = append(res.Messages, Popped{Record: m, QueueID: q, QueueOffset: rec.Offset, Attempt: rec.Attempt, Receipt: receipt})
 		}
+	}
+	if whole {
+		res.Body = buf
+	} else {
+		res.Body = nil
 	}
 	if len(res.Messages) == 0 && refused != nil {
 		return false, refused
@@ -767,6 +776,7 @@ func (b *Broker) popAgain(ctx context.Context, req *PopRequest, k pop.Key, res *
 			continue
 		}
 		res.StartOffsets[k.Queue] = start
+		res.Body = nil
 		res.Messages = append(res.Messages, Popped{Record: m, QueueID: k.Queue, QueueOffset: r.Offset, Attempt: r.Attempt, Receipt: receipt})
 		added++
 	}
@@ -778,8 +788,38 @@ func (b *Broker) popAgain(ctx context.Context, req *PopRequest, k pop.Key, res *
 // from (nil: the applied state).
 type builtPop struct {
 	op    pop.Op
-	recs  map[int64][]byte
+	recs  popRecs
 	ahead *popAhead
+}
+
+// popRecs are the records a pop op lists, by offset, ascending.
+type popRecs []popRec
+
+type popRec struct {
+	off int64
+	raw []byte
+}
+
+// sortInto sorts rs (listed as op.Offsets, revived records first, then
+// those from the cursor on; already in order but for an odd state) and
+// op.Offsets alike.
+func (rs popRecs) sortInto(op *pop.Op) {
+	if slices.IsSorted(op.Offsets) {
+		return
+	}
+	slices.SortFunc(rs, func(a, b popRec) int { return cmp.Compare(a.off, b.off) })
+	for i := range rs {
+		op.Offsets[i] = rs[i].off
+	}
+}
+
+// get returns the record at off, or nil.
+func (rs popRecs) get(off int64) []byte {
+	i, ok := slices.BinarySearchFunc(rs, off, func(r popRec, off int64) int { return cmp.Compare(r.off, off) })
+	if !ok {
+		return nil
+	}
+	return rs[i].raw
 }
 
 // buildPop decides a pop of up to n messages of k from this node's state:
@@ -787,14 +827,14 @@ type builtPop struct {
 // them (by offset). With ahead (the pops of k in flight), the cursor is
 // where they lead and the revived records they take are passed over.
 // rest counts the messages left behind. A nil op: nothing to pop.
-func (b *Broker) buildPop(req *PopRequest, flt filter.Filter, order bool, k pop.Key, n int, ahead *popAhead) (*pop.Op, map[int64][]byte, int64, error) {
+func (b *Broker) buildPop(req *PopRequest, flt filter.Filter, order bool, k pop.Key, n int, ahead *popAhead) (*pop.Op, popRecs, int64, error) {
 	st := b.rep.Store()
 	now := time.Now().UnixMilli()
 	op := &pop.Op{Type: pop.OpPop, Group: k.Group, Topic: k.Topic, Queue: k.Queue, Invisible: req.Invisible.Milliseconds(), Order: order}
 	if order {
 		op.AttemptID = req.AttemptID
 	}
-	recs := map[int64][]byte{}
+	recs := make(popRecs, 0, n)
 	view := st.PopView(k, n, now)
 	maxOff := st.MaxOffset(k.Topic, k.Queue)
 	if ahead != nil && view.Exists && view.Next > ahead.next {
@@ -826,7 +866,7 @@ func (b *Broker) buildPop(req *PopRequest, flt filter.Filter, order bool, k pop.
 				continue
 			}
 			op.Offsets = append(op.Offsets, r.Offset)
-			recs[r.Offset] = gr.Records[0]
+			recs = append(recs, popRec{r.Offset, gr.Records[0]})
 		}
 	} else if ahead == nil {
 		op.Init = true
@@ -842,6 +882,7 @@ func (b *Broker) buildPop(req *PopRequest, flt filter.Filter, order bool, k pop.
 	if order && len(op.Offsets) > 0 {
 		// An orderly pop hands out the earliest messages only: the revived
 		// ones go again before anything newer.
+		recs.sortInto(op)
 		return op, recs, max(maxOff-op.From, 0), nil
 	}
 	if left := n - len(op.Offsets); left > 0 && op.From < maxOff {
@@ -864,7 +905,7 @@ func (b *Broker) buildPop(req *PopRequest, flt filter.Filter, order bool, k pop.
 			op.To = gr.NextBeginOffset
 			for i, off := range gr.QueueOffsets {
 				op.Offsets = append(op.Offsets, off)
-				recs[off] = gr.Records[i]
+				recs = append(recs, popRec{off, gr.Records[i]})
 			}
 		case store.OffsetOverflowBadly:
 			// The cursor is past the queue's end (a queue reset by a
@@ -874,7 +915,7 @@ func (b *Broker) buildPop(req *PopRequest, flt filter.Filter, order bool, k pop.
 	if len(op.Offsets) == 0 && op.To == op.From && !op.Init {
 		return nil, nil, max(maxOff-op.From, 0), nil
 	}
-	slices.Sort(op.Offsets)
+	recs.sortInto(op)
 	return op, recs, max(maxOff-op.To, 0), nil
 }
 

@@ -166,9 +166,12 @@ func (b *Broker) popOnce(ctx context.Context, conn *remoting.ServerConn, req *re
 	for _, m := range res.Messages {
 		n += len(m.Record)
 	}
-	resp.Body = make([]byte, 0, n)
-	for _, m := range res.Messages {
-		resp.Body = append(resp.Body, m.Record...)
+	resp.Body = res.Body
+	if len(resp.Body) != n {
+		resp.Body = make([]byte, 0, n)
+		for _, m := range res.Messages {
+			resp.Body = append(resp.Body, m.Record...)
+		}
 	}
 	b.pop.traces.answered(tr)
 	return resp

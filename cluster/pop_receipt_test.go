@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"fmt"
 	"maps"
 	"net/netip"
 	"reflect"
@@ -9,7 +10,10 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/store/pop"
 )
 
 // withReceiptDecoded is the reference withReceipt: decode the record, set
@@ -107,4 +111,18 @@ func BenchmarkWithReceipt(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestPopRecsSortInto: a pop's records listed out of order are sorted
+// with its offsets, and each is found by its offset.
+func TestPopRecsSortInto(t *testing.T) {
+	op := &pop.Op{Offsets: []int64{7, 3, 9, 5}}
+	rs := popRecs{{7, []byte("7")}, {3, []byte("3")}, {9, []byte("9")}, {5, []byte("5")}}
+	rs.sortInto(op)
+	require.Equal(t, []int64{3, 5, 7, 9}, op.Offsets)
+	for _, off := range op.Offsets {
+		require.Equal(t, fmt.Sprint(off), string(rs.get(off)))
+	}
+	require.Nil(t, rs.get(4))
+	require.Nil(t, rs.get(10))
 }
