@@ -88,6 +88,51 @@ func TestReadBodyIncremental(t *testing.T) {
 	}
 }
 
+// countingReader counts the bytes it has handed out.
+type countingReader struct {
+	r    io.Reader
+	sent int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.sent += n
+	return n, err
+}
+
+// A body read through the connection's frame reader never holds more than
+// twice what has arrived, delivered in small pieces or at once; and one
+// that has arrived whole behind the read buffer (a pop answer of 32
+// messages of 1 KiB) takes two allocations, not one per doubling.
+func TestReadBodyGrowsWithWhatArrived(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(5, 6))
+	for _, tc := range []struct{ size, chunk, maxAllocs int }{
+		{34 << 10, 1 << 20, 2}, {200 << 10, 1 << 20, 0}, {34 << 10, 700, 0}, {100 << 10, 7, 0},
+	} {
+		frame, err := AppendFrame(nil, NewRequest(SendMessage, nil, make([]byte, tc.size)))
+		require.NoError(t, err)
+		src := &countingReader{r: &chunkReader{b: frame, rnd: rnd, max: tc.chunk}}
+		var pools bufPools
+		fr := &frameReader{src: src, pools: &pools}
+		require.NoError(t, fr.waitFrame())
+		var prefix [lenPrefixSize]byte
+		_, err = io.ReadFull(fr, prefix[:])
+		require.NoError(t, err)
+		held, allocs := 0, 0
+		body, err := readBody(fr, int(binary.BigEndian.Uint32(prefix[:])), func(n int) error {
+			held += n
+			allocs++
+			require.LessOrEqual(t, held, max(2*src.sent, minBodyChunk), "size %d in pieces of %d: held against sent", tc.size, tc.chunk)
+			return nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, frame[lenPrefixSize:], body)
+		if tc.maxAllocs > 0 {
+			require.LessOrEqual(t, allocs, tc.maxAllocs, "size %d arrived whole", tc.size)
+		}
+	}
+}
+
 // A frame that announces 16 MiB and sends 10 bytes costs kilobytes, not
 // the announcement; a frame above the limit is refused before its body is
 // read.
