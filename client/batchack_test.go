@@ -44,4 +44,20 @@ func TestBatchAckBody(t *testing.T) {
 
 	_, err = batchAckBody("G", []*ReceivedMessage{{MessageExt: &MessageExt{Topic: "T"}, Receipt: "garbage"}})
 	require.ErrorIs(t, err, ErrProtocol)
+
+	// A received message's receipt is parsed once, when received; a
+	// receipt replaced since (a change of invisible time) is read anew.
+	rs, err := decodeReceived(popAnswer(t, "T", 2), "T", 30000)
+	require.NoError(t, err)
+	e, err := remoting.ParseExtraInfo(rs[1].Receipt)
+	require.NoError(t, err)
+	e.PopTime += 5
+	rs[1].Receipt = e.String()
+	b, err = batchAckBody("G", rs)
+	require.NoError(t, err)
+	body = remoting.BatchAckBody{}
+	require.NoError(t, json.Unmarshal(b, &body))
+	require.Len(t, body.Acks, 2)
+	require.Equal(t, rs[0].ck.PopTime, body.Acks[0].PopTime)
+	require.Equal(t, e.PopTime, body.Acks[1].PopTime)
 }

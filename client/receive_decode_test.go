@@ -35,7 +35,7 @@ func decodeReceivedPerRecord(body []byte, topic string, invisible int64) ([]*Rec
 			return nil, err
 		}
 		out = append(out, &ReceivedMessage{MessageExt: m, Receipt: ck, Attempt: m.ReconsumeTimes + 1,
-			InvisibleUntil: time.UnixMilli(e.PopTime + invisible)})
+			InvisibleUntil: time.UnixMilli(e.PopTime + invisible), ck: e, ckOf: ck})
 	}
 	return out, nil
 }

@@ -69,6 +69,19 @@ type ReceivedMessage struct {
 	// InvisibleUntil is when the message becomes visible again unless
 	// acked (the broker's clock).
 	InvisibleUntil time.Time
+
+	// ck is Receipt parsed when it was ckOf (a batch ack reads it rather
+	// than parsing the receipt again).
+	ck   remoting.ExtraInfo
+	ckOf string
+}
+
+// receipt returns m.Receipt parsed.
+func (m *ReceivedMessage) receipt() (remoting.ExtraInfo, error) {
+	if m.ckOf == m.Receipt && m.ckOf != "" {
+		return m.ck, nil
+	}
+	return remoting.ParseExtraInfo(m.Receipt)
 }
 
 // NewSimpleConsumer returns a consumer of group in topic.
@@ -243,7 +256,7 @@ func decodeReceived(body []byte, topic string, invisible int64) ([]*ReceivedMess
 		}
 		rm := &rms[len(out)]
 		*rm = ReceivedMessage{MessageExt: m, Receipt: ck, Attempt: m.ReconsumeTimes + 1,
-			InvisibleUntil: time.UnixMilli(e.PopTime + invisible)}
+			InvisibleUntil: time.UnixMilli(e.PopTime + invisible), ck: e, ckOf: ck}
 		out = append(out, rm)
 	}
 	return out, nil
@@ -332,10 +345,14 @@ func batchAckBody(group string, ms []*ReceivedMessage) ([]byte, error) {
 		queue, rq, flag int32
 		pt, it          int64
 	}
-	offs := map[key][]int64{}
-	var keys []key
+	// A received batch is mostly one key (one pop of one queue): a list
+	// looked through beats a map.
+	var (
+		keys []key
+		offs [][]int64
+	)
 	for _, m := range ms {
-		e, err := remoting.ParseExtraInfo(m.Receipt)
+		e, err := m.receipt()
 		if err != nil {
 			return nil, fmt.Errorf("client: batch ack: receipt %q: %w: %w", m.Receipt, ErrProtocol, err)
 		}
@@ -344,14 +361,17 @@ func batchAckBody(group string, ms []*ReceivedMessage) ([]byte, error) {
 			off = m.QueueOffset
 		}
 		k := key{topic: m.Topic, queue: m.QueueID, rq: e.ReviveQid, flag: e.TopicFlag, pt: e.PopTime, it: e.InvisibleTime}
-		if _, ok := offs[k]; !ok {
+		i := slices.Index(keys, k)
+		if i < 0 {
+			i = len(keys)
 			keys = append(keys, k)
+			offs = append(offs, make([]int64, 0, len(ms)))
 		}
-		offs[k] = append(offs[k], off)
+		offs[i] = append(offs[i], off)
 	}
 	var body remoting.BatchAckBody
-	for _, k := range keys {
-		offsets := offs[k]
+	for i, k := range keys {
+		offsets := offs[i]
 		slices.Sort(offsets)
 		for len(offsets) > 0 {
 			n := 1
@@ -397,12 +417,13 @@ func (sc *SimpleConsumer) ChangeInvisibleDuration(ctx context.Context, m *Receiv
 	if err != nil {
 		return fmt.Errorf("client: change invisible time: %w: %w", ErrProtocol, err)
 	}
-	e, err := remoting.ParseExtraInfo(m.Receipt)
+	e, err := m.receipt()
 	if err != nil {
 		return fmt.Errorf("client: change invisible time: %w: %w", ErrProtocol, err)
 	}
 	e.StartOffset, e.PopTime, e.InvisibleTime, e.ReviveQid = m.QueueOffset, rh.PopTime, rh.InvisibleTime, rh.ReviveQid
 	m.Receipt = e.String()
+	m.ck, m.ckOf = e, m.Receipt
 	m.InvisibleUntil = time.UnixMilli(rh.PopTime + rh.InvisibleTime)
 	return nil
 }
