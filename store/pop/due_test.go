@@ -152,28 +152,40 @@ func TestDueIndexMatchesScan(t *testing.T) {
 }
 
 // BenchmarkApplyPopAck: what the index adds to apply: a pop of 32
-// messages and their acks, with 100k other records in flight.
+// messages and their acks, with 100k other records in flight; the acks
+// an op each (each), or one OpAcks (acks) as a batch ack now proposes.
 func BenchmarkApplyPopAck(b *testing.B) {
-	s := benchState(b, 100, 1000, 0)
-	k := Key{"g", "T", 1000}
-	offs := make([]int64, 32)
-	next := int64(0)
-	b.ResetTimer()
-	for i := range b.N {
-		for j := range offs {
-			offs[j] = next + int64(j)
-		}
-		now := int64(i + 1)
-		r := s.ApplyOp(now, &Op{Type: OpPop, Group: k.Group, Topic: k.Topic, Queue: k.Queue, Init: next == 0, From: next, To: next + 32, Offsets: offs, Invisible: 60_000})
-		if r.Err != nil || len(r.Popped) != 32 {
-			b.Fatalf("pop: %v, %d popped", r.Err, len(r.Popped))
-		}
-		next += 32
-		for _, rec := range r.Popped {
-			if r := s.ApplyOp(now, &Op{Type: OpAck, Group: k.Group, Topic: k.Topic, Queue: k.Queue, Offset: rec.Offset, PopTime: rec.PopTime}); r.Err != nil {
-				b.Fatal(r.Err)
+	for _, many := range []bool{false, true} {
+		b.Run(map[bool]string{false: "each", true: "acks"}[many], func(b *testing.B) {
+			s := benchState(b, 100, 1000, 0)
+			k := Key{"g", "T", 1000}
+			offs := make([]int64, 32)
+			next := int64(0)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				for j := range offs {
+					offs[j] = next + int64(j)
+				}
+				now := int64(i + 1)
+				r := s.ApplyOp(now, &Op{Type: OpPop, Group: k.Group, Topic: k.Topic, Queue: k.Queue, Init: next == 0, From: next, To: next + 32, Offsets: offs, Invisible: 60_000})
+				if r.Err != nil || len(r.Popped) != 32 {
+					b.Fatalf("pop: %v, %d popped", r.Err, len(r.Popped))
+				}
+				next += 32
+				if many {
+					if r := s.ApplyOp(now, &Op{Type: OpAcks, Group: k.Group, Topic: k.Topic, Queue: k.Queue, Offsets: offs, PopTime: now}); r.Err != nil || r.Errs != nil || r.Acked != 32 {
+						b.Fatalf("acks: %v %v, %d acked", r.Err, r.Errs, r.Acked)
+					}
+					continue
+				}
+				for _, rec := range r.Popped {
+					if r := s.ApplyOp(now, &Op{Type: OpAck, Group: k.Group, Topic: k.Topic, Queue: k.Queue, Offset: rec.Offset, PopTime: rec.PopTime}); r.Err != nil {
+						b.Fatal(r.Err)
+					}
+				}
 			}
-		}
+		})
 	}
 }
 

@@ -445,6 +445,9 @@ func (s *State) pop(now int64, k Key, q *Queue, o *Op) Result {
 		s.Queues[k] = q
 	}
 	r := Result{Popped: make([]Record, 0, len(o.Offsets))}
+	// The new records share one allocation: a pop's records are mostly
+	// acked together, and then the whole goes.
+	var slab []Record
 	for i, off := range o.Offsets {
 		if i > 0 && off == o.Offsets[i-1] {
 			continue
@@ -460,7 +463,11 @@ func (s *State) pop(now int64, k Key, q *Queue, o *Op) Result {
 			rec.Attempt++
 			rec.AttemptID = o.AttemptID
 		case off < o.To && cursorOK && rec == nil:
-			rec = &Record{Offset: off, PopTime: now, VisibleAt: now + o.Invisible, Attempt: 1, AttemptID: o.AttemptID}
+			if slab == nil {
+				slab = make([]Record, 0, len(o.Offsets)-i)
+			}
+			slab = append(slab, Record{Offset: off, PopTime: now, VisibleAt: now + o.Invisible, Attempt: 1, AttemptID: o.AttemptID})
+			rec = &slab[len(slab)-1]
 			q.InFlight[off] = rec
 			q.order = append(q.order, off)
 		default:
