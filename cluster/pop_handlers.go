@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/raftmq/raftmq/protocol/remoting"
@@ -183,30 +182,48 @@ func (b *Broker) popOnce(ctx context.Context, conn *remoting.ServerConn, req *re
 // receipt.
 func popResponseHeader(res *PopResult, invisible int64) remoting.PopMessageResponseHeader {
 	rh := remoting.PopMessageResponseHeader{PopTime: res.PopTime, InvisibleTime: invisible, RestNum: res.Rest}
-	byQueue := map[int32][]int64{}
 	var queues []int32
-	var counts []string
+	var counts []byte
 	for _, m := range res.Messages {
-		if _, ok := byQueue[m.QueueID]; !ok {
+		if !slices.Contains(queues, m.QueueID) {
 			queues = append(queues, m.QueueID)
 		}
-		byQueue[m.QueueID] = append(byQueue[m.QueueID], m.QueueOffset)
 		if m.Receipt.Order {
 			rh.ReviveQid = remoting.PopOrderReviveQueue
-			counts = append(counts, fmt.Sprintf("0 qo%d%%%d %d", m.QueueID, m.QueueOffset, m.Attempt-1))
+			if len(counts) > 0 {
+				counts = append(counts, ';')
+			}
+			counts = append(counts, "0 qo"...)
+			counts = strconv.AppendInt(counts, int64(m.QueueID), 10)
+			counts = append(counts, '%')
+			counts = strconv.AppendInt(counts, m.QueueOffset, 10)
+			counts = append(counts, ' ')
+			counts = strconv.AppendInt(counts, int64(m.Attempt-1), 10)
 		}
 	}
 	slices.Sort(queues)
-	var starts, offs []string
-	for _, q := range queues {
-		starts = append(starts, fmt.Sprintf("0 %d %d", q, res.StartOffsets[q]))
-		strs := make([]string, len(byQueue[q]))
-		for i, o := range byQueue[q] {
-			strs[i] = strconv.FormatInt(o, 10)
+	starts := make([]byte, 0, 24*len(queues))
+	offs := make([]byte, 0, 8*len(queues)+12*len(res.Messages))
+	for i, q := range queues {
+		if i > 0 {
+			starts, offs = append(starts, ';'), append(offs, ';')
 		}
-		offs = append(offs, fmt.Sprintf("0 %d %s", q, strings.Join(strs, ",")))
+		starts = append(starts, "0 "...)
+		starts = strconv.AppendInt(starts, int64(q), 10)
+		starts = append(starts, ' ')
+		starts = strconv.AppendInt(starts, res.StartOffsets[q], 10)
+		offs = append(offs, "0 "...)
+		offs = strconv.AppendInt(offs, int64(q), 10)
+		sep := byte(' ')
+		for _, m := range res.Messages {
+			if m.QueueID == q {
+				offs = append(offs, sep)
+				offs = strconv.AppendInt(offs, m.QueueOffset, 10)
+				sep = ','
+			}
+		}
 	}
-	rh.StartOffsetInfo, rh.MsgOffsetInfo, rh.OrderCountInfo = strings.Join(starts, ";"), strings.Join(offs, ";"), strings.Join(counts, ";")
+	rh.StartOffsetInfo, rh.MsgOffsetInfo, rh.OrderCountInfo = string(starts), string(offs), string(counts)
 	return rh
 }
 

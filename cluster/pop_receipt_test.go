@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/protocol/remoting"
 	"github.com/raftmq/raftmq/store/pop"
 )
 
@@ -125,4 +126,29 @@ func TestPopRecsSortInto(t *testing.T) {
 	}
 	require.Nil(t, rs.get(4))
 	require.Nil(t, rs.get(10))
+}
+
+// TestPopResponseHeader: POP_MESSAGE's header lists, by queue in order,
+// the start offset and the messages' offsets, and an orderly pop's
+// delivery counts in message order, as RocketMQ's broker writes them.
+func TestPopResponseHeader(t *testing.T) {
+	m := func(q int32, off int64, attempt int32, order bool) Popped {
+		return Popped{QueueID: q, QueueOffset: off, Attempt: attempt, Receipt: Receipt{Order: order}}
+	}
+	res := &PopResult{PopTime: 17, Rest: 3, StartOffsets: map[int32]int64{0: 4, 2: 10},
+		Messages: []Popped{m(2, 10, 1, false), m(0, 4, 1, false), m(2, 12, 1, false), m(0, 5, 1, false)}}
+	rh := popResponseHeader(res, 30000)
+	require.Equal(t, "0 0 4;0 2 10", rh.StartOffsetInfo)
+	require.Equal(t, "0 0 4,5;0 2 10,12", rh.MsgOffsetInfo)
+	require.Equal(t, "", rh.OrderCountInfo)
+	require.Equal(t, int64(17), rh.PopTime)
+	require.Equal(t, int64(3), rh.RestNum)
+	require.Equal(t, int64(30000), rh.InvisibleTime)
+
+	res = &PopResult{StartOffsets: map[int32]int64{1: 7}, Messages: []Popped{m(1, 7, 3, true), m(1, 8, 1, true)}}
+	rh = popResponseHeader(res, 1000)
+	require.Equal(t, "0 1 7", rh.StartOffsetInfo)
+	require.Equal(t, "0 1 7,8", rh.MsgOffsetInfo)
+	require.Equal(t, "0 qo1%7 2;0 qo1%8 0", rh.OrderCountInfo)
+	require.Equal(t, int32(remoting.PopOrderReviveQueue), rh.ReviveQid)
 }
