@@ -686,10 +686,12 @@ func (b *Broker) popQueues(ctx context.Context, req *PopRequest, flt filter.Filt
 		return false, err
 	}
 	var refused error
-	room := 0
+	room, perRec := 0, receiptRoom(Receipt{BrokerName: b.cfg.BrokerName})
 	for i, r := range out {
-		for _, rec := range r.Popped {
-			room += len(bs[i].recs.get(rec.Offset)) + receiptRoom(Receipt{BrokerName: b.cfg.BrokerName})
+		if len(r.Popped) > 0 { // mostly all it read; room for all of it
+			for _, x := range bs[i].recs {
+				room += len(x.raw) + perRec
+			}
 		}
 	}
 	buf := make([]byte, 0, room)    // the popped messages with their receipts, one after another
@@ -711,8 +713,16 @@ func (b *Broker) popQueues(ctx context.Context, req *PopRequest, flt filter.Filt
 		if len(op.Offsets) > 0 {
 			res.StartOffsets[q] = min(op.From, op.Offsets[0])
 		}
+		recs := bs[i].recs
 		for _, rec := range r.Popped {
-			raw := bs[i].recs.get(rec.Offset)
+			// Both are in offset order: pass the records not granted.
+			for len(recs) > 0 && recs[0].off < rec.Offset {
+				recs = recs[1:]
+			}
+			var raw []byte
+			if len(recs) > 0 && recs[0].off == rec.Offset {
+				raw = recs[0].raw
+			}
 			if raw == nil {
 				continue // not read (cannot happen: apply grants only listed offsets)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strconv"
 	"time"
@@ -309,7 +310,13 @@ func (b *Broker) handleBatchAck(ctx context.Context, conn *remoting.ServerConn, 
 	if err != nil {
 		return b.refuse(conn, req, remoting.InvalidParameter, err.Error())
 	}
-	var rs []Receipt
+	n := 0
+	for _, a := range body.Acks {
+		for _, by := range a.Bits {
+			n += bits.OnesCount8(by)
+		}
+	}
+	rs := make([]Receipt, 0, n)
 	for _, a := range body.Acks {
 		if a.RetryFlag != "" && a.RetryFlag != "0" {
 			return b.refuse(conn, req, remoting.InvalidParameter, fmt.Sprintf("ack of a pop retry topic (flag %s): raftmq has none", a.RetryFlag))
