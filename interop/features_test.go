@@ -113,6 +113,12 @@ func testTimer(t *testing.T, g *group) {
 	box := newInbox()
 	startConsumer(t, g, "c", uniq("cg"), topic, consumer.MessageSelector{}, box)
 	p := newProducer(t, g)
+	// A first pull that overtakes the consumer's heartbeat is refused
+	// (SUBSCRIPTION_NOT_EXIST, as RocketMQ's broker answers), and the
+	// client pulls again 3 s later: wait until it consumes, so that the
+	// order below is the broker's and not the client's start-up.
+	sendSync(t, p, message(topic, "ready"))
+	box.waitAll(t, 15*time.Second, "the first message", []string{"ready"})
 	sent := time.Now()
 	m := message(topic, "timed")
 	m.WithProperty("TIMER_DELAY_SEC", "3")
