@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/raftmq/raftmq/protocol/grpc/rmqpb"
@@ -95,7 +97,17 @@ func benchSender(b *testing.B, proto string) func() error {
 			return err
 		}
 	}
-	gc := grpcClient(b, l.GRPCAddr())
+	// The options of bench produce's gRPC client (harness/bench): fixed
+	// windows (no bandwidth-estimate PINGs), no retries.
+	cc, err := grpc.NewClient(l.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithReadBufferSize(256<<10), grpc.WithWriteBufferSize(256<<10),
+		grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(16<<20),
+		grpc.WithDisableRetry(), grpc.WithDisableServiceConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cc.Close() })
+	gc := rmqpb.NewMessagingServiceClient(cc)
 	ctx := metadata.AppendToOutgoingContext(context.Background(), mdClientID, "bench@1")
 	return func() error {
 		id := fmt.Sprintf("G%d", seq.Add(1))
