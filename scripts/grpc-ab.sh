@@ -13,7 +13,7 @@
 # client (/usr/bin/time), the messages per raft entry and the load
 # average; at the end, medians per binary: gRPC/remoting pipelined, the
 # one-at-a-time p50s and the CPU figures.
-# Uses ports 15911-15943 (BASE_PORT moves them: clients +0..2, raft
+# Uses ports 16911-16943 (BASE_PORT moves them: clients +0..2, raft
 # +10..12, HTTP +20..22, gRPC +30..32); stops what it started.
 # Measurements hold LOCK (default /tmp/raftmq-bench.lock; empty: none).
 set -euo pipefail
@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$HOME/go/bin:$PATH"
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5s}
-BASE_PORT=${BASE_PORT:-15911}
+BASE_PORT=${BASE_PORT:-16911}
 LOCK=${LOCK-/tmp/raftmq-bench.lock}
 : "${OLD:?set OLD to the baseline raftmq binary}"
 data=$(mktemp -d "${TMPDIR:-/tmp}/raftmq-grpc-ab.XXXXXX")
