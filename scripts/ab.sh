@@ -28,42 +28,29 @@ WARM=${WARM:-}
 BASE_PORT=${BASE_PORT:-13911}
 LOCK=${LOCK-/tmp/raftmq-bench.lock}
 : "${OLD:?set OLD to the baseline raftmq binary}"
-data=$(mktemp -d "${TMPDIR:-/tmp}/raftmq-ab.XXXXXX")
-out=$data/results.txt
 . scripts/group.sh
-trap 'stop_group; rm -rf "$data"' EXIT
+scratch ab
 
-if [ -z "${NEW:-}" ]; then
-  echo "== build"
-  go build -o "$data/raftmq-new" ./cmd/raftmq
-  NEW=$data/raftmq-new
-fi
+new_binary
 
 bench() {
   "$GROUP_BIN" bench produce --addr "127.0.0.1:$BASE_PORT,127.0.0.1:$((BASE_PORT + 1)),127.0.0.1:$((BASE_PORT + 2))" --duration "$DURATION" --json "$@" 2>/dev/null | tail -1
 }
 
-if [ -n "$LOCK" ]; then
-  exec 9>"$LOCK"
-  flock 9
-fi
-for r in $(seq 1 "$ROUNDS"); do
-  order="old new"
-  [ $((r % 2)) = 0 ] && order="new old"
-  for which in $order; do
-    if [ "$which" = old ]; then GROUP_BIN=$OLD; else GROUP_BIN=$NEW; fi
-    echo "== round $r: $which ($GROUP_BIN)"
-    fresh_group --base-port "$BASE_PORT"
-    bench --window 1 | awk -v w="$which" '{ print w " one " $0 }' | tee -a "$out"
-    bench --window 1000 | awk -v w="$which" '{ print w " pipelined " $0 }' | tee -a "$out"
-    bench --window 1000 --auto-batch | awk -v w="$which" '{ print w " auto-batch " $0 }' | tee -a "$out"
-    if [ -n "$WARM" ]; then
-      DURATION=$WARM bench --window 1 >/dev/null
-      bench --window 1 | awk -v w="$which" '{ print w " one-warm " $0 }' | tee -a "$out"
-    fi
-    stop_group
-  done
-done
+# round WHICH: one round's runs on the fresh group.
+round() {
+  local which=$1
+  bench --window 1 | awk -v w="$which" '{ print w " one " $0 }' | tee -a "$out"
+  bench --window 1000 | awk -v w="$which" '{ print w " pipelined " $0 }' | tee -a "$out"
+  bench --window 1000 --auto-batch | awk -v w="$which" '{ print w " auto-batch " $0 }' | tee -a "$out"
+  if [ -n "$WARM" ]; then
+    DURATION=$WARM bench --window 1 >/dev/null
+    bench --window 1 | awk -v w="$which" '{ print w " one-warm " $0 }' | tee -a "$out"
+  fi
+}
+
+hold_lock
+alternate round
 echo "== medians (msgs/s, p50 ms); ratio new / old"
 python3 - "$out" <<'PY'
 import json, statistics, sys

@@ -1,7 +1,8 @@
 # group.sh, sourced by the benchmark scripts: one local three-node group
 # (`raftmq cluster`) at a time, in $data/group, its output in
 # $data/cluster.log. Set data before sourcing; GROUP_BIN is the raftmq
-# binary (default ./raftmq).
+# binary (default ./raftmq). Also the A/B scripts' shared steps: the new
+# binary and the measurement lock.
 group=""
 
 # stop_group stops the running group, if any, and waits for it.
@@ -26,4 +27,47 @@ fresh_group() {
   done
   grep -aq 'leader elected' "$data/cluster.log" || { cat "$data/cluster.log"; exit 1; }
   sleep 5
+}
+
+# new_binary sets NEW, when unset, to a fresh build of this tree in $data.
+new_binary() {
+  if [ -z "${NEW:-}" ]; then
+    echo "== build"
+    go build -o "$data/raftmq-new" ./cmd/raftmq
+    NEW=$data/raftmq-new
+  fi
+}
+
+# hold_lock holds LOCK (if set) on descriptor 9 until the script ends, so
+# that two scripts never measure at once.
+hold_lock() {
+  if [ -n "$LOCK" ]; then
+    exec 9>"$LOCK"
+    flock 9
+  fi
+}
+
+# scratch NAME makes $data (a new directory under TMPDIR) and $out (its
+# results.txt), and stops the group and removes them at exit.
+scratch() {
+  data=$(mktemp -d "${TMPDIR:-/tmp}/raftmq-$1.XXXXXX")
+  out=$data/results.txt
+  trap 'stop_group; rm -rf "$data"' EXIT
+}
+
+# alternate FN runs FN WHICH on a fresh group (GROUP_BIN is OLD or NEW) for
+# ROUNDS rounds, WHICH old then new, the order swapped every other round.
+alternate() {
+  local r which order
+  for r in $(seq 1 "$ROUNDS"); do
+    order="old new"
+    [ $((r % 2)) = 0 ] && order="new old"
+    for which in $order; do
+      if [ "$which" = old ]; then GROUP_BIN=$OLD; else GROUP_BIN=$NEW; fi
+      echo "== round $r: $which ($GROUP_BIN)"
+      fresh_group --base-port "$BASE_PORT"
+      "$1" "$which"
+      stop_group
+    done
+  done
 }

@@ -24,16 +24,10 @@ DURATION=${DURATION:-5s}
 BASE_PORT=${BASE_PORT:-16911}
 LOCK=${LOCK-/tmp/raftmq-bench.lock}
 : "${OLD:?set OLD to the baseline raftmq binary}"
-data=$(mktemp -d "${TMPDIR:-/tmp}/raftmq-grpc-ab.XXXXXX")
-out=$data/results.txt
 . scripts/group.sh
-trap 'stop_group; rm -rf "$data"' EXIT
+scratch grpc-ab
 
-if [ -z "${NEW:-}" ]; then
-  echo "== build"
-  go build -o "$data/raftmq-new" ./cmd/raftmq
-  NEW=$data/raftmq-new
-fi
+new_binary
 
 http=$((BASE_PORT + 20))
 cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
@@ -71,24 +65,16 @@ print(json.dumps({"which": which, "kind": kind, "msgsPerSec": round(j["msgsPerSe
 PY
 }
 
-if [ -n "$LOCK" ]; then
-  exec 9>"$LOCK"
-  flock 9
-fi
-for r in $(seq 1 "$ROUNDS"); do
-  order="old new"
-  [ $((r % 2)) = 0 ] && order="new old"
-  for which in $order; do
-    if [ "$which" = old ]; then GROUP_BIN=$OLD; else GROUP_BIN=$NEW; fi
-    echo "== round $r: $which ($GROUP_BIN)"
-    fresh_group --base-port "$BASE_PORT"
-    run "$which" remoting --window 64 --producers 4
-    run "$which" grpc --grpc "127.0.0.1:$((BASE_PORT + 30))" --window 64 --producers 4
-    run "$which" remoting-one --window 1
-    run "$which" grpc-one --grpc "127.0.0.1:$((BASE_PORT + 30))" --window 1
-    stop_group
-  done
-done
+# round WHICH: one round's runs on the fresh group.
+round() {
+  run "$1" remoting --window 64 --producers 4
+  run "$1" grpc --grpc "127.0.0.1:$((BASE_PORT + 30))" --window 64 --producers 4
+  run "$1" remoting-one --window 1
+  run "$1" grpc-one --grpc "127.0.0.1:$((BASE_PORT + 30))" --window 1
+}
+
+hold_lock
+alternate round
 echo "== medians (CPU in µs per message)"
 python3 - "$out" <<'PY'
 import json, statistics, sys

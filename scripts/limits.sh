@@ -37,10 +37,7 @@ bench() {
   ./raftmq bench produce --addr "127.0.0.1:$BASE_PORT,127.0.0.1:$((BASE_PORT + 1)),127.0.0.1:$((BASE_PORT + 2))" --duration "$DURATION" --json "$@" 2>/dev/null | tail -1
 }
 
-if [ -n "$LOCK" ]; then
-  exec 9>"$LOCK"
-  flock 9
-fi
+hold_lock
 for r in $(seq 1 "$ROUNDS"); do
   echo "== round $r: limits ($(cut -d' ' -f1-3 /proc/loadavg) load)"
   ./raftmq bench limits --dir "$data" --duration "$PROBE" --json >"$data/round-$r.limits"
