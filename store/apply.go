@@ -638,7 +638,7 @@ func (s *Store) applyCommand(payload []byte) error {
 		for _, o := range c.Offsets {
 			s.touch(o.Topic)
 		}
-	} else {
+	} else if c.Op != OpFormatLevel {
 		s.touchAll = true // configuration: any topic's pops may see it
 	}
 	st := s.state
@@ -710,6 +710,8 @@ func (s *Store) applyCommand(payload []byte) error {
 		}
 	case OpImportConfig:
 		return s.applyImportLocked(&c)
+	case OpFormatLevel:
+		return st.applyFormatLevelLocked(&c)
 	case OpACL:
 		if s.cfg.ApplyACL == nil {
 			return fmt.Errorf("%w: access control is not supported by this store", ErrBadCommand)

@@ -120,6 +120,8 @@ type Command struct {
 	Settings map[string]string `json:"settings,omitempty"`
 	// Recall is OpRecall's.
 	Recall *schedule.Recall `json:"recall,omitempty"`
+	// Member is OpFormatLevel's.
+	Member *MemberLevel `json:"member,omitempty"`
 }
 
 // OffsetCommit sets a consumer group's next offset in one queue.

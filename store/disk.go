@@ -248,6 +248,7 @@ func (st *state) restoreDelta(d *stateDelta) {
 	st.dirtyACL = st.dirtyACL || d.writeACL
 	st.dirtyBrokerConfig = st.dirtyBrokerConfig || d.writeBrokerConfig
 	st.dirtyRecall = st.dirtyRecall || d.recall != nil
+
 	st.persisted = min(st.persisted, d.prevPersisted)
 }
 

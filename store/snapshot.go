@@ -231,6 +231,7 @@ func (s *Store) Restore(snap []byte, resetLog func(info SnapshotInfo) error) err
 	cur.topics, cur.groups, cur.consumer, cur.queues = st.topics, st.groups, st.consumer, st.queues
 	cur.sched, cur.txns, cur.pop = st.sched, st.txns, st.pop
 	cur.recall = st.recall
+	cur.levels = st.levels
 	cur.acl = st.acl
 	s.aclVersion.Add(1)
 	cur.brokerConfig = st.brokerConfig

@@ -44,6 +44,9 @@ type state struct {
 	// nil: none.
 	brokerConfig map[string]string
 	recall       schedule.Recalled // recalled scheduled messages
+	// levels is each member's announced format level (OpFormatLevel,
+	// level.go), replaced whole by each change; nil: none.
+	levels map[uint64]uint32
 
 	dirtyTopics       map[string]bool
 	dirtyGroups       map[string]bool
@@ -55,6 +58,7 @@ type state struct {
 	dirtyACL          bool
 	dirtyBrokerConfig bool
 	dirtyRecall       bool
+	dirtyLevels       bool
 	// dirtyGen counts clearDirty calls (from 1), so that Apply marks a
 	// queue dirty once per checkpoint (applyQueue.dirtyGen).
 	dirtyGen  uint64
@@ -120,6 +124,11 @@ func loadState(db *offsets.DB) (*state, error) {
 				return fmt.Errorf("broker settings: %w", err)
 			}
 		}
+		if b, ok := tx.Meta(metaFormatLevels); ok {
+			if st.levels, err = decodeLevels(b); err != nil {
+				return err
+			}
+		}
 		if b, ok := tx.Meta(metaRecall); ok {
 			if st.recall, err = schedule.DecodeRecalled(b); err != nil {
 				return err
@@ -169,6 +178,7 @@ func (st *state) clearDirty() {
 	st.dirtyACL = false
 	st.dirtyBrokerConfig = false
 	st.dirtyRecall = false
+	st.dirtyLevels = false
 	st.dirtyGen++
 }
 
@@ -189,7 +199,9 @@ type stateDelta struct {
 	writeACL             bool
 	brokerConfig         map[string]string // written when writeBrokerConfig
 	writeBrokerConfig    bool
-	recall               []byte // written when not nil
+	recall               []byte            // written when not nil
+	levels               map[uint64]uint32 // written when writeLevels
+	writeLevels          bool
 	// prevPersisted is the persisted index before this delta was taken
 	// (restoreDelta puts it back).
 	prevPersisted uint64
@@ -245,6 +257,7 @@ func (st *state) takeDelta() *stateDelta {
 	}
 	d.acl, d.writeACL = st.acl, st.dirtyACL
 	d.brokerConfig, d.writeBrokerConfig = st.brokerConfig, st.dirtyBrokerConfig
+	d.levels, d.writeLevels = st.levels, st.dirtyLevels
 	if st.dirtyRecall {
 		d.recall = st.recall.Encode()
 	}
@@ -300,6 +313,15 @@ func (d *stateDelta) write(db *offsets.DB, indexCheckpoint []byte, journal *jour
 				return err
 			}
 			if err := tx.SetMeta(metaBrokerConfig, b); err != nil {
+				return err
+			}
+		}
+		if d.writeLevels {
+			b, err := encodeLevels(d.levels)
+			if err != nil {
+				return err
+			}
+			if err := tx.SetMeta(metaFormatLevels, b); err != nil {
 				return err
 			}
 		}
