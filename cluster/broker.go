@@ -492,7 +492,8 @@ func Start(cfg Config) (*Broker, error) {
 		b.wg.Add(1)
 		go func() { defer b.wg.Done(); b.preferLeader() }()
 	}
-	b.wg.Add(3)
+	b.wg.Add(4)
+	go func() { defer b.wg.Done(); b.announceLevels() }()
 	go func() { defer b.wg.Done(); b.diskHandoff() }()
 	go func() { defer b.wg.Done(); b.promoteLearners() }()
 	go func() { defer b.wg.Done(); b.watchRemoval() }()
@@ -608,6 +609,8 @@ type NodeStatus struct {
 	LogBytes     int64           `json:"logBytes"`
 	SegmentCount int             `json:"segments"`
 	Retention    RetentionStatus `json:"retention"`
+	// FormatLevel is the members' entry-format levels (level.go).
+	FormatLevel FormatLevelStatus `json:"formatLevel"`
 }
 
 // Status returns this node's status.
@@ -626,6 +629,7 @@ func (b *Broker) Status() NodeStatus {
 	ns.LogBytes = l.EndPosition() - l.MinPosition()
 	ns.SegmentCount = len(l.Segments())
 	ns.Retention = retentionStatus(b.rep.Store().Retention())
+	ns.FormatLevel = b.formatLevelStatus(st)
 	return ns
 }
 

@@ -1008,7 +1008,7 @@ func (b *Broker) PopAck(ctx context.Context, rs []Receipt) ([]error, error) {
 	if failpoint.On(b.fp, failpoint.AckInMemory) {
 		return b.ackInMemory(rs), nil
 	}
-	ops, at := ackOps(rs)
+	ops, at := ackOps(rs, b.groupFormatLevel() >= store.FormatLevelAcks)
 	out, err := b.popOps(ctx, ops, nil)
 	if err != nil {
 		return nil, err
@@ -1037,11 +1037,13 @@ func (b *Broker) PopAck(ctx context.Context, rs []Receipt) ([]error, error) {
 	return errs, nil
 }
 
-// ackOps builds the ops that ack rs: one OpAcks for the receipts of one
-// queue and pop time (the messages of one pop, as a batch ack names
-// them), an OpAck for a receipt alone. at lists, by op, the indexes in
-// rs of its receipts, in the op's offset order.
-func ackOps(rs []Receipt) (ops []pop.Op, at [][]int) {
+// ackOps builds the ops that ack rs: with acks, one OpAcks for the
+// receipts of one queue and pop time (the messages of one pop, as a batch
+// ack names them) and an OpAck for a receipt alone; without, an OpAck per
+// receipt, as a group with a member whose build predates OpAcks
+// (store.FormatLevelAcks) needs. at lists, by op, the indexes in rs of its
+// receipts, in the op's offset order.
+func ackOps(rs []Receipt, acks bool) (ops []pop.Op, at [][]int) {
 	type key struct {
 		k       pop.Key
 		popTime int64
@@ -1050,7 +1052,7 @@ func ackOps(rs []Receipt) (ops []pop.Op, at [][]int) {
 	for i, r := range rs {
 		kk := key{pop.Key{Group: r.Group, Topic: r.Topic, Queue: r.QueueID}, r.PopTime}
 		j, ok := idx[kk]
-		if !ok {
+		if !ok || !acks {
 			j = len(ops)
 			idx[kk] = j
 			ops = append(ops, pop.Op{Type: pop.OpAck, Group: r.Group, Topic: r.Topic, Queue: r.QueueID, Offset: r.Offset, PopTime: r.PopTime})
