@@ -13,7 +13,7 @@ import (
 )
 
 // popOpTypes returns the op types of the pop entries in b's log after
-// index from, in log order.
+// index from, in log order, each after "json:" or "v1:", its entry's head.
 func popOpTypes(t *testing.T, b *Broker, from uint64) []string {
 	t.Helper()
 	to := b.Replica().Node().Status().Applied
@@ -24,17 +24,22 @@ func popOpTypes(t *testing.T, b *Broker, from uint64) []string {
 		if e.Type != 0 || len(e.Data) < store.BodyHeaderSize || e.Data[0] != store.KindPop {
 			continue
 		}
-		batch, _, err := pop.DecodeBatch(e.Data[store.BodyHeaderSize:])
+		p := e.Data[store.BodyHeaderSize:]
+		batch, _, err := pop.DecodeBatch(p)
 		require.NoError(t, err)
+		head := "v1:"
+		if p[4] == '{' {
+			head = "json:"
+		}
 		for _, o := range batch.Ops {
-			out = append(out, o.Type)
+			out = append(out, head+o.Type)
 		}
 	}
 	return out
 }
 
-// The leader builds a batch ack's acks op only while every member has
-// announced a format level that reads it: every node announces its own as
+// The leader builds a batch ack's acks op, and pop entries' binary head,
+// only while every member has announced a format level that reads them: every node announces its own as
 // it starts; a learner that never announced makes the leader ack message
 // by message, until an announcement for it is applied; a node whose
 // recorded level is not its build's announces again. Every node applies
@@ -67,17 +72,18 @@ func TestFormatLevelGatesAcks(t *testing.T) {
 		}
 		return popOpTypes(t, l, from)
 	}
-	require.Equal(t, []string{pop.OpAcks}, popAck(), "every member reads acks")
+	require.Equal(t, []string{"v1:" + pop.OpAcks}, popAck(), "every member reads acks")
 
 	addrs := freeAddrs(t, 2)
 	require.NoError(t, l.AddNode(ctx, 9, Peer{Client: addrs[0], Raft: addrs[1]}))
 	require.Equal(t, store.FormatLevelBase, l.groupFormatLevel())
-	require.Equal(t, []string{pop.OpAck, pop.OpAck, pop.OpAck}, popAck(), "learner 9 never announced")
+	ack := "json:" + pop.OpAck
+	require.Equal(t, []string{ack, ack, ack}, popAck(), "learner 9 never announced")
 
 	// As the learner would announce it, once it runs this build.
 	require.NoError(t, l.Replica().Exec(ctx, &store.Command{Op: store.OpFormatLevel, Member: &store.MemberLevel{ID: 9, Level: store.FormatLevel}}))
 	require.Equal(t, store.FormatLevel, l.groupFormatLevel())
-	require.Equal(t, []string{pop.OpAcks}, popAck(), "learner 9 announced")
+	require.Equal(t, []string{"v1:" + pop.OpAcks}, popAck(), "learner 9 announced")
 
 	// A record of a lower level (an older build that announced): the node
 	// announces its own level again.

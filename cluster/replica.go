@@ -365,7 +365,9 @@ func (r *Replica) ProposePopAsync(b *pop.Batch, dlq []*message.Message, tr *raft
 	if err != nil {
 		return err
 	}
-	payload, err := pop.AppendBatch(make([]byte, 0, 256+len(recs)), b)
+	// The binary head only once every member reads it (level.go).
+	v1 := r.st.GroupFormatLevel(members(r.node.Status())) >= store.FormatLevelAcks
+	payload, err := pop.AppendBatchAs(make([]byte, 0, 256+len(recs)), b, v1)
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,8 @@ const (
 	// FormatLevelBase is the level of builds from before the gate (and of
 	// members that never announced one).
 	FormatLevelBase uint32 = 0
-	// FormatLevelAcks reads pop.OpAcks.
+	// FormatLevelAcks reads pop.OpAcks and pop's binary entry head (both
+	// came before the gate: a build that announces reads them).
 	FormatLevelAcks uint32 = 1
 	// FormatLevel is this build's level.
 	FormatLevel = FormatLevelAcks

@@ -76,6 +76,14 @@ func TestBatchJSONStillDecodes(t *testing.T) {
 		if !reflect.DeepEqual(got, b) || len(recs) != 1 {
 			t.Fatalf("\n got %+v\nwant %+v", got, b)
 		}
+		// What a leader writes for a group with a member of that build.
+		q, err := AppendBatchAs(nil, b, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q = append(q, 0xAB); string(q) != string(p) {
+			t.Fatalf("AppendBatchAs(v1 false) wrote %q, want %q", q, p)
+		}
 	}
 	odd := &Batch{Now: 5, Ops: []Op{{Type: "frobnicate", Group: g, Topic: tp}}}
 	p, err := AppendBatch(nil, odd)

@@ -808,10 +808,17 @@ var opCodes = map[string]byte{OpPop: 1, OpAck: 2, OpChange: 3, OpRevive: 4, OpDr
 var opTypes = [...]string{1: OpPop, 2: OpAck, 3: OpChange, 4: OpRevive, 5: OpDrop, 6: OpDeadLetter, 7: OpAcks}
 
 // AppendBatch appends b's encoding; the records follow it.
-func AppendBatch(dst []byte, b *Batch) ([]byte, error) {
+func AppendBatch(dst []byte, b *Batch) ([]byte, error) { return AppendBatchAs(dst, b, true) }
+
+// AppendBatchAs is AppendBatch writing a JSON head, as builds from before
+// batchV1 read, unless v1.
+func AppendBatchAs(dst []byte, b *Batch, v1 bool) ([]byte, error) {
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
-	head, ok := appendBatchV1(dst, b)
+	head, ok := dst, false
+	if v1 {
+		head, ok = appendBatchV1(dst, b)
+	}
 	if !ok {
 		js, err := json.Marshal(b)
 		if err != nil {
