@@ -35,11 +35,25 @@ func members(st raftlog.Status) []uint64 {
 	return append(slices.Clip(st.Voters), st.Learners...)
 }
 
+// groupLevel is the lowest level in levels among st's voters and
+// learners (store.GroupLevel), without gathering them in a slice: a pop
+// entry asks.
+func groupLevel(levels map[uint64]uint32, st *raftlog.Status) uint32 {
+	l := store.GroupLevel(levels, st.Voters)
+	if len(st.Learners) > 0 {
+		l = min(l, store.GroupLevel(levels, st.Learners))
+	}
+	return l
+}
+
 // groupFormatLevel is the group's format level as this node has applied
 // it: the lowest announced among the current voters and learners.
-func (b *Broker) groupFormatLevel() uint32 {
-	return b.rep.Store().GroupFormatLevel(members(b.rep.Node().Status()))
+func (r *Replica) groupFormatLevel() uint32 {
+	st := r.node.Status()
+	return groupLevel(r.st.FormatLevels(), &st)
 }
+
+func (b *Broker) groupFormatLevel() uint32 { return b.rep.groupFormatLevel() }
 
 // FormatLevelStatus is what a node knows of format levels (NodeStatus).
 type FormatLevelStatus struct {
@@ -55,7 +69,7 @@ type FormatLevelStatus struct {
 func (b *Broker) formatLevelStatus(st raftlog.Status) FormatLevelStatus {
 	levels := b.rep.Store().FormatLevels()
 	ms := members(st)
-	out := FormatLevelStatus{Build: store.FormatLevel, Group: store.GroupLevel(levels, ms), Members: map[string]uint32{}}
+	out := FormatLevelStatus{Build: store.FormatLevel, Group: groupLevel(levels, &st), Members: map[string]uint32{}}
 	for _, id := range ms {
 		if l, ok := levels[id]; ok {
 			out.Members[strconv.FormatUint(id, 10)] = l
@@ -100,7 +114,7 @@ func (b *Broker) announceLevels() {
 			continue // not a member (yet)
 		}
 		levels := b.rep.Store().FormatLevels()
-		if g := store.GroupLevel(levels, members(st)); !logged || g != group {
+		if g := groupLevel(levels, &st); !logged || g != group {
 			b.log.Info("cluster: the group's format level", "level", g, "build", store.FormatLevel, "announced", levels)
 			group, logged = g, true
 		}

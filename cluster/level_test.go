@@ -111,3 +111,19 @@ func TestFormatLevelGatesAcks(t *testing.T) {
 		require.Equal(t, lq.Encode(), q.Encode(), "node %d", b.cfg.ID)
 	}
 }
+
+// BenchmarkGroupFormatLevel is what a pop entry pays for the gate on the
+// leader (ProposePopAsync) and a batch ack once more (PopAck).
+func BenchmarkGroupFormatLevel(b *testing.B) {
+	tb := startBrokersWith(b, nil)
+	l := tb.leader()
+	for l.groupFormatLevel() != store.FormatLevel {
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if l.groupFormatLevel() != store.FormatLevel {
+			b.Fatal("level changed")
+		}
+	}
+}

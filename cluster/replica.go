@@ -366,7 +366,7 @@ func (r *Replica) ProposePopAsync(b *pop.Batch, dlq []*message.Message, tr *raft
 		return err
 	}
 	// The binary head only once every member reads it (level.go).
-	v1 := r.st.GroupFormatLevel(members(r.node.Status())) >= store.FormatLevelAcks
+	v1 := r.groupFormatLevel() >= store.FormatLevelAcks
 	payload, err := pop.AppendBatchAs(make([]byte, 0, 256+len(recs)), b, v1)
 	if err != nil {
 		return err
