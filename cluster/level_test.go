@@ -47,7 +47,7 @@ func popOpTypes(t *testing.T, b *Broker, from uint64) []string {
 func TestFormatLevelGatesAcks(t *testing.T) {
 	tb := startBrokers(t)
 	l := tb.leader()
-	popSetup(t, dial(t, l.ClientAddr()), 1, 12, nil)
+	popSetup(t, dial(t, l.ClientAddr()), 1, 15, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.Eventually(t, func() bool { return l.groupFormatLevel() == store.FormatLevel }, 20*time.Second, 5*time.Millisecond,
@@ -84,6 +84,14 @@ func TestFormatLevelGatesAcks(t *testing.T) {
 	require.NoError(t, l.Replica().Exec(ctx, &store.Command{Op: store.OpFormatLevel, Member: &store.MemberLevel{ID: 9, Level: store.FormatLevel}}))
 	require.Equal(t, store.FormatLevel, l.groupFormatLevel())
 	require.Equal(t, []string{"v1:" + pop.OpAcks}, popAck(), "learner 9 announced")
+
+	// Removed and added again, node 9 may run another build: its earlier
+	// announcement no longer counts.
+	require.NoError(t, l.RemoveNode(ctx, 9))
+	require.NoError(t, l.AddNode(ctx, 9, Peer{Client: addrs[0], Raft: addrs[1]}))
+	require.Equal(t, store.FormatLevelBase, l.groupFormatLevel())
+	require.Equal(t, []string{ack, ack, ack}, popAck(), "learner 9 added again")
+	require.NoError(t, l.Replica().Exec(ctx, &store.Command{Op: store.OpFormatLevel, Member: &store.MemberLevel{ID: 9, Level: store.FormatLevel}}))
 
 	// A record of a lower level (an older build that announced): the node
 	// announces its own level again.

@@ -11,6 +11,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/raftmq/raftmq/raftlog"
+	"github.com/raftmq/raftmq/store"
 )
 
 // Membership changes. A node is added as a raft learner: it receives the
@@ -37,14 +38,26 @@ const promoteEvery = 250 * time.Millisecond
 // (the membership nemesis, an operator about to wipe a node) acts on the
 // answer, so it never says done for a change raft dropped or could not
 // commit.
+//
+// A format level the group recorded for id (an earlier member under that
+// id, level.go) is then set back to 0: the node added may run another
+// build, and announces its own level once it has caught up.
 func (b *Broker) AddNode(ctx context.Context, id uint64, p Peer) error {
 	pctx, _ := json.Marshal(p)
 	if err := b.proposeConfChange(ctx, pb.ConfChangeType_ConfChangeAddLearnerNode, id, pctx); err != nil {
 		return err
 	}
-	return b.awaitMembership(ctx, "adding", id, func(st raftlog.Status) bool {
+	if err := b.awaitMembership(ctx, "adding", id, func(st raftlog.Status) bool {
 		return slices.Contains(st.Learners, id) || slices.Contains(st.Voters, id)
-	})
+	}); err != nil {
+		return err
+	}
+	if l, ok := b.rep.Store().FormatLevels()[id]; ok && l != store.FormatLevelBase {
+		if err := b.rep.Exec(ctx, &store.Command{Op: store.OpFormatLevel, Member: &store.MemberLevel{ID: id, Level: store.FormatLevelBase}}); err != nil {
+			return fmt.Errorf("cluster: node %d added; forgetting the format level of its id's earlier member failed (add it again): %w", id, err)
+		}
+	}
+	return nil
 }
 
 // RemoveNode removes a voter or learner (run on the leader) and returns

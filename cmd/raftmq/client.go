@@ -472,15 +472,18 @@ func printClusterStatus(ctx context.Context, cl *client.Client, addrs []string) 
 		rows = append(rows, row{addr: a, st: st, err: err})
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].addr < rows[j].addr })
-	fmt.Printf("%-22s %-5s %-10s %-6s %-7s %-10s %-10s %-10s %s\n", "node", "id", "role", "term", "leader", "commit", "applied", "log MB", "disk used")
+	fmt.Printf("%-22s %-5s %-10s %-6s %-7s %-10s %-10s %-10s %-10s %s\n", "node", "id", "role", "term", "leader", "commit", "applied", "log MB", "disk used", "format")
 	for _, r := range rows {
 		if r.err != nil {
 			fmt.Printf("%-22s unreachable: %v\n", r.addr, r.err)
 			continue
 		}
 		rs := r.st.Status
-		fmt.Printf("%-22s %-5d %-10s %-6d %-7d %-10d %-10d %-10.1f %.1f%%\n", r.addr, rs.ID, strings.TrimPrefix(rs.Role, "State"),
-			rs.Term, rs.Leader, rs.Commit, rs.Applied, float64(r.st.LogBytes)/1e6, 100*r.st.DiskUsed)
+		// format: this node's build's level / the group's, as it applied it
+		// (0/0 from a build before format levels).
+		fmt.Printf("%-22s %-5d %-10s %-6d %-7d %-10d %-10d %-10.1f %-10s %d/%d\n", r.addr, rs.ID, strings.TrimPrefix(rs.Role, "State"),
+			rs.Term, rs.Leader, rs.Commit, rs.Applied, float64(r.st.LogBytes)/1e6, fmt.Sprintf("%.1f%%", 100*r.st.DiskUsed),
+			r.st.FormatLevel.Build, r.st.FormatLevel.Group)
 	}
 	return nil
 }
