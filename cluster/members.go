@@ -39,25 +39,25 @@ const promoteEvery = 250 * time.Millisecond
 // answer, so it never says done for a change raft dropped or could not
 // commit.
 //
-// A format level the group recorded for id (an earlier member under that
-// id, level.go) is then set back to 0: the node added may run another
-// build, and announces its own level once it has caught up.
+// A format level the group recorded for id while it is not a member (an
+// earlier member under that id, level.go) is first set back to 0: the
+// node added may run another build, and announces its own level once it
+// has caught up.
 func (b *Broker) AddNode(ctx context.Context, id uint64, p Peer) error {
+	st := b.rep.Node().Status()
+	member := slices.Contains(st.Voters, id) || slices.Contains(st.Learners, id)
+	if l, ok := b.rep.Store().FormatLevels()[id]; ok && l != store.FormatLevelBase && !member {
+		if err := b.rep.Exec(ctx, &store.Command{Op: store.OpFormatLevel, Member: &store.MemberLevel{ID: id, Level: store.FormatLevelBase}}); err != nil {
+			return fmt.Errorf("cluster: adding node %d: forget the format level of its id's earlier member: %w", id, err)
+		}
+	}
 	pctx, _ := json.Marshal(p)
 	if err := b.proposeConfChange(ctx, pb.ConfChangeType_ConfChangeAddLearnerNode, id, pctx); err != nil {
 		return err
 	}
-	if err := b.awaitMembership(ctx, "adding", id, func(st raftlog.Status) bool {
+	return b.awaitMembership(ctx, "adding", id, func(st raftlog.Status) bool {
 		return slices.Contains(st.Learners, id) || slices.Contains(st.Voters, id)
-	}); err != nil {
-		return err
-	}
-	if l, ok := b.rep.Store().FormatLevels()[id]; ok && l != store.FormatLevelBase {
-		if err := b.rep.Exec(ctx, &store.Command{Op: store.OpFormatLevel, Member: &store.MemberLevel{ID: id, Level: store.FormatLevelBase}}); err != nil {
-			return fmt.Errorf("cluster: node %d added; forgetting the format level of its id's earlier member failed (add it again): %w", id, err)
-		}
-	}
-	return nil
+	})
 }
 
 // RemoveNode removes a voter or learner (run on the leader) and returns
