@@ -42,8 +42,8 @@ func popOpTypes(t *testing.T, b *Broker, from uint64) []string {
 // only while every member has announced a format level that reads them: every node announces its own as
 // it starts; a learner that never announced makes the leader ack message
 // by message, until an announcement for it is applied; a node whose
-// recorded level is not its build's announces again. Every node applies
-// the same pop state and levels.
+// recorded level is not its build's announces again; a restart keeps the
+// levels. Every node applies the same pop state and levels.
 func TestFormatLevelGatesAcks(t *testing.T) {
 	tb := startBrokers(t)
 	l := tb.leader()
@@ -98,6 +98,13 @@ func TestFormatLevelGatesAcks(t *testing.T) {
 	f := tb.follower()
 	require.NoError(t, l.Replica().Exec(ctx, &store.Command{Op: store.OpFormatLevel, Member: &store.MemberLevel{ID: f.cfg.ID, Level: store.FormatLevelBase}}))
 	require.Eventually(t, func() bool { return l.groupFormatLevel() == store.FormatLevel }, 20*time.Second, 5*time.Millisecond)
+
+	// A restart keeps the levels: the node opens with them (meta.db).
+	require.Eventually(t, func() bool { return f.Replica().Store().FormatLevels()[f.cfg.ID] == store.FormatLevel }, 20*time.Second, 5*time.Millisecond)
+	want := f.Replica().Store().FormatLevels()
+	require.NoError(t, f.Close())
+	tb.start(f.cfg.ID)
+	require.Equal(t, want, tb.bs[f.cfg.ID].Replica().Store().FormatLevels(), "after a restart")
 
 	ns := l.Status().FormatLevel
 	require.Equal(t, store.FormatLevel, ns.Build)
