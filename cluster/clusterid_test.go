@@ -138,8 +138,11 @@ func toFirstStateVersion(t *testing.T, dir string) {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	out := make([]byte, len(b))
-	for off := 0; off+4096 <= len(b); off += 4096 {
-		slot := b[off : off+4096]
+	// The second slot is written with its record's length only, so the
+	// file may end inside it: it holds the newest state whenever its
+	// sequence number is the higher one.
+	for off := 0; off+8 <= len(b); off += 4096 {
+		slot := b[off:min(off+4096, len(b))]
 		if binary.BigEndian.Uint32(slot) != 0x524D5153 {
 			continue
 		}
