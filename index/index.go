@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/raftmq/raftmq/internal/vfs"
@@ -484,17 +485,36 @@ func (x *Index) fail(err error) error {
 // documentation). Put writes the buffer once maxPendingEntries entries or
 // slots are waiting, so a write error may surface from Put, Flush or Sync.
 func (x *Index) Put(key string, phyOffset, storeTimestamp int64) error {
+	return x.put(keyHash(key), key, phyOffset, storeTimestamp)
+}
+
+// PutHash is Put of the key whose hash (KeyHash) is h, for a caller that
+// hashes its keys without building them.
+func (x *Index) PutHash(h int32, phyOffset, storeTimestamp int64) error {
+	return x.put(h, "", phyOffset, storeTimestamp)
+}
+
+// keyName names a key in errors: key, or its hash if the caller gave only
+// that.
+func keyName(key string, h int32) string {
+	if key == "" {
+		return fmt.Sprintf("key of hash %d", h)
+	}
+	return strconv.Quote(key)
+}
+
+func (x *Index) put(h int32, key string, phyOffset, storeTimestamp int64) error {
 	if err := x.checkWritable(); err != nil {
 		return err
 	}
 	if storeTimestamp < 0 || storeTimestamp > maxNameMillis {
-		return fmt.Errorf("index: put %q: store timestamp %d outside [0, %d]: %w", key, storeTimestamp, maxNameMillis, ErrInvalid)
+		return fmt.Errorf("index: put %s: store timestamp %d outside [0, %d]: %w", keyName(key, h), storeTimestamp, maxNameMillis, ErrInvalid)
 	}
 	if phyOffset < 0 {
-		return fmt.Errorf("index: put %q: negative physical offset %d: %w", key, phyOffset, ErrInvalid)
+		return fmt.Errorf("index: put %s: negative physical offset %d: %w", keyName(key, h), phyOffset, ErrInvalid)
 	}
 	if last := x.lastPhyOffset(); phyOffset < last {
-		return fmt.Errorf("index: put %q: physical offset %d below the last indexed %d: %w", key, phyOffset, last, ErrInvalid)
+		return fmt.Errorf("index: put %s: physical offset %d below the last indexed %d: %w", keyName(key, h), phyOffset, last, ErrInvalid)
 	}
 	act := x.active()
 	if act == nil || act.hdr.indexCount >= x.geo.maxEntries {
@@ -512,7 +532,7 @@ func (x *Index) Put(key string, phyOffset, storeTimestamp int64) error {
 			return x.fail(err)
 		}
 	}
-	return x.appendEntry(act, key, phyOffset, storeTimestamp)
+	return x.appendEntry(act, h, key, phyOffset, storeTimestamp)
 }
 
 // maxPendingEntries bounds the write buffer: Put flushes it once this many
@@ -527,8 +547,7 @@ const maxSlotRun = (64 << 10) / slotPageSize
 // appendEntry appends one entry to act, which has room for it, in the write
 // buffer. The buffer and the header change under the write lock: no query
 // reaches entry indexCount before indexCount moves past it.
-func (x *Index) appendEntry(act *file, key string, phyOffset, ts int64) error {
-	h := keyHash(key)
+func (x *Index) appendEntry(act *file, h int32, key string, phyOffset, ts int64) error {
 	slot := h % x.geo.slotCount
 	count := act.hdr.indexCount
 	head := act.slotHead(x.geo, slot)
@@ -561,7 +580,7 @@ func (x *Index) appendEntry(act *file, key string, phyOffset, ts int64) error {
 	// Each entry changes at most one slot: the entries bound the slots too.
 	if len(act.pendEnts) >= maxPendingEntries*entrySize {
 		if err := x.flushPending(act); err != nil {
-			return fmt.Errorf("index: put %q: %w", key, err)
+			return fmt.Errorf("index: put %s: %w", keyName(key, h), err)
 		}
 	}
 	return nil
@@ -758,8 +777,12 @@ func (x *Index) WriteCheckpoint() (Checkpoint, error) {
 // early at an entry older than begin, because store timestamps need not
 // increase along the log.
 func (x *Index) Query(key string, maxNum int, begin, end int64) ([]int64, error) {
+	return x.QueryHash(keyHash(key), maxNum, begin, end)
+}
+
+// QueryHash is Query of the key whose hash (KeyHash) is h.
+func (x *Index) QueryHash(h int32, maxNum int, begin, end int64) ([]int64, error) {
 	maxNum = min(maxNum, x.maxQuery)
-	h := keyHash(key)
 	slot := h % x.geo.slotCount
 
 	x.mu.RLock()
