@@ -28,6 +28,9 @@ type InspectReport struct {
 	Queues    []InspectQueue   `json:"consumeQueues"`
 	Index     []InspectIndex   `json:"indexFiles"`
 	Meta      *InspectMeta     `json:"meta,omitempty"`
+	// Journal is the consume queues' tail journal that meta.db names
+	// (nil: none), whose units the next open replays into the queues.
+	Journal *InspectJournal `json:"tailJournal,omitempty"`
 	// Problems are the corruptions found, each naming its file and
 	// offset; OK is true when there are none.
 	Problems []string `json:"problems"`
@@ -64,6 +67,20 @@ type InspectQueue struct {
 	MinOffset int64  `json:"minOffset"`
 	MaxOffset int64  `json:"maxOffset"`
 	Files     int    `json:"files"`
+}
+
+// InspectJournal is the consume queues' tail journal: units a
+// checkpoint covered that were not in the queues' files yet. A node that
+// stopped uncleanly replays them at its next open, so a queue's max offset
+// read from its files alone (InspectQueue) may be behind.
+type InspectJournal struct {
+	File    string `json:"file"`
+	Covered int64  `json:"coveredBytes"` // bytes of it the last checkpoint covers
+	Records int    `json:"records"`
+	Units   int    `json:"units"`
+	// Queues are the queues the covered records reach, with the max
+	// offset the replay gives each.
+	Queues []InspectOffset `json:"queues"`
 }
 
 // InspectIndex is one index file.
@@ -207,6 +224,67 @@ func inspect(fs vfs.FS, dir string, rep *InspectReport, progress func(int, int64
 		rep.Problems = append(rep.Problems, fmt.Sprintf("meta.db: %v", err))
 	}
 	rep.Meta = m
+	if err := inspectJournal(ro, dir, rep); err != nil {
+		rep.Problems = append(rep.Problems, err.Error())
+	}
+	return nil
+}
+
+// inspectJournal reads the tail journal meta.db names, as the next open
+// would replay it, into rep.Journal; an error is what would stop that
+// open (the journal missing, short or corrupt).
+func inspectJournal(fs vfs.FS, dir string, rep *InspectReport) error {
+	db, err := offsets.Open(filepath.Join(dir, "meta.db"), offsets.Options{})
+	if err != nil {
+		return nil // reported with meta.db
+	}
+	var raw []byte
+	err = db.View(func(tx *offsets.Tx) error {
+		if b, ok := tx.Meta(metaTailJournal); ok {
+			raw = append([]byte(nil), b...)
+		}
+		return nil
+	})
+	db.Close()
+	if err != nil || raw == nil {
+		return nil
+	}
+	m, err := decodeJournalMark(raw)
+	if err != nil {
+		return err
+	}
+	name := journalName(m.id)
+	j := &InspectJournal{File: name, Covered: m.size}
+	rep.Journal = j
+	b, err := readJournalFile(fs, vfs.Join(dir, name), name, m)
+	if err != nil {
+		return err
+	}
+	at := map[string]int{}
+	for off := journalHeaderBytes; off < len(b); {
+		r, n, err := consumequeue.DecodeJournalRecord(b[off:])
+		if err != nil {
+			return fmt.Errorf("tail journal %s at byte %d: %w", name, off, err)
+		}
+		off += n
+		j.Records++
+		units := len(r.Units) / consumequeue.UnitSize
+		j.Units += units
+		key := fmt.Sprintf("%s\x00%d", r.Topic, r.QueueID)
+		i, ok := at[key]
+		if !ok {
+			i = len(j.Queues)
+			at[key] = i
+			j.Queues = append(j.Queues, InspectOffset{Topic: r.Topic, QueueID: r.QueueID})
+		}
+		j.Queues[i].Offset = max(j.Queues[i].Offset, r.Start+int64(units))
+	}
+	sort.Slice(j.Queues, func(a, b int) bool {
+		if j.Queues[a].Topic != j.Queues[b].Topic {
+			return j.Queues[a].Topic < j.Queues[b].Topic
+		}
+		return j.Queues[a].QueueID < j.Queues[b].QueueID
+	})
 	return nil
 }
 
@@ -235,6 +313,12 @@ func (rep *InspectReport) Write(w io.Writer) {
 	fmt.Fprintf(tw, "consume queues\n  topic\tqueue\tmin offset\tmax offset\tfiles\n")
 	for _, q := range rep.Queues {
 		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\n", q.Topic, q.QueueID, q.MinOffset, q.MaxOffset, q.Files)
+	}
+	if j := rep.Journal; j != nil {
+		fmt.Fprintf(tw, "tail journal (replayed into the queues at the next open)\t%s\tcovered bytes %d\trecords %d\tunits %d\n", j.File, j.Covered, j.Records, j.Units)
+		for _, q := range j.Queues {
+			fmt.Fprintf(tw, "  max offset after replay %s/%d\t%d\n", q.Topic, q.QueueID, q.Offset)
+		}
 	}
 	fmt.Fprintf(tw, "index files\n  file\tentries\tbegin phy\tend phy\n")
 	for _, f := range rep.Index {

@@ -217,20 +217,9 @@ func (s *Store) replayJournal(raw []byte, found bool) error {
 }
 
 func (s *Store) replayJournalFile(name string, m journalMark) error {
-	f, err := s.fs.Open(s.path(name))
+	b, err := readJournalFile(s.fs, s.path(name), name, m)
 	if err != nil {
-		return fmt.Errorf("store: tail journal %s that meta.db names: %w (%w)", name, err, commitlog.ErrCorrupt)
-	}
-	defer f.Close()
-	if m.size < journalHeaderBytes {
-		return fmt.Errorf("store: tail journal %s: meta.db covers %d bytes: %w", name, m.size, commitlog.ErrCorrupt)
-	}
-	b := make([]byte, m.size)
-	if n, err := f.ReadAt(b, 0); int64(n) < m.size {
-		return fmt.Errorf("store: tail journal %s: read %d of %d bytes meta.db covers: %v: %w", name, n, m.size, err, commitlog.ErrCorrupt)
-	}
-	if !bytes.Equal(b[:8], []byte(journalMagic)) || binary.BigEndian.Uint32(b[8:]) != journalVersion || binary.BigEndian.Uint64(b[12:]) != m.id {
-		return fmt.Errorf("store: tail journal %s: bad header %x: %w", name, b[:journalHeaderBytes], commitlog.ErrCorrupt)
+		return err
 	}
 	records, units := 0, 0
 	for at := journalHeaderBytes; at < len(b); {
@@ -251,4 +240,25 @@ func (s *Store) replayJournalFile(name string, m journalMark) error {
 	}
 	s.log.Info("store: replayed the consume queues' tail journal", "name", name, "bytes", m.size, "records", records, "units", units)
 	return nil
+}
+
+// readJournalFile reads the bytes of journal name (at path) that mark m
+// covers and checks its header.
+func readJournalFile(fs vfs.FS, path, name string, m journalMark) ([]byte, error) {
+	f, err := fs.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("store: tail journal %s that meta.db names: %w (%w)", name, err, commitlog.ErrCorrupt)
+	}
+	defer f.Close()
+	if m.size < journalHeaderBytes {
+		return nil, fmt.Errorf("store: tail journal %s: meta.db covers %d bytes: %w", name, m.size, commitlog.ErrCorrupt)
+	}
+	b := make([]byte, m.size)
+	if n, err := f.ReadAt(b, 0); int64(n) < m.size {
+		return nil, fmt.Errorf("store: tail journal %s: read %d of %d bytes meta.db covers: %v: %w", name, n, m.size, err, commitlog.ErrCorrupt)
+	}
+	if !bytes.Equal(b[:8], []byte(journalMagic)) || binary.BigEndian.Uint32(b[8:]) != journalVersion || binary.BigEndian.Uint64(b[12:]) != m.id {
+		return nil, fmt.Errorf("store: tail journal %s: bad header %x: %w", name, b[:journalHeaderBytes], commitlog.ErrCorrupt)
+	}
+	return b, nil
 }
