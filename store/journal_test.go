@@ -153,18 +153,10 @@ func TestJournalCorruptionIsReported(t *testing.T) {
 	name := journalName(f.sa.journal.id)
 	size := f.sa.journal.size
 	clone := crash(t, f.sa, f.mem, rand.New(rand.NewPCG(1, 1)), 0)
-	jf, err := clone.OpenReadWrite(vfs.Join(f.cfg.Dir, name))
-	require.NoError(t, err)
-	b := make([]byte, 1)
-	_, err = jf.ReadAt(b, size-5)
-	require.NoError(t, err)
-	b[0] ^= 0xff
-	_, err = jf.WriteAt(b, size-5)
-	require.NoError(t, err)
-	require.NoError(t, jf.Close())
+	flipByte(t, clone, vfs.Join(f.cfg.Dir, name), size-5)
 	cfg := f.cfg
 	cfg.FS = clone
-	_, err = OpenStandalone(cfg)
+	_, err := OpenStandalone(cfg)
 	require.ErrorContains(t, err, "checksum")
 }
 
@@ -273,16 +265,22 @@ func TestInspectReadsTailJournal(t *testing.T) {
 	rep.Write(&out)
 	require.Contains(t, out.String(), "max offset after replay t/1")
 
-	jf, err := vfs.Default().OpenReadWrite(filepath.Join(cfg.Dir, name))
-	require.NoError(t, err)
-	b := make([]byte, 1)
-	_, err = jf.ReadAt(b, size-5)
-	require.NoError(t, err)
-	b[0] ^= 0xff
-	_, err = jf.WriteAt(b, size-5)
-	require.NoError(t, err)
-	require.NoError(t, jf.Close())
+	flipByte(t, vfs.Default(), filepath.Join(cfg.Dir, name), size-5)
 	rep, err = InspectDir(vfs.Default(), cfg.Dir, nil)
 	require.ErrorIs(t, err, ErrInspectFailed)
 	require.Contains(t, rep.Problems[len(rep.Problems)-1], name)
+}
+
+// flipByte inverts the byte at off of the file at path.
+func flipByte(t *testing.T, fs vfs.FS, path string, off int64) {
+	t.Helper()
+	f, err := fs.OpenReadWrite(path)
+	require.NoError(t, err)
+	b := make([]byte, 1)
+	_, err = f.ReadAt(b, off)
+	require.NoError(t, err)
+	b[0] ^= 0xff
+	_, err = f.WriteAt(b, off)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
 }
