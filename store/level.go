@@ -12,11 +12,11 @@ import (
 // level that reads it, as etcd gates features on its cluster version.
 //
 // Each build has one level, FormatLevel. A node announces it with an
-// OpFormatLevel command (cluster's announceLevel), which Apply records in
+// OpFormatLevel command (cluster's Replica.AnnounceLevel), which Apply records in
 // the replicated state by member ID (the meta key "formatLevels" of
 // meta.db, carried by checkpoints and snapshots). The group's level is the
 // lowest recorded level among the current voters and learners, a member
-// that never announced counting as level 0 (GroupFormatLevel); leaders
+// that never announced counting as level 0 (GroupLevel); leaders
 // choose entry formats from it.
 //
 // A build from before the gate treats the announcement as a command of an
@@ -85,13 +85,6 @@ func (s *Store) FormatLevels() map[uint64]uint32 {
 	s.state.mu.RLock()
 	defer s.state.mu.RUnlock()
 	return s.state.levels
-}
-
-// GroupFormatLevel returns the group's format level as applied: the
-// lowest announced level among members, FormatLevelBase for a member that
-// never announced, or for no members.
-func (s *Store) GroupFormatLevel(members []uint64) uint32 {
-	return GroupLevel(s.FormatLevels(), members)
 }
 
 // GroupLevel is the lowest level of members in levels, a member absent
