@@ -219,36 +219,23 @@ func inspect(fs vfs.FS, dir string, rep *InspectReport, progress func(int, int64
 	}
 
 	// bbolt.
-	m, err := inspectMeta(dir)
+	m, journal, err := inspectMeta(dir)
 	if err != nil {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("meta.db: %v", err))
 	}
 	rep.Meta = m
-	if err := inspectJournal(ro, dir, rep); err != nil {
-		rep.Problems = append(rep.Problems, err.Error())
+	if journal != nil {
+		if err := inspectJournal(ro, dir, journal, rep); err != nil {
+			rep.Problems = append(rep.Problems, err.Error())
+		}
 	}
 	return nil
 }
 
-// inspectJournal reads the tail journal meta.db names, as the next open
-// would replay it, into rep.Journal; an error is what would stop that
-// open (the journal missing, short or corrupt).
-func inspectJournal(fs vfs.FS, dir string, rep *InspectReport) error {
-	db, err := offsets.Open(filepath.Join(dir, "meta.db"), offsets.Options{})
-	if err != nil {
-		return nil // reported with meta.db
-	}
-	var raw []byte
-	err = db.View(func(tx *offsets.Tx) error {
-		if b, ok := tx.Meta(metaTailJournal); ok {
-			raw = append([]byte(nil), b...)
-		}
-		return nil
-	})
-	db.Close()
-	if err != nil || raw == nil {
-		return nil
-	}
+// inspectJournal reads the tail journal that raw (meta.db's mark) names,
+// as the next open would replay it, into rep.Journal; an error is what
+// would stop that open (the journal missing, short or corrupt).
+func inspectJournal(fs vfs.FS, dir string, raw []byte, rep *InspectReport) error {
 	m, err := decodeJournalMark(raw)
 	if err != nil {
 		return err
@@ -350,14 +337,20 @@ func (rep *InspectReport) Write(w io.Writer) {
 	fmt.Fprintln(w, "\nOK: every CRC verified, no corruption found")
 }
 
-func inspectMeta(dir string) (*InspectMeta, error) {
+// inspectMeta reads meta.db, and returns with it the tail journal's mark
+// (nil: none).
+func inspectMeta(dir string) (*InspectMeta, []byte, error) {
 	db, err := offsets.Open(filepath.Join(dir, "meta.db"), offsets.Options{})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer db.Close()
 	m := &InspectMeta{}
+	var journal []byte
 	err = db.View(func(tx *offsets.Tx) error {
+		if b, ok := tx.Meta(metaTailJournal); ok {
+			journal = append([]byte(nil), b...)
+		}
 		var err error
 		if m.AppliedIndex, m.AppliedTerm, err = tx.AppliedIndex(); err != nil {
 			return err
@@ -388,9 +381,9 @@ func inspectMeta(dir string) (*InspectMeta, error) {
 		})
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return m, nil
+	return m, journal, nil
 }
 
 // inspectQueues reads every consume queue file directly: 20-byte units
