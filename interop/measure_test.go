@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,10 +73,14 @@ func measureSendSync(t *testing.T, senders int, mode, flag string) {
 	p := newProducer(t, g)
 	sendSync(t, p, primitive.NewMessage(topic, []byte("warm-up")))
 	fwd0 := forwarded(t, g)
+	lead := g.waitLeader(30 * time.Second)
+	ent0, req0, sync0 := leaderCounts(t, g, lead)
+	cpu0 := groupCPU(t, g)
+	self0 := selfCPU(t)
 	const run = 5 * time.Second
 	deadline := time.Now().Add(run)
 	var mu sync.Mutex
-	var lat []time.Duration
+	var lat, direct, fwd []time.Duration
 	failed := 0
 	var wg sync.WaitGroup
 	body := make([]byte, 1024)
@@ -83,18 +88,28 @@ func measureSendSync(t *testing.T, senders int, mode, flag string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var mine []time.Duration
+			var mine, myDirect, myFwd []time.Duration
 			bad := 0
 			for time.Now().Before(deadline) {
 				t0 := time.Now()
-				if _, err := p.SendSync(context.Background(), primitive.NewMessage(topic, body)); err != nil {
+				res, err := p.SendSync(context.Background(), primitive.NewMessage(topic, body))
+				if err != nil {
 					bad++
 					continue
 				}
-				mine = append(mine, time.Since(t0))
+				d := time.Since(t0)
+				mine = append(mine, d)
+				// A failover name (raftmq@ID) is a follower's: the send
+				// took the forwarding hop.
+				if strings.Contains(res.MessageQueue.BrokerName, "@") {
+					myFwd = append(myFwd, d)
+				} else {
+					myDirect = append(myDirect, d)
+				}
 			}
 			mu.Lock()
 			lat, failed = append(lat, mine...), failed+bad
+			direct, fwd = append(direct, myDirect...), append(fwd, myFwd...)
 			mu.Unlock()
 		}()
 	}
@@ -102,33 +117,114 @@ func measureSendSync(t *testing.T, senders int, mode, flag string) {
 	if len(lat) == 0 {
 		t.Fatalf("no send succeeded (%d failed)", failed)
 	}
-	slices.Sort(lat)
-	q := func(f float64) float64 { return float64(lat[int(f*float64(len(lat)-1))].Microseconds()) / 1000 }
+	self1 := selfCPU(t)
+	cpu1 := groupCPU(t, g)
+	ent1, req1, sync1 := leaderCounts(t, g, lead)
+	q := func(l []time.Duration, f float64) float64 {
+		if len(l) == 0 {
+			return 0
+		}
+		slices.Sort(l)
+		return float64(l[int(f*float64(len(l)-1))].Microseconds()) / 1000
+	}
+	n := float64(len(lat))
 	share := float64(forwarded(t, g)-fwd0) / float64(len(lat)+failed)
-	t.Logf("MEASURE senders=%d mode=%s forwarded_share=%.3f sends_per_s=%.0f p50_ms=%.3f p99_ms=%.3f failed=%d",
-		senders, mode, share, float64(len(lat))/run.Seconds(), q(.5), q(.99), failed)
+	perSend := func(d time.Duration) float64 { return float64(d.Microseconds()) / n }
+	var followers time.Duration
+	for id, c := range cpu1 {
+		if id != lead {
+			followers += c - cpu0[id]
+		}
+	}
+	t.Logf("MEASURE senders=%d mode=%s forwarded_share=%.3f sends_per_s=%.0f p50_ms=%.3f p99_ms=%.3f "+
+		"direct_p50_ms=%.3f forwarded_p50_ms=%.3f sends_per_entry=%.2f sends_per_fsync=%.2f cpu_us_per_send_leader=%.1f "+
+		"cpu_us_per_send_followers=%.1f cpu_us_per_send_client=%.1f failed=%d",
+		senders, mode, share, n/run.Seconds(), q(lat, .5), q(lat, .99), q(direct, .5), q(fwd, .5),
+		(req1-req0)/max(ent1-ent0, 1), n/max(sync1-sync0, 1), perSend(cpu1[lead]-cpu0[lead]), perSend(followers), perSend(self1-self0), failed)
+}
+
+// groupCPU returns each broker process's CPU time (user + system) so far,
+// by node id, from /proc/PID/stat.
+func groupCPU(t *testing.T, g *group) map[int]time.Duration {
+	out := make(map[int]time.Duration, len(g.nodes))
+	for _, nd := range g.nodes {
+		nd.mu.Lock()
+		pid := nd.cmd.Process.Pid
+		nd.mu.Unlock()
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatalf("CPU of node %d: %v", nd.id, err)
+		}
+		// Fields after the command name, which is in parentheses and may
+		// hold spaces: state is field 3, utime 14, stime 15.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		var ticks int64
+		for _, s := range f[11:13] {
+			v, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				t.Fatalf("CPU of node %d: %q: %v", nd.id, s, err)
+			}
+			ticks += v
+		}
+		out[nd.id] = time.Duration(ticks) * (time.Second / 100) // USER_HZ
+	}
+	return out
+}
+
+// selfCPU returns this test process's CPU time (user + system) so far: the
+// RocketMQ client's, with the test's own small share.
+func selfCPU(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// leaderCounts returns node id's raftmq_entry_requests histogram count and
+// sum (batches of requests proposed, and the requests in them) and its
+// raftmq_log_fsync_seconds count (log appends made durable).
+func leaderCounts(t *testing.T, g *group, id int) (entries, requests, fsyncs float64) {
+	for _, line := range strings.Split(metricsText(t, g.nodes[id-1].http), "\n") {
+		if v, ok := strings.CutPrefix(line, "raftmq_entry_requests_count "); ok {
+			entries = parseMetric(t, line, v)
+		} else if v, ok := strings.CutPrefix(line, "raftmq_entry_requests_sum "); ok {
+			requests = parseMetric(t, line, v)
+		} else if v, ok := strings.CutPrefix(line, "raftmq_log_fsync_seconds_count "); ok {
+			fsyncs = parseMetric(t, line, v)
+		}
+	}
+	return entries, requests, fsyncs
+}
+
+func metricsText(t *testing.T, addr string) string {
+	resp, err := statusClient.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("metrics of %s: %v", addr, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("metrics of %s: %v", addr, err)
+	}
+	return string(b)
+}
+
+func parseMetric(t *testing.T, line, v string) float64 {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		t.Fatalf("metric %q: %v", line, err)
+	}
+	return f
 }
 
 // forwarded sums raftmq_forwarded_total (requests a follower forwarded to
 // the leader) over g's nodes.
 func forwarded(t *testing.T, g *group) (n int64) {
 	for _, nd := range g.nodes {
-		resp, err := statusClient.Get("http://" + nd.http + "/metrics")
-		if err != nil {
-			t.Fatalf("metrics of %s: %v", nd.http, err)
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatalf("metrics of %s: %v", nd.http, err)
-		}
-		for _, line := range strings.Split(string(b), "\n") {
+		for _, line := range strings.Split(metricsText(t, nd.http), "\n") {
 			if v, ok := strings.CutPrefix(line, "raftmq_forwarded_total "); ok {
-				f, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					t.Fatalf("metrics of %s: %q: %v", nd.http, line, err)
-				}
-				n += int64(f)
+				n += int64(parseMetric(t, line, v))
 			}
 		}
 	}
