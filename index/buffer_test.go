@@ -79,7 +79,8 @@ func TestFlushTimingDoesNotChangeBytes(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		opts := Options{SlotCount: 1 + rng.IntN(5000), MaxEntries: 2 + rng.IntN(300)}
 		if seed%4 == 0 { // runs longer than maxSlotRun are split
-			opts.SlotCount, opts.MaxEntries = 2*maxSlotRun+rng.IntN(3*maxSlotRun), 1000
+			pageSlots := slotPageSize / slotSize
+			opts.SlotCount, opts.MaxEntries = 2*maxSlotRun*pageSlots+rng.IntN(3*maxSlotRun*pageSlots), 1000
 		}
 		n := 1 + rng.IntN(800)
 		ops := make([]op, n)

@@ -29,12 +29,13 @@
 // # Writing
 //
 // Put does not write: it appends the entry to an in-memory buffer of the
-// active file and records the slot's new head in a map, and Query reads
-// both as if they were in the file, so a key is found as soon as its Put
+// active file and sets the slot's new head in the file's slot table in
+// memory, marking the slot's 4 KiB page of the file, and Query reads both
+// as if they were in the file, so a key is found as soon as its Put
 // returns. Flush, Sync, Close and sealing write the buffer: the entries,
-// which are contiguous, with one WriteAt, then the changed slots sorted by
-// slot, with one WriteAt per run of slots no more than 4 KiB apart (the
-// unchanged slots inside a run are rewritten with their current bytes). Put
+// which are contiguous, with one WriteAt, then each marked page's slots
+// from the table, adjacent pages with one WriteAt of up to 64 KiB (the
+// unchanged slots of a page are rewritten with their current bytes). Put
 // flushes by itself once 65,536 entries are buffered. The bytes written are
 // exactly those that writing each Put at once would have produced; only the
 // moment they reach the file changes.

@@ -128,8 +128,17 @@ func (g geometry) fileSize() int64 { return g.entryOffset(g.maxEntries) }
 
 // keyHash is RocketMQ's IndexFile key hash: Math.abs(key.hashCode()), with
 // the one negative result of Math.abs (MinInt32) mapped to 0.
-func keyHash(key string) int32 {
-	h := message.JavaHashCode(key)
+func keyHash(key string) int32 { return absHash(message.JavaHashCode(key)) }
+
+// KeyHash returns the hash under which Put files key = p + s, given
+// prefix = message.JavaHashCode(p) (p valid UTF-8), without building the
+// key: for PutHash and QueryHash.
+func KeyHash(prefix int32, s string) int32 {
+	return absHash(message.JavaHashCodeFrom(prefix, s))
+}
+
+// absHash is RocketMQ's abs of a key's Java hash code (MinInt32 to 0).
+func absHash(h int32) int32 {
 	switch {
 	case h == math.MinInt32:
 		return 0

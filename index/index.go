@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"math/bits"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/raftmq/raftmq/internal/vfs"
@@ -99,8 +101,8 @@ type file struct {
 	b    []byte      // m.Bytes(): the whole file, read-only; entries are read here, slots never
 	// slots is the slot table in memory, for a file that is not full (the
 	// active one): loaded with ReadAt by scanSlots, zeros for a new file,
-	// kept equal to the file's slots by every slot write, dropped when the
-	// file is sealed. The slot table is mostly holes in a sparse file, and
+	// holding the file's slots with the buffered heads (pendPages) put
+	// over them, dropped when the file is sealed. The slot table is mostly holes in a sparse file, and
 	// a read of a hole through a mapping allocates a page on some file
 	// systems (tmpfs), which on a full device is a SIGBUS; so slots are
 	// read from here, or with ReadAt (which reads holes as zeros without
@@ -125,28 +127,41 @@ type file struct {
 	//
 	// Invariant: pendFirst + len(pendEnts)/entrySize == hdr.indexCount.
 	// Entries pendFirst .. indexCount-1 are encoded in pendEnts and not in
-	// the file; every slot in pendSlots holds its new head, which the file
-	// does not have yet. Every other entry and slot in the file is current.
+	// the file. A slot whose head Put changed holds the new head in slots
+	// (never in the file alone), and the bit of its 4 KiB page of the
+	// file (file offset / slotPageSize) is set in pendPages: the file
+	// does not have the page's slots yet. Every other entry and slot in
+	// the file is current. One bit per page instead of a map entry per
+	// slot: a Put costs no map insert, a lookup reads only slots, and
+	// flushPending writes the marked pages straight from slots (a page
+	// with one changed slot was written whole before too, in a merged run).
 	pendFirst int32
 	pendEnts  []byte
-	pendSlots map[int32]int32
-	// pendBits has bit s set for every slot s in pendSlots, so that a
-	// lookup of a slot that is not buffered (most are not) costs a bit
-	// test instead of a map miss.
-	pendBits []uint64
+	pendPages []uint64
 }
 
-// slotHead returns the current head of slot: buffered, or from the file.
-func (f *file) slotHead(g geometry, slot int32) int32 {
-	if f.pendBits != nil && f.pendBits[slot>>6]&(1<<(slot&63)) != 0 {
-		return f.pendSlots[slot]
+// slotPageSize is the unit in which buffered slot heads are marked and
+// written: a page of the file.
+const slotPageSize = 4096
+
+// pendingSlots reports whether any slot holds a buffered head.
+func (f *file) pendingSlots() bool {
+	return slices.ContainsFunc(f.pendPages, func(w uint64) bool { return w != 0 })
+}
+
+// pendPage marks slot's page of the file as holding a buffered head.
+func (f *file) pendPage(g geometry, slot int32) {
+	p := g.slotOffset(slot) / slotPageSize
+	if f.pendPages == nil {
+		f.pendPages = make([]uint64, (g.slotOffset(g.slotCount-1)/slotPageSize)/64+1)
 	}
-	return f.slotOnDisk(g, slot)
+	f.pendPages[p>>6] |= 1 << (p & 63)
 }
 
-// slotOnDisk returns slot's head as the file holds it: from the in-memory
-// table, else read with ReadAt (0, an empty chain, if that fails).
-func (f *file) slotOnDisk(g geometry, slot int32) int32 {
+// slotHead returns the current head of slot: from the in-memory table
+// (which holds the buffered heads), else read with ReadAt from a file that
+// buffers none (0, an empty chain, if that fails).
+func (f *file) slotHead(g geometry, slot int32) int32 {
 	off := g.slotOffset(slot)
 	if f.slots != nil {
 		return int32(binary.BigEndian.Uint32(f.slots[off-headerSize:]))
@@ -156,19 +171,6 @@ func (f *file) slotOnDisk(g geometry, slot int32) int32 {
 		return 0
 	}
 	return int32(binary.BigEndian.Uint32(b[:]))
-}
-
-// readSlotBytes returns the file's slot bytes [lo, hi) (file offsets),
-// from the in-memory table or with ReadAt, into buf.
-func (f *file) readSlotBytes(buf []byte, lo, hi int64) ([]byte, error) {
-	if f.slots != nil {
-		return append(buf[:0], f.slots[lo-headerSize:hi-headerSize]...), nil
-	}
-	buf = slices.Grow(buf[:0], int(hi-lo))[:hi-lo]
-	if _, err := f.f.ReadAt(buf, lo); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("index: read slots of %q: %w", f.path, err)
-	}
-	return buf, nil
 }
 
 // entryBytes returns the encoded entry ordinal, which is below
@@ -186,8 +188,7 @@ func (f *file) entryBytes(g geometry, ordinal int32) []byte {
 func (f *file) resetPending() {
 	f.pendFirst = f.hdr.indexCount
 	f.pendEnts = f.pendEnts[:0]
-	clear(f.pendSlots)
-	clear(f.pendBits)
+	clear(f.pendPages)
 }
 
 // Index is a directory of index files. See the package documentation for
@@ -204,8 +205,6 @@ type Index struct {
 	unsynced []*file // sealed files whose data is not yet fsynced
 	dirDirty bool    // files created or removed since the last SyncDir
 	// Scratch of flushPending, kept to avoid allocating per flush.
-	slotScratch []int32
-	slotBuf     []byte
 
 	mu struct {
 		sync.RWMutex
@@ -486,17 +485,36 @@ func (x *Index) fail(err error) error {
 // documentation). Put writes the buffer once maxPendingEntries entries or
 // slots are waiting, so a write error may surface from Put, Flush or Sync.
 func (x *Index) Put(key string, phyOffset, storeTimestamp int64) error {
+	return x.put(keyHash(key), key, phyOffset, storeTimestamp)
+}
+
+// PutHash is Put of the key whose hash (KeyHash) is h, for a caller that
+// hashes its keys without building them.
+func (x *Index) PutHash(h int32, phyOffset, storeTimestamp int64) error {
+	return x.put(h, "", phyOffset, storeTimestamp)
+}
+
+// keyName names a key in errors: key, or its hash if the caller gave only
+// that.
+func keyName(key string, h int32) string {
+	if key == "" {
+		return fmt.Sprintf("key of hash %d", h)
+	}
+	return strconv.Quote(key)
+}
+
+func (x *Index) put(h int32, key string, phyOffset, storeTimestamp int64) error {
 	if err := x.checkWritable(); err != nil {
 		return err
 	}
 	if storeTimestamp < 0 || storeTimestamp > maxNameMillis {
-		return fmt.Errorf("index: put %q: store timestamp %d outside [0, %d]: %w", key, storeTimestamp, maxNameMillis, ErrInvalid)
+		return fmt.Errorf("index: put %s: store timestamp %d outside [0, %d]: %w", keyName(key, h), storeTimestamp, maxNameMillis, ErrInvalid)
 	}
 	if phyOffset < 0 {
-		return fmt.Errorf("index: put %q: negative physical offset %d: %w", key, phyOffset, ErrInvalid)
+		return fmt.Errorf("index: put %s: negative physical offset %d: %w", keyName(key, h), phyOffset, ErrInvalid)
 	}
 	if last := x.lastPhyOffset(); phyOffset < last {
-		return fmt.Errorf("index: put %q: physical offset %d below the last indexed %d: %w", key, phyOffset, last, ErrInvalid)
+		return fmt.Errorf("index: put %s: physical offset %d below the last indexed %d: %w", keyName(key, h), phyOffset, last, ErrInvalid)
 	}
 	act := x.active()
 	if act == nil || act.hdr.indexCount >= x.geo.maxEntries {
@@ -505,32 +523,31 @@ func (x *Index) Put(key string, phyOffset, storeTimestamp int64) error {
 			return err
 		}
 	}
-	return x.appendEntry(act, key, phyOffset, storeTimestamp)
+	if act.slots == nil {
+		// Not full, so Open loaded its table (scanSlots); load it if not.
+		x.mu.Lock()
+		err := x.scanSlots(act)
+		x.mu.Unlock()
+		if err != nil {
+			return x.fail(err)
+		}
+	}
+	return x.appendEntry(act, h, key, phyOffset, storeTimestamp)
 }
 
 // maxPendingEntries bounds the write buffer: Put flushes it once this many
-// entries (1.25 MiB) or slot heads are waiting.
+// entries (1.25 MiB), and so at most as many slot heads, are waiting.
 const maxPendingEntries = 1 << 16
 
-// slotMergeGap is the largest distance, in slots, between two buffered slot
-// heads that flushPending writes with one WriteAt, rewriting the unchanged
-// slots between them with the bytes the file already holds. Slots are
-// 4-byte aligned and never straddle a page, so two slots at most 1024 slots
-// (4 KiB) apart lie in the same or adjacent 4 KiB pages: the merged write
-// dirties no page that the two slot writes would not, and copying up to
-// 4 KiB costs less than a system call.
-const slotMergeGap = 4096 / slotSize
-
-// maxSlotRun caps a merged run of slots at 64 KiB, so that a buffer of many
-// slots (which can make the runs cover the whole slot table) is written in
-// bounded pieces from a bounded scratch buffer.
-const maxSlotRun = (64 << 10) / slotSize
+// maxSlotRun caps a run of adjacent marked pages that flushPending writes
+// with one WriteAt at 64 KiB, so that a buffer whose pages cover the whole
+// slot table is written in bounded pieces.
+const maxSlotRun = (64 << 10) / slotPageSize
 
 // appendEntry appends one entry to act, which has room for it, in the write
 // buffer. The buffer and the header change under the write lock: no query
 // reaches entry indexCount before indexCount moves past it.
-func (x *Index) appendEntry(act *file, key string, phyOffset, ts int64) error {
-	h := keyHash(key)
+func (x *Index) appendEntry(act *file, h int32, key string, phyOffset, ts int64) error {
 	slot := h % x.geo.slotCount
 	count := act.hdr.indexCount
 	head := act.slotHead(x.geo, slot)
@@ -546,12 +563,8 @@ func (x *Index) appendEntry(act *file, key string, phyOffset, ts int64) error {
 
 	x.mu.Lock()
 	act.pendEnts = e.append(act.pendEnts)
-	if act.pendSlots == nil {
-		act.pendSlots = make(map[int32]int32)
-		act.pendBits = make([]uint64, (x.geo.slotCount+63)/64)
-	}
-	act.pendSlots[slot] = count
-	act.pendBits[slot>>6] |= 1 << (slot & 63)
+	binary.BigEndian.PutUint32(act.slots[x.geo.slotOffset(slot)-headerSize:], uint32(count))
+	act.pendPage(x.geo, slot)
 	hd := &act.hdr
 	if count == firstOrdinal {
 		hd.beginTimestamp, hd.beginPhyOffset, hd.endTimestamp = ts, phyOffset, ts
@@ -564,9 +577,10 @@ func (x *Index) appendEntry(act *file, key string, phyOffset, ts int64) error {
 	hd.endTimestamp = max(hd.endTimestamp, ts)
 	x.mu.Unlock()
 
-	if len(act.pendEnts) >= maxPendingEntries*entrySize || len(act.pendSlots) >= maxPendingEntries {
+	// Each entry changes at most one slot: the entries bound the slots too.
+	if len(act.pendEnts) >= maxPendingEntries*entrySize {
 		if err := x.flushPending(act); err != nil {
-			return fmt.Errorf("index: put %q: %w", key, err)
+			return fmt.Errorf("index: put %s: %w", keyName(key, h), err)
 		}
 	}
 	return nil
@@ -587,17 +601,20 @@ func (x *Index) Flush() error {
 }
 
 // flushPending writes f's buffered entries with one WriteAt (they are
-// contiguous), then its buffered slot heads, sorted, in runs merged across
-// gaps of up to slotMergeGap slots (and at most maxSlotRun long); then it
-// empties the buffer. Writer only.
+// contiguous), then the pages of its slot table that hold buffered heads
+// (pendPages), from the table in memory, adjacent pages with one WriteAt
+// (at most maxSlotRun pages); then it empties the buffer. Writer only. A
+// page's other slots are written with the bytes the file holds already
+// (the table holds the file's slots), and the header and the entries
+// around the slot region are left out.
 //
 // Entries are written without the lock: queries read the ordinals being
 // written from the buffer until it is emptied. Slots are written under the
-// write lock, because a merged run rewrites (with equal bytes) slots that
-// queries read from the mapping. On failure the error is sticky and the
-// buffer is kept, so queries still see every entry put.
+// write lock, as before the table held the buffered heads. On failure the
+// error is sticky and the buffer is kept, so queries still see every entry
+// put.
 func (x *Index) flushPending(f *file) error {
-	if len(f.pendEnts) == 0 && len(f.pendSlots) == 0 {
+	if len(f.pendEnts) == 0 && !f.pendingSlots() {
 		return nil
 	}
 	if len(f.pendEnts) > 0 {
@@ -606,37 +623,26 @@ func (x *Index) flushPending(f *file) error {
 				f.pendFirst, f.hdr.indexCount-1, f.path, err))
 		}
 	}
-	slots := x.slotScratch[:0]
-	for s := range f.pendSlots {
-		slots = append(slots, s)
-	}
-	slices.Sort(slots)
-	x.slotScratch = slots
-
+	// The slot region of the file: [headerSize, end).
+	end := x.geo.slotOffset(x.geo.slotCount-1) + slotSize
+	marked := func(p int64) bool { return f.pendPages[p>>6]&(1<<(p&63)) != 0 }
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	for i := 0; i < len(slots); {
-		j := i + 1
-		for j < len(slots) && slots[j]-slots[j-1] <= slotMergeGap && slots[j]-slots[i] < maxSlotRun {
-			j++
+	for w := range f.pendPages {
+		for f.pendPages[w] != 0 {
+			first := int64(w)*64 + int64(bits.TrailingZeros64(f.pendPages[w]))
+			last := first
+			for last+1 < int64(len(f.pendPages))*64 && last+1-first < maxSlotRun && marked(last+1) {
+				last++
+			}
+			lo, hi := max(first*slotPageSize, headerSize), min((last+1)*slotPageSize, end)
+			if _, err := f.f.WriteAt(f.slots[lo-headerSize:hi-headerSize], lo); err != nil {
+				return x.fail(fmt.Errorf("index: write slots at bytes %d..%d of %q: %w", lo, hi, f.path, err))
+			}
+			for p := first; p <= last; p++ {
+				f.pendPages[p>>6] &^= 1 << (p & 63)
+			}
 		}
-		first, last := slots[i], slots[j-1]
-		lo, hi := x.geo.slotOffset(first), x.geo.slotOffset(last)+slotSize
-		buf, err := f.readSlotBytes(x.slotBuf, lo, hi)
-		if err != nil {
-			return x.fail(err)
-		}
-		for _, s := range slots[i:j] {
-			binary.BigEndian.PutUint32(buf[x.geo.slotOffset(s)-lo:], uint32(f.pendSlots[s]))
-		}
-		x.slotBuf = buf
-		if _, err := f.f.WriteAt(buf, lo); err != nil {
-			return x.fail(fmt.Errorf("index: write slots %d..%d of %q: %w", first, last, f.path, err))
-		}
-		if f.slots != nil {
-			copy(f.slots[lo-headerSize:], buf)
-		}
-		i = j
 	}
 	f.resetPending() // keeps the capacity, at most maxPendingEntries entries
 	return nil
@@ -658,8 +664,8 @@ func (x *Index) roll(ts int64) (*file, error) {
 			return nil, err
 		}
 		x.mu.Lock()
-		act.pendEnts, act.pendSlots, act.pendBits = nil, nil, nil // a sealed file never buffers again
-		act.slots = nil                                           // nor keeps its slot table in memory
+		act.pendEnts, act.pendPages = nil, nil // a sealed file never buffers again
+		act.slots = nil                        // nor keeps its slot table in memory
 		x.mu.Unlock()
 		if _, err := act.f.WriteAt(act.hdr.encode(), 0); err != nil {
 			return nil, x.fail(fmt.Errorf("index: seal %q: %w", act.path, err))
@@ -771,8 +777,12 @@ func (x *Index) WriteCheckpoint() (Checkpoint, error) {
 // early at an entry older than begin, because store timestamps need not
 // increase along the log.
 func (x *Index) Query(key string, maxNum int, begin, end int64) ([]int64, error) {
+	return x.QueryHash(keyHash(key), maxNum, begin, end)
+}
+
+// QueryHash is Query of the key whose hash (KeyHash) is h.
+func (x *Index) QueryHash(h int32, maxNum int, begin, end int64) ([]int64, error) {
 	maxNum = min(maxNum, x.maxQuery)
-	h := keyHash(key)
 	slot := h % x.geo.slotCount
 
 	x.mu.RLock()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -431,4 +432,35 @@ func TestErrorsNameIndex(t *testing.T) {
 	require.True(t, errors.Is(err, ErrCorrupt))
 	require.False(t, errors.Is(err, ErrNeedsRecover))
 	require.Equal(t, "index: corrupt file /d/f at offset 36: bad 1", err.Error())
+}
+
+// KeyHash of a prefix's hash and a suffix is the hash of the key they
+// make, whatever the runes (PutHash and QueryHash meet Put and Query).
+func TestKeyHashOfPrefix(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	runes := []rune("aZ09#-_ é漢\U0001F600")
+	word := func() string {
+		r := make([]rune, rng.IntN(40))
+		for i := range r {
+			r[i] = runes[rng.IntN(len(runes))]
+		}
+		return string(r)
+	}
+	for range 2000 {
+		p, s := word()+"#", word()
+		require.Equal(t, keyHash(p+s), KeyHash(message.JavaHashCode(p), s), "%q + %q", p, s)
+	}
+	require.Equal(t, keyHash("T#"), KeyHash(message.JavaHashCode("T#"), ""))
+
+	x := openT(t, vfs.NewMem(), "/i", tinyOpts(t, 64, 100))
+	require.NoError(t, x.PutHash(KeyHash(message.JavaHashCode("T#"), "u1"), 100, baseTS))
+	require.NoError(t, x.Put("T#u1", 200, baseTS))
+	got, err := x.Query("T#u1", 10, 0, 1<<62)
+	require.NoError(t, err)
+	require.Equal(t, []int64{200, 100}, got)
+	got, err = x.QueryHash(keyHash("T#u1"), 10, 0, 1<<62)
+	require.NoError(t, err)
+	require.Equal(t, []int64{200, 100}, got)
+	require.ErrorIs(t, x.PutHash(1, 50, baseTS), ErrInvalid, "an offset below the last")
+	require.NoError(t, x.Close())
 }

@@ -171,6 +171,10 @@ func (x *Index) rewriteLocked(f *file, hdr header, heads []int32) error {
 	if err := x.mapFile(f); err != nil {
 		return x.fail(err)
 	}
+	// The table may hold buffered heads the file does not have: each
+	// points at an entry past cp (buffered after its Sync), never equal
+	// to a head rebuilt from the entries before cp, so writeSlots, which
+	// compares heads with the table, writes every such slot back.
 	if err := x.writeSlots(f, heads); err != nil {
 		return x.fail(err)
 	}
@@ -195,7 +199,7 @@ func (x *Index) writeSlots(f *file, heads []int32) error {
 			return err
 		}
 	}
-	slot := func(s int) int32 { return f.slotOnDisk(x.geo, int32(s)) }
+	slot := func(s int) int32 { return f.slotHead(x.geo, int32(s)) }
 	for s := 0; s < len(heads); {
 		if slot(s) == heads[s] {
 			s++

@@ -8,10 +8,16 @@ import "unicode/utf16"
 // from the same messages hold the same numbers.
 func JavaHashCode(s string) int32 { return javaHash(s) }
 
+// JavaHashCodeFrom returns JavaHashCode(p + s) given h = JavaHashCode(p),
+// for any p that is valid UTF-8 (so that its last rune ends where s
+// starts): the hash of a key of a fixed prefix without building the key.
+func JavaHashCodeFrom(h int32, s string) int32 { return javaHashFrom(h, s) }
+
 // javaHash is JavaHashCode over a string or its bytes (no conversion, and
 // so no allocation, for the bytes of a record).
-func javaHash[T ~string | ~[]byte](s T) int32 {
-	var h int32
+func javaHash[T ~string | ~[]byte](s T) int32 { return javaHashFrom(0, s) }
+
+func javaHashFrom[T ~string | ~[]byte](h int32, s T) int32 {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c < 0x80 { // ASCII fast path: one byte is one UTF-16 unit

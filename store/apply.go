@@ -15,6 +15,7 @@ import (
 
 	"github.com/raftmq/raftmq/commitlog"
 	"github.com/raftmq/raftmq/consumequeue"
+	"github.com/raftmq/raftmq/index"
 	"github.com/raftmq/raftmq/internal/failpoint"
 	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/offsets"
@@ -93,7 +94,10 @@ type applyBatch struct {
 type applyTopic struct {
 	// name is the topic, shared by the results of all its messages (no
 	// string allocated per message).
-	name        string
+	name string
+	// uniqPrefix is the Java hash of name + "#", the index key of a
+	// UNIQ_KEY without the key (index.KeyHash): no key built per message.
+	uniqPrefix  int32
 	version     uint64
 	perm        int32
 	writeQueues int32
@@ -303,16 +307,16 @@ func (s *Store) applyMessage(v *message.View, phy int64, dedupeOK bool) (Message
 		mr.Err = fmt.Errorf("%w: queue %d of %q (%d write queues)", ErrBadQueue, v.QueueID, topic, t.writeQueues)
 		return mr, nil
 	}
-	var uniqKey string // the index key of the UNIQ_KEY, built once for the lookup and the Put
+	var uniqHash int32 // the index hash of the UNIQ_KEY (key topic#uniq), for the lookup and the Put
 	if uniq != "" {
-		uniqKey = topic + "#" + uniq
+		uniqHash = index.KeyHash(t.uniqPrefix, uniq)
 	}
 	dedupe := dedupeOK && uniq != "" && s.cfg.DedupeWindow > 0
 	if failpoint.On(s.cfg.Failpoints, failpoint.NoDedupe) {
 		dedupe = noDedupe(dedupe)
 	}
 	if dedupe {
-		orig, found, err := s.findByUniqKey(topic, uniq, uniqKey, v.ReconsumeTimes, v.StoreTimestamp, s.cfg.DedupeWindow)
+		orig, found, err := s.findByUniqKey(topic, uniq, uniqHash, v.ReconsumeTimes, v.StoreTimestamp, s.cfg.DedupeWindow)
 		if err != nil {
 			return mr, err
 		}
@@ -352,7 +356,7 @@ func (s *Store) applyMessage(v *message.View, phy int64, dedupeOK bool) (Message
 	}
 	mr.QueueOffset = qo
 	if uniq != "" {
-		if err := s.idx.Put(uniqKey, phy, v.StoreTimestamp); err != nil {
+		if err := s.idx.PutHash(uniqHash, phy, v.StoreTimestamp); err != nil {
 			return mr, fmt.Errorf("store: index: %w", err)
 		}
 	}
@@ -394,7 +398,7 @@ func (s *Store) applyTopicOf(name []byte) *applyTopic {
 		if b.topics == nil {
 			b.topics = make(map[string]*applyTopic)
 		}
-		t = &applyTopic{name: tc.TopicName}
+		t = &applyTopic{name: tc.TopicName, uniqPrefix: message.JavaHashCode(tc.TopicName + "#")}
 		b.topics[t.name] = t
 	}
 	t.version, t.perm, t.writeQueues = ver, tc.Perm, tc.WriteQueueNums
@@ -753,15 +757,15 @@ func (s *Store) applyCommand(payload []byte) error {
 }
 
 // findByUniqKey looks for a stored message of topic with UNIQ_KEY uniq (index
-// key topic#uniq) and reconsume count reconsume whose store time is within
+// key topic#uniq, of hash h) and reconsume count reconsume whose store time is within
 // window of ts. Index hits are
 // re-checked against the stored record, so a hash collision never matches.
 // The index serves entries put earlier in the same Apply from its write
 // buffer, and applyBatch the queue offsets of their still-buffered units.
 // After the index, it consults the dedupe table of an installed snapshot.
-func (s *Store) findByUniqKey(topic, uniq, key string, reconsume int32, ts int64, window time.Duration) (MessageResult, bool, error) {
+func (s *Store) findByUniqKey(topic, uniq string, h int32, reconsume int32, ts int64, window time.Duration) (MessageResult, bool, error) {
 	w := window.Milliseconds()
-	cands, err := s.idx.Query(key, 64, ts-w, ts+w)
+	cands, err := s.idx.QueryHash(h, 64, ts-w, ts+w)
 	if err != nil {
 		return MessageResult{}, false, fmt.Errorf("store: index query: %w", err)
 	}
