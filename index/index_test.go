@@ -446,8 +446,21 @@ func TestKeyHashOfPrefix(t *testing.T) {
 		}
 		return string(r)
 	}
+	// Bytes that are not UTF-8 (a lone continuation byte, a cut sequence,
+	// an encoded surrogate) in the key or the topic.
+	bad := []string{"\xff", "\xc3", "\x80", "\xed\xa0\x80", "\xe6\xbc"}
+	dirty := func() string {
+		w := word()
+		for range rng.IntN(3) {
+			i := rng.IntN(len(w) + 1)
+			w = w[:i] + bad[rng.IntN(len(bad))] + w[i:]
+		}
+		return w
+	}
 	for range 2000 {
 		p, s := word()+"#", word()
+		require.Equal(t, keyHash(p+s), KeyHash(message.JavaHashCode(p), s), "%q + %q", p, s)
+		p, s = dirty()+"#", dirty()
 		require.Equal(t, keyHash(p+s), KeyHash(message.JavaHashCode(p), s), "%q + %q", p, s)
 	}
 	require.Equal(t, keyHash("T#"), KeyHash(message.JavaHashCode("T#"), ""))
