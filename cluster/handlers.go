@@ -88,9 +88,9 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 	case remoting.CheckClientConfig:
 		return b.handleCheckClientConfig(conn, req)
 	case remoting.QueryMessage:
-		return b.handleQueryMessage(conn, req)
+		return b.handleQueryMessage(ctx, conn, req)
 	case remoting.ViewMessageByID:
-		return b.handleViewMessage(conn, req)
+		return b.handleViewMessage(ctx, conn, req)
 	case remoting.GetRouteInfoByTopic:
 		if !b.rep.Node().IsLeader() {
 			// A follower answers after catching up with the leader's

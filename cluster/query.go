@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -11,13 +12,35 @@ import (
 
 // Message queries, served from this node's index and commit log (a
 // follower answers with what it has applied, as any RocketMQ broker answers
-// from its own store).
+// from its own store). A follower learns of a commit after the leader has
+// acknowledged the send (raftlog's CommitNotifyDelay, then its own apply),
+// so before it answers "not found" it catches up with the leader's commit
+// index (followerCatchUp) and looks again: a message whose send was
+// acknowledged before the query was sent is found on every node. Only
+// misses pay for the round trip.
 
 // maxQueryMessages caps QUERY_MESSAGE's maxNum, as RocketMQ's
 // defaultQueryMaxNum does.
 const maxQueryMessages = 64
 
-func (b *Broker) handleQueryMessage(conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+// followerCatchUp runs, on a follower, the read barrier (at most
+// routeBarrierWait, as a route query) before a query answers "not found",
+// and reports whether the query should look again. Without a quorum the
+// local state answers.
+func (b *Broker) followerCatchUp(ctx context.Context, what string) bool {
+	if b.rep.Node().IsLeader() {
+		return false
+	}
+	rctx, cancel := context.WithTimeout(ctx, routeBarrierWait)
+	defer cancel()
+	if err := b.readBarrier(rctx); err != nil {
+		b.log.Debug("cluster: message query answered from local state", "query", what, "err", err)
+		return false
+	}
+	return true
+}
+
+func (b *Broker) handleQueryMessage(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
 	h, err := remoting.DecodeQueryMessageRequestHeader(req.ExtFields)
 	if err != nil {
 		return b.refuse(conn, req, remoting.InvalidParameter, err.Error())
@@ -30,16 +53,26 @@ func (b *Broker) handleQueryMessage(conn *remoting.ServerConn, req *remoting.Com
 	if end <= 0 {
 		end = 1 << 62
 	}
-	ms, err := b.rep.Store().QueryByKey(h.Topic, h.Key, n, h.BeginTimestamp, end)
+	query := func() ([]byte, error) {
+		ms, err := b.rep.Store().QueryByKey(h.Topic, h.Key, n, h.BeginTimestamp, end)
+		if err != nil {
+			return nil, err
+		}
+		var body []byte
+		for _, m := range ms {
+			if h.UniqueKey && m.UniqKey() != h.Key {
+				continue // matched by KEYS, not by UNIQ_KEY
+			}
+			body = append(body, m.Raw...)
+		}
+		return body, nil
+	}
+	body, err := query()
+	if err == nil && len(body) == 0 && b.followerCatchUp(ctx, "key") {
+		body, err = query()
+	}
 	if err != nil {
 		return remoting.NewResponse(req, remoting.SystemError, err.Error())
-	}
-	var body []byte
-	for _, m := range ms {
-		if h.UniqueKey && m.UniqKey() != h.Key {
-			continue // matched by KEYS, not by UNIQ_KEY
-		}
-		body = append(body, m.Raw...)
 	}
 	if len(body) == 0 {
 		return remoting.NewResponse(req, remoting.QueryNotFound, fmt.Sprintf("can not find message, maybe time range not correct: topic %s key %s", h.Topic, h.Key))
@@ -51,12 +84,15 @@ func (b *Broker) handleQueryMessage(conn *remoting.ServerConn, req *remoting.Com
 	return resp
 }
 
-func (b *Broker) handleViewMessage(conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+func (b *Broker) handleViewMessage(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
 	h, err := remoting.DecodeViewMessageRequestHeader(req.ExtFields)
 	if err != nil {
 		return b.refuse(conn, req, remoting.InvalidParameter, err.Error())
 	}
 	m, err := b.rep.Store().MessageAt(h.Offset)
+	if errors.Is(err, store.ErrNotFound) && b.followerCatchUp(ctx, "offset") {
+		m, err = b.rep.Store().MessageAt(h.Offset)
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("can not find message by the offset, %d", h.Offset))
