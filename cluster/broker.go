@@ -327,6 +327,7 @@ func Start(cfg Config) (*Broker, error) {
 	b := &Broker{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), peers: map[uint64]Peer{}, fwd: map[string]*remoting.Conn{}, stopc: make(chan struct{}), removed: make(chan struct{}), selfRemoved: make(chan struct{}, 1),
 		fp: cfg.Store.Failpoints, members: membership.New(0), filters: filter.NewCache(0), locks: locks.New(0), watched: map[*remoting.ServerConn]struct{}{}, pop: newPopState()}
 	b.life, b.stopLife = context.WithCancel(context.Background())
+	b.pop.traces.checkpoints = func() (uint64, uint64) { return b.rep.Store().Checkpoints() }
 	if !failpoint.Built && cfg.FaultEndpoint {
 		return nil, fmt.Errorf("cluster: the fault endpoint: %w", failpoint.ErrNotBuilt)
 	}

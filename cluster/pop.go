@@ -403,19 +403,29 @@ func (b *Broker) proposePops(calls []*popCall) {
 	now := time.Now()
 	batch := &pop.Batch{Now: now.UnixMilli(), Ops: make([]pop.Op, len(calls))}
 	var (
-		dlq []*message.Message
-		tr  *raftlog.Trace
+		dlq    []*message.Message
+		tr     *raftlog.Trace
+		traced bool
 	)
 	for i, c := range calls {
 		batch.Ops[i] = c.op
 		if c.op.DLQ {
 			dlq = append(dlq, c.dlq)
 		}
-		if c.trace != nil {
-			if tr == nil {
-				tr = raftlog.NewTrace(now)
+		traced = traced || c.trace != nil
+	}
+	if traced {
+		tr = raftlog.NewTrace(now)
+		pops := 0
+		for _, c := range calls {
+			if c.op.Type == pop.OpPop {
+				pops++
 			}
-			c.trace.batched(now, tr)
+		}
+		for _, c := range calls {
+			if c.trace != nil {
+				c.trace.batched(now, tr, len(calls), pops)
+			}
 		}
 	}
 	done := func(res []pop.Result, _ []store.MessageResult, err error) {

@@ -57,6 +57,26 @@ func TestPopTrace(t *testing.T) {
 		require.LessOrEqual(t, p.TotalP99, float64(took.Microseconds())+1, "a pop's stages add up to more than its round trip")
 		require.NotZero(t, r.Kinds["ack"].Count, "no complete batch ack trace: %+v", r)
 	}
-	require.Equal(t, 2, l.pop.traces.report().Kinds["pop"].Count)
-	require.Equal(t, 2, l.pop.traces.report().Kinds["ack"].Count)
+	r := l.pop.traces.report()
+	require.Equal(t, 2, r.Kinds["pop"].Count)
+	require.Equal(t, 2, r.Kinds["ack"].Count)
+	// The tail (at or above the p95) holds the slowest; each of its traces
+	// names one largest stage; a pop's entry carries its pop op, and every
+	// entry at least the request's one op.
+	for k, st := range r.Kinds {
+		require.GreaterOrEqual(t, st.Tail.Count, 1, k)
+		require.Len(t, st.Tail.MeanUS, len(popTraceStages), k)
+		n := 0
+		for stage, c := range st.Tail.Largest {
+			require.Contains(t, popTraceStages, stage)
+			n += c
+		}
+		require.Equal(t, st.Tail.Count, n, k)
+		require.GreaterOrEqual(t, st.All.Ops, 1.0, k)
+		require.GreaterOrEqual(t, st.Tail.Beside.Ops, 1.0, k)
+		for _, f := range []float64{st.All.GC, st.All.Checkpoint, st.All.WithPop, st.Tail.Beside.GC, st.Tail.Beside.Checkpoint} {
+			require.True(t, f >= 0 && f <= 1, "%s: fraction %v", k, f)
+		}
+	}
+	require.Equal(t, 1.0, r.Kinds["pop"].All.WithPop, "a pop's entry carries its pop op")
 }

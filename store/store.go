@@ -149,6 +149,9 @@ type Store struct {
 	persistErr atomic.Pointer[error]
 	// persistKick asks the persister goroutine for a checkpoint.
 	persistKick chan struct{}
+	// persistStarted and persistDone count checkpoints begun and ended
+	// (Checkpoints).
+	persistStarted, persistDone atomic.Uint64
 	// journal is the consume queues' tail journal (journal.go; persistMu).
 	journal tailJournal
 
@@ -439,6 +442,8 @@ func (s *Store) CleanStart() bool { return s.cleanStart }
 func (s *Store) Persist() error {
 	s.persistMu.Lock()
 	defer s.persistMu.Unlock()
+	s.persistStarted.Add(1)
+	defer s.persistDone.Add(1)
 	s.applyMu.Lock()
 	cp, err := s.captureLocked()
 	s.applyMu.Unlock()
@@ -567,6 +572,13 @@ func (s *Store) persistUntilSpace() {
 		}
 		wait = min(2*wait, time.Second)
 	}
+}
+
+// Checkpoints returns how many checkpoints (Persist) began and ended so
+// far: a request that saw started > done at its start or started grow
+// before its end ran beside one (the leader's pop traces).
+func (s *Store) Checkpoints() (started, done uint64) {
+	return s.persistStarted.Load(), s.persistDone.Load()
 }
 
 // kickPersist asks persistLoop for a checkpoint, without waiting.
