@@ -432,14 +432,16 @@ func bornHost(conn *remoting.ServerConn) netip.AddrPort {
 	return netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
 }
 
-// inline takes sends a leader can replicate without a goroutine of their
-// own (remoting.Server.Inline): it decodes and queues them on the
-// connection's reader goroutine and answers on commit from the applier.
+// inline takes sends (and batch acks: inlineBatchAck) a leader can
+// replicate without a goroutine of their own (remoting.Server.Inline): it
+// decodes and queues them on the connection's reader goroutine and
+// answers on commit from the applier.
 // Everything else (followers forwarding, topics to create, other codes)
 // goes to handle.
 func (b *Broker) inline(conn *remoting.ServerConn, req *remoting.Command) bool {
 	switch req.Code {
 	case remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage:
+	case remoting.BatchAckMessage: // pop_handlers.go, after the checks below
 	default:
 		return false
 	}
@@ -453,6 +455,9 @@ func (b *Broker) inline(conn *remoting.ServerConn, req *remoting.Command) bool {
 	if resp := b.checkACL(conn, req); resp != nil {
 		conn.Reply(req, resp)
 		return true
+	}
+	if req.Code == remoting.BatchAckMessage {
+		return b.inlineBatchAck(conn, req)
 	}
 	start := time.Now()
 	msgs, create, resp := b.prepareSend(conn, req, bornHost(conn))

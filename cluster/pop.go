@@ -202,6 +202,9 @@ type popState struct {
 	next atomic.Uint32 // rotates the first queue of pops of any queue
 	// pipelined counts the pops built from a queue's pops in flight.
 	pipelined atomic.Uint64
+	// inlineAcks counts the batch acks taken on a connection's reader
+	// (inlineBatchAck) rather than by a handler.
+	inlineAcks atomic.Uint64
 
 	pollMu  sync.Mutex
 	polling map[string]int // suspended pops by group@topic@queue
@@ -1023,8 +1026,15 @@ func (b *Broker) PopAck(ctx context.Context, rs []Receipt) ([]error, error) {
 	if err != nil {
 		return nil, err
 	}
-	errs := make([]error, len(rs))
-	acked := 0
+	errs, acked := ackOutcomes(len(rs), ops, at, out)
+	b.met.PopAcked.Add(float64(acked))
+	return errs, nil
+}
+
+// ackOutcomes maps the results of ack ops (ackOps: ops, at) to each of
+// the n receipts' outcomes, and counts the records they removed.
+func ackOutcomes(n int, ops []pop.Op, at [][]int, out []pop.Result) (errs []error, acked int) {
+	errs = make([]error, n)
 	for i, r := range out {
 		if ops[i].Type == pop.OpAck {
 			errs[at[i][0]] = r.Err
@@ -1043,8 +1053,7 @@ func (b *Broker) PopAck(ctx context.Context, rs []Receipt) ([]error, error) {
 		}
 		acked += r.Acked
 	}
-	b.met.PopAcked.Add(float64(acked))
-	return errs, nil
+	return errs, acked
 }
 
 // ackOps builds the ops that ack rs: with acks, one OpAcks for the

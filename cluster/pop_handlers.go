@@ -7,9 +7,12 @@ import (
 	"math/bits"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
+	"github.com/raftmq/raftmq/internal/failpoint"
 	"github.com/raftmq/raftmq/protocol/remoting"
+	"github.com/raftmq/raftmq/store"
 	"github.com/raftmq/raftmq/store/pop"
 )
 
@@ -302,13 +305,36 @@ func (b *Broker) handleAck(ctx context.Context, conn *remoting.ServerConn, req *
 // handleBatchAck serves BATCH_ACK_MESSAGE: every ack of the body in one
 // entry. It answers SUCCESS only if every one was carried out (or had
 // been); otherwise the first failure's code, with the count in its remark.
+// A leader past its term's read barrier takes it on the connection's
+// reader instead (inlineBatchAck).
 func (b *Broker) handleBatchAck(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
+	rs, resp := b.batchAckReceipts(conn, req)
+	if resp != nil {
+		return resp
+	}
+	tr := b.pop.traces.sample(true, time.Now())
+	actx, cancel := context.WithTimeout(withPopTrace(ctx, tr), b.cfg.SendTimeout)
+	defer cancel()
+	errs, err := b.PopAck(actx, rs)
+	if err != nil {
+		return b.popResponse(conn, req, err)
+	}
+	resp = b.batchAckResponse(conn, req, errs)
+	if resp.Code == remoting.Success {
+		b.pop.traces.answered(tr)
+	}
+	return resp
+}
+
+// batchAckReceipts decodes and checks a BATCH_ACK_MESSAGE's body and
+// returns its receipts, or the refusal to answer.
+func (b *Broker) batchAckReceipts(conn *remoting.ServerConn, req *remoting.Command) ([]Receipt, *remoting.Command) {
 	if len(req.Body) == 0 {
-		return b.refuse(conn, req, remoting.NoMessage, "batch ack without a body")
+		return nil, b.refuse(conn, req, remoting.NoMessage, "batch ack without a body")
 	}
 	body, err := remoting.DecodeBatchAckBody(req.Body)
 	if err != nil {
-		return b.refuse(conn, req, remoting.InvalidParameter, err.Error())
+		return nil, b.refuse(conn, req, remoting.InvalidParameter, err.Error())
 	}
 	n := 0
 	for _, a := range body.Acks {
@@ -319,7 +345,7 @@ func (b *Broker) handleBatchAck(ctx context.Context, conn *remoting.ServerConn, 
 	rs := make([]Receipt, 0, n)
 	for _, a := range body.Acks {
 		if a.RetryFlag != "" && a.RetryFlag != "0" {
-			return b.refuse(conn, req, remoting.InvalidParameter, fmt.Sprintf("ack of a pop retry topic (flag %s): raftmq has none", a.RetryFlag))
+			return nil, b.refuse(conn, req, remoting.InvalidParameter, fmt.Sprintf("ack of a pop retry topic (flag %s): raftmq has none", a.RetryFlag))
 		}
 		offs := a.Offsets()
 		if len(offs) > 0 {
@@ -327,10 +353,10 @@ func (b *Broker) handleBatchAck(ctx context.Context, conn *remoting.ServerConn, 
 			// those between (the same topic, group and queue).
 			lo, hi := slices.Min(offs), slices.Max(offs)
 			if resp := b.ackCheck(conn, req, a.ConsumerGroup, a.Topic, a.QueueID, lo); resp != nil {
-				return resp
+				return nil, resp
 			}
 			if resp := b.ackCheck(conn, req, a.ConsumerGroup, a.Topic, a.QueueID, hi); hi != lo && resp != nil {
-				return resp
+				return nil, resp
 			}
 		}
 		for _, off := range offs {
@@ -338,15 +364,15 @@ func (b *Broker) handleBatchAck(ctx context.Context, conn *remoting.ServerConn, 
 		}
 	}
 	if len(rs) == 0 {
-		return b.refuse(conn, req, remoting.NoMessage, "batch ack names no offset")
+		return nil, b.refuse(conn, req, remoting.NoMessage, "batch ack names no offset")
 	}
-	tr := b.pop.traces.sample(true, time.Now())
-	actx, cancel := context.WithTimeout(withPopTrace(ctx, tr), b.cfg.SendTimeout)
-	defer cancel()
-	errs, err := b.PopAck(actx, rs)
-	if err != nil {
-		return b.popResponse(conn, req, err)
-	}
+	return rs, nil
+}
+
+// batchAckResponse answers a batch ack whose receipts had the outcomes
+// errs: SUCCESS if each was acked, else the first failure's code with the
+// count in its remark.
+func (b *Broker) batchAckResponse(conn *remoting.ServerConn, req *remoting.Command, errs []error) *remoting.Command {
 	failed := 0
 	var first error
 	for _, e := range errs {
@@ -362,8 +388,71 @@ func (b *Broker) handleBatchAck(ctx context.Context, conn *remoting.ServerConn, 
 		resp.Remark = fmt.Sprintf("%d of %d acks not carried out; first: %s", failed, len(errs), resp.Remark)
 		return resp
 	}
-	b.pop.traces.answered(tr)
 	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+// inlineBatchAck takes a BATCH_ACK_MESSAGE on the connection's reader
+// goroutine, as sends are (Broker.inline): it queues the ack's ops and
+// answers from the completion of the last one, on the applier, so that
+// no handler goroutine waits to be woken (a batch ack's "wake" stage,
+// 0.3-1.2 ms of its slowest 5 % on a loaded machine). The ops, their
+// entry and their outcomes are those of PopAck. It takes the request
+// only on a leader whose term's read barrier is done (popBarrier) and
+// with no failpoint on the ack; else it returns false and the handler
+// serves it.
+func (b *Broker) inlineBatchAck(conn *remoting.ServerConn, req *remoting.Command) bool {
+	node := b.rep.Node()
+	if !node.IsLeader() || b.pop.term.Load() != node.Status().Term || failpoint.On(b.fp, failpoint.AckInMemory) {
+		return false
+	}
+	rs, resp := b.batchAckReceipts(conn, req)
+	if resp != nil {
+		conn.Reply(req, resp)
+		return true
+	}
+	b.pop.inlineAcks.Add(1)
+	tr := b.pop.traces.sample(true, time.Now())
+	ops, at := ackOps(rs, b.groupFormatLevel() >= store.FormatLevelAcks)
+	out := make([]pop.Result, len(ops))
+	var (
+		left     atomic.Int32
+		firstErr atomic.Pointer[error]
+	)
+	left.Store(int32(len(ops)))
+	calls := make([]*popCall, len(ops))
+	for i := range ops {
+		c := &popCall{op: ops[i], done: make(chan popDone, 1), trace: tr}
+		c.landed = func(d popDone) {
+			if d.err != nil {
+				firstErr.CompareAndSwap(nil, &d.err)
+			}
+			out[i] = d.res
+			if left.Add(-1) != 0 {
+				return
+			}
+			if tr != nil {
+				tr.stamp(popWoken, time.Now())
+			}
+			if p := firstErr.Load(); p != nil {
+				conn.Reply(req, b.popResponse(conn, req, *p))
+				return
+			}
+			errs, acked := ackOutcomes(len(rs), ops, at, out)
+			b.met.PopAcked.Add(float64(acked))
+			resp := b.batchAckResponse(conn, req, errs)
+			if resp.Code == remoting.Success {
+				b.pop.traces.answered(tr)
+			}
+			conn.Reply(req, resp)
+		}
+		calls[i] = c
+	}
+	if tr != nil {
+		tr.stamp(popBuilt, time.Now())
+	}
+	// A call not queued is finished with the error, which answers.
+	_ = b.queuePopCalls(context.Background(), calls)
+	return true
 }
 
 func (b *Broker) handleChangeInvisible(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {

@@ -610,3 +610,46 @@ func TestPopAckBatchOutcomes(t *testing.T) {
 		require.Equal(t, want, got, "node %d", b.cfg.ID)
 	}
 }
+
+// A batch ack to a leader past its term's read barrier is taken on the
+// connection's reader and answered from the applier (inlineBatchAck),
+// directly or forwarded by a follower, with the handler's outcomes: a
+// stale receipt among good ones fails the request with the count, the
+// good ones are acked, and acking them again succeeds (idempotent).
+func TestPopBatchAckInline(t *testing.T) {
+	tb := startBrokers(t)
+	l := tb.leader()
+	cl := dial(t, l.ClientAddr())
+	cf := dial(t, tb.follower().ClientAddr())
+	popSetup(t, cl, 1, 6, nil)
+	resp, msgs := popReq(t, cl, 0, 3, time.Minute, 0, nil)
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	require.Len(t, msgs, 3)
+	e, err := remoting.ParseExtraInfo(msgs[0].ck)
+	require.NoError(t, err)
+	batch := func(popTime int64, offs ...int64) *remoting.Command {
+		var acks []remoting.BatchAck
+		for _, off := range offs {
+			a := remoting.BatchAck{ConsumerGroup: "g", Topic: "T", QueueID: 0, StartOffset: off, PopTime: popTime, InvisibleTime: e.InvisibleTime}
+			a.SetOffsets([]int64{off})
+			acks = append(acks, a)
+		}
+		body, err := json.Marshal(remoting.BatchAckBody{BrokerName: "raftmq", Acks: acks})
+		require.NoError(t, err)
+		return remoting.NewRequest(remoting.BatchAckMessage, nil, body)
+	}
+	before := l.pop.inlineAcks.Load()
+	// 0 and 1 are acked; 2 with a pop time it was not popped at is
+	// expired; 0 again (idempotent) and 2 are acked.
+	resp = invoke(t, cl, batch(e.PopTime, msgs[0].offset, msgs[1].offset))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	resp = invoke(t, cf, batch(e.PopTime-1, msgs[2].offset))
+	require.Equal(t, remoting.NoMessage, resp.Code, resp.Remark)
+	require.Contains(t, resp.Remark, "1 of 1 acks not carried out")
+	resp = invoke(t, cf, batch(e.PopTime, msgs[0].offset, msgs[2].offset))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	require.Equal(t, before+3, l.pop.inlineAcks.Load(), "every batch ack taken on the leader's reader")
+	q, ok := l.Replica().Store().PopQueue(pop.Key{Group: "g", Topic: "T", Queue: 0})
+	require.True(t, ok)
+	require.Empty(t, q.InFlight, "all three acked")
+}

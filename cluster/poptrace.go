@@ -202,6 +202,10 @@ type PopTraceReport struct {
 	Every  uint64                   `json:"every"`
 	Stages []string                 `json:"stages"`
 	Kinds  map[string]PopTraceStats `json:"kinds"`
+	// InlineAcks counts, since the node started, the batch acks it took
+	// on a connection's reader and answered from the applier
+	// (inlineBatchAck), traced or not.
+	InlineAcks uint64 `json:"inlineAcks"`
 }
 
 // PopTraceStats summarizes the traces of one kind.
@@ -349,7 +353,9 @@ func (b *Broker) servePopTrace(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet:
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(b.pop.traces.report())
+		r := b.pop.traces.report()
+		r.InlineAcks = b.pop.inlineAcks.Load()
+		_ = json.NewEncoder(w).Encode(r)
 	case http.MethodPost:
 		n, err := strconv.ParseUint(r.URL.Query().Get("every"), 10, 64)
 		if err != nil {
