@@ -276,7 +276,9 @@ func (s *popState) consumer(ctx context.Context, rng *rand.Rand, group string, o
 	}
 }
 
-// ackAll acks the first n messages, in order.
+// ackAll acks the first n messages, in order: every other one as a batch
+// ack of one message (BATCH_ACK_MESSAGE, which a leader takes on its
+// connection's reader), the others with ACK_MESSAGE.
 func (s *popState) ackAll(m *popMember, group string, msgs []*client.ReceivedMessage, ds []history.Op, n int) {
 	w := s.w
 	for i := range n {
@@ -284,7 +286,12 @@ func (s *popState) ackAll(m *popMember, group string, msgs []*client.ReceivedMes
 		o := history.Op{Process: m.proc, Kind: history.PopAck, Group: group, Topic: d.Topic, Queue: d.Queue, Offset: d.Offset, Value: d.Value,
 			Handle: d.Handle, Orderly: d.Orderly, Invoke: w.rec.now()}
 		actx, cancel := context.WithTimeout(context.Background(), w.timeout+time.Second)
-		err := m.sc.Ack(actx, msg)
+		var err error
+		if i%2 == 1 {
+			err = m.sc.AckBatch(actx, msgs[i:i+1])[0]
+		} else {
+			err = m.sc.Ack(actx, msg)
+		}
 		cancel()
 		o.Complete, o.Outcome, o.Error = w.rec.now(), outcome(err), errString(err)
 		w.rec.op(o)
