@@ -304,3 +304,15 @@ func TestTopicChanged(t *testing.T) {
 	createTopic(t, sa, "C", 1)
 	require.True(t, closed(a), "a configuration change")
 }
+
+// Checkpoints counts each Persist when it begins and when it ends, so
+// that a leader's pop traces can tell which requests ran beside one.
+func TestCheckpointsCounted(t *testing.T) {
+	sa := openSA(t, testConfig(t, vfs.NewMem()))
+	defer sa.Close()
+	s0, d0 := sa.Checkpoints()
+	require.NoError(t, sa.Persist())
+	s1, d1 := sa.Checkpoints()
+	require.GreaterOrEqual(t, s1, s0+1, "begun")
+	require.GreaterOrEqual(t, d1, d0+1, "ended")
+}
