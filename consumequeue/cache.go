@@ -212,8 +212,9 @@ func (q *Queue) evict(h *handle, wait bool) bool {
 // sync); a failed sync is the queue's sticky write error, reported by its
 // next write or Sync. With OwnerSyncsFS the file is closed as it is: the
 // page cache keeps its writes, the owner's next SyncFS covers them, and
-// the segment stays dirty (a Sync reopens it). Units held in memory stay
-// there: they need no open file. The caller holds q.w and q.mu.Lock.
+// the segment stays dirty (a Sync syncs it through a descriptor of its
+// own). Units held in memory stay there: they need no open file. The
+// caller holds q.w and q.mu.Lock.
 func (q *Queue) evictLocked(h *handle) {
 	s := h.s
 	if s.dirty && q.w.err == nil && !q.ownerSyncs {

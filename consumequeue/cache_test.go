@@ -631,3 +631,84 @@ func TestConcurrentReadersWhileGrowing(t *testing.T) {
 		require.NoError(t, set.Close())
 	})
 }
+
+// With OwnerSyncsFS the writer grows a file no reader has open through a
+// descriptor of its own, while readers open it (mapped at the size they
+// find) and the cache closes it again: a reader that opened the file just
+// before the growth must see it mapped at its new size once the units
+// past its old end are visible. Readers read the tail of the queue being
+// written and the head of the previous one, so that the two files take
+// turns in a cache of one.
+func TestConcurrentReadersWhileGrowingClosed(t *testing.T) {
+	forEachFS(t, func(t *testing.T, fs vfs.FS, root string) {
+		const perFile, queues = 4000, 4
+		set, err := OpenSet(fs, root, Options{UnitsPerFile: perFile, MaxOpenFiles: 1, OwnerSyncsFS: true})
+		require.NoError(t, err)
+		var prev *Queue
+		for i := 0; i < queues; i++ {
+			topic, id := queueName(i)
+			q, err := set.Queue(topic, id, true)
+			require.NoError(t, err)
+			done := make(chan struct{})
+			var wg sync.WaitGroup
+			failures := make(chan error, 4)
+			for r := 0; r < 2; r++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						select {
+						case <-done:
+							return
+						default:
+						}
+						hi := q.MaxOffset()
+						units, _, err := q.Read(max(hi-1100, 0), 1100, nil)
+						if err == nil {
+							for _, u := range units {
+								if u != unitAt(u.Offset, 0) {
+									err = fmt.Errorf("read %v, want %v", u, unitAt(u.Offset, 0))
+									break
+								}
+							}
+						}
+						if err == nil && prev != nil {
+							var u Unit
+							if u, err = prev.Get(0); err == nil && u != unitAt(0, 0) {
+								err = fmt.Errorf("previous queue: read %v, want %v", u, unitAt(0, 0))
+							}
+						}
+						if err != nil {
+							select {
+							case failures <- err:
+							default:
+							}
+							return
+						}
+					}
+				}()
+			}
+			rng := newRand(uint64(i))
+			for end := int64(0); end < perFile+300; {
+				n := 1 + rng.Int64N(40)
+				putBuffered(t, q, end, end+n, 0)
+				end += n
+				require.NoError(t, q.Flush())
+				if rng.Int64N(20) == 0 {
+					_, err := set.MarkFlushed()
+					require.NoError(t, err)
+				}
+			}
+			close(done)
+			wg.Wait()
+			select {
+			case err := <-failures:
+				require.NoError(t, err)
+			default:
+			}
+			checkRange(t, q, 0, perFile+300, 0)
+			prev = q
+		}
+		require.NoError(t, set.Close())
+	})
+}

@@ -180,20 +180,26 @@
 // process's descriptor limit (half of it, 1,024 to 16,384), which the store
 // uses by default: a miss costs an open, a mapping and closing another
 // file (~58 µs), so a Set whose active queues outnumber its open files
-// pays that on almost every spill and checkpoint write. A file opens on its first read or write and
-// stays open until the cache needs room: the least recently used files,
+// pays that on almost every spill and checkpoint write. A file opens on its
+// first read (or, without OwnerSyncsFS, write) and stays open until the
+// cache needs room: the least recently used files,
 // over all queues, are then closed (CLOCK's approximation of LRU, so that a
 // use costs one atomic load and no lock; without OwnerSyncsFS, files of
 // queues with unsynced writes are passed over once). The next read or
-// write reopens a closed file; with OwnerSyncsFS, a write that does not
-// grow the file goes through a descriptor opened for it alone instead (an
-// open and a close, no mapping, no other file closed for it). Units in memory need no open file: a put
+// write reopens a closed file. With OwnerSyncsFS the writer opens no file
+// into the cache at all: it creates, grows, writes and syncs a file that
+// no reader has open through a descriptor opened for that call alone (an
+// open and a close, no mapping, no other file closed for it; one per spill
+// of 1,024 units), and recovery closes the files it read. So a queue that
+// is only written, its readers served from memory, holds no descriptor,
+// mapping or handle: with many queues that is most of what the collector
+// would otherwise mark per queue. Units in memory need no open file: a put
 // or a Flush opens none, and closing a file leaves its queue's units in
 // memory. Without OwnerSyncsFS, closing a file that holds unsynced writes
 // fdatasyncs it first, so no file is closed while it still needs a sync (a
 // failed sync there is the queue's sticky write error); with it, the file
-// is closed as it is and stays dirty until SyncedByFS (a Sync reopens
-// it). A file is closed only with both of its
+// is closed as it is and stays dirty until SyncedByFS (a Sync syncs it
+// through a descriptor of its own). A file is closed only with both of its
 // queue's locks held, the one writers hold and the one readers hold, so a
 // mapping is never unmapped while a reader reads it, and the writer never
 // sees a file closed under it.
@@ -207,7 +213,7 @@
 //
 // Recovery (OpenQueue, OpenSet) opens the last file of each queue to scan
 // its tail, and a complete file only to check its first and last unit,
-// closing it again at once. Retention (DeleteBefore) and TruncatePhy open no
+// closing it again at once (and, with OwnerSyncsFS, the last one too). Retention (DeleteBefore) and TruncatePhy open no
 // file of a queue they leave unchanged: the queue remembers the PhyOffset of
 // its first unit and of its last.
 //

@@ -132,7 +132,7 @@ type segment struct {
 // documentation for its concurrency contract.
 type Queue struct {
 	fs       vfs.FS
-	dir      string
+	root     string // the Set's root: the queue's directory is dir()
 	topic    string
 	queueID  int32
 	perFile  int64 // units per file
@@ -193,6 +193,17 @@ type Queue struct {
 		journaled int64
 	}
 
+	// segs0 backs mu.segs while the queue has one file, and seg0 is a
+	// segment of it when seg0Used, so that a queue of one file costs no
+	// heap object for its list of files or its file beyond the Queue: the
+	// collector marks every object of every open queue in each cycle. seg0
+	// is set up only while no reader can reach it (it is in no mu.segs) and
+	// freed (removeSegment) once detached and closed. seg0Used is guarded
+	// by w.
+	segs0    [1]*segment
+	seg0     segment
+	seg0Used bool
+
 	// mu guards what readers see.
 	mu struct {
 		sync.RWMutex
@@ -230,7 +241,7 @@ func openQueueIn(fs vfs.FS, root, topic string, queueID int32, opts Options, cac
 	}
 	q := &Queue{
 		fs:       fs,
-		dir:      vfs.Join(root, topic, strconv.Itoa(int(queueID))),
+		root:     root,
 		topic:    topic,
 		queueID:  queueID,
 		perFile:  int64(opts.UnitsPerFile),
@@ -246,7 +257,8 @@ func openQueueIn(fs vfs.FS, root, topic string, queueID int32, opts Options, cac
 		// it loses the queue only with units no checkpoint covers.
 		mkdir = func(fs vfs.FS, dir string) error { return fs.MkdirAll(dir, vfs.DirMode) }
 	}
-	if err := mkdir(fs, q.dir); err != nil {
+	q.mu.segs = q.segs0[:0]
+	if err := mkdir(fs, q.dir()); err != nil {
 		return nil, fmt.Errorf("consumequeue: open %s: %w", q.name(), err)
 	}
 	// The locks keep evictions away from the files load has open.
@@ -260,6 +272,11 @@ func openQueueIn(fs vfs.FS, root, topic string, queueID int32, opts Options, cac
 			}
 		}
 		q.mu.segs = nil
+	}
+	if err == nil && q.ownerSyncs {
+		// The writer opens no file into the cache (see writeUnits): the
+		// file recovery read stays closed until a reader needs it.
+		err = q.closeFilesLocked()
 	}
 	q.mu.Unlock()
 	q.w.Unlock()
@@ -277,9 +294,31 @@ func (q *Queue) warn(msg string, args ...any) {
 	q.log.Warn(msg, append([]any{"topic", q.topic, "queue", q.queueID}, args...)...)
 }
 
+// dir returns the queue's directory, <root>/<topic>/<queueId>. It is
+// built when needed (file operations) rather than kept, as a Set may hold
+// many queues.
+func (q *Queue) dir() string {
+	return vfs.Join(q.root, q.topic, strconv.Itoa(int(q.queueID)))
+}
+
 // path returns the path of s's file.
 func (q *Queue) path(s *segment) string {
-	return vfs.Join(q.dir, fileName(s.base*UnitSize))
+	return vfs.Join(q.dir(), fileName(s.base*UnitSize))
+}
+
+// closeFilesLocked closes the queue's open files, dirty ones as they are:
+// for OwnerSyncsFS only, whose SyncFS covers them. The caller holds q.w and
+// q.mu.Lock.
+func (q *Queue) closeFilesLocked() error {
+	var errs []error
+	for _, s := range q.mu.segs {
+		if h := s.h.Load(); h != nil {
+			if err := q.closeHandle(h); err != nil {
+				errs = append(errs, fmt.Errorf("close %s: %w", q.path(s), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // checkName rejects topics that are not a single path element.
@@ -382,9 +421,10 @@ func (q *Queue) Close() error {
 // load finds the queue's files and recovers min and max. The caller holds
 // q.w and q.mu.Lock.
 func (q *Queue) load() error {
-	names, err := q.fs.List(q.dir)
+	dir := q.dir()
+	names, err := q.fs.List(dir)
 	if err != nil {
-		return fmt.Errorf("list %q: %w", q.dir, err)
+		return fmt.Errorf("list %q: %w", dir, err)
 	}
 	var (
 		sizes  []int64
@@ -394,11 +434,11 @@ func (q *Queue) load() error {
 	for _, name := range names {
 		off, ok := parseFileName(name)
 		if !ok {
-			q.log.Debug("consumequeue: ignoring file", "file", vfs.Join(q.dir, name))
+			q.log.Debug("consumequeue: ignoring file", "file", vfs.Join(dir, name))
 			continue
 		}
 		listed++
-		path := vfs.Join(q.dir, name)
+		path := vfs.Join(dir, name)
 		if off%q.fileSize != 0 {
 			return fmt.Errorf("file %s: name is not a multiple of the file size %d (UnitsPerFile %d): %w",
 				path, q.fileSize, q.perFile, ErrCorrupt)
@@ -423,7 +463,7 @@ func (q *Queue) load() error {
 			return fmt.Errorf("file %s: size %d, want %d (UnitsPerFile %d): %w",
 				path, size, q.fileSize, q.perFile, ErrCorrupt)
 		}
-		q.mu.segs = append(q.mu.segs, &segment{base: base, units: size / UnitSize})
+		q.mu.segs = append(q.mu.segs, q.newSegment(base, size/UnitSize))
 		sizes = append(sizes, size)
 	}
 	// A second file exists only once the first one's entry is durable.
@@ -735,6 +775,28 @@ func (q *Queue) zeroBytes(s *segment, h *handle, off, end int64) error {
 	return nil
 }
 
+// newSegment returns a segment of base and units: seg0 if it is free,
+// else a new one. The caller holds q.w; no reader can reach the segment
+// before the caller adds it to q.mu.segs (under q.mu.Lock).
+func (q *Queue) newSegment(base, units int64) *segment {
+	if q.seg0Used {
+		return &segment{base: base, units: units}
+	}
+	q.seg0Used = true
+	s := &q.seg0
+	s.base, s.units, s.dirty = base, units, false
+	s.h.Store(nil)
+	return s
+}
+
+// freeSegment makes s available to newSegment again if it is seg0. s is
+// detached from q.mu.segs and its file closed; the caller holds q.w.
+func (q *Queue) freeSegment(s *segment) {
+	if s == &q.seg0 {
+		q.seg0Used = false
+	}
+}
+
 // removeSegment closes s and removes its file durably. s must already be
 // detached from q.mu.segs; the caller holds q.w.
 func (q *Queue) removeSegment(s *segment) error {
@@ -743,11 +805,12 @@ func (q *Queue) removeSegment(s *segment) error {
 			return fmt.Errorf("close %s: %w", q.path(s), err)
 		}
 	}
+	defer q.freeSegment(s)
 	if err := q.fs.Remove(q.path(s)); err != nil {
 		return fmt.Errorf("remove %s: %w", q.path(s), err)
 	}
-	if err := q.fs.SyncDir(q.dir); err != nil {
-		return fmt.Errorf("sync dir %s: %w", q.dir, err)
+	if err := q.fs.SyncDir(q.dir()); err != nil {
+		return fmt.Errorf("sync dir %s: %w", q.dir(), err)
 	}
 	q.w.firstSynced = true // every entry of the directory is durable
 	return nil

@@ -3,6 +3,8 @@ package consumequeue
 import (
 	"fmt"
 	"sort"
+
+	"github.com/raftmq/raftmq/internal/vfs"
 )
 
 // writableLocked returns why the queue refuses writes, or nil.
@@ -276,11 +278,6 @@ func (q *Queue) spillLocked(upTo int64) error {
 		}
 		n := min(upTo, s.base+q.perFile) - off // units
 		if end := off - s.base + n; end > s.units {
-			if h == nil {
-				if h, err = q.file(s); err != nil {
-					return q.spillFailed(start, err)
-				}
-			}
 			if err := q.growLocked(s, h, end); err != nil {
 				return q.spillFailed(start, err)
 			}
@@ -328,12 +325,16 @@ func (q *Queue) spillLocked(upTo int64) error {
 }
 
 // writeUnits writes b at byte at of s's file: through h, or, with h nil
-// (OwnerSyncsFS, the file closed and large enough), through a descriptor
-// opened for this write alone. That costs an open and a close, not the
-// mapping, the unmapping and the eviction of another queue's file that
-// reopening it in the cache would, and the owner's SyncFS covers the write
-// as any other. Readers that map the file meanwhile see the write through
-// the page cache; they read it only once disk has moved past it.
+// (OwnerSyncsFS, the file not open), through a descriptor opened for this
+// write alone. With OwnerSyncsFS the writer never opens a file into the
+// cache: it creates, grows, writes and syncs a file that no reader has open
+// through such descriptors, so a queue that is only written (its readers
+// served from memory) keeps no descriptor, mapping or handle between its
+// spills. That costs an open and a close per spill (one per 1,024 units),
+// not the mapping, the unmapping and the eviction of another queue's file
+// that opening it in the cache would, and the owner's SyncFS covers the
+// write as any other. Readers that map the file meanwhile see the write
+// through the page cache; they read it only once disk has moved past it.
 func (q *Queue) writeUnits(s *segment, h *handle, b []byte, at int64) error {
 	path := q.path(s)
 	if h != nil {
@@ -342,13 +343,22 @@ func (q *Queue) writeUnits(s *segment, h *handle, b []byte, at int64) error {
 		}
 		return nil
 	}
+	return q.withFile(path, "write", func(f vfs.File) error {
+		_, err := f.WriteAt(b, at)
+		return err
+	})
+}
+
+// withFile runs op on the file at path through a descriptor opened for it
+// alone, outside the file cache, and closes it. Errors name op and path.
+func (q *Queue) withFile(path, op string, fn func(vfs.File) error) error {
 	f, err := q.fs.OpenReadWrite(path)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
 	}
-	if _, err := f.WriteAt(b, at); err != nil {
-		_ = f.Close() // the write's error is the one to report
-		return fmt.Errorf("write %s: %w", path, err)
+	if err := fn(f); err != nil {
+		_ = f.Close() // op's error is the one to report
+		return fmt.Errorf("%s %s: %w", op, path, err)
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", path, err)
@@ -376,8 +386,9 @@ func (q *Queue) segmentForWriteLocked(off int64) (*segment, *handle, error) {
 	if n > 0 && off < segs[n-1].base+q.perFile {
 		s := segs[n-1]
 		if q.ownerSyncs && s.h.Load() == nil {
-			// Closed to make room: spillLocked writes through a
-			// short-lived descriptor rather than reopening and mapping it.
+			// Not open (the writer opens no file into the cache, see
+			// writeUnits): spillLocked writes and grows it through
+			// short-lived descriptors.
 			return s, nil, nil
 		}
 		h, err := q.file(s)
@@ -397,8 +408,8 @@ func (q *Queue) segmentForWriteLocked(off int64) (*segment, *handle, error) {
 		prev.dirty = false
 	case n > 0 && q.ownerSyncs && !q.w.firstSynced:
 		// A crash must not keep this file and lose the first one.
-		if err := q.fs.SyncDir(q.dir); err != nil {
-			return nil, nil, fmt.Errorf("sync dir %s: %w", q.dir, err)
+		if err := q.fs.SyncDir(q.dir()); err != nil {
+			return nil, nil, fmt.Errorf("sync dir %s: %w", q.dir(), err)
 		}
 		q.w.firstSynced = true
 	}
@@ -416,18 +427,37 @@ func (q *Queue) segmentForWriteLocked(off int64) (*segment, *handle, error) {
 	return s, h, nil
 }
 
-// growLocked makes s's file (open as h) hold at least need units: it
-// extends the file (with zeros) to growTarget units and maps it again. The
-// growth is durable with the next Sync of the file, like the units written
-// into it.
+// growLocked makes s's file (open as h, or not open: h nil, OwnerSyncsFS
+// only) hold at least need units: it extends the file (with zeros) to
+// growTarget units and maps it again if it is open. The growth is durable
+// with the next Sync of the file, like the units written into it.
 func (q *Queue) growLocked(s *segment, h *handle, need int64) error {
 	units := growTarget(s.units, need, q.perFile)
 	path := q.path(s)
-	if err := h.f.Truncate(units * UnitSize); err != nil {
-		return fmt.Errorf("extend %s: %w", path, err)
+	if h == nil {
+		err := q.withFile(path, "extend", func(f vfs.File) error { return f.Truncate(units * UnitSize) })
+		if err != nil {
+			return err
+		}
+		s.dirty = true
+		q.writes.Add(1)
+		// A reader may have opened the file since the caller looked,
+		// mapping its old size; from the swap below on, it maps the new.
+		q.mu.Lock()
+		if h = s.h.Load(); h == nil {
+			s.units = units
+		}
+		q.mu.Unlock()
+		if h == nil {
+			return nil
+		}
+	} else {
+		if err := h.f.Truncate(units * UnitSize); err != nil {
+			return fmt.Errorf("extend %s: %w", path, err)
+		}
+		s.dirty = true
+		q.writes.Add(1)
 	}
-	s.dirty = true
-	q.writes.Add(1)
 	m, err := h.f.Map(units * UnitSize)
 	if err != nil {
 		return fmt.Errorf("map %s: %w", path, err)
@@ -451,16 +481,19 @@ func (q *Queue) growLocked(s *segment, h *handle, need int64) error {
 // createSegment creates and maps the file starting at queue offset base,
 // with blanks blank units at its start, sized for them or firstFileUnits
 // (see growTarget). With sync, the file and its directory entry are durable
-// when it returns; either way the file is open.
+// when it returns. The file is open (in the cache) unless OwnerSyncsFS
+// (see writeUnits): then it is closed again and the handle is nil.
 func (q *Queue) createSegment(base, blanks int64, sync bool) (*segment, *handle, error) {
-	s := &segment{base: base, units: growTarget(0, blanks, q.perFile)}
+	s := q.newSegment(base, growTarget(0, blanks, q.perFile))
 	path := q.path(s)
 	f, err := q.fs.Create(path)
 	if err != nil {
+		q.freeSegment(s)
 		return nil, nil, fmt.Errorf("create %s: %w", path, err)
 	}
 	fail := func(err error) (*segment, *handle, error) {
 		_ = f.Close() // err is the one to report
+		q.freeSegment(s)
 		return nil, nil, err
 	}
 	if err := f.Truncate(s.units * UnitSize); err != nil {
@@ -479,13 +512,20 @@ func (q *Queue) createSegment(base, blanks int64, sync bool) (*segment, *handle,
 		if err := f.Sync(); err != nil {
 			return fail(fmt.Errorf("sync %s: %w", path, err))
 		}
-		if err := q.fs.SyncDir(q.dir); err != nil {
-			return fail(fmt.Errorf("sync dir %s: %w", q.dir, err))
+		if err := q.fs.SyncDir(q.dir()); err != nil {
+			return fail(fmt.Errorf("sync dir %s: %w", q.dir(), err))
 		}
 		q.w.firstSynced = true
 	} else {
 		s.dirty = true
 		q.writes.Add(1)
+	}
+	if q.ownerSyncs {
+		if err := f.Close(); err != nil {
+			q.freeSegment(s)
+			return nil, nil, fmt.Errorf("close %s: %w", path, err)
+		}
+		return s, nil, nil
 	}
 	m, err := f.Map(s.units * UnitSize)
 	if err != nil {
@@ -529,12 +569,18 @@ func (q *Queue) syncLocked() error {
 		if !s.dirty {
 			continue
 		}
-		h, err := q.file(s) // reopens a file closed with unsynced writes
+		var err error
+		if h := s.h.Load(); h != nil {
+			if err = h.f.Sync(); err != nil {
+				err = fmt.Errorf("sync %s: %w", q.path(s), err)
+			}
+		} else {
+			// Closed with unsynced writes (OwnerSyncsFS): fdatasync
+			// through a descriptor of its own, outside the cache.
+			err = q.withFile(q.path(s), "sync", func(f vfs.File) error { return f.Sync() })
+		}
 		if err != nil {
 			return q.fail(err)
-		}
-		if err := h.f.Sync(); err != nil {
-			return q.fail(fmt.Errorf("sync %s: %w", q.path(s), err))
 		}
 		s.dirty = false
 	}
@@ -780,7 +826,7 @@ func (q *Queue) resetLocked(offset int64) error {
 	q.w.journaled = offset
 	segs := q.mu.segs
 	q.mu.Lock()
-	q.mu.segs = nil
+	q.mu.segs = q.segs0[:0] // segs0 is rewritten only by appends, after the loop below
 	q.mu.min, q.mu.max, q.mu.disk, q.mu.mem = offset, offset, offset, nil
 	q.mu.Unlock()
 	q.w.pend = q.w.pend[:0] // dropped with every other unit
@@ -799,7 +845,7 @@ func (q *Queue) resetLocked(offset int64) error {
 		return err
 	}
 	q.mu.Lock()
-	q.mu.segs = []*segment{s}
+	q.mu.segs = append(q.segs0[:0], s)
 	q.mu.Unlock()
 	return nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -20,7 +21,9 @@ import (
 // and a checkpoint before the clock starts, so that its files exist (as in
 // the curve's timed run). cpu-ns/op is the process's user + system CPU per
 // message while the clock runs, checkpoints included (they run on their own
-// goroutine, so ns/op, which is wall time, misses most of them).
+// goroutine, so ns/op, which is wall time, misses most of them); heap-objs
+// is the live heap objects after the run (runtime.MemStats.HeapObjects
+// after a collection), which the collector marks in every cycle.
 //
 //	go test ./store/ -run XXX -bench BenchmarkApplyQueues -benchtime 400000x
 func BenchmarkApplyQueues(b *testing.B) {
@@ -95,6 +98,12 @@ func benchApplyQueues(b *testing.B, topics, queues int) {
 	applyBenchEntries(b, s, first, entries, perEntry)
 	b.StopTimer()
 	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(entries*perEntry), "cpu-ns/op")
+	// The live heap objects the collector marks in each cycle, with every
+	// queue open (the count moves with the queues' files and buffers).
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.HeapObjects), "heap-objs")
 }
 
 // cpuTime returns the process's user + system CPU time so far.

@@ -62,5 +62,5 @@ func (osFS) OpenDirect(name string) (File, error) {
 		}
 		return nil, err
 	}
-	return &osFile{f}, nil
+	return osFile{f}, nil
 }
