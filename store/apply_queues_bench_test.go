@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"runtime"
+	"runtime/metrics"
 	"syscall"
 	"testing"
 	"time"
@@ -21,7 +22,9 @@ import (
 // and a checkpoint before the clock starts, so that its files exist (as in
 // the curve's timed run). cpu-ns/op is the process's user + system CPU per
 // message while the clock runs, checkpoints included (they run on their own
-// goroutine, so ns/op, which is wall time, misses most of them); heap-objs
+// goroutine, so ns/op, which is wall time, misses most of them), and
+// gc-cpu-ns/op the collector's share of it (the runtime's estimate), in
+// gcs collections; heap-objs
 // is the live heap objects after the run (runtime.MemStats.HeapObjects
 // after a collection), which the collector marks in every cycle.
 //
@@ -93,17 +96,35 @@ func benchApplyQueues(b *testing.B, topics, queues int) {
 	}
 	b.SetBytes(1024)
 	b.ReportAllocs()
-	cpu0 := cpuTime(b)
+	cpu0, gc0, n0 := cpuTime(b), gcCPU(), gcCycles()
 	b.ResetTimer()
 	applyBenchEntries(b, s, first, entries, perEntry)
 	b.StopTimer()
 	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(entries*perEntry), "cpu-ns/op")
+	b.ReportMetric(float64(gcCPU()-gc0)/float64(entries*perEntry), "gc-cpu-ns/op")
+	b.ReportMetric(float64(gcCycles()-n0), "gcs")
 	// The live heap objects the collector marks in each cycle, with every
 	// queue open (the count moves with the queues' files and buffers).
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	b.ReportMetric(float64(ms.HeapObjects), "heap-objs")
+}
+
+// gcCPU returns the runtime's estimate of the CPU its collector has used so
+// far (/cpu/classes/gc/total:cpu-seconds; an estimate, to compare between
+// runs of this benchmark only).
+func gcCPU() time.Duration {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	return time.Duration(s[0].Value.Float64() * float64(time.Second))
+}
+
+// gcCycles returns the number of collections completed so far.
+func gcCycles() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // cpuTime returns the process's user + system CPU time so far.
