@@ -55,6 +55,7 @@ func TestWriteToClosedFileMapsNothing(t *testing.T) {
 	}
 	require.Zero(t, set.OpenFiles(), "the writer keeps no file open")
 	require.Zero(t, maps.Load(), "nor maps one")
+	require.Zero(t, opens.Load(), "a new file's first write goes through the descriptor that created it")
 	maps.Store(0)
 	opens.Store(0)
 	for round := int64(1); round < 10; round++ {

@@ -187,6 +187,12 @@ type Queue struct {
 		// for the first file its mark saw.
 		firstSynced bool
 		firstGen    uint64
+		// fresh (OwnerSyncsFS only) is the descriptor of freshSeg's file,
+		// which spillLocked has just created: its first growth and write
+		// go through it, and spillLocked closes it before it returns, so
+		// that a new file costs no second open (closeFresh).
+		fresh    vfs.File
+		freshSeg *segment
 		// journaled is the end of the units that an owner's tail journal
 		// holds (Set.MarkJournal): a record starts at the later of it
 		// and mu.disk.

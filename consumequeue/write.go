@@ -264,7 +264,12 @@ func (q *Queue) spillPoint(off int64) int64 {
 // units that were not visible are dropped; the visible ones stay readable
 // from memory. The queue refuses writes from then on, and its owner
 // rebuilds the units from the commit log after a restart.
-func (q *Queue) spillLocked(upTo int64) error {
+func (q *Queue) spillLocked(upTo int64) (err error) {
+	defer func() {
+		if cerr := q.closeFresh(); cerr != nil && err == nil {
+			err = q.fail(cerr)
+		}
+	}()
 	start := q.mu.disk
 	if upTo <= start {
 		return nil
@@ -337,8 +342,15 @@ func (q *Queue) spillLocked(upTo int64) error {
 // through the page cache; they read it only once disk has moved past it.
 func (q *Queue) writeUnits(s *segment, h *handle, b []byte, at int64) error {
 	path := q.path(s)
-	if h != nil {
-		if _, err := h.f.WriteAt(b, at); err != nil {
+	var f vfs.File
+	switch {
+	case h != nil:
+		f = h.f
+	case q.w.freshSeg == s:
+		f = q.w.fresh
+	}
+	if f != nil {
+		if _, err := f.WriteAt(b, at); err != nil {
 			return fmt.Errorf("write %s: %w", path, err)
 		}
 		return nil
@@ -347,6 +359,20 @@ func (q *Queue) writeUnits(s *segment, h *handle, b []byte, at int64) error {
 		_, err := f.WriteAt(b, at)
 		return err
 	})
+}
+
+// closeFresh closes the descriptor of a file spillLocked created, if any.
+// The caller holds q.w.
+func (q *Queue) closeFresh() error {
+	f, s := q.w.fresh, q.w.freshSeg
+	if f == nil {
+		return nil
+	}
+	q.w.fresh, q.w.freshSeg = nil, nil
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", q.path(s), err)
+	}
+	return nil
 }
 
 // withFile runs op on the file at path through a descriptor opened for it
@@ -435,7 +461,14 @@ func (q *Queue) growLocked(s *segment, h *handle, need int64) error {
 	units := growTarget(s.units, need, q.perFile)
 	path := q.path(s)
 	if h == nil {
-		err := q.withFile(path, "extend", func(f vfs.File) error { return f.Truncate(units * UnitSize) })
+		var err error
+		if q.w.freshSeg == s {
+			if err = q.w.fresh.Truncate(units * UnitSize); err != nil {
+				err = fmt.Errorf("extend %s: %w", path, err)
+			}
+		} else {
+			err = q.withFile(path, "extend", func(f vfs.File) error { return f.Truncate(units * UnitSize) })
+		}
 		if err != nil {
 			return err
 		}
@@ -482,7 +515,8 @@ func (q *Queue) growLocked(s *segment, h *handle, need int64) error {
 // with blanks blank units at its start, sized for them or firstFileUnits
 // (see growTarget). With sync, the file and its directory entry are durable
 // when it returns. The file is open (in the cache) unless OwnerSyncsFS
-// (see writeUnits): then it is closed again and the handle is nil.
+// (see writeUnits): then the handle is nil, and the descriptor is the
+// writer's fresh one until closeFresh.
 func (q *Queue) createSegment(base, blanks int64, sync bool) (*segment, *handle, error) {
 	s := q.newSegment(base, growTarget(0, blanks, q.perFile))
 	path := q.path(s)
@@ -521,10 +555,10 @@ func (q *Queue) createSegment(base, blanks int64, sync bool) (*segment, *handle,
 		q.writes.Add(1)
 	}
 	if q.ownerSyncs {
-		if err := f.Close(); err != nil {
-			q.freeSegment(s)
-			return nil, nil, fmt.Errorf("close %s: %w", path, err)
+		if err := q.closeFresh(); err != nil {
+			return fail(err)
 		}
+		q.w.fresh, q.w.freshSeg = f, s
 		return s, nil, nil
 	}
 	m, err := f.Map(s.units * UnitSize)
@@ -842,6 +876,9 @@ func (q *Queue) resetLocked(offset int64) error {
 	base := offset - offset%q.perFile
 	s, _, err := q.createSegment(base, offset-base, true)
 	if err != nil {
+		return err
+	}
+	if err := q.closeFresh(); err != nil {
 		return err
 	}
 	q.mu.Lock()
