@@ -284,6 +284,11 @@ func (b *Broker) ackInMemory(rs []Receipt) []error {
 	return make([]error, len(rs))
 }
 
+// inlineAckInMemory is the ack-in-memory failpoint's side of the inline
+// batch ack (inlineBatchAck): it declines the request, so the handler's
+// PopAck acks it in memory.
+func (b *Broker) inlineAckInMemory() bool { return false }
+
 // unackedInMemory is the ack-in-memory failpoint's side of the revive
 // loop (reviveDue): it leaves out the records this node acked, which stay
 // hidden in the replicated state.

@@ -49,6 +49,7 @@ func (b *Broker) scheduleDelivered(*schedule.Delivery, error) {
 	panic("failpoint schedule-in-memory" + notBuilt)
 }
 func (b *Broker) ackInMemory([]Receipt) []error { panic("failpoint ack-in-memory" + notBuilt) }
+func (b *Broker) inlineAckInMemory() bool       { panic("failpoint ack-in-memory" + notBuilt) }
 func (b *Broker) unackedInMemory(pop.Key, []pop.Record) []pop.Record {
 	panic("failpoint ack-in-memory" + notBuilt)
 }

@@ -402,8 +402,11 @@ func (b *Broker) batchAckResponse(conn *remoting.ServerConn, req *remoting.Comma
 // serves it.
 func (b *Broker) inlineBatchAck(conn *remoting.ServerConn, req *remoting.Command) bool {
 	node := b.rep.Node()
-	if !node.IsLeader() || b.pop.term.Load() != node.Status().Term || failpoint.On(b.fp, failpoint.AckInMemory) {
+	if !node.IsLeader() || b.pop.term.Load() != node.Status().Term {
 		return false
+	}
+	if failpoint.On(b.fp, failpoint.AckInMemory) {
+		return b.inlineAckInMemory()
 	}
 	rs, resp := b.batchAckReceipts(conn, req)
 	if resp != nil {
