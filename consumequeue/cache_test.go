@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"sync"
@@ -573,62 +574,7 @@ func TestConcurrentReadersWhileEvicting(t *testing.T) {
 // the test.
 func TestConcurrentReadersWhileGrowing(t *testing.T) {
 	forEachFS(t, func(t *testing.T, fs vfs.FS, root string) {
-		const perFile, queues = 4000, 6
-		set, err := OpenSet(fs, root, Options{UnitsPerFile: perFile, MaxOpenFiles: 2})
-		require.NoError(t, err)
-		for i := 0; i < queues; i++ {
-			topic, id := queueName(i)
-			q, err := set.Queue(topic, id, true)
-			require.NoError(t, err)
-			done := make(chan struct{})
-			var wg sync.WaitGroup
-			failures := make(chan error, 4)
-			for r := 0; r < 2; r++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						select {
-						case <-done:
-							return
-						default:
-						}
-						hi := q.MaxOffset()
-						units, _, err := q.Read(max(hi-40, 0), 40, nil)
-						if err == nil {
-							for _, u := range units {
-								if u != unitAt(u.Offset, 0) {
-									err = fmt.Errorf("read %v, want %v", u, unitAt(u.Offset, 0))
-									break
-								}
-							}
-						}
-						if err != nil {
-							select {
-							case failures <- err:
-							default:
-							}
-							return
-						}
-					}
-				}()
-			}
-			rng := newRand(uint64(i))
-			for end := int64(0); end < perFile+300; {
-				n := 1 + rng.Int64N(40)
-				putBuffered(t, q, end, end+n, 0)
-				end += n
-				require.NoError(t, q.Flush())
-			}
-			close(done)
-			wg.Wait()
-			select {
-			case err := <-failures:
-				require.NoError(t, err)
-			default:
-			}
-		}
-		require.NoError(t, set.Close())
+		readTailWhileGrowing(t, fs, root, Options{UnitsPerFile: 4000, MaxOpenFiles: 2}, 6, 40, nil, nil)
 	})
 }
 
@@ -641,74 +587,98 @@ func TestConcurrentReadersWhileGrowing(t *testing.T) {
 // turns in a cache of one.
 func TestConcurrentReadersWhileGrowingClosed(t *testing.T) {
 	forEachFS(t, func(t *testing.T, fs vfs.FS, root string) {
-		const perFile, queues = 4000, 4
-		set, err := OpenSet(fs, root, Options{UnitsPerFile: perFile, MaxOpenFiles: 1, OwnerSyncsFS: true})
+		opts := Options{UnitsPerFile: 4000, MaxOpenFiles: 1, OwnerSyncsFS: true}
+		readPrev := func(_, prev *Queue) error {
+			if prev == nil {
+				return nil
+			}
+			u, err := prev.Get(0)
+			if err == nil && u != unitAt(0, 0) {
+				err = fmt.Errorf("previous queue: read %v, want %v", u, unitAt(0, 0))
+			}
+			return err
+		}
+		markFlushed := func(set *Set, rng *rand.Rand) {
+			if rng.Int64N(20) == 0 {
+				_, err := set.MarkFlushed()
+				require.NoError(t, err)
+			}
+		}
+		readTailWhileGrowing(t, fs, root, opts, 4, 1100, readPrev, markFlushed)
+	})
+}
+
+// readTailWhileGrowing writes UnitsPerFile+300 units, in flushes of 1-40,
+// to each of queues queues of a Set opened with opts in turn, while two
+// readers read the last span units of the queue being written, check them,
+// and run also (if not nil) with it and the queue written before it.
+// afterFlush (if not nil) runs after each flush. Every queue must hold
+// every unit at the end.
+func readTailWhileGrowing(t *testing.T, fs vfs.FS, root string, opts Options, queues int, span int64,
+	also func(q, prev *Queue) error, afterFlush func(set *Set, rng *rand.Rand)) {
+	perFile := int64(opts.UnitsPerFile)
+	set, err := OpenSet(fs, root, opts)
+	require.NoError(t, err)
+	var prev *Queue
+	for i := 0; i < queues; i++ {
+		topic, id := queueName(i)
+		q, err := set.Queue(topic, id, true)
 		require.NoError(t, err)
-		var prev *Queue
-		for i := 0; i < queues; i++ {
-			topic, id := queueName(i)
-			q, err := set.Queue(topic, id, true)
-			require.NoError(t, err)
-			done := make(chan struct{})
-			var wg sync.WaitGroup
-			failures := make(chan error, 4)
-			for r := 0; r < 2; r++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						select {
-						case <-done:
-							return
-						default:
-						}
-						hi := q.MaxOffset()
-						units, _, err := q.Read(max(hi-1100, 0), 1100, nil)
-						if err == nil {
-							for _, u := range units {
-								if u != unitAt(u.Offset, 0) {
-									err = fmt.Errorf("read %v, want %v", u, unitAt(u.Offset, 0))
-									break
-								}
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		failures := make(chan error, 4)
+		for r := 0; r < 2; r++ {
+			wg.Add(1)
+			go func(prev *Queue) {
+				defer wg.Done()
+				for {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					hi := q.MaxOffset()
+					units, _, err := q.Read(max(hi-span, 0), int(span), nil)
+					if err == nil {
+						for _, u := range units {
+							if u != unitAt(u.Offset, 0) {
+								err = fmt.Errorf("read %v, want %v", u, unitAt(u.Offset, 0))
+								break
 							}
-						}
-						if err == nil && prev != nil {
-							var u Unit
-							if u, err = prev.Get(0); err == nil && u != unitAt(0, 0) {
-								err = fmt.Errorf("previous queue: read %v, want %v", u, unitAt(0, 0))
-							}
-						}
-						if err != nil {
-							select {
-							case failures <- err:
-							default:
-							}
-							return
 						}
 					}
-				}()
-			}
-			rng := newRand(uint64(i))
-			for end := int64(0); end < perFile+300; {
-				n := 1 + rng.Int64N(40)
-				putBuffered(t, q, end, end+n, 0)
-				end += n
-				require.NoError(t, q.Flush())
-				if rng.Int64N(20) == 0 {
-					_, err := set.MarkFlushed()
-					require.NoError(t, err)
+					if err == nil && also != nil {
+						err = also(q, prev)
+					}
+					if err != nil {
+						select {
+						case failures <- err:
+						default:
+						}
+						return
+					}
 				}
-			}
-			close(done)
-			wg.Wait()
-			select {
-			case err := <-failures:
-				require.NoError(t, err)
-			default:
-			}
-			checkRange(t, q, 0, perFile+300, 0)
-			prev = q
+			}(prev)
 		}
-		require.NoError(t, set.Close())
-	})
+		rng := newRand(uint64(i))
+		for end := int64(0); end < perFile+300; {
+			n := 1 + rng.Int64N(40)
+			putBuffered(t, q, end, end+n, 0)
+			end += n
+			require.NoError(t, q.Flush())
+			if afterFlush != nil {
+				afterFlush(set, rng)
+			}
+		}
+		close(done)
+		wg.Wait()
+		select {
+		case err := <-failures:
+			require.NoError(t, err)
+		default:
+		}
+		checkRange(t, q, 0, perFile+300, 0)
+		prev = q
+	}
+	require.NoError(t, set.Close())
 }
