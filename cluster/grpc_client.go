@@ -419,11 +419,7 @@ func (s *grpcService) topicForRoute(ctx context.Context, topic string) (offsets.
 	if topic == "" {
 		return offsets.TopicConfig{}, rmqpb.Code_ILLEGAL_TOPIC, "topic is empty"
 	}
-	if !s.b.rep.Node().IsLeader() {
-		rctx, cancel := context.WithTimeout(ctx, routeBarrierWait)
-		_ = s.b.readBarrier(rctx)
-		cancel()
-	}
+	s.b.followerCatchUp(ctx, "route", "topic", topic)
 	tc, found := s.b.rep.Store().Topic(topic)
 	if !found && s.b.cfg.AutoCreateTopics && message.CheckTopic(topic) == nil {
 		// Created by the first send, with the template's queues.

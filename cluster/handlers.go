@@ -92,18 +92,12 @@ func (b *Broker) handle(ctx context.Context, conn *remoting.ServerConn, req *rem
 	case remoting.ViewMessageByID:
 		return b.handleViewMessage(ctx, conn, req)
 	case remoting.GetRouteInfoByTopic:
-		if !b.rep.Node().IsLeader() {
-			// A follower answers after catching up with the leader's
-			// commit index, so a topic deleted or changed before this query
-			// was sent is never routed from stale state. Without a quorum
-			// within routeBarrierWait the local state answers: a route a
-			// little old beats no route while the group elects.
-			rctx, cancel := context.WithTimeout(ctx, routeBarrierWait)
-			if err := b.readBarrier(rctx); err != nil {
-				b.log.Debug("cluster: route answered from local state", "topic", req.ExtFields["topic"], "err", err)
-			}
-			cancel()
-		}
+		// A follower answers after catching up with the leader's commit
+		// index, so a topic deleted or changed before this query was sent
+		// is never routed from stale state. Without a quorum within
+		// routeBarrierWait the local state answers: a route a little old
+		// beats no route while the group elects.
+		b.followerCatchUp(ctx, "route", "topic", req.ExtFields["topic"])
 		resp := b.handleRoute(req)
 		if resp.Code == remoting.TopicNotExist && !b.rep.Node().IsLeader() {
 			// This node may lag behind a topic just created: ask the leader.
@@ -959,6 +953,24 @@ func autoCreateTemplate() offsets.TopicConfig {
 // routeBarrierWait bounds how long a follower waits to catch up with the
 // leader before answering a route query from its own state.
 const routeBarrierWait = 250 * time.Millisecond
+
+// followerCatchUp runs, on a follower, the read barrier (at most
+// routeBarrierWait) before it answers what (a route, a message query)
+// from its own state, and reports whether it caught up. Without a quorum
+// within that time the local state answers, and the miss is logged at
+// debug level with args. The leader needs no barrier: it returns false.
+func (b *Broker) followerCatchUp(ctx context.Context, what string, args ...any) bool {
+	if b.rep.Node().IsLeader() {
+		return false
+	}
+	rctx, cancel := context.WithTimeout(ctx, routeBarrierWait)
+	defer cancel()
+	if err := b.readBarrier(rctx); err != nil {
+		b.log.Debug("cluster: "+what+" answered from local state", append(args, "err", err)...)
+		return false
+	}
+	return true
+}
 
 // handleRoute answers a name-server route query: one broker name for the
 // group, the ready leader as brokerId 0 and the others under their node id.

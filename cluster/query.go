@@ -23,23 +23,6 @@ import (
 // defaultQueryMaxNum does.
 const maxQueryMessages = 64
 
-// followerCatchUp runs, on a follower, the read barrier (at most
-// routeBarrierWait, as a route query) before a query answers "not found",
-// and reports whether the query should look again. Without a quorum the
-// local state answers.
-func (b *Broker) followerCatchUp(ctx context.Context, what string) bool {
-	if b.rep.Node().IsLeader() {
-		return false
-	}
-	rctx, cancel := context.WithTimeout(ctx, routeBarrierWait)
-	defer cancel()
-	if err := b.readBarrier(rctx); err != nil {
-		b.log.Debug("cluster: message query answered from local state", "query", what, "err", err)
-		return false
-	}
-	return true
-}
-
 func (b *Broker) handleQueryMessage(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
 	h, err := remoting.DecodeQueryMessageRequestHeader(req.ExtFields)
 	if err != nil {
@@ -68,7 +51,7 @@ func (b *Broker) handleQueryMessage(ctx context.Context, conn *remoting.ServerCo
 		return body, nil
 	}
 	body, err := query()
-	if err == nil && len(body) == 0 && b.followerCatchUp(ctx, "key") {
+	if err == nil && len(body) == 0 && b.followerCatchUp(ctx, "message query", "query", "key") {
 		body, err = query()
 	}
 	if err != nil {
@@ -90,7 +73,7 @@ func (b *Broker) handleViewMessage(ctx context.Context, conn *remoting.ServerCon
 		return b.refuse(conn, req, remoting.InvalidParameter, err.Error())
 	}
 	m, err := b.rep.Store().MessageAt(h.Offset)
-	if errors.Is(err, store.ErrNotFound) && b.followerCatchUp(ctx, "offset") {
+	if errors.Is(err, store.ErrNotFound) && b.followerCatchUp(ctx, "message query", "query", "offset") {
 		m, err = b.rep.Store().MessageAt(h.Offset)
 	}
 	switch {
