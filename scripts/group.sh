@@ -57,15 +57,20 @@ scratch() {
 
 # alternate FN runs FN WHICH on a fresh group (GROUP_BIN is OLD or NEW) for
 # ROUNDS rounds, WHICH old then new, the order swapped every other round.
+# OLD_FLAGS and NEW_FLAGS are extra `raftmq cluster` flags for each side
+# (e.g. OLD=NEW=./raftmq NEW_FLAGS="--grpc-transport lean": one binary,
+# two settings).
 alternate() {
   local r which order
   for r in $(seq 1 "$ROUNDS"); do
     order="old new"
     [ $((r % 2)) = 0 ] && order="new old"
     for which in $order; do
-      if [ "$which" = old ]; then GROUP_BIN=$OLD; else GROUP_BIN=$NEW; fi
-      echo "== round $r: $which ($GROUP_BIN)"
-      fresh_group --base-port "$BASE_PORT"
+      local flags
+      if [ "$which" = old ]; then GROUP_BIN=$OLD flags=${OLD_FLAGS:-}; else GROUP_BIN=$NEW flags=${NEW_FLAGS:-}; fi
+      echo "== round $r: $which ($GROUP_BIN $flags)"
+      # shellcheck disable=SC2086 # flags are words
+      fresh_group --base-port "$BASE_PORT" $flags
       "$1" "$which"
       stop_group
     done

@@ -5,6 +5,7 @@
 #
 #   OLD=/tmp/base/raftmq ./scripts/grpc-ab.sh          # NEW defaults to a fresh build of this tree
 #   ROUNDS=2 DURATION=3s OLD=... ./scripts/grpc-ab.sh  # a quick look
+#   OLD=./raftmq NEW=./raftmq OLD_FLAGS=... NEW_FLAGS=... ./scripts/grpc-ab.sh   # one binary, two settings
 #
 # Per round and binary (the order alternates between rounds): remoting
 # then gRPC with 4 producers x 64 calls in flight, then one send at a time
@@ -65,12 +66,18 @@ print(json.dumps({"which": which, "kind": kind, "msgsPerSec": round(j["msgsPerSe
 PY
 }
 
-# round WHICH: one round's runs on the fresh group.
+# round WHICH: one round's runs on the fresh group. OLD_GRPC_FLAGS and
+# NEW_GRPC_FLAGS are extra flags of each side's gRPC runs (e.g.
+# "--grpc-client grpc-go").
 round() {
+  local g
+  if [ "$1" = old ]; then g=${OLD_GRPC_FLAGS:-}; else g=${NEW_GRPC_FLAGS:-}; fi
   run "$1" remoting --window 64 --producers 4
-  run "$1" grpc --grpc "127.0.0.1:$((BASE_PORT + 30))" --window 64 --producers 4
+  # shellcheck disable=SC2086 # flags are words
+  run "$1" grpc --grpc "127.0.0.1:$((BASE_PORT + 30))" --window 64 --producers 4 $g
   run "$1" remoting-one --window 1
-  run "$1" grpc-one --grpc "127.0.0.1:$((BASE_PORT + 30))" --window 1
+  # shellcheck disable=SC2086
+  run "$1" grpc-one --grpc "127.0.0.1:$((BASE_PORT + 30))" --window 1 $g
 }
 
 hold_lock
