@@ -10,7 +10,7 @@ var layout = []floor{
 	{"ground: the message model and seams", product, []string{
 		"message", "internal/vfs", "internal/failpoint", "internal/certs", "internal/chart"}},
 	{"formats and the wire", product, []string{
-		"protocol/remoting", "protocol/grpc/rmqpb", "commitlog", "consumequeue", "index", "offsets",
+		"protocol/remoting", "protocol/grpc/rmqpb", "protocol/grpc/h2", "commitlog", "consumequeue", "index", "offsets",
 		"store/schedule", "store/txn", "store/pop", "raftlog/transport", "cluster/filter"}},
 	{"a node's parts", product, []string{
 		"acl", "cluster/locks", "cluster/membership", "namesrv", "raftlog", "store"}},

@@ -1,0 +1,552 @@
+package h2
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+const clientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// conn is one client connection: serve runs its reader, writeLoop its
+// writer.
+type conn struct {
+	srv  *Server
+	nc   net.Conn
+	ctx  context.Context // the peer, for every call's context
+	done chan struct{}   // closed by close
+	once sync.Once
+
+	// Writer's queue: items appended by anyone, taken by writeLoop.
+	qmu       sync.Mutex
+	q         []item
+	wake      chan struct{}
+	goingAway atomic.Bool // the reader queued a GOAWAY and stops
+	wrote     atomic.Bool // HEADERS or DATA written since the last ping (ping strikes reset)
+
+	// Outbound flow control: the peer's windows, added to by the reader,
+	// spent by the writer.
+	sendWin    atomic.Int64
+	peerWindow atomic.Int32 // the peer's SETTINGS_INITIAL_WINDOW_SIZE
+
+	mu       sync.Mutex
+	streams  map[uint32]*stream // until the writer wrote their end
+	active   int                // calls not answered yet
+	lastID   uint32             // highest stream id the reader took
+	draining bool               // GOAWAY sent: no new streams
+	idleAt   time.Time
+	idle     *time.Timer
+
+	// Reader-only state.
+	recvUnacked int32 // connection-level bytes received and not yet granted back
+	lastPing    time.Time
+	pingStrikes int
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{srv: s, nc: nc, done: make(chan struct{}), wake: make(chan struct{}, 1), streams: map[uint32]*stream{}}
+	c.sendWin.Store(defaultWindow)
+	c.peerWindow.Store(defaultWindow)
+	return c
+}
+
+// close ends the connection: the socket closed, the calls' contexts
+// cancelled.
+func (c *conn) close(error) {
+	c.once.Do(func() {
+		close(c.done)
+		c.nc.Close()
+		c.mu.Lock()
+		streams := make([]*stream, 0, len(c.streams))
+		for _, s := range c.streams {
+			streams = append(streams, s)
+		}
+		if c.idle != nil {
+			c.idle.Stop()
+		}
+		c.mu.Unlock()
+		for _, s := range streams {
+			s.cancel()
+		}
+	})
+}
+
+// serve reads frames until the connection fails or closes.
+func (c *conn) serve() {
+	defer c.srv.connDone(c)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer c.close(nil)
+	defer c.awaitGoAway()
+	o := &c.srv.opts
+
+	_ = c.nc.SetDeadline(time.Now().Add(o.ConnectionTimeout))
+	p := &peer.Peer{Addr: c.nc.RemoteAddr(), LocalAddr: c.nc.LocalAddr()}
+	if tc, isTLS := c.nc.(*tls.Conn); isTLS {
+		if err := tc.Handshake(); err != nil {
+			return
+		}
+		p.AuthInfo = credentials.TLSInfo{State: tc.ConnectionState(), CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}
+	}
+	c.ctx = peer.NewContext(background, p)
+
+	br := bufio.NewReaderSize(c.nc, o.ReadBufferSize)
+	var pre [len(clientPreface)]byte
+	if _, err := io.ReadFull(br, pre[:]); err != nil || string(pre[:]) != clientPreface {
+		return
+	}
+	fr := http2.NewFramer(nil, br)
+	fr.SetReuseFrames()
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	fr.MaxHeaderListSize = 16 << 20
+
+	var settings []http2.Setting
+	if o.MaxConcurrentStreams > 0 {
+		settings = append(settings, http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: o.MaxConcurrentStreams})
+	}
+	if o.InitialWindowSize != defaultWindow {
+		settings = append(settings, http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(o.InitialWindowSize)})
+	}
+	c.enqueue(item{kind: kSettings, settings: settings, incr: uint32(o.InitialConnWindowSize - defaultWindow)})
+	wg.Add(1)
+	go func() { defer wg.Done(); c.writeLoop() }()
+
+	// The client's first frame must be SETTINGS, within the timeout.
+	f, err := fr.ReadFrame()
+	if err != nil {
+		return
+	}
+	sf, isSettings := f.(*http2.SettingsFrame)
+	if !isSettings || sf.IsAck() {
+		c.goAway(http2.ErrCodeProtocol, "the first frame was not SETTINGS")
+		return
+	}
+	_ = c.nc.SetDeadline(time.Time{})
+	if !c.onSettings(sf) {
+		return
+	}
+	if o.MaxConnectionIdle > 0 {
+		c.mu.Lock()
+		c.idleAt = time.Now()
+		c.idle = time.AfterFunc(o.MaxConnectionIdle, c.checkIdle)
+		c.mu.Unlock()
+	}
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			var se http2.StreamError
+			if errors.As(err, &se) {
+				c.resetStream(se.StreamID, se.Code)
+				continue
+			}
+			var ce http2.ConnectionError
+			if errors.As(err, &ce) {
+				c.goAway(http2.ErrCode(ce), err.Error())
+			}
+			return
+		}
+		if !c.onFrame(f) {
+			return
+		}
+	}
+}
+
+func (c *conn) onFrame(f http2.Frame) bool {
+	switch f := f.(type) {
+	case *http2.MetaHeadersFrame:
+		return c.onHeaders(f)
+	case *http2.DataFrame:
+		return c.onData(f)
+	case *http2.SettingsFrame:
+		if f.IsAck() {
+			return true
+		}
+		return c.onSettings(f)
+	case *http2.WindowUpdateFrame:
+		return c.onWindowUpdate(f)
+	case *http2.PingFrame:
+		return c.onPing(f)
+	case *http2.RSTStreamFrame:
+		c.mu.Lock()
+		s := c.streams[f.StreamID]
+		c.mu.Unlock()
+		if s != nil {
+			s.reset()
+		}
+	case *http2.GoAwayFrame:
+		// The client leaves; it closes the connection when its calls end.
+	}
+	return true
+}
+
+func (c *conn) onSettings(f *http2.SettingsFrame) bool {
+	it := item{kind: kSettingsAck}
+	err := f.ForeachSetting(func(s http2.Setting) error {
+		switch s.ID {
+		case http2.SettingInitialWindowSize:
+			if s.Val > 1<<31-1 {
+				return http2.ConnectionError(http2.ErrCodeFlowControl)
+			}
+			delta := int64(s.Val) - int64(c.peerWindow.Swap(int32(s.Val)))
+			c.mu.Lock()
+			for _, st := range c.streams {
+				st.sendWin.Add(delta)
+			}
+			c.mu.Unlock()
+		case http2.SettingMaxFrameSize:
+			it.maxFrame = s.Val
+		case http2.SettingHeaderTableSize:
+			it.tableSize, it.hasTable = s.Val, true
+		}
+		return nil
+	})
+	if err != nil {
+		c.goAway(http2.ErrCodeFlowControl, "bad initial window size")
+		return false
+	}
+	c.enqueue(it)
+	return true
+}
+
+func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) bool {
+	if f.StreamID == 0 {
+		c.sendWin.Add(int64(f.Increment))
+	} else {
+		c.mu.Lock()
+		s := c.streams[f.StreamID]
+		c.mu.Unlock()
+		if s == nil {
+			return true
+		}
+		s.sendWin.Add(int64(f.Increment))
+	}
+	c.enqueue(item{kind: kKick})
+	return true
+}
+
+func (c *conn) onPing(f *http2.PingFrame) bool {
+	if f.IsAck() {
+		return true
+	}
+	c.enqueue(item{kind: kPingAck, ping: f.Data})
+	now := time.Now()
+	defer func() { c.lastPing = now }()
+	if c.wrote.Swap(false) {
+		c.pingStrikes = 0
+		return true
+	}
+	c.mu.Lock()
+	n := c.active
+	c.mu.Unlock()
+	o := &c.srv.opts
+	if n < 1 && !o.PermitWithoutStream {
+		if c.lastPing.Add(defaultPingTimeout).After(now) {
+			c.pingStrikes++
+		}
+	} else if c.lastPing.Add(o.KeepaliveMinTime).After(now) {
+		c.pingStrikes++
+	}
+	if c.pingStrikes > maxPingStrikes {
+		c.goAway(http2.ErrCodeEnhanceYourCalm, "too_many_pings")
+		return false
+	}
+	return true
+}
+
+// onHeaders opens a call, or half-closes one (a client's trailers).
+func (c *conn) onHeaders(f *http2.MetaHeadersFrame) bool {
+	id := f.StreamID
+	c.mu.Lock()
+	if s := c.streams[id]; s != nil {
+		c.mu.Unlock()
+		if f.StreamEnded() {
+			s.endRecv()
+		}
+		return true
+	}
+	if id%2 == 0 || id <= c.lastID {
+		c.mu.Unlock()
+		c.goAway(http2.ErrCodeProtocol, "bad stream id")
+		return false
+	}
+	c.lastID = id
+	o := &c.srv.opts
+	if c.draining || (o.MaxConcurrentStreams > 0 && uint32(c.active) >= o.MaxConcurrentStreams) {
+		c.mu.Unlock()
+		c.enqueue(item{kind: kRST, sid: id, code: http2.ErrCodeRefusedStream})
+		return true
+	}
+	c.mu.Unlock()
+
+	var path, method, ctype, enc, timeout string
+	md := make(map[string][]string, len(f.Fields))
+	for _, hf := range f.Fields {
+		switch hf.Name {
+		case ":path":
+			path = hf.Value
+		case ":method":
+			method = hf.Value
+		case "content-type":
+			ctype = hf.Value
+			md[hf.Name] = append(md[hf.Name], hf.Value)
+		case "grpc-encoding":
+			enc = hf.Value
+		case "grpc-timeout":
+			timeout = hf.Value
+		case "te", "grpc-accept-encoding", "grpc-message-type", "grpc-status", "grpc-message", "grpc-status-details-bin", "connection":
+		default:
+			if len(hf.Name) > 0 && hf.Name[0] == ':' {
+				continue
+			}
+			v := hf.Value
+			if isBinKey(hf.Name) {
+				b, err := decodeBin(v)
+				if err != nil {
+					c.refuse(id, f.StreamEnded(), 200, status.Newf(codes.Internal, "malformed binary metadata %q in header %q: %v", v, hf.Name, err))
+					return true
+				}
+				v = string(b)
+			}
+			md[hf.Name] = append(md[hf.Name], v)
+		}
+	}
+	if method != "POST" {
+		c.enqueue(item{kind: kRST, sid: id, code: http2.ErrCodeProtocol})
+		return true
+	}
+	if !isGRPCContentType(ctype) {
+		c.refuse(id, f.StreamEnded(), 415, status.Newf(codes.InvalidArgument, "invalid gRPC request content-type %q", ctype))
+		return true
+	}
+	if enc != "" && enc != "identity" {
+		c.refuse(id, f.StreamEnded(), 200, status.Newf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", enc))
+		return true
+	}
+	svc, umd, sd, errMsg := c.srv.method(path)
+	if errMsg != "" {
+		c.refuse(id, f.StreamEnded(), 200, status.New(codes.Unimplemented, errMsg))
+		return true
+	}
+	s := newStream(c, id, path, md, timeout)
+	s.svc, s.umd, s.sd = svc, umd, sd
+	c.mu.Lock()
+	if c.draining {
+		c.mu.Unlock()
+		s.cancel()
+		c.enqueue(item{kind: kRST, sid: id, code: http2.ErrCodeRefusedStream})
+		return true
+	}
+	c.streams[id] = s
+	c.active++
+	c.mu.Unlock()
+	if f.StreamEnded() {
+		s.endRecv()
+	}
+	if sd != nil {
+		s.dispatch()
+	}
+	return true
+}
+
+// refuse answers a call that is not served with st alone (no handler).
+func (c *conn) refuse(id uint32, ended bool, httpStatus int, st *status.Status) {
+	c.enqueue(item{kind: kWrite, sid: id, trl: trailersOnly(httpStatus, st, nil), rst: !ended})
+}
+
+func (c *conn) onData(f *http2.DataFrame) bool {
+	n := int32(f.Length)
+	if n > 0 {
+		c.recvUnacked += n
+		if c.recvUnacked >= c.srv.opts.InitialConnWindowSize/4 {
+			c.enqueue(item{kind: kWindow, sid: 0, incr: uint32(c.recvUnacked)})
+			c.recvUnacked = 0
+		}
+	}
+	c.mu.Lock()
+	s := c.streams[f.StreamID]
+	c.mu.Unlock()
+	if s == nil || s.recvDone {
+		return true
+	}
+	if n > 0 {
+		s.recvUnacked += n
+		if s.recvUnacked >= c.srv.opts.InitialWindowSize/4 && !f.StreamEnded() {
+			c.enqueue(item{kind: kWindow, sid: f.StreamID, incr: uint32(s.recvUnacked)})
+			s.recvUnacked = 0
+		}
+	}
+	s.feed(f.Data())
+	if f.StreamEnded() {
+		s.endRecv()
+	}
+	return true
+}
+
+// resetStream answers a stream-level protocol error.
+func (c *conn) resetStream(id uint32, code http2.ErrCode) {
+	c.mu.Lock()
+	s := c.streams[id]
+	c.mu.Unlock()
+	if s != nil {
+		s.reset()
+	}
+	c.enqueue(item{kind: kRST, sid: id, code: code})
+}
+
+// goAway sends GOAWAY with code and closes the connection once it is
+// written.
+func (c *conn) goAway(code http2.ErrCode, debug string) {
+	c.mu.Lock()
+	last := c.lastID
+	c.draining = true
+	c.mu.Unlock()
+	c.goingAway.Store(true)
+	c.enqueue(item{kind: kGoAway, sid: last, code: code, debug: debug, closeAfter: true})
+}
+
+// awaitGoAway lets the writer send a GOAWAY the reader queued before the
+// connection closes (for a second at most).
+func (c *conn) awaitGoAway() {
+	if !c.goingAway.Load() {
+		return
+	}
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-c.done:
+	case <-t.C:
+	}
+}
+
+// drain sends GOAWAY (no error) and closes the connection when its
+// running calls end. Called with the server's mutex held.
+func (c *conn) drain() {
+	c.mu.Lock()
+	if c.draining {
+		c.mu.Unlock()
+		return
+	}
+	c.draining = true
+	last, n := c.lastID, c.active
+	c.mu.Unlock()
+	c.enqueue(item{kind: kGoAway, sid: last, code: http2.ErrCodeNo, closeAfter: n == 0})
+}
+
+// checkIdle closes a connection without calls for MaxConnectionIdle.
+func (c *conn) checkIdle() {
+	idle := c.srv.opts.MaxConnectionIdle
+	c.mu.Lock()
+	n, since := c.active, time.Since(c.idleAt)
+	if n > 0 || since < idle {
+		wait := idle
+		if n == 0 {
+			wait = idle - since
+		}
+		c.idle.Reset(wait)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	c.drainIdle()
+}
+
+func (c *conn) drainIdle() {
+	c.mu.Lock()
+	if c.draining {
+		c.mu.Unlock()
+		return
+	}
+	c.draining = true
+	last := c.lastID
+	c.mu.Unlock()
+	c.enqueue(item{kind: kGoAway, sid: last, code: http2.ErrCodeNo, debug: "max_idle", closeAfter: true})
+}
+
+// finish forgets s once its answer is queued; a draining connection
+// closes after its last call.
+func (c *conn) finish(s *stream) {
+	c.mu.Lock()
+	if s.finished {
+		c.mu.Unlock()
+		return
+	}
+	s.finished = true
+	c.active--
+	n := c.active
+	if n == 0 {
+		c.idleAt = time.Now()
+	}
+	closeNow := n == 0 && c.draining
+	c.mu.Unlock()
+	if closeNow {
+		c.enqueue(item{kind: kClose})
+	}
+}
+
+func isGRPCContentType(ct string) bool {
+	const base = "application/grpc"
+	if len(ct) < len(base) || ct[:len(base)] != base {
+		return false
+	}
+	return len(ct) == len(base) || ct[len(base)] == '+' || ct[len(base)] == ';'
+}
+
+// parseTimeout reads grpc-timeout ("<digits><unit>").
+func parseTimeout(v string) (time.Duration, error) {
+	if len(v) < 2 || len(v) > 9 {
+		return 0, fmt.Errorf("bad timeout %q", v)
+	}
+	var n int64
+	for _, ch := range v[:len(v)-1] {
+		if ch < '0' || ch > '9' {
+			return 0, fmt.Errorf("bad timeout %q", v)
+		}
+		n = n*10 + int64(ch-'0')
+	}
+	var unit time.Duration
+	switch v[len(v)-1] {
+	case 'H':
+		unit = time.Hour
+	case 'M':
+		unit = time.Minute
+	case 'S':
+		unit = time.Second
+	case 'm':
+		unit = time.Millisecond
+	case 'u':
+		unit = time.Microsecond
+	case 'n':
+		unit = time.Nanosecond
+	default:
+		return 0, fmt.Errorf("bad timeout unit in %q", v)
+	}
+	const maxHours = int64(1<<63-1) / int64(time.Hour)
+	if unit == time.Hour && n > maxHours {
+		return 1<<63 - 1, nil
+	}
+	return time.Duration(n) * unit, nil
+}
+
+// forget drops s from the connection's streams once the writer wrote its
+// end (or dropped it): WINDOW_UPDATEs reach it until then.
+func (c *conn) forget(s *stream) {
+	c.mu.Lock()
+	if c.streams[s.id] == s {
+		delete(c.streams, s.id)
+	}
+	c.mu.Unlock()
+}
