@@ -30,7 +30,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/grpc"
 
 	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/cluster/filter"
@@ -152,6 +151,11 @@ type Config struct {
 	// GRPCMaxStreams bounds concurrent calls per gRPC connection
 	// (DefaultGRPCMaxStreams when 0).
 	GRPCMaxStreams uint32
+	// GRPCTransport is the gRPC server's HTTP/2 transport: GRPCTransportGo
+	// (grpc-go's server, the default when empty) or GRPCTransportLean
+	// (protocol/grpc/h2: one reader and one writer goroutine per
+	// connection).
+	GRPCTransport string
 	// Client connection limits (protocol/remoting's Server fields of the
 	// same names; 0: their defaults, negative: no limit): a frame must
 	// arrive within ClientReadTimeout once started; a connection with no
@@ -221,7 +225,7 @@ type Broker struct {
 	tr   *transport.Transport
 	srv  *remoting.Server
 	http *http.Server
-	grpc *grpc.Server // nil without Config.GRPCAddr
+	grpc grpcServer // nil without Config.GRPCAddr
 	met  *Metrics
 
 	clientLn, raftLn, httpLn, grpcLn net.Listener
@@ -298,6 +302,13 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	if cfg.MaxFrame <= 0 {
 		cfg.MaxFrame = remoting.DefaultMaxFrame
+	}
+	switch cfg.GRPCTransport {
+	case "":
+		cfg.GRPCTransport = GRPCTransportGo
+	case GRPCTransportGo, GRPCTransportLean:
+	default:
+		return nil, fmt.Errorf("cluster: gRPC transport %q: want %q or %q", cfg.GRPCTransport, GRPCTransportGo, GRPCTransportLean)
 	}
 	if cfg.LeaderWait == 0 {
 		cfg.LeaderWait = DefaultLeaderWait

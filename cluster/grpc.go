@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/raftmq/raftmq/acl"
+	"github.com/raftmq/raftmq/protocol/grpc/h2"
 	"github.com/raftmq/raftmq/protocol/grpc/rmqpb"
 	"github.com/raftmq/raftmq/protocol/remoting"
 )
@@ -105,6 +106,17 @@ func (b *Broker) startGRPC(ln net.Listener) {
 	if streams == 0 {
 		streams = DefaultGRPCMaxStreams
 	}
+	if b.cfg.GRPCTransport == GRPCTransportLean {
+		srv := h2.NewServer(h2.Options{
+			MaxRecvMsgSize: b.cfg.MaxFrame, MaxConcurrentStreams: streams, ConnectionTimeout: handshake,
+			KeepaliveMinTime: 5 * time.Second, PermitWithoutStream: true, MaxConnectionIdle: max(idle, 0),
+			InitialWindowSize: grpcStreamWindow, InitialConnWindowSize: grpcConnWindow,
+			ReadBufferSize: 256 << 10, WriteBufferSize: 256 << 10, Workers: grpcStreamWorkers,
+		})
+		rmqpb.RegisterMessagingServiceServer(srv, svc)
+		b.serveGRPC(srv, b.grpcListener(ln, handshake))
+		return
+	}
 	opts := []grpc.ServerOption{
 		// The remoting port's frame bound is the body bound here too.
 		grpc.MaxRecvMsgSize(b.cfg.MaxFrame),
@@ -120,6 +132,27 @@ func (b *Broker) startGRPC(ln net.Listener) {
 	if idle > 0 {
 		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idle}))
 	}
+	srv := grpc.NewServer(opts...)
+	rmqpb.RegisterMessagingServiceServer(srv, svc)
+	b.serveGRPC(srv, b.grpcListener(ln, handshake))
+}
+
+// The gRPC server's transports (Config.GRPCTransport).
+const (
+	GRPCTransportGo   = "grpc-go"
+	GRPCTransportLean = "lean"
+)
+
+// grpcServer is what the broker needs of a gRPC server, grpc-go's or
+// protocol/grpc/h2's.
+type grpcServer interface {
+	Serve(net.Listener) error
+	Stop()
+}
+
+// grpcListener wraps the gRPC port's listener in the connection limit
+// and TLS, as the client port has them.
+func (b *Broker) grpcListener(ln net.Listener, handshake time.Duration) net.Listener {
 	conns := b.cfg.MaxClientConns
 	if conns == 0 {
 		conns = remoting.DefaultMaxConns
@@ -133,12 +166,15 @@ func (b *Broker) startGRPC(ln net.Listener) {
 		cfg.NextProtos = []string{"h2"}
 		ln = newSettledListener(remoting.TLSListener(ln, b.tls.mode, cfg, handshake, remoting.NewTLSRefusalLogger(b.log.With("port", "grpc"))), handshake)
 	}
-	b.grpc = grpc.NewServer(opts...)
-	rmqpb.RegisterMessagingServiceServer(b.grpc, svc)
+	return ln
+}
+
+func (b *Broker) serveGRPC(srv grpcServer, ln net.Listener) {
+	b.grpc = srv
 	b.wg.Add(1)
-	go func() { defer b.wg.Done(); _ = b.grpc.Serve(ln) }()
+	go func() { defer b.wg.Done(); _ = srv.Serve(ln) }()
 	b.wg.Add(1)
-	go func() { defer b.wg.Done(); svc.renewLoop() }()
+	go func() { defer b.wg.Done(); b.grpcSvc.renewLoop() }()
 }
 
 // GRPCAddr returns the address the gRPC service listens on ("" if off).

@@ -28,11 +28,14 @@ import (
 )
 
 // startGRPCBrokers starts three nodes, each serving gRPC at an address the
-// peers list.
+// peers list, on the transport $RAFTMQ_TEST_GRPC_TRANSPORT names (grpc-go
+// when unset), so that the same tests run on both.
 func startGRPCBrokers(t testing.TB, mod func(*Config)) *testBrokers {
 	addrs := freeAddrs(t, 3)
+	transport := os.Getenv("RAFTMQ_TEST_GRPC_TRANSPORT")
 	return startBrokersWith(t, func(c *Config) {
 		c.GRPCAddr = addrs[c.ID-1]
+		c.GRPCTransport = transport
 		for id := range c.Peers {
 			q := c.Peers[id]
 			q.GRPC = addrs[id-1]
