@@ -22,8 +22,7 @@ import (
 
 const clientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
-// conn is one client connection: serve runs its reader, writeLoop its
-// writer.
+// conn is one client connection: serve runs its reader; drain writes.
 type conn struct {
 	srv  *Server
 	nc   net.Conn
@@ -31,10 +30,15 @@ type conn struct {
 	done chan struct{}   // closed by close
 	once sync.Once
 
-	// Writer's queue: items appended by anyone, taken by writeLoop.
+	// Writer's queue: items appended by anyone, taken by whoever holds
+	// writing (drain); w is the writing state.
 	qmu       sync.Mutex
 	q         []item
-	wake      chan struct{}
+	spare     []item
+	writing   bool
+	wstopped  bool
+	w         *writer
+	drainFn   func()      // drain(true), made once
 	goingAway atomic.Bool // the reader queued a GOAWAY and stops
 	wrote     atomic.Bool // HEADERS or DATA written since the last ping (ping strikes reset)
 
@@ -58,9 +62,11 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{srv: s, nc: nc, done: make(chan struct{}), wake: make(chan struct{}, 1), streams: map[uint32]*stream{}}
+	c := &conn{srv: s, nc: nc, done: make(chan struct{}), streams: map[uint32]*stream{}}
 	c.sendWin.Store(defaultWindow)
 	c.peerWindow.Store(defaultWindow)
+	c.w = newWriter(c)
+	c.drainFn = func() { c.drain(true) }
 	return c
 }
 
@@ -88,8 +94,6 @@ func (c *conn) close(error) {
 // serve reads frames until the connection fails or closes.
 func (c *conn) serve() {
 	defer c.srv.connDone(c)
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	defer c.close(nil)
 	defer c.awaitGoAway()
 	o := &c.srv.opts
@@ -122,8 +126,6 @@ func (c *conn) serve() {
 		settings = append(settings, http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(o.InitialWindowSize)})
 	}
 	c.enqueue(item{kind: kSettings, settings: settings, incr: uint32(o.InitialConnWindowSize - defaultWindow)})
-	wg.Add(1)
-	go func() { defer wg.Done(); c.writeLoop() }()
 
 	// The client's first frame must be SETTINGS, within the timeout.
 	f, err := fr.ReadFrame()
@@ -343,6 +345,10 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) bool {
 	}
 	s := newStream(c, id, path, md, timeout)
 	s.svc, s.umd, s.sd = svc, umd, sd
+	if sd != nil {
+		// Only a streaming call waits for messages or for its sends.
+		s.notify, s.sendOK = make(chan struct{}, 1), make(chan struct{}, 1)
+	}
 	c.mu.Lock()
 	if c.draining {
 		c.mu.Unlock()
@@ -432,9 +438,9 @@ func (c *conn) awaitGoAway() {
 	}
 }
 
-// drain sends GOAWAY (no error) and closes the connection when its
+// shutdown sends GOAWAY (no error) and closes the connection when its
 // running calls end. Called with the server's mutex held.
-func (c *conn) drain() {
+func (c *conn) shutdown() {
 	c.mu.Lock()
 	if c.draining {
 		c.mu.Unlock()
@@ -476,9 +482,11 @@ func (c *conn) drainIdle() {
 	c.enqueue(item{kind: kGoAway, sid: last, code: http2.ErrCodeNo, debug: "max_idle", closeAfter: true})
 }
 
-// finish forgets s once its answer is queued; a draining connection
-// closes after its last call.
-func (c *conn) finish(s *stream) {
+// finish counts s out of the running calls and queues its answer it
+// (if any): inline, when s was the connection's only call and the caller
+// may write (a handler, not the reader). A draining connection closes
+// after its last call.
+func (c *conn) finish(s *stream, it *item, mayInline bool) {
 	c.mu.Lock()
 	if s.finished {
 		c.mu.Unlock()
@@ -487,11 +495,14 @@ func (c *conn) finish(s *stream) {
 	s.finished = true
 	c.active--
 	n := c.active
-	if n == 0 {
+	if n == 0 && c.srv.opts.MaxConnectionIdle > 0 {
 		c.idleAt = time.Now()
 	}
 	closeNow := n == 0 && c.draining
 	c.mu.Unlock()
+	if it != nil {
+		c.push(*it, mayInline && n == 0)
+	}
 	if closeNow {
 		c.enqueue(item{kind: kClose})
 	}

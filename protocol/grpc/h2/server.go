@@ -270,7 +270,7 @@ func (s *Server) GracefulStop() {
 	}
 	clear(s.lns)
 	for c := range s.conns {
-		c.drain()
+		c.shutdown()
 	}
 	for len(s.conns) > 0 {
 		s.drained.Wait()

@@ -68,7 +68,7 @@ type stream struct {
 }
 
 func newStream(c *conn, id uint32, method string, md metadata.MD, timeout string) *stream {
-	s := &stream{c: c, id: id, method: method, notify: make(chan struct{}, 1), sendOK: make(chan struct{}, 1)}
+	s := &stream{c: c, id: id, method: method}
 	s.sendWin.Store(int64(c.peerWindow.Load()))
 	ctx := c.ctx
 	if timeout != "" {
@@ -160,7 +160,7 @@ func (s *stream) fail(st *status.Status) {
 	s.inMsg, s.msg, s.recvDone = false, nil, true
 	if !s.dispatched {
 		s.dispatched = true
-		s.answer(st)
+		s.answer(st, true)
 		return
 	}
 	s.mu.Lock()
@@ -179,7 +179,7 @@ func (s *stream) reset() {
 	s.closed = true
 	s.mu.Unlock()
 	s.c.enqueue(item{kind: kDrop, st: s})
-	s.c.finish(s)
+	s.c.finish(s, nil, false)
 }
 
 // dispatch starts the handler on the pool.
@@ -195,12 +195,12 @@ func (s *stream) dispatch() {
 func (s *stream) runUnary() {
 	resp, err := s.umd.Handler(s.svc.impl, s.ctx, s.decUnary, nil)
 	if err != nil {
-		s.answer(errStatus(err))
+		s.answer(errStatus(err), false)
 		return
 	}
 	buf, err := marshal(resp)
 	if err != nil {
-		s.answer(status.Newf(codes.Internal, "grpc: error while marshaling: %v", err))
+		s.answer(status.Newf(codes.Internal, "grpc: error while marshaling: %v", err), false)
 		return
 	}
 	s.mu.Lock()
@@ -219,9 +219,8 @@ func (s *stream) runUnary() {
 	rst := !s.eof
 	s.mu.Unlock()
 	s.queued.Add(int64(len(*buf)))
-	s.c.enqueue(item{kind: kWrite, sid: s.id, st: s, hdr: hdr, data: *buf, buf: buf, trl: trl, rst: rst})
 	s.cancel()
-	s.c.finish(s)
+	s.c.finish(s, &item{kind: kWrite, sid: s.id, st: s, hdr: hdr, data: *buf, buf: buf, trl: trl, rst: rst}, true)
 }
 
 func (s *stream) decUnary(m any) error {
@@ -245,15 +244,15 @@ func (s *stream) decUnary(m any) error {
 func (s *stream) runStream() {
 	err := s.sd.Handler(s.svc.impl, &serverStream{s})
 	if err != nil {
-		s.answer(errStatus(err))
+		s.answer(errStatus(err), false)
 		return
 	}
-	s.answer(status.New(codes.OK, ""))
+	s.answer(status.New(codes.OK, ""), false)
 }
 
 // answer ends the call with st: the trailers (with the headers first
 // when none went yet).
-func (s *stream) answer(st *status.Status) {
+func (s *stream) answer(st *status.Status, fromReader bool) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -271,9 +270,8 @@ func (s *stream) answer(st *status.Status) {
 		trl = appendMD(trl, s.trl)
 	}
 	s.mu.Unlock()
-	s.c.enqueue(item{kind: kWrite, sid: s.id, st: s, trl: trl, rst: rst})
 	s.cancel()
-	s.c.finish(s)
+	s.c.finish(s, &item{kind: kWrite, sid: s.id, st: s, trl: trl, rst: rst}, !fromReader)
 }
 
 // send queues one message (with the headers first when they have not

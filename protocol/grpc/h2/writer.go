@@ -3,6 +3,7 @@ package h2
 import (
 	"bufio"
 	"bytes"
+	"runtime"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -46,20 +47,33 @@ type item struct {
 	hasTable   bool
 }
 
-func (c *conn) enqueue(it item) {
+// enqueue queues it for the writer, starting a writer goroutine if none
+// runs.
+func (c *conn) enqueue(it item) { c.push(it, false) }
+
+// push queues it; with inline, a caller that finds no writer running
+// writes the queue itself (a call's answer, the connection's only call
+// in flight: no hand-off to another goroutine). The reader never writes
+// inline: a client that does not read while it writes would stall it.
+func (c *conn) push(it item, inline bool) {
 	c.qmu.Lock()
 	c.q = append(c.q, it)
-	first := len(c.q) == 1
+	start := !c.writing && !c.wstopped
+	if start {
+		c.writing = true
+	}
 	c.qmu.Unlock()
-	if first {
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
+	switch {
+	case !start:
+	case inline:
+		c.drain(false)
+	default:
+		go c.drainFn()
 	}
 }
 
-// writer is writeLoop's state.
+// writer is the writing state of a connection, used by whoever holds
+// conn.writing.
 type writer struct {
 	c        *conn
 	bw       *bufio.Writer
@@ -71,53 +85,76 @@ type writer struct {
 	closing  bool
 }
 
-// writeLoop writes what the queue holds, flushing when it drains.
-func (c *conn) writeLoop() {
+func newWriter(c *conn) *writer {
 	w := &writer{c: c, maxFrame: 16384}
 	w.bw = bufio.NewWriterSize(c.nc, c.srv.opts.WriteBufferSize)
 	w.fr = http2.NewFramer(w.bw, nil)
 	w.enc = hpack.NewEncoder(&w.hbuf)
-	var spare []item
+	return w
+}
+
+// drain writes what is queued until the queue is empty, flushes and
+// gives up the writing role. With yield (the writer goroutine), it
+// yields the processor once before the flush, so that answers about to
+// be queued go out in the same write, as the remoting port's writer does.
+func (c *conn) drain(yield bool) {
+	w := c.w
+	yielded := false
 	for {
 		c.qmu.Lock()
 		items := c.q
-		c.q = spare
+		if len(items) > 0 {
+			c.q, c.spare = c.spare, nil
+		}
 		c.qmu.Unlock()
-		spare = nil
-		if len(items) == 0 {
-			spare = items // empty: the queue's next spare
-
-			if w.bw.Buffered() > 0 {
-				if err := w.bw.Flush(); err != nil {
-					c.close(err)
+		if len(items) > 0 {
+			for i := range items {
+				if err := w.do(&items[i]); err != nil {
+					c.stopWriting(err)
 					return
 				}
-				if w.closing {
-					c.close(nil)
-					return
-				}
-				continue
 			}
-			if w.closing {
-				c.close(nil)
-				return
-			}
-			select {
-			case <-c.wake:
-			case <-c.done:
-				return
-			}
+			clear(items)
+			c.qmu.Lock()
+			c.spare = items[:0]
+			c.qmu.Unlock()
 			continue
 		}
-		for i := range items {
-			if err := w.do(&items[i]); err != nil {
-				c.close(err)
+		if yield && !yielded {
+			yielded = true
+			runtime.Gosched()
+			continue
+		}
+		if w.bw.Buffered() > 0 {
+			if err := w.bw.Flush(); err != nil {
+				c.stopWriting(err)
 				return
 			}
 		}
-		clear(items)
-		spare = items[:0]
+		if w.closing {
+			c.stopWriting(nil)
+			return
+		}
+		c.qmu.Lock()
+		if len(c.q) > 0 {
+			c.qmu.Unlock()
+			yielded = false
+			continue
+		}
+		c.writing = false
+		c.qmu.Unlock()
+		return
 	}
+}
+
+// stopWriting closes the connection; no writer starts again.
+func (c *conn) stopWriting(err error) {
+	c.qmu.Lock()
+	c.wstopped = true
+	c.writing = false
+	c.q = nil
+	c.qmu.Unlock()
+	c.close(err)
 }
 
 func (w *writer) do(it *item) error {
