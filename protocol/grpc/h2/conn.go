@@ -74,6 +74,9 @@ func newConn(s *Server, nc net.Conn) *conn {
 // cancelled.
 func (c *conn) close(error) {
 	c.once.Do(func() {
+		c.qmu.Lock()
+		c.wstopped = true // a writer running fails on the closed socket
+		c.qmu.Unlock()
 		close(c.done)
 		c.nc.Close()
 		c.mu.Lock()

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 )
 
@@ -235,8 +236,8 @@ func (s *Server) connDone(c *conn) {
 	s.connWG.Done()
 }
 
-// Stop closes the listeners and every connection at once: running calls
-// see their contexts cancelled.
+// Stop closes the listeners and every connection (after a GOAWAY):
+// running calls see their contexts cancelled.
 func (s *Server) Stop() {
 	s.mu.Lock()
 	s.stopped = true
@@ -249,7 +250,23 @@ func (s *Server) Stop() {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
+	// GOAWAY first, so that clients know not to retry here; the sockets
+	// close when it is written, or after a short wait for a writer that
+	// cannot write.
 	for _, c := range conns {
+		c.goAway(http2.ErrCodeNo, "server stopped")
+	}
+	t := time.NewTimer(100 * time.Millisecond)
+	defer t.Stop()
+	expired := false
+	for _, c := range conns {
+		if !expired {
+			select {
+			case <-c.done:
+			case <-t.C:
+				expired = true
+			}
+		}
 		c.close(errors.New("server stopped"))
 	}
 	s.connWG.Wait()

@@ -522,3 +522,26 @@ func (rc *rawConn) read(t *testing.T) http2.Frame {
 	require.NoError(t, err)
 	return f
 }
+
+// Stop sends GOAWAY before it closes a connection, and cancels the
+// running calls.
+func TestStopSendsGoAway(t *testing.T) {
+	svc := newTestService()
+	s, addr := serve(t, Options{}, svc)
+	rc := rawDial(t, addr)
+	rc.headers(t, 1, "/grpc.testing.TestService/EmptyCall", false)
+	require.NoError(t, rc.fr.WriteData(1, true, []byte{0, 0, 0, 0, 0}))
+	require.NoError(t, rc.bw.Flush())
+	<-svc.entered
+	go s.Stop()
+	for {
+		f, err := rc.fr.ReadFrame()
+		require.NoError(t, err, "no GOAWAY before the close")
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			require.Equal(t, http2.ErrCodeNo, g.ErrCode)
+			require.Equal(t, uint32(1), g.LastStreamID)
+			break
+		}
+	}
+	require.ErrorIs(t, <-svc.ctxErr, context.Canceled)
+}

@@ -57,8 +57,16 @@ func (c *conn) enqueue(it item) { c.push(it, false) }
 // inline: a client that does not read while it writes would stall it.
 func (c *conn) push(it item, inline bool) {
 	c.qmu.Lock()
+	if c.wstopped {
+		// The connection is gone: nothing is written any more.
+		c.qmu.Unlock()
+		if it.buf != nil {
+			putBuf(it.buf)
+		}
+		return
+	}
 	c.q = append(c.q, it)
-	start := !c.writing && !c.wstopped
+	start := !c.writing
 	if start {
 		c.writing = true
 	}
