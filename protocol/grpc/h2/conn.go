@@ -391,14 +391,16 @@ func (c *conn) onData(f *http2.DataFrame) bool {
 	if s == nil || s.recvDone {
 		return true
 	}
-	if n > 0 {
+	s.feed(f.Data())
+	if n > 0 && !f.StreamEnded() {
+		s.mu.Lock()
 		s.recvUnacked += n
-		if s.recvUnacked >= c.srv.opts.InitialWindowSize/4 && !f.StreamEnded() {
-			c.enqueue(item{kind: kWindow, sid: f.StreamID, incr: uint32(s.recvUnacked)})
-			s.recvUnacked = 0
+		incr := s.grantLocked(c.srv.opts.InitialWindowSize)
+		s.mu.Unlock()
+		if incr > 0 {
+			c.enqueue(item{kind: kWindow, sid: f.StreamID, incr: uint32(incr)})
 		}
 	}
-	s.feed(f.Data())
 	if f.StreamEnded() {
 		s.endRecv()
 	}

@@ -115,6 +115,38 @@ func (t *testService) StreamingOutputCall(req *testpb.StreamingOutputCallRequest
 	return nil
 }
 
+// StreamingInputCall reads nothing until the stream holds a window's
+// worth of unread messages, then reads them all.
+func (t *testService) StreamingInputCall(stream testpb.TestService_StreamingInputCallServer) error {
+	st := stream.(*grpc.GenericServerStream[testpb.StreamingInputCallRequest, testpb.StreamingInputCallResponse]).ServerStream.(*serverStream).s
+	for {
+		st.mu.Lock()
+		unread := st.unread
+		st.mu.Unlock()
+		if unread >= st.c.srv.opts.InitialWindowSize {
+			break
+		}
+		select {
+		case <-stream.Context().Done():
+			return stream.Context().Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	t.entered <- struct{}{}
+	<-t.release
+	total := 0
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return stream.SendAndClose(&testpb.StreamingInputCallResponse{AggregatedPayloadSize: int32(total)})
+		}
+		if err != nil {
+			return err
+		}
+		total += len(req.Payload.Body)
+	}
+}
+
 func (t *testService) FullDuplexCall(stream testpb.TestService_FullDuplexCallServer) error {
 	for {
 		req, err := stream.Recv()
@@ -544,4 +576,37 @@ func TestStopSendsGoAway(t *testing.T) {
 		}
 	}
 	require.ErrorIs(t, <-svc.ctxErr, context.Canceled)
+}
+
+// A handler that does not read holds its client back: the stream's
+// window is not given back while a window's worth of messages waits
+// unread, and all of them arrive once it reads.
+func TestSlowReaderHoldsClientBack(t *testing.T) {
+	svc := newTestService()
+	_, addr := serve(t, Options{}, svc)
+	c := dial(t, addr, grpc.WithInitialWindowSize(65535), grpc.WithInitialConnWindowSize(65535))
+	sc, err := c.StreamingInputCall(testCtx(t))
+	require.NoError(t, err)
+	const n, size = 40, 16 << 10
+	var sent atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		for range n {
+			if err := sc.Send(&testpb.StreamingInputCallRequest{Payload: &testpb.Payload{Body: make([]byte, size)}}); err != nil {
+				done <- err
+				return
+			}
+			sent.Add(1)
+		}
+		done <- nil
+	}()
+	<-svc.entered
+	// The server holds 64 KiB unread, the client's window and write
+	// buffer another 64 KiB each: far from all 640 KiB.
+	require.Less(t, sent.Load(), int32(n/2), "the client was not held back")
+	close(svc.release)
+	require.NoError(t, <-done)
+	resp, err := sc.CloseAndRecv()
+	require.NoError(t, err)
+	require.Equal(t, int32(n*size), resp.AggregatedPayloadSize)
 }

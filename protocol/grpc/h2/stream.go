@@ -35,24 +35,25 @@ type stream struct {
 	sd     *grpc.StreamDesc
 
 	// Reader side (the reader goroutine only).
-	recvUnacked int32
-	pfx         [5]byte
-	pfxN        int
-	msg         []byte // message being assembled (after its prefix)
-	inMsg       bool
-	dispatched  bool
-	recvDone    bool // receiving failed: later DATA is dropped
+	pfx        [5]byte
+	pfxN       int
+	msg        []byte // message being assembled (after its prefix)
+	inMsg      bool
+	dispatched bool
+	recvDone   bool // receiving failed: later DATA is dropped
 
 	// Received messages, for the handler.
-	mu      sync.Mutex
-	msgs    [][]byte
-	eof     bool  // END_STREAM received
-	rerr    error // a receive failure (status error)
-	notify  chan struct{}
-	hdr     metadata.MD // headers set, not sent
-	trl     metadata.MD
-	hdrSent bool
-	closed  bool // answered
+	mu          sync.Mutex
+	msgs        [][]byte
+	unread      int32 // bytes of msgs
+	recvUnacked int32 // bytes received and not yet granted back (WINDOW_UPDATE)
+	eof         bool  // END_STREAM received
+	rerr        error // a receive failure (status error)
+	notify      chan struct{}
+	hdr         metadata.MD // headers set, not sent
+	trl         metadata.MD
+	hdrSent     bool
+	closed      bool // answered
 
 	finished bool // counted out of the connection's active calls (conn.mu)
 
@@ -123,6 +124,7 @@ func (s *stream) deliver(m []byte) {
 	s.mu.Lock()
 	if s.rerr == nil {
 		s.msgs = append(s.msgs, m)
+		s.unread += int32(len(m))
 	}
 	s.mu.Unlock()
 	s.wakeRecv()
@@ -169,6 +171,20 @@ func (s *stream) fail(st *status.Status) {
 	}
 	s.mu.Unlock()
 	s.wakeRecv()
+}
+
+// grantLocked returns how much of the stream's window to give back now:
+// the bytes received since the last grant once they are a quarter of
+// the window, unless the handler has a window's worth of messages unread
+// (then RecvMsg gives it back as it reads), so that a client cannot
+// queue more than that ahead of a slow handler.
+func (s *stream) grantLocked(window int32) int32 {
+	if s.recvUnacked < window/4 || s.unread >= window {
+		return 0
+	}
+	incr := s.recvUnacked
+	s.recvUnacked = 0
+	return incr
 }
 
 // reset is the client's RST_STREAM: the call's context is cancelled and
@@ -329,7 +345,15 @@ func (s *stream) recv(m any) error {
 			b := s.msgs[0]
 			s.msgs[0] = nil
 			s.msgs = s.msgs[1:]
+			s.unread -= int32(len(b))
+			incr := int32(0)
+			if !s.eof {
+				incr = s.grantLocked(s.c.srv.opts.InitialWindowSize)
+			}
 			s.mu.Unlock()
+			if incr > 0 {
+				s.c.enqueue(item{kind: kWindow, sid: s.id, incr: uint32(incr)})
+			}
 			return unmarshal(b, m)
 		}
 		rerr, eof := s.rerr, s.eof
