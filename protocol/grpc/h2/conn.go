@@ -283,10 +283,15 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) bool {
 		}
 		return true
 	}
-	if id%2 == 0 || id <= c.lastID {
+	if id%2 == 0 {
 		c.mu.Unlock()
 		c.goAway(http2.ErrCodeProtocol, "bad stream id")
 		return false
+	}
+	if id <= c.lastID {
+		// A stream this side already ended (trailers after our answer).
+		c.mu.Unlock()
+		return true
 	}
 	c.lastID = id
 	o := &c.srv.opts
