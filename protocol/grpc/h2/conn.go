@@ -304,6 +304,17 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) bool {
 
 	var path, method, ctype, enc, timeout string
 	md := make(map[string][]string, len(f.Fields))
+	// One backing array for the values: a key's first value is a slice
+	// of it (capacity 1, so a second value copies).
+	vals := make([]string, 0, len(f.Fields))
+	add := func(k, v string) {
+		if prev, dup := md[k]; dup {
+			md[k] = append(prev, v)
+			return
+		}
+		vals = append(vals, v)
+		md[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
 	for _, hf := range f.Fields {
 		switch hf.Name {
 		case ":path":
@@ -312,7 +323,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) bool {
 			method = hf.Value
 		case "content-type":
 			ctype = hf.Value
-			md[hf.Name] = append(md[hf.Name], hf.Value)
+			add(hf.Name, hf.Value)
 		case "grpc-encoding":
 			enc = hf.Value
 		case "grpc-timeout":
@@ -331,7 +342,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) bool {
 				}
 				v = string(b)
 			}
-			md[hf.Name] = append(md[hf.Name], v)
+			add(hf.Name, v)
 		}
 	}
 	if method != "POST" {

@@ -125,7 +125,7 @@ func NewServer(opts Options) *Server {
 		opts.Workers = defaultWorkers
 	}
 	s := &Server{opts: opts, services: map[string]*service{}, lns: map[net.Listener]bool{}, conns: map[*conn]bool{}}
-	s.pool = pool{max: int32(opts.Workers), work: make(chan func())}
+	s.pool = pool{max: int32(opts.Workers), work: make(chan *stream)}
 	s.drained = sync.NewCond(&s.mu)
 	return s
 }
@@ -297,12 +297,12 @@ func (s *Server) GracefulStop() {
 	s.pool.stop()
 }
 
-// pool runs calls on goroutines that park between calls, up to max of
+// pool runs calls (stream.run) on goroutines that park between calls, up to max of
 // them idle; a call with none idle gets a new goroutine.
 type pool struct {
 	max  int32
 	idle atomic.Int32
-	work chan func()
+	work chan *stream
 	once sync.Once
 	quit chan struct{}
 	qmu  sync.Mutex
@@ -317,23 +317,23 @@ func (p *pool) quitc() chan struct{} {
 	return p.quit
 }
 
-func (p *pool) run(f func()) {
+func (p *pool) run(s *stream) {
 	select {
-	case p.work <- f:
+	case p.work <- s:
 	default:
-		go p.worker(f, p.quitc())
+		go p.worker(s, p.quitc())
 	}
 }
 
-func (p *pool) worker(f func(), quit chan struct{}) {
+func (p *pool) worker(s *stream, quit chan struct{}) {
 	for {
-		f()
+		s.run()
 		if p.idle.Add(1) > p.max {
 			p.idle.Add(-1)
 			return
 		}
 		select {
-		case f = <-p.work:
+		case s = <-p.work:
 			p.idle.Add(-1)
 		case <-quit:
 			p.idle.Add(-1)

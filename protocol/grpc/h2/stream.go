@@ -201,10 +201,15 @@ func (s *stream) reset() {
 // dispatch starts the handler on the pool.
 func (s *stream) dispatch() {
 	s.dispatched = true
+	s.c.srv.pool.run(s)
+}
+
+// run is the call, on a pool goroutine.
+func (s *stream) run() {
 	if s.umd != nil {
-		s.c.srv.pool.run(s.runUnary)
+		s.runUnary()
 	} else {
-		s.c.srv.pool.run(s.runStream)
+		s.runStream()
 	}
 }
 
