@@ -260,6 +260,9 @@ func (f *brokerFlags) config(log *slog.Logger) (cluster.Config, error) {
 			return cluster.Config{}, fmt.Errorf("--cluster-id: %w", err)
 		}
 	}
+	if f.grpcTrans != cluster.GRPCTransportGo && f.grpcTrans != cluster.GRPCTransportLean {
+		return cluster.Config{}, fmt.Errorf("--grpc-transport %q: want %s or %s", f.grpcTrans, cluster.GRPCTransportGo, cluster.GRPCTransportLean)
+	}
 	httpAddr := f.httpAddr
 	if httpAddr == httpAuto {
 		if httpAddr, err = autoHTTPAddr(peers[f.id].Client); err != nil {

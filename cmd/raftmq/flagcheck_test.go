@@ -83,6 +83,8 @@ func TestBadFlagValuesExitUsage(t *testing.T) {
 		{node, []string{"--http", "nohost"}, "--http"},
 		{node, []string{"--http", "127.0.0.1:70000"}, "--http"},
 		{node, []string{"--bind-ip", "not-an-ip"}, "--bind-ip"},
+		{node, []string{"--grpc-transport", "quic"}, "--grpc-transport"},
+		{group, []string{"--grpc-transport", "quic"}, "--grpc-transport"},
 		{node, []string{"--namesrv", "nohost"}, "--namesrv"},
 		{node, []string{"--cluster-name", ""}, "--cluster-name"},
 		{node, []string{"--broker-name", " "}, "--broker-name"},
