@@ -527,6 +527,7 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 	produce.Flags().StringVar(&traceHTTP, "trace-http", "", "with --trace: the brokers' HTTP addresses, comma-separated (default: each --addr port + 20, as raftmq cluster lays them out)")
 	produce.Flags().Int64Var(&pc.Messages, "messages", 0, "stop after sending this many messages, or at --duration if sooner (0: no limit)")
 	produce.Flags().StringVar(&pc.GRPC, "grpc", "", "send over RocketMQ 5's gRPC instead of remoting: a node's gRPC address (plaintext), whose QueryRoute names the leader; --window calls in flight per producer, --batch messages per call")
+	produce.Flags().StringVar(&pc.GRPCClient, "grpc-client", bench.GRPCLean, "with --grpc: the gRPC client, lean (protocol/grpc/h2: one connection, no goroutine hand-offs per call) or grpc-go")
 	var cc bench.ConsumeConfig
 	consume := &cobra.Command{
 		Use:   "consume",
@@ -701,6 +702,7 @@ func newBenchPopCmd(logger func() *slog.Logger) *cobra.Command {
 	cmd.Flags().IntVar(&pc.AckWindow, "ack-window", 0, "with --ack-each: acks in flight per consumer (0: a whole batch; 1: one at a time)")
 	cmd.Flags().DurationVar(&pc.Invisible, "invisible", 30*time.Second, "the receives' invisible time")
 	cmd.Flags().StringVar(&pc.GRPC, "grpc", "", "then pop the same messages over RocketMQ 5's gRPC (ReceiveMessage, a batch per AckMessage) with a new group: a node's gRPC address (plaintext), whose QueryRoute names the leader")
+	cmd.Flags().StringVar(&pc.GRPCClient, "grpc-client", bench.GRPCLean, "with --grpc: the gRPC client, lean (protocol/grpc/h2) or grpc-go")
 	addrFlag(cmd, &addrs)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON line")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write the client's CPU profile (pprof) to this file")

@@ -47,6 +47,8 @@ type ProduceConfig struct {
 	// flight per producer) to the leader QueryRoute names there, instead
 	// of over remoting; AutoBatch does not apply.
 	GRPC string
+	// GRPCClient is the gRPC client: GRPCLean (also when empty) or GRPCGo.
+	GRPCClient string
 }
 
 // Result is a run's summary.
@@ -263,7 +265,7 @@ func Produce(ctx context.Context, c *client.Client, cfg ProduceConfig) (Result, 
 	}
 	var grpcAddr string
 	if cfg.GRPC != "" {
-		if grpcAddr, err = grpcLeader(ctx, cfg.GRPC, topics[0]); err != nil {
+		if grpcAddr, err = grpcLeader(ctx, cfg.GRPC, cfg.GRPCClient, topics[0]); err != nil {
 			return Result{}, err
 		}
 		start = time.Now()
@@ -384,7 +386,7 @@ func mode(cfg ProduceConfig) string {
 		m = fmt.Sprintf("produce one at a time x %d producers", cfg.Producers)
 	}
 	if cfg.GRPC != "" {
-		m = "grpc " + m
+		m = "grpc (" + grpcKind(cfg.GRPCClient) + ") " + m
 	}
 	return m + ", " + layout(cfg.Topics, cfg.Topics*cfg.Queues)
 }

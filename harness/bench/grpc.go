@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/raftmq/raftmq/protocol/grpc/h2"
 	"github.com/raftmq/raftmq/protocol/grpc/rmqpb"
 )
 
@@ -26,14 +27,62 @@ import (
 // messages, to the leader's gRPC endpoint as QueryRoute names it. The
 // node picks the queue (round robin), so the run has no per-queue counts.
 
+// The gRPC clients a run can send with (ProduceConfig.GRPCClient,
+// PopConfig.GRPCClient).
+const (
+	// GRPCLean is protocol/grpc/h2's client: one HTTP/2 connection, the
+	// caller writing its own frames, one reader goroutine.
+	GRPCLean = "lean"
+	// GRPCGo is grpc-go's client (grpc.NewClient).
+	GRPCGo = "grpc-go"
+)
+
+// grpcDial connects to addr with the client kind names ("" is GRPCLean);
+// send picks the produce run's options (larger buffers and windows).
+func grpcDial(ctx context.Context, addr, kind string, send bool) (grpc.ClientConnInterface, func() error, error) {
+	switch kind {
+	case "", GRPCLean:
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		opts := h2.ClientOptions{}
+		if send {
+			opts.ReadBufferSize, opts.WriteBufferSize = 256<<10, 256<<10
+		}
+		cc, err := h2.Dial(dctx, addr, opts)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bench: grpc %s: %w", addr, err)
+		}
+		return cc, cc.Close, nil
+	case GRPCGo:
+		dopts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		if send {
+			dopts = grpcSendOptions()
+		}
+		cc, err := grpc.NewClient(addr, dopts...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bench: grpc %s: %w", addr, err)
+		}
+		return cc, cc.Close, nil
+	}
+	return nil, nil, fmt.Errorf("bench: no gRPC client %q (%s or %s)", kind, GRPCLean, GRPCGo)
+}
+
+// grpcKind is the client kind's name ("" is GRPCLean).
+func grpcKind(kind string) string {
+	if kind == "" {
+		return GRPCLean
+	}
+	return kind
+}
+
 // grpcLeader asks addr's QueryRoute for topic and returns the address of
 // the broker it names as the leader (broker id 0).
-func grpcLeader(ctx context.Context, addr, topic string) (string, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func grpcLeader(ctx context.Context, addr, kind, topic string) (string, error) {
+	cc, closeCC, err := grpcDial(ctx, addr, kind, false)
 	if err != nil {
-		return "", fmt.Errorf("bench: grpc %s: %w", addr, err)
+		return "", err
 	}
-	defer cc.Close()
+	defer closeCC()
 	ctx = grpcMetadata(ctx, "bench-route")
 	resp, err := rmqpb.NewMessagingServiceClient(cc).QueryRoute(ctx, &rmqpb.QueryRouteRequest{Topic: &rmqpb.Resource{Name: topic}})
 	if err != nil {
@@ -83,12 +132,12 @@ func grpcSendOptions() []grpc.DialOption {
 // context's end or reserve running out, recording each answered call.
 func grpcProducer(ctx context.Context, cfg ProduceConfig, addr string, topics []string, p int, body []byte,
 	reserve func(int) int, end time.Time, cnt *counters, lat *recorder) {
-	cc, err := grpc.NewClient(addr, grpcSendOptions()...)
+	cc, closeCC, err := grpcDial(ctx, addr, cfg.GRPCClient, true)
 	if err != nil {
-		cnt.fail(fmt.Errorf("grpc %s: %w", addr, err))
+		cnt.fail(err)
 		return
 	}
-	defer cc.Close()
+	defer closeCC()
 	mc := rmqpb.NewMessagingServiceClient(cc)
 	var run [8]byte
 	_, _ = rand.Read(run[:])

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/raftmq/raftmq/client"
@@ -32,7 +30,7 @@ import (
 const grpcPopReceiveWait = time.Second
 
 func grpcPopRun(ctx context.Context, c *client.Client, cfg PopConfig, out *PopResult) (Result, error) {
-	leader, err := grpcLeader(ctx, cfg.GRPC, cfg.Topic)
+	leader, err := grpcLeader(ctx, cfg.GRPC, cfg.GRPCClient, cfg.Topic)
 	if err != nil {
 		return Result{}, err
 	}
@@ -59,11 +57,11 @@ func grpcPopRun(ctx context.Context, c *client.Client, cfg PopConfig, out *PopRe
 	)
 	conns := make([]rmqpb.MessagingServiceClient, 0, cfg.Consumers)
 	for range cfg.Consumers {
-		cc, err := grpc.NewClient(leader, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, closeCC, err := grpcDial(ctx, leader, cfg.GRPCClient, false)
 		if err != nil {
-			return Result{}, fmt.Errorf("bench: grpc %s: %w", leader, err)
+			return Result{}, err
 		}
-		defer cc.Close()
+		defer closeCC()
 		conns = append(conns, rmqpb.NewMessagingServiceClient(cc))
 	}
 	rctx, cancel := context.WithCancel(ctx)

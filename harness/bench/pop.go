@@ -56,6 +56,8 @@ type PopConfig struct {
 	// with AckMessage (a batch in one call) by a new group at the leader
 	// QueryRoute names.
 	GRPC string
+	// GRPCClient is the gRPC client: GRPCLean (also when empty) or GRPCGo.
+	GRPCClient string
 }
 
 // PopResult is a pop run's summary: the pop consumers' rate next to the

@@ -1,0 +1,285 @@
+package h2
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// reader is the connection's one reading goroutine: it hands each frame
+// to its stream and answers SETTINGS and PING; the connection ends with
+// it.
+func (c *ClientConn) reader() {
+	defer close(c.readerDone)
+	err := c.readLoop()
+	c.shut(status.Errorf(codes.Unavailable, "h2: connection closed: %v", err))
+}
+
+func (c *ClientConn) readLoop() error {
+	first := true
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			var se http2.StreamError
+			if errors.As(err, &se) {
+				if s := c.stream(se.StreamID); s != nil {
+					c.reset(s, status.Newf(codes.Internal, "h2: stream error: %v", se), se.Code)
+				}
+				continue
+			}
+			return err
+		}
+		if first {
+			if _, ok := f.(*http2.SettingsFrame); !ok {
+				return fmt.Errorf("the server's first frame is %v, not SETTINGS", f.Header().Type)
+			}
+			first = false
+		}
+		switch f := f.(type) {
+		case *http2.MetaHeadersFrame:
+			c.onHeaders(f)
+		case *http2.DataFrame:
+			c.onData(f)
+		case *http2.RSTStreamFrame:
+			if s := c.stream(f.StreamID); s != nil && c.detach(s) {
+				s.finish(clientRSTStatus(f.ErrCode), nil)
+			}
+		case *http2.SettingsFrame:
+			if err := c.onSettings(f); err != nil {
+				return err
+			}
+		case *http2.WindowUpdateFrame:
+			c.mu.Lock()
+			if f.StreamID == 0 {
+				c.connSendWin += int64(f.Increment)
+			} else if s := c.streams[f.StreamID]; s != nil {
+				s.sendWin += int64(f.Increment)
+			}
+			c.wakeLocked()
+			c.mu.Unlock()
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				data := f.Data
+				_ = c.write(func() error { return c.fr.WritePing(true, data) })
+			}
+		case *http2.GoAwayFrame:
+			c.onGoAway(f)
+		}
+	}
+}
+
+// stream is the open stream id; nil when there is none.
+func (c *ClientConn) stream(id uint32) *clientStream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.streams[id]
+}
+
+// onSettings applies the server's SETTINGS and acknowledges them.
+func (c *ClientConn) onSettings(f *http2.SettingsFrame) error {
+	if f.IsAck() {
+		return nil
+	}
+	if err := f.ForeachSetting(func(st http2.Setting) error { return st.Valid() }); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if v, ok := f.Value(http2.SettingMaxConcurrentStreams); ok {
+		c.maxStreams = v
+	}
+	if v, ok := f.Value(http2.SettingInitialWindowSize); ok {
+		delta := int64(v) - c.peerInitWin
+		c.peerInitWin = int64(v)
+		for _, s := range c.streams {
+			s.sendWin += delta
+		}
+	}
+	c.wakeLocked()
+	c.mu.Unlock()
+	err := c.write(func() error {
+		if v, ok := f.Value(http2.SettingMaxFrameSize); ok {
+			c.mfsOut = v
+		}
+		if v, ok := f.Value(http2.SettingHeaderTableSize); ok {
+			c.tblSize = max(v, 1) // 0 is "apply nothing": a table of 1 byte holds no entry
+		}
+		return c.fr.WriteSettingsAck()
+	})
+	select {
+	case <-c.settingsSeen:
+	default:
+		close(c.settingsSeen)
+	}
+	return err
+}
+
+// onHeaders takes a stream's response headers or trailers.
+func (c *ClientConn) onHeaders(f *http2.MetaHeadersFrame) {
+	s := c.stream(f.StreamID)
+	if s == nil {
+		return
+	}
+	end := f.StreamEnded()
+	s.mu.Lock()
+	if s.st != nil {
+		s.mu.Unlock()
+		return
+	}
+	if !s.gotHdr {
+		s.gotHdr = true
+		if !end {
+			s.hdr = f.Fields
+		}
+		if s.hdrCh != nil {
+			close(s.hdrCh)
+		}
+		s.mu.Unlock()
+		if !end {
+			if st := clientCheckHeaders(f); st != nil {
+				c.reset(s, st, http2.ErrCodeCancel)
+			}
+			return
+		}
+	} else {
+		s.mu.Unlock()
+		if !end {
+			c.reset(s, status.New(codes.Internal, "h2: a second HEADERS without END_STREAM"), http2.ErrCodeProtocol)
+			return
+		}
+	}
+	c.endFromServer(s, clientStatusOf(f.Fields), f.Fields)
+}
+
+// clientCheckHeaders is the failure of response headers that are not a
+// gRPC answer; nil when they are.
+func clientCheckHeaders(f *http2.MetaHeadersFrame) *status.Status {
+	if f.PseudoValue("status") != "200" {
+		st := clientStatusOf(f.Fields)
+		if st.Code() == codes.OK {
+			st = clientHTTPStatus(f.PseudoValue("status"))
+		}
+		return st
+	}
+	if ct := f.Fields; !strings.HasPrefix(clientField(ct, "content-type"), "application/grpc") {
+		return status.Newf(codes.Internal, "h2: the response's content-type is %q", clientField(ct, "content-type"))
+	}
+	return nil
+}
+
+func clientField(fields []hpack.HeaderField, name string) string {
+	for _, f := range fields {
+		if f.Name == name {
+			return f.Value
+		}
+	}
+	return ""
+}
+
+// endFromServer ends s on the server's END_STREAM; a stream still
+// sending is reset (NO_ERROR), as the server needs no more of it.
+func (c *ClientConn) endFromServer(s *clientStream, st *status.Status, trl []hpack.HeaderField) {
+	if !c.detach(s) {
+		return
+	}
+	s.finish(st, trl)
+	if !s.sentEnd.Load() {
+		_ = c.write(func() error { return c.fr.WriteRSTStream(s.id, http2.ErrCodeNo) })
+	}
+}
+
+// onData takes a stream's DATA, crediting the connection at once and the
+// stream as its reader keeps up.
+func (c *ClientConn) onData(f *http2.DataFrame) {
+	n := f.Header().Length
+	c.recvUnacked += n
+	var connCredit uint32
+	if c.recvUnacked >= c.opts.ConnWindow/4 {
+		connCredit, c.recvUnacked = c.recvUnacked, 0
+	}
+	s := c.stream(f.StreamID)
+	var credit uint32
+	var tooBig error
+	if s != nil {
+		s.mu.Lock()
+		if s.st == nil {
+			s.buf = append(s.buf, f.Data()...)
+			s.unacked += n
+			credit = s.creditLocked()
+			if b := s.buf[s.off:]; len(b) >= 5 {
+				if m := uint32(b[1])<<24 | uint32(b[2])<<16 | uint32(b[3])<<8 | uint32(b[4]); int64(m) > int64(s.opts.maxRecv) {
+					tooBig = status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", m, s.opts.maxRecv)
+				}
+			}
+		}
+		s.mu.Unlock()
+		if s.notify != nil && !f.StreamEnded() {
+			select {
+			case s.notify <- struct{}{}:
+			default:
+			}
+		}
+	}
+	if connCredit > 0 || credit > 0 {
+		_ = c.write(func() error {
+			if connCredit > 0 {
+				if err := c.fr.WriteWindowUpdate(0, connCredit); err != nil {
+					return err
+				}
+			}
+			if credit > 0 {
+				return c.fr.WriteWindowUpdate(s.id, credit)
+			}
+			return nil
+		})
+	}
+	if s == nil {
+		return
+	}
+	if tooBig != nil {
+		c.reset(s, status.Convert(tooBig), http2.ErrCodeCancel)
+		return
+	}
+	if f.StreamEnded() {
+		c.endFromServer(s, status.New(codes.Internal, "h2: the server ended the stream without trailers"), nil)
+	}
+}
+
+// onGoAway stops new calls and fails the ones the server will not run.
+func (c *ClientConn) onGoAway(f *http2.GoAwayFrame) {
+	c.mu.Lock()
+	c.goAway = true
+	if !c.goAwaySeen || f.LastStreamID < c.goAwayID {
+		c.goAwayID, c.goAwaySeen = f.LastStreamID, true
+	}
+	var gone []*clientStream
+	for id, s := range c.streams {
+		if id > c.goAwayID {
+			gone = append(gone, s)
+		}
+	}
+	c.wakeLocked()
+	c.mu.Unlock()
+	for _, s := range gone {
+		if c.detach(s) {
+			s.finish(status.Newf(codes.Unavailable, "h2: the server sent GOAWAY (%v) before running the call", f.ErrCode), nil)
+		}
+	}
+}
+
+// clientRSTStatus is the status of a stream the server reset.
+func clientRSTStatus(code http2.ErrCode) *status.Status {
+	switch code {
+	case http2.ErrCodeRefusedStream:
+		return status.New(codes.Unavailable, "h2: the server refused the stream")
+	case http2.ErrCodeCancel:
+		return status.New(codes.Canceled, "h2: the server cancelled the stream")
+	case http2.ErrCodeEnhanceYourCalm:
+		return status.New(codes.ResourceExhausted, "h2: the server reset the stream: ENHANCE_YOUR_CALM")
+	}
+	return status.Newf(codes.Internal, "h2: the server reset the stream: %v", code)
+}
