@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -68,17 +69,24 @@ type ClientConn struct {
 	scheme    string
 	opts      ClientOptions
 
-	// Writing: callers write their frames under wmu into bw; the last of
-	// a run of writers (waiting reaching zero) flushes.
-	waiting atomic.Int32
-	wmu     sync.Mutex
-	bw      *bufio.Writer
-	henc    *hpack.Encoder
-	hbuf    clientHeaderBuf
-	werr    error  // first write error; later writes fail with it
-	nextID  uint32 // next stream id (odd), under wmu
-	mfsOut  uint32 // peer's SETTINGS_MAX_FRAME_SIZE, under wmu
-	tblSize uint32 // peer's SETTINGS_HEADER_TABLE_SIZE to apply, under wmu
+	// Writing: callers write their frames under wmu into bw. The last of
+	// a run of writers (waiting reaching zero) flushes when it is the
+	// connection's only call, else hands the flush to the flusher
+	// goroutine, which lets the other runnable callers write first.
+	waiting   atomic.Int32
+	calls     atomic.Int32 // streams open
+	flushSig  chan struct{}
+	flushWant bool // under wmu: bw holds frames the flusher is to send
+	wmu       sync.Mutex
+	bw        *bufio.Writer
+	henc      *hpack.Encoder
+	mdCtx     context.Context     // the context mdFields are of, under wmu
+	mdFields  []hpack.HeaderField // its outgoing metadata
+	hbuf      clientHeaderBuf
+	werr      error  // first write error; later writes fail with it
+	nextID    uint32 // next stream id (odd), under wmu
+	mfsOut    uint32 // peer's SETTINGS_MAX_FRAME_SIZE, under wmu
+	tblSize   uint32 // peer's SETTINGS_HEADER_TABLE_SIZE to apply, under wmu
 
 	// State: streams, windows, limits, under mu.
 	mu          sync.Mutex
@@ -160,7 +168,7 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*ClientConn, er
 	c := &ClientConn{conn: nc, authority: opts.Authority, scheme: scheme, opts: opts,
 		nextID: 1, mfsOut: 16384, streams: map[uint32]*clientStream{},
 		connSendWin: clientInitialWindow, peerInitWin: clientInitialWindow, maxStreams: math.MaxUint32,
-		settingsSeen: make(chan struct{}), done: make(chan struct{}), readerDone: make(chan struct{})}
+		settingsSeen: make(chan struct{}), flushSig: make(chan struct{}, 1), done: make(chan struct{}), readerDone: make(chan struct{})}
 	if c.authority == "" {
 		c.authority = addr
 	}
@@ -187,6 +195,7 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*ClientConn, er
 		return nil, fmt.Errorf("h2: dial %s: preface: %w", addr, err)
 	}
 	go c.reader()
+	go c.flusher()
 	select {
 	case <-c.settingsSeen:
 		return c, nil
@@ -252,8 +261,17 @@ func (c *ClientConn) write(fn func() error) error {
 	if err == nil {
 		err = fn()
 	}
-	if c.waiting.Add(-1) == 0 && err == nil {
-		err = c.bw.Flush()
+	if c.waiting.Add(-1) == 0 && err == nil && c.bw.Buffered() > 0 {
+		if c.calls.Load() <= 1 {
+			err = c.bw.Flush()
+			c.flushWant = false
+		} else if !c.flushWant {
+			c.flushWant = true
+			select {
+			case c.flushSig <- struct{}{}:
+			default:
+			}
+		}
 	}
 	if err != nil && c.werr == nil {
 		c.werr = err
@@ -263,6 +281,31 @@ func (c *ClientConn) write(fn func() error) error {
 		c.shut(status.Errorf(codes.Unavailable, "h2: write: %v", err))
 	}
 	return err
+}
+
+// flusher flushes what callers wrote when they leave it to it, after
+// letting the goroutines ready to run (callers about to write) go first.
+func (c *ClientConn) flusher() {
+	for {
+		select {
+		case <-c.flushSig:
+		case <-c.done:
+			return
+		}
+		runtime.Gosched()
+		c.wmu.Lock()
+		var err error
+		if c.flushWant && c.werr == nil {
+			c.flushWant = false
+			if err = c.bw.Flush(); err != nil {
+				c.werr = err
+			}
+		}
+		c.wmu.Unlock()
+		if err != nil {
+			c.shut(status.Errorf(codes.Unavailable, "h2: write: %v", err))
+		}
+	}
 }
 
 // acquire takes a stream slot under the server's concurrent-stream limit.
@@ -280,6 +323,7 @@ func (c *ClientConn) acquire(ctx context.Context) error {
 		}
 		if c.active < c.maxStreams {
 			c.active++
+			c.calls.Add(1)
 			c.mu.Unlock()
 			return nil
 		}
@@ -296,6 +340,7 @@ func (c *ClientConn) acquire(ctx context.Context) error {
 // release gives a stream slot back.
 func (c *ClientConn) releaseLocked() {
 	c.active--
+	c.calls.Add(-1)
 	c.wakeLocked()
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -125,7 +126,20 @@ func (c *ClientConn) encodeHeaders(s *clientStream) {
 	if dl, ok := s.ctx.Deadline(); ok {
 		e.WriteField(hpack.HeaderField{Name: "grpc-timeout", Value: clientTimeout(time.Until(dl))})
 	}
-	md, _ := metadata.FromOutgoingContext(s.ctx)
+	for _, f := range c.outgoingMD(s.ctx) {
+		e.WriteField(f)
+	}
+}
+
+// outgoingMD is ctx's outgoing metadata as header fields, kept for the
+// next call with the same context (metadata.FromOutgoingContext copies
+// the metadata each time); under wmu.
+func (c *ClientConn) outgoingMD(ctx context.Context) []hpack.HeaderField {
+	if reflect.TypeOf(ctx).Comparable() && ctx == c.mdCtx {
+		return c.mdFields
+	}
+	md, _ := metadata.FromOutgoingContext(ctx)
+	fields := c.mdFields[:0] // only this goroutine, under wmu, reads them
 	for k, vs := range md {
 		if k == "" || k[0] == ':' || clientReserved[k] {
 			continue
@@ -135,9 +149,14 @@ func (c *ClientConn) encodeHeaders(s *clientStream) {
 			if bin {
 				v = base64.RawStdEncoding.EncodeToString([]byte(v))
 			}
-			e.WriteField(hpack.HeaderField{Name: k, Value: v})
+			fields = append(fields, hpack.HeaderField{Name: k, Value: v})
 		}
 	}
+	c.mdFields, c.mdCtx = fields, nil
+	if reflect.TypeOf(ctx).Comparable() {
+		c.mdCtx = ctx
+	}
+	return fields
 }
 
 // marshal encodes m after a 5-byte gRPC prefix into a pooled buffer.
