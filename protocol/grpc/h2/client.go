@@ -80,6 +80,7 @@ type ClientConn struct {
 	wmu       sync.Mutex
 	bw        *bufio.Writer
 	henc      *hpack.Encoder
+	hcache    clientHeaderCache
 	mdCtx     context.Context     // the context mdFields are of, under wmu
 	mdFields  []hpack.HeaderField // its outgoing metadata
 	hbuf      clientHeaderBuf
@@ -369,10 +370,9 @@ func (c *ClientConn) startLocked(s *clientStream, endStream bool) (soft, err err
 	if c.tblSize != 0 {
 		c.henc.SetMaxDynamicTableSizeLimit(c.tblSize)
 		c.tblSize = 0
+		c.hcache.ok = false
 	}
-	c.hbuf.b = c.hbuf.b[:0]
-	c.encodeHeaders(s)
-	block := c.hbuf.b
+	block := c.headerBlock(s)
 	first := true
 	for first || len(block) > 0 {
 		n := min(len(block), int(c.mfsOut))

@@ -111,6 +111,45 @@ var clientReserved = map[string]bool{"content-type": true, "user-agent": true, "
 	"grpc-encoding": true, "grpc-message": true, "grpc-status": true, "grpc-status-details-bin": true,
 	"grpc-message-type": true, "grpc-accept-encoding": true}
 
+// clientHeaderCache is the last header block, valid while the HPACK
+// encoder's dynamic table is as it was when the block was made.
+type clientHeaderCache struct {
+	ok     bool
+	method string
+	ctx    context.Context
+	block  []byte
+}
+
+// headerBlock is s's request header block; under wmu. A call without a
+// deadline, with the method and context of the one before, reuses that
+// call's block when it was all indexed fields (one byte each): encoding
+// it changed nothing in the dynamic table, so the same fields encode to
+// the same bytes. Any block that adds to the table ends the reuse.
+func (c *ClientConn) headerBlock(s *clientStream) []byte {
+	_, hasDeadline := s.ctx.Deadline()
+	comparable := reflect.TypeOf(s.ctx).Comparable()
+	h := &c.hcache
+	if h.ok && !hasDeadline && comparable && h.ctx == s.ctx && h.method == s.method {
+		return h.block
+	}
+	c.hbuf.b = c.hbuf.b[:0]
+	c.encodeHeaders(s)
+	indexed := true
+	for _, b := range c.hbuf.b {
+		if b&0x80 == 0 {
+			indexed = false
+			break
+		}
+	}
+	switch {
+	case !indexed:
+		h.ok, h.ctx = false, nil
+	case !hasDeadline && comparable:
+		h.ok, h.method, h.ctx, h.block = true, s.method, s.ctx, append(h.block[:0], c.hbuf.b...)
+	}
+	return c.hbuf.b
+}
+
 // encodeHeaders HPACK-encodes s's request headers into c.hbuf; under wmu.
 func (c *ClientConn) encodeHeaders(s *clientStream) {
 	e := c.henc

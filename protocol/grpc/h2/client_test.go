@@ -156,6 +156,20 @@ func TestClientUnary(t *testing.T) {
 
 	_, err = mc.Heartbeat(ctx, &rmqpb.HeartbeatRequest{})
 	require.Equal(t, codes.Unimplemented, status.Code(err), err)
+
+	// Header blocks are reused for a context and method seen before:
+	// each call still carries its own context's metadata.
+	ctxs := []context.Context{metadata.AppendToOutgoingContext(context.Background(), "x-id", "a"),
+		metadata.AppendToOutgoingContext(context.Background(), "x-id", "b"), context.Background()}
+	for i := range 12 {
+		j := i / 3 % 3
+		if i >= 6 {
+			j = i % 3
+		}
+		resp, err := mc.QueryRoute(ctxs[j], &rmqpb.QueryRouteRequest{Topic: &rmqpb.Resource{Name: "r"}})
+		require.NoError(t, err)
+		require.Equal(t, "r|"+[]string{"a", "b", ""}[j]+"|", resp.GetStatus().GetMessage())
+	}
 }
 
 // A call past its deadline ends DeadlineExceeded, the server saw the
