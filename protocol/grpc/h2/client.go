@@ -74,6 +74,9 @@ type ClientConn struct {
 	// connection's only call, else hands the flush to the flusher
 	// goroutine, which lets the other runnable callers write first.
 	waiting   atomic.Int32
+	cmu       sync.Mutex
+	ctrl      []clientCtrl // frames the reader queued, written by the next writer
+	ctrlN     atomic.Int32 // len(ctrl)
 	calls     atomic.Int32 // streams open
 	flushSig  chan struct{}
 	flushWant bool // under wmu: bw holds frames the flusher is to send
@@ -260,6 +263,9 @@ func (c *ClientConn) write(fn func() error) error {
 	c.wmu.Lock()
 	err := c.werr
 	if err == nil {
+		err = c.drainLocked()
+	}
+	if err == nil {
 		err = fn()
 	}
 	if c.waiting.Add(-1) == 0 && err == nil && c.bw.Buffered() > 0 {
@@ -295,18 +301,79 @@ func (c *ClientConn) flusher() {
 		}
 		runtime.Gosched()
 		c.wmu.Lock()
-		var err error
-		if c.flushWant && c.werr == nil {
+		err := c.werr
+		if err == nil {
+			err = c.drainLocked()
+		}
+		if err == nil && c.bw.Buffered() > 0 {
 			c.flushWant = false
-			if err = c.bw.Flush(); err != nil {
-				c.werr = err
-			}
+			err = c.bw.Flush()
+		}
+		if err != nil && c.werr == nil {
+			c.werr = err
 		}
 		c.wmu.Unlock()
 		if err != nil {
 			c.shut(status.Errorf(codes.Unavailable, "h2: write: %v", err))
 		}
 	}
+}
+
+// clientCtrl is a frame the reader has to send: it never writes itself,
+// so that it keeps reading while a caller's write waits for the server
+// (which may wait for its own writes to be read).
+type clientCtrl struct {
+	kind     byte // 'w' WINDOW_UPDATE, 'r' RST_STREAM, 'p' PING ack, 's' SETTINGS ack
+	id, val  uint32
+	ping     [8]byte
+	mfs, tbl uint32 // with 's': the server's new SETTINGS_MAX_FRAME_SIZE and table size, 0 when unchanged
+}
+
+// queue has the next writer (or the flusher) send f.
+func (c *ClientConn) queue(f clientCtrl) {
+	c.cmu.Lock()
+	c.ctrl = append(c.ctrl, f)
+	c.ctrlN.Store(int32(len(c.ctrl)))
+	c.cmu.Unlock()
+	select {
+	case c.flushSig <- struct{}{}:
+	default:
+	}
+}
+
+// drainLocked writes the queued control frames; under wmu.
+func (c *ClientConn) drainLocked() error {
+	if c.ctrlN.Load() == 0 {
+		return nil
+	}
+	c.cmu.Lock()
+	q := c.ctrl
+	c.ctrl = nil
+	c.ctrlN.Store(0)
+	c.cmu.Unlock()
+	for _, f := range q {
+		var err error
+		switch f.kind {
+		case 'w':
+			err = c.fr.WriteWindowUpdate(f.id, f.val)
+		case 'r':
+			err = c.fr.WriteRSTStream(f.id, http2.ErrCode(f.val))
+		case 'p':
+			err = c.fr.WritePing(true, f.ping)
+		case 's':
+			if f.mfs != 0 {
+				c.mfsOut = f.mfs
+			}
+			if f.tbl != 0 {
+				c.tblSize = f.tbl
+			}
+			err = c.fr.WriteSettingsAck()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // acquire takes a stream slot under the server's concurrent-stream limit.
@@ -488,7 +555,7 @@ func (c *ClientConn) reset(s *clientStream, st *status.Status, code http2.ErrCod
 		return
 	}
 	s.finish(st, nil)
-	_ = c.write(func() error { return c.fr.WriteRSTStream(s.id, code) })
+	c.queue(clientCtrl{kind: 'r', id: s.id, val: uint32(code)})
 }
 
 // detach removes s from the connection, giving its slot back; false when

@@ -64,8 +64,7 @@ func (c *ClientConn) readLoop() error {
 			c.mu.Unlock()
 		case *http2.PingFrame:
 			if !f.IsAck() {
-				data := f.Data
-				_ = c.write(func() error { return c.fr.WritePing(true, data) })
+				c.queue(clientCtrl{kind: 'p', ping: f.Data})
 			}
 		case *http2.GoAwayFrame:
 			c.onGoAway(f)
@@ -101,21 +100,20 @@ func (c *ClientConn) onSettings(f *http2.SettingsFrame) error {
 	}
 	c.wakeLocked()
 	c.mu.Unlock()
-	err := c.write(func() error {
-		if v, ok := f.Value(http2.SettingMaxFrameSize); ok {
-			c.mfsOut = v
-		}
-		if v, ok := f.Value(http2.SettingHeaderTableSize); ok {
-			c.tblSize = max(v, 1) // 0 is "apply nothing": a table of 1 byte holds no entry
-		}
-		return c.fr.WriteSettingsAck()
-	})
+	ack := clientCtrl{kind: 's'}
+	if v, ok := f.Value(http2.SettingMaxFrameSize); ok {
+		ack.mfs = v
+	}
+	if v, ok := f.Value(http2.SettingHeaderTableSize); ok {
+		ack.tbl = max(v, 1) // 0 is "unchanged" here: a table of 1 byte holds no entry
+	}
+	c.queue(ack)
 	select {
 	case <-c.settingsSeen:
 	default:
 		close(c.settingsSeen)
 	}
-	return err
+	return nil
 }
 
 // onHeaders takes a stream's response headers or trailers.
@@ -188,7 +186,7 @@ func (c *ClientConn) endFromServer(s *clientStream, st *status.Status, trl []hpa
 	}
 	s.finish(st, trl)
 	if !s.sentEnd.Load() {
-		_ = c.write(func() error { return c.fr.WriteRSTStream(s.id, http2.ErrCodeNo) })
+		c.queue(clientCtrl{kind: 'r', id: s.id, val: uint32(http2.ErrCodeNo)})
 	}
 }
 
@@ -225,17 +223,12 @@ func (c *ClientConn) onData(f *http2.DataFrame) {
 		}
 	}
 	if connCredit > 0 || credit > 0 {
-		_ = c.write(func() error {
-			if connCredit > 0 {
-				if err := c.fr.WriteWindowUpdate(0, connCredit); err != nil {
-					return err
-				}
-			}
-			if credit > 0 {
-				return c.fr.WriteWindowUpdate(s.id, credit)
-			}
-			return nil
-		})
+		if connCredit > 0 {
+			c.queue(clientCtrl{kind: 'w', id: 0, val: connCredit})
+		}
+		if credit > 0 {
+			c.queue(clientCtrl{kind: 'w', id: s.id, val: credit})
+		}
 	}
 	if s == nil {
 		return
