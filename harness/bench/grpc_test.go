@@ -47,6 +47,14 @@ func TestBenchProduceGRPC(t *testing.T) {
 	require.Equal(t, int64(100), r.Messages)
 	require.Equal(t, int64(100), stored("bench-grpc-b"))
 
+	// grpc-go's client, still selectable.
+	r, err = Produce(ctx, c, ProduceConfig{Topic: "bench-grpc-g", Size: 100, Window: 4, Producers: 2, Duration: 20 * time.Second,
+		Messages: 200, GRPC: grpcAddrs[0], GRPCClient: GRPCGo})
+	require.NoError(t, err)
+	require.Zero(t, r.Errors, r.FirstErr)
+	require.Equal(t, int64(200), stored("bench-grpc-g"))
+	require.Contains(t, r.Mode, "grpc (grpc-go)")
+
 	_, err = Produce(ctx, c, ProduceConfig{Topic: "bench-grpc-x", Duration: time.Second, GRPC: "127.0.0.1:1"})
 	require.Error(t, err, "no gRPC service there")
 }

@@ -2,6 +2,7 @@ package h2
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -15,9 +16,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/raftmq/raftmq/internal/certs"
 	"github.com/raftmq/raftmq/protocol/grpc/rmqpb"
 )
 
@@ -329,6 +332,29 @@ func TestClientConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	require.Zero(t, bad.Load())
+}
+
+// Over TLS (ALPN h2) against grpc-go's server with a certificate of a
+// local CA.
+func TestClientTLS(t *testing.T) {
+	ca, err := certs.NewCA("h2-test")
+	require.NoError(t, err)
+	certPEM, keyPEM, err := ca.Issue("node", []string{"127.0.0.1"})
+	require.NoError(t, err)
+	pair, err := certs.KeyPair(certPEM, keyPEM)
+	require.NoError(t, err)
+	_, addr := serve(t, newService(), grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pair}})))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cc, err := Dial(ctx, addr, ClientOptions{TLS: &tls.Config{RootCAs: ca.Pool()}})
+	require.NoError(t, err)
+	defer cc.Close()
+	resp, err := rmqpb.NewMessagingServiceClient(cc).QueryRoute(ctx, &rmqpb.QueryRouteRequest{Topic: &rmqpb.Resource{Name: "tls"}})
+	require.NoError(t, err)
+	require.Equal(t, "tls||", resp.GetStatus().GetMessage())
+
+	_, err = Dial(ctx, addr, ClientOptions{TLS: &tls.Config{}})
+	require.Error(t, err, "a server certificate of an unknown CA")
 }
 
 func TestClientTimeoutEncoding(t *testing.T) {
