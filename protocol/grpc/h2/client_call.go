@@ -34,10 +34,10 @@ type clientStream struct {
 	opts    clientCallOpts
 	sendWin int64 // under c.mu
 	sentEnd atomic.Bool
-	stop    func() bool // the context watch of a stream
 
 	mu      sync.Mutex
-	buf     []byte // received DATA not yet consumed, from off
+	stop    func() bool // the context watch of a stream
+	buf     []byte      // received DATA not yet consumed, from off
 	off     int
 	unacked uint32 // DATA bytes received and not yet credited back
 	hdr     []hpack.HeaderField
@@ -94,6 +94,7 @@ func (s *clientStream) finish(st *status.Status, trl []hpack.HeaderField) {
 		s.gotHdr = true
 		close(s.hdrCh)
 	}
+	stop := s.stop
 	s.mu.Unlock()
 	if s.notify != nil {
 		select {
@@ -101,8 +102,8 @@ func (s *clientStream) finish(st *status.Status, trl []hpack.HeaderField) {
 		default:
 		}
 	}
-	if s.stop != nil {
-		s.stop()
+	if stop != nil {
+		stop()
 	}
 }
 

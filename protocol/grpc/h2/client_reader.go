@@ -1,9 +1,11 @@
 package h2
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -47,7 +49,12 @@ func (c *ClientConn) readLoop() error {
 			c.onData(f)
 		case *http2.RSTStreamFrame:
 			if s := c.stream(f.StreamID); s != nil && c.detach(s) {
-				s.finish(clientRSTStatus(f.ErrCode), nil)
+				st := clientRSTStatus(f.ErrCode)
+				if dl, ok := s.ctx.Deadline(); ok && st.Code() == codes.Canceled && !time.Now().Before(dl) {
+					// The server's timer of our deadline went off first.
+					st = status.New(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
+				}
+				s.finish(st, nil)
 			}
 		case *http2.SettingsFrame:
 			if err := c.onSettings(f); err != nil {
