@@ -56,6 +56,7 @@ const (
 	clientDefaultBuffer       = 64 << 10
 	clientInitialWindow       = 65535 // HTTP/2's initial window before SETTINGS
 	clientMaxStreamID         = math.MaxInt32
+	clientMaxHeaderList       = 16 << 20 // bytes of one header block, encoded or decoded
 )
 
 // ClientConn is one HTTP/2 connection carrying gRPC calls. It is safe for
@@ -105,6 +106,14 @@ type ClientConn struct {
 	goAwaySeen  bool
 	closeErr    error  // set once the connection is done: every call fails with it
 	recvUnacked uint32 // connection-level bytes received and not yet credited (reader only)
+
+	// Header blocks, decoded by the reader into fields (reused).
+	hdec     *hpack.Decoder
+	fields   []hpack.HeaderField
+	fieldsSz int
+	hblk     []byte // a block continued in CONTINUATION frames
+	hblkID   uint32
+	hblkEnd  bool
 
 	settingsSeen chan struct{} // closed on the peer's first SETTINGS
 	done         chan struct{} // closed when the connection is done
@@ -179,7 +188,8 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*ClientConn, er
 	c.bw = bufio.NewWriterSize(nc, opts.WriteBufferSize)
 	c.fr = http2.NewFramer(c.bw, bufio.NewReaderSize(nc, opts.ReadBufferSize))
 	c.fr.SetReuseFrames()
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.hdec = hpack.NewDecoder(4096, c.emitField)
+	c.hdec.SetMaxStringLength(clientMaxHeaderList)
 	c.henc = hpack.NewEncoder(&c.hbuf)
 
 	// The preface, our SETTINGS and the connection window, in one write.

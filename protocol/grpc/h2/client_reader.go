@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,8 +44,25 @@ func (c *ClientConn) readLoop() error {
 			first = false
 		}
 		switch f := f.(type) {
-		case *http2.MetaHeadersFrame:
-			c.onHeaders(f)
+		case *http2.HeadersFrame:
+			if f.HeadersEnded() {
+				if err := c.onBlock(f.StreamID, f.StreamEnded(), f.HeaderBlockFragment()); err != nil {
+					return err
+				}
+			} else {
+				c.hblk = append(c.hblk[:0], f.HeaderBlockFragment()...)
+				c.hblkID, c.hblkEnd = f.StreamID, f.StreamEnded()
+			}
+		case *http2.ContinuationFrame: // the Framer checks they follow their HEADERS
+			c.hblk = append(c.hblk, f.HeaderBlockFragment()...)
+			if len(c.hblk) > clientMaxHeaderList {
+				return fmt.Errorf("a header block over %d bytes", clientMaxHeaderList)
+			}
+			if f.HeadersEnded() {
+				if err := c.onBlock(c.hblkID, c.hblkEnd, c.hblk); err != nil {
+					return err
+				}
+			}
 		case *http2.DataFrame:
 			c.onData(f)
 		case *http2.RSTStreamFrame:
@@ -123,13 +141,43 @@ func (c *ClientConn) onSettings(f *http2.SettingsFrame) error {
 	return nil
 }
 
-// onHeaders takes a stream's response headers or trailers.
-func (c *ClientConn) onHeaders(f *http2.MetaHeadersFrame) {
-	s := c.stream(f.StreamID)
+// emitField is the HPACK decoder's output: the block's fields.
+func (c *ClientConn) emitField(f hpack.HeaderField) {
+	c.fieldsSz += int(f.Size())
+	if c.fieldsSz <= clientMaxHeaderList {
+		c.fields = append(c.fields, f)
+	}
+}
+
+// onBlock decodes a whole header block (the connection's HPACK state
+// needs every block, also a gone stream's) and hands it to its stream.
+func (c *ClientConn) onBlock(id uint32, end bool, block []byte) error {
+	c.fields, c.fieldsSz = c.fields[:0], 0
+	if _, err := c.hdec.Write(block); err != nil {
+		return fmt.Errorf("hpack: %w", err)
+	}
+	if err := c.hdec.Close(); err != nil {
+		return fmt.Errorf("hpack: %w", err)
+	}
+	if c.fieldsSz > clientMaxHeaderList {
+		return fmt.Errorf("a header list over %d bytes", clientMaxHeaderList)
+	}
+	c.onHeaders(id, end, c.fields)
+	return nil
+}
+
+// onHeaders takes a stream's response headers or trailers. fields are
+// the reader's, reused for the next block: a stream keeps a copy when
+// its caller can ask for them (a stream's, or grpc.Header/Trailer).
+func (c *ClientConn) onHeaders(id uint32, end bool, fields []hpack.HeaderField) {
+	s := c.stream(id)
 	if s == nil {
 		return
 	}
-	end := f.StreamEnded()
+	var kept []hpack.HeaderField
+	if s.desc != nil || s.opts.hdr != nil || s.opts.trl != nil {
+		kept = slices.Clone(fields)
+	}
 	s.mu.Lock()
 	if s.st != nil {
 		s.mu.Unlock()
@@ -138,14 +186,14 @@ func (c *ClientConn) onHeaders(f *http2.MetaHeadersFrame) {
 	if !s.gotHdr {
 		s.gotHdr = true
 		if !end {
-			s.hdr = f.Fields
+			s.hdr = kept
 		}
 		if s.hdrCh != nil {
 			close(s.hdrCh)
 		}
 		s.mu.Unlock()
 		if !end {
-			if st := clientCheckHeaders(f); st != nil {
+			if st := clientCheckHeaders(fields); st != nil {
 				c.reset(s, st, http2.ErrCodeCancel)
 			}
 			return
@@ -157,21 +205,21 @@ func (c *ClientConn) onHeaders(f *http2.MetaHeadersFrame) {
 			return
 		}
 	}
-	c.endFromServer(s, clientStatusOf(f.Fields), f.Fields)
+	c.endFromServer(s, clientStatusOf(fields), kept)
 }
 
 // clientCheckHeaders is the failure of response headers that are not a
 // gRPC answer; nil when they are.
-func clientCheckHeaders(f *http2.MetaHeadersFrame) *status.Status {
-	if f.PseudoValue("status") != "200" {
-		st := clientStatusOf(f.Fields)
+func clientCheckHeaders(fields []hpack.HeaderField) *status.Status {
+	if hs := clientField(fields, ":status"); hs != "200" {
+		st := clientStatusOf(fields)
 		if st.Code() == codes.OK {
-			st = clientHTTPStatus(f.PseudoValue("status"))
+			st = clientHTTPStatus(hs)
 		}
 		return st
 	}
-	if ct := f.Fields; !strings.HasPrefix(clientField(ct, "content-type"), "application/grpc") {
-		return status.Newf(codes.Internal, "h2: the response's content-type is %q", clientField(ct, "content-type"))
+	if ct := clientField(fields, "content-type"); !strings.HasPrefix(ct, "application/grpc") {
+		return status.Newf(codes.Internal, "h2: the response's content-type is %q", ct)
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -363,4 +364,44 @@ func TestClientTimeoutEncoding(t *testing.T) {
 	require.Equal(t, "99999999n", clientTimeout(99999999))
 	require.Equal(t, "100000u", clientTimeout(100*time.Millisecond))
 	require.Equal(t, "a%b", clientDecodeMessage("a%25b"))
+}
+
+// BenchmarkClientUnary is parallel unary calls against grpc-go's server
+// in this process: -benchmem gives the allocations per call (both ends).
+func BenchmarkClientUnary(b *testing.B) {
+	for _, kind := range []string{"lean", "grpc-go"} {
+		b.Run(kind, func(b *testing.B) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(b, err)
+			srv := grpc.NewServer()
+			rmqpb.RegisterMessagingServiceServer(srv, newService())
+			go func() { _ = srv.Serve(ln) }()
+			defer srv.Stop()
+			var cc grpc.ClientConnInterface
+			if kind == "lean" {
+				c, err := Dial(context.Background(), ln.Addr().String(), ClientOptions{})
+				require.NoError(b, err)
+				defer c.Close()
+				cc = c
+			} else {
+				c, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+				require.NoError(b, err)
+				defer c.Close()
+				cc = c
+			}
+			mc := rmqpb.NewMessagingServiceClient(cc)
+			ctx := metadata.NewOutgoingContext(context.Background(), metadata.MD{"x-id": []string{"bench"}})
+			req := &rmqpb.QueryRouteRequest{Topic: &rmqpb.Resource{Name: "b"}}
+			b.SetParallelism(16)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := mc.QueryRoute(ctx, req); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
 }
