@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -241,6 +242,26 @@ func TestClientServerStreaming(t *testing.T) {
 	require.NoError(t, err)
 	_, err = st.Recv()
 	require.Equal(t, codes.InvalidArgument, status.Code(err), err)
+}
+
+// A 3 MiB request and its 3 MiB echo, past grpc-go's server's 64 KiB
+// windows and this client's 1 MiB stream window (flow control both
+// ways in a unary call); an answer over the call's bound fails
+// ResourceExhausted and leaves the connection serving.
+func TestClientLargeUnary(t *testing.T) {
+	_, addr := serve(t, newService())
+	mc := rmqpb.NewMessagingServiceClient(dial(t, addr))
+	name := strings.Repeat("x", 3<<20)
+	for range 2 {
+		resp, err := mc.QueryRoute(context.Background(), &rmqpb.QueryRouteRequest{Topic: &rmqpb.Resource{Name: name}})
+		require.NoError(t, err)
+		require.Equal(t, name+"||", resp.GetStatus().GetMessage())
+	}
+	_, err := mc.QueryRoute(context.Background(), &rmqpb.QueryRouteRequest{Topic: &rmqpb.Resource{Name: name}}, grpc.MaxCallRecvMsgSize(1<<20))
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), err)
+	resp, err := mc.QueryRoute(context.Background(), &rmqpb.QueryRouteRequest{Topic: &rmqpb.Resource{Name: "small"}})
+	require.NoError(t, err)
+	require.Equal(t, "small||", resp.GetStatus().GetMessage())
 }
 
 // Telemetry echoes over a bidirectional stream.
