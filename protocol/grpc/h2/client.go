@@ -4,7 +4,8 @@
 // (ClientConn, client*.go) implements grpc.ClientConnInterface, so a
 // generated client (rmqpb.NewMessagingServiceClient) runs on it
 // unchanged: one TCP connection, one reader goroutine, and callers that
-// write their own frames under one lock, the last writer flushing.
+// write their own frames under one lock, a flusher goroutine sending
+// what a burst of them wrote in one write.
 package h2
 
 import (
@@ -266,8 +267,10 @@ func (c *ClientConn) waitChLocked() chan struct{} {
 	return c.wake
 }
 
-// write runs fn (which writes frames with c.fr) under the write lock and
-// flushes unless another writer is waiting for the lock, which will.
+// write runs fn (which writes frames with c.fr) under the write lock,
+// after the reader's queued frames. The last of a burst of writers (none
+// waiting for the lock) flushes when its call is the connection's only
+// one, else leaves the flush to the flusher.
 func (c *ClientConn) write(fn func() error) error {
 	c.waiting.Add(1)
 	c.wmu.Lock()

@@ -15,8 +15,8 @@ import (
 )
 
 // reader is the connection's one reading goroutine: it hands each frame
-// to its stream and answers SETTINGS and PING; the connection ends with
-// it.
+// to its stream and queues the answers to SETTINGS and PING and the
+// window updates; the connection ends with it.
 func (c *ClientConn) reader() {
 	defer close(c.readerDone)
 	err := c.readLoop()
