@@ -26,10 +26,10 @@ import (
 	"github.com/raftmq/raftmq/protocol/grpc/rmqpb"
 )
 
-// testService is a MessagingService whose QueryRoute acts on the topic's
+// clientTestService is a MessagingService whose QueryRoute acts on the topic's
 // name and whose ReceiveMessage streams BatchSize messages of the
 // group's name in bytes; Telemetry echoes.
-type testService struct {
+type clientTestService struct {
 	rmqpb.UnimplementedMessagingServiceServer
 	release  chan struct{} // "hold" calls wait for it
 	inflight atomic.Int32
@@ -38,7 +38,7 @@ type testService struct {
 	deadline atomic.Bool
 }
 
-func (t *testService) QueryRoute(ctx context.Context, req *rmqpb.QueryRouteRequest) (*rmqpb.QueryRouteResponse, error) {
+func (t *clientTestService) QueryRoute(ctx context.Context, req *rmqpb.QueryRouteRequest) (*rmqpb.QueryRouteResponse, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	switch name := req.GetTopic().GetName(); name {
 	case "fail":
@@ -68,18 +68,18 @@ func (t *testService) QueryRoute(ctx context.Context, req *rmqpb.QueryRouteReque
 		_ = grpc.SetHeader(ctx, metadata.Pairs("h-key", "h-val", "h-bin", "\x00\x01\xff"))
 		_ = grpc.SetTrailer(ctx, metadata.Pairs("t-key", "t-val"))
 		return &rmqpb.QueryRouteResponse{Status: &rmqpb.Status{Code: rmqpb.Code_OK,
-			Message: name + "|" + first(md["x-id"]) + "|" + hex.EncodeToString([]byte(first(md["x-bin"])))}}, nil
+			Message: name + "|" + clientFirst(md["x-id"]) + "|" + hex.EncodeToString([]byte(clientFirst(md["x-bin"])))}}, nil
 	}
 }
 
-func first(v []string) string {
+func clientFirst(v []string) string {
 	if len(v) == 0 {
 		return ""
 	}
 	return v[0]
 }
 
-func (t *testService) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, ss grpc.ServerStreamingServer[rmqpb.ReceiveMessageResponse]) error {
+func (t *clientTestService) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, ss grpc.ServerStreamingServer[rmqpb.ReceiveMessageResponse]) error {
 	size, err := strconv.Atoi(req.GetGroup().GetName())
 	if err != nil {
 		return status.Error(codes.InvalidArgument, "group: a size")
@@ -95,7 +95,7 @@ func (t *testService) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, ss grpc.S
 	return status.Error(codes.OK, "")
 }
 
-func (t *testService) Telemetry(ss grpc.BidiStreamingServer[rmqpb.TelemetryCommand, rmqpb.TelemetryCommand]) error {
+func (t *clientTestService) Telemetry(ss grpc.BidiStreamingServer[rmqpb.TelemetryCommand, rmqpb.TelemetryCommand]) error {
 	for {
 		m, err := ss.Recv()
 		if errors.Is(err, io.EOF) {
@@ -111,7 +111,7 @@ func (t *testService) Telemetry(ss grpc.BidiStreamingServer[rmqpb.TelemetryComma
 }
 
 // serve starts grpc-go's server with svc on a loopback port.
-func serve(t *testing.T, svc *testService, opts ...grpc.ServerOption) (*grpc.Server, string) {
+func clientServe(t *testing.T, svc *clientTestService, opts ...grpc.ServerOption) (*grpc.Server, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -122,7 +122,7 @@ func serve(t *testing.T, svc *testService, opts ...grpc.ServerOption) (*grpc.Ser
 	return srv, ln.Addr().String()
 }
 
-func dial(t *testing.T, addr string) *ClientConn {
+func clientDial(t *testing.T, addr string) *ClientConn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -132,16 +132,16 @@ func dial(t *testing.T, addr string) *ClientConn {
 	return cc
 }
 
-func newService() *testService {
-	return &testService{release: make(chan struct{}), ended: make(chan error, 1)}
+func newClientTestService() *clientTestService {
+	return &clientTestService{release: make(chan struct{}), ended: make(chan error, 1)}
 }
 
 // Unary calls: metadata out (binary too), headers and trailers back,
 // an error status with its details and a percent-encoded message (a
 // trailers-only answer), an unknown method.
 func TestClientUnary(t *testing.T) {
-	_, addr := serve(t, newService())
-	mc := rmqpb.NewMessagingServiceClient(dial(t, addr))
+	_, addr := clientServe(t, newClientTestService())
+	mc := rmqpb.NewMessagingServiceClient(clientDial(t, addr))
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-id", "abc", "x-bin", "\x00\xfe")
 	var hdr, trl metadata.MD
 	resp, err := mc.QueryRoute(ctx, &rmqpb.QueryRouteRequest{Topic: &rmqpb.Resource{Name: "t1"}}, grpc.Header(&hdr), grpc.Trailer(&trl))
@@ -181,9 +181,9 @@ func TestClientUnary(t *testing.T) {
 // deadline (grpc-timeout), and its handler's context ends; a cancelled
 // call ends Canceled and the server's handler sees it (RST_STREAM).
 func TestClientDeadlineAndCancel(t *testing.T) {
-	svc := newService()
-	_, addr := serve(t, svc)
-	mc := rmqpb.NewMessagingServiceClient(dial(t, addr))
+	svc := newClientTestService()
+	_, addr := clientServe(t, svc)
+	mc := rmqpb.NewMessagingServiceClient(clientDial(t, addr))
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	_, err := mc.QueryRoute(ctx, &rmqpb.QueryRouteRequest{Topic: &rmqpb.Resource{Name: "slow"}})
@@ -212,8 +212,8 @@ func TestClientDeadlineAndCancel(t *testing.T) {
 // in order, twice on one connection; a message over the call's bound
 // fails the call ResourceExhausted.
 func TestClientServerStreaming(t *testing.T) {
-	_, addr := serve(t, newService())
-	mc := rmqpb.NewMessagingServiceClient(dial(t, addr))
+	_, addr := clientServe(t, newClientTestService())
+	mc := rmqpb.NewMessagingServiceClient(clientDial(t, addr))
 	for range 2 {
 		st, err := mc.ReceiveMessage(context.Background(), &rmqpb.ReceiveMessageRequest{Group: &rmqpb.Resource{Name: "262144"}, BatchSize: 96})
 		require.NoError(t, err)
@@ -249,8 +249,8 @@ func TestClientServerStreaming(t *testing.T) {
 // ways in a unary call); an answer over the call's bound fails
 // ResourceExhausted and leaves the connection serving.
 func TestClientLargeUnary(t *testing.T) {
-	_, addr := serve(t, newService())
-	mc := rmqpb.NewMessagingServiceClient(dial(t, addr))
+	_, addr := clientServe(t, newClientTestService())
+	mc := rmqpb.NewMessagingServiceClient(clientDial(t, addr))
 	name := strings.Repeat("x", 3<<20)
 	for range 2 {
 		resp, err := mc.QueryRoute(context.Background(), &rmqpb.QueryRouteRequest{Topic: &rmqpb.Resource{Name: name}})
@@ -266,8 +266,8 @@ func TestClientLargeUnary(t *testing.T) {
 
 // Telemetry echoes over a bidirectional stream.
 func TestClientBidi(t *testing.T) {
-	_, addr := serve(t, newService())
-	mc := rmqpb.NewMessagingServiceClient(dial(t, addr))
+	_, addr := clientServe(t, newClientTestService())
+	mc := rmqpb.NewMessagingServiceClient(clientDial(t, addr))
 	st, err := mc.Telemetry(context.Background())
 	require.NoError(t, err)
 	for i := range 5 {
@@ -285,9 +285,9 @@ func TestClientBidi(t *testing.T) {
 // most 2 at a time and all succeed (grpc-go refuses a stream over its
 // limit, which would fail a call Unavailable).
 func TestClientMaxConcurrentStreams(t *testing.T) {
-	svc := newService()
-	_, addr := serve(t, svc, grpc.MaxConcurrentStreams(2))
-	mc := rmqpb.NewMessagingServiceClient(dial(t, addr))
+	svc := newClientTestService()
+	_, addr := clientServe(t, svc, grpc.MaxConcurrentStreams(2))
+	mc := rmqpb.NewMessagingServiceClient(clientDial(t, addr))
 	var wg sync.WaitGroup
 	errs := make(chan error, 10)
 	for range 10 {
@@ -309,9 +309,9 @@ func TestClientMaxConcurrentStreams(t *testing.T) {
 // GracefulStop mid-call: the running call finishes, a new one fails
 // Unavailable once the client has the GOAWAY.
 func TestClientGoAway(t *testing.T) {
-	svc := newService()
-	srv, addr := serve(t, svc)
-	cc := dial(t, addr)
+	svc := newClientTestService()
+	srv, addr := clientServe(t, svc)
+	cc := clientDial(t, addr)
 	mc := rmqpb.NewMessagingServiceClient(cc)
 	errc := make(chan error, 1)
 	go func() {
@@ -337,8 +337,8 @@ func TestClientGoAway(t *testing.T) {
 // Many concurrent calls on one connection (run with -race), each
 // answered with its own request.
 func TestClientConcurrent(t *testing.T) {
-	_, addr := serve(t, newService())
-	mc := rmqpb.NewMessagingServiceClient(dial(t, addr))
+	_, addr := clientServe(t, newClientTestService())
+	mc := rmqpb.NewMessagingServiceClient(clientDial(t, addr))
 	var wg sync.WaitGroup
 	var bad atomic.Int64
 	for w := range 64 {
@@ -365,7 +365,7 @@ func TestClientTLS(t *testing.T) {
 	require.NoError(t, err)
 	pair, err := certs.KeyPair(certPEM, keyPEM)
 	require.NoError(t, err)
-	_, addr := serve(t, newService(), grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pair}})))
+	_, addr := clientServe(t, newClientTestService(), grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pair}})))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cc, err := Dial(ctx, addr, ClientOptions{TLS: &tls.Config{RootCAs: ca.Pool()}})
@@ -395,7 +395,7 @@ func BenchmarkClientUnary(b *testing.B) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			require.NoError(b, err)
 			srv := grpc.NewServer()
-			rmqpb.RegisterMessagingServiceServer(srv, newService())
+			rmqpb.RegisterMessagingServiceServer(srv, newClientTestService())
 			go func() { _ = srv.Serve(ln) }()
 			defer srv.Stop()
 			var cc grpc.ClientConnInterface
