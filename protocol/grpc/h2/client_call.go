@@ -34,6 +34,7 @@ type clientStream struct {
 	opts    clientCallOpts
 	sendWin int64 // under c.mu
 	sentEnd atomic.Bool
+	pending atomic.Bool // a server stream's HEADERS wait for its one SendMsg
 
 	mu      sync.Mutex
 	stop    func() bool // the context watch of a stream
@@ -348,38 +349,81 @@ func (s *clientStream) creditLocked() uint32 {
 	return n
 }
 
-// NewStream opens a stream: HEADERS now, DATA with each SendMsg.
+// NewStream opens a stream: HEADERS now, DATA with each SendMsg. A
+// stream whose client sends one message (server streaming) sends its
+// HEADERS, that message and END_STREAM in one write with SendMsg (or
+// HEADERS alone with CloseSend), and takes its stream slot then.
 func (c *ClientConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
 	}
 	s := &clientStream{c: c, ctx: ctx, method: method, desc: desc, opts: c.callOpts(opts), done: make(chan struct{}),
 		hdrCh: make(chan struct{}), notify: make(chan struct{}, 1)}
-	if err := c.acquire(ctx); err != nil {
+	if !desc.ClientStreams {
+		s.pending.Store(true)
+		return s, nil
+	}
+	if err := s.begin(nil, false); err != nil {
 		return nil, err
 	}
+	return s, nil
+}
+
+// begin takes a stream slot and sends s's HEADERS, then data (END_STREAM
+// with it when end; nothing when data is nil and end false).
+func (s *clientStream) begin(data []byte, end bool) error {
+	c := s.c
+	s.pending.Store(false)
+	if err := c.acquire(s.ctx); err != nil {
+		s.finish(status.Convert(err), nil)
+		return err
+	}
 	var soft error
-	err := c.write(func() (err error) { soft, err = c.startLocked(s, false); return err })
+	var rest []byte
+	err := c.write(func() (err error) {
+		if soft, err = c.startLocked(s, false); soft != nil || err != nil {
+			return err
+		}
+		if data != nil || end {
+			rest, err = c.dataLocked(s, data, end)
+			if err == errClientStreamDone {
+				rest, err = nil, nil
+			}
+		}
+		return err
+	})
 	if soft != nil {
 		c.mu.Lock()
 		c.releaseLocked()
 		c.mu.Unlock()
-		return nil, soft
+		s.finish(status.Convert(soft), nil)
+		return soft
 	}
 	if err != nil {
 		<-s.done
-		return nil, s.st.Err()
+		return s.st.Err()
 	}
 	s.mu.Lock()
 	if s.st == nil {
+		ctx := s.ctx
 		s.stop = context.AfterFunc(ctx, func() { c.reset(s, status.FromContextError(ctx.Err()), http2.ErrCodeCancel) })
 	}
 	s.mu.Unlock()
-	return s, nil
+	if len(rest) > 0 {
+		return c.sendData(s.ctx, s, rest, end)
+	}
+	return nil
 }
+
+// errClientNotSent is RecvMsg's or Header's answer on a stream whose
+// request was not sent yet.
+var errClientNotSent = status.Error(codes.Internal, "h2: the stream's request is not sent yet (SendMsg or CloseSend first)")
 
 // Header waits for the response headers.
 func (s *clientStream) Header() (metadata.MD, error) {
+	if s.pending.Load() {
+		return nil, errClientNotSent
+	}
 	select {
 	case <-s.hdrCh:
 	case <-s.ctx.Done():
@@ -403,6 +447,10 @@ func (s *clientStream) Trailer() metadata.MD {
 // CloseSend ends the sending side (END_STREAM).
 func (s *clientStream) CloseSend() error {
 	if s.sentEnd.Load() {
+		return nil
+	}
+	if s.pending.Load() {
+		_ = s.begin(nil, true) // a failure is RecvMsg's to say
 		return nil
 	}
 	err := s.c.write(func() error {
@@ -436,6 +484,17 @@ func (s *clientStream) SendMsg(m any) error {
 		return err
 	}
 	end := s.desc != nil && !s.desc.ClientStreams
+	if s.pending.Load() {
+		err = s.begin(b, end)
+		s.c.putBuf(bp, b)
+		if err != nil && !errors.Is(err, errClientStreamDone) {
+			return err // what the generated client returns for the call
+		}
+		if err != nil {
+			return io.EOF
+		}
+		return nil
+	}
 	err = s.c.sendData(s.ctx, s, b, end)
 	s.c.putBuf(bp, b)
 	if err != nil {
@@ -455,6 +514,9 @@ func (s *clientStream) RecvMsg(m any) error {
 	pm, ok := m.(proto.Message)
 	if !ok {
 		return status.Errorf(codes.Internal, "grpc: error while unmarshaling: %T is not a proto.Message", m)
+	}
+	if s.pending.Load() {
+		return errClientNotSent
 	}
 	for {
 		s.mu.Lock()

@@ -213,7 +213,8 @@ func TestClientDeadlineAndCancel(t *testing.T) {
 // fails the call ResourceExhausted.
 func TestClientServerStreaming(t *testing.T) {
 	_, addr := clientServe(t, newClientTestService())
-	mc := rmqpb.NewMessagingServiceClient(clientDial(t, addr))
+	cc := clientDial(t, addr)
+	mc := rmqpb.NewMessagingServiceClient(cc)
 	for range 2 {
 		st, err := mc.ReceiveMessage(context.Background(), &rmqpb.ReceiveMessageRequest{Group: &rmqpb.Resource{Name: "262144"}, BatchSize: 96})
 		require.NoError(t, err)
@@ -242,6 +243,19 @@ func TestClientServerStreaming(t *testing.T) {
 	require.NoError(t, err)
 	_, err = st.Recv()
 	require.Equal(t, codes.InvalidArgument, status.Code(err), err)
+
+	// A server stream sends its HEADERS with its one message: receiving
+	// before it is an error; closing it without a message sends them
+	// alone, and the server rejects the stream without a request.
+	cs, err := cc.NewStream(context.Background(),
+		&grpc.StreamDesc{ServerStreams: true}, rmqpb.MessagingService_ReceiveMessage_FullMethodName)
+	require.NoError(t, err)
+	var resp rmqpb.ReceiveMessageResponse
+	require.ErrorIs(t, cs.RecvMsg(&resp), errClientNotSent)
+	require.NoError(t, cs.CloseSend())
+	err = cs.RecvMsg(&resp)
+	require.Error(t, err)
+	require.NotEqual(t, codes.OK, status.Code(err), err)
 }
 
 // A 3 MiB request and its 3 MiB echo, past grpc-go's server's 64 KiB
