@@ -595,6 +595,9 @@ func clientDecodeBin(v string) ([]byte, error) {
 	return base64.RawStdEncoding.DecodeString(v)
 }
 
+// clientOK is every plain OK status (a Status is read-only).
+var clientOK = status.New(codes.OK, "")
+
 // clientStatusOf is a call's status from the fields that ended it (the
 // trailers, or a trailers-only response's headers).
 func clientStatusOf(fields []hpack.HeaderField) *status.Status {
@@ -622,6 +625,9 @@ func clientStatusOf(fields []hpack.HeaderField) *status.Status {
 			return clientHTTPStatus(httpStatus)
 		}
 		return status.New(codes.Unknown, "grpc: the server's trailers have no grpc-status")
+	}
+	if code == codes.OK && msg == "" && details == "" {
+		return clientOK
 	}
 	if details != "" {
 		if b, err := clientDecodeBin(details); err == nil {
