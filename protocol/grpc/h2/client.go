@@ -1,11 +1,3 @@
-// Package h2 is a lean gRPC transport over HTTP/2 built on
-// golang.org/x/net/http2's Framer and hpack, with fewer goroutine
-// hand-offs and allocations per call than grpc-go's. Its client
-// (ClientConn, client*.go) implements grpc.ClientConnInterface, so a
-// generated client (rmqpb.NewMessagingServiceClient) runs on it
-// unchanged: one TCP connection, one reader goroutine, and callers that
-// write their own frames under one lock, a flusher goroutine sending
-// what a burst of them wrote in one write.
 package h2
 
 import (

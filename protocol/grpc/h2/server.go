@@ -1,14 +1,3 @@
-// Package h2 is a lean gRPC server transport: HTTP/2 from
-// golang.org/x/net/http2's Framer and hpack, serving generated services
-// through grpc.ServiceDesc. Per connection one goroutine reads frames and
-// one writes them (a queue, flushed when it drains), as the remoting
-// port's links do; calls run on a small pool of goroutines that park
-// between calls. It serves what the broker's gRPC front end needs: unary
-// and streaming calls, metadata, deadlines, status details, flow control
-// both ways, keepalive enforcement, idle connections closed, graceful
-// stop. It does not serve compression (grpc-encoding other than identity
-// is UNIMPLEMENTED), server-side keepalive pings, interceptors, channelz
-// or stats handlers.
 package h2
 
 import (
