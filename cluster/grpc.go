@@ -112,6 +112,7 @@ func (b *Broker) startGRPC(ln net.Listener) {
 			KeepaliveMinTime: 5 * time.Second, PermitWithoutStream: true, MaxConnectionIdle: max(idle, 0),
 			InitialWindowSize: grpcStreamWindow, InitialConnWindowSize: grpcConnWindow,
 			ReadBufferSize: 256 << 10, WriteBufferSize: 256 << 10, Workers: grpcStreamWorkers,
+			Inline: svc.inline,
 		})
 		rmqpb.RegisterMessagingServiceServer(srv, svc)
 		b.serveGRPC(srv, b.grpcListener(ln, handshake))

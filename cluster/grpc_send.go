@@ -60,9 +60,37 @@ func (s *grpcService) SendMessage(ctx context.Context, req *rmqpb.SendMessageReq
 }
 
 func (s *grpcService) sendOne(ctx context.Context, m *rmqpb.Message) *rmqpb.SendResultEntry {
+	p, failed := s.planSend(ctx, m)
+	if failed != nil {
+		return failed
+	}
+	resp, inline := s.sendInline(ctx, p.req, p.h)
+	if !inline {
+		p.req.ExtFields = p.h.EncodeV2()
+		resp = s.exec(ctx, p.ak, p.req)
+	}
+	return s.sendEntry(p, resp)
+}
+
+// grpcSend is a SendMessage message checked and turned into the remoting
+// send it becomes: req (its body; the header is h, encoded into req only
+// when it goes through handle) and what its result entry needs.
+type grpcSend struct {
+	req     *remoting.Command
+	h       remoting.SendMessageRequestHeader
+	ak      string
+	topic   string
+	sp      *rmqpb.SystemProperties
+	dueMs   int64
+	sysFlag int32
+}
+
+// planSend checks m and builds its send, or returns the entry that
+// refuses it.
+func (s *grpcService) planSend(ctx context.Context, m *rmqpb.Message) (*grpcSend, *rmqpb.SendResultEntry) {
 	sp := m.GetSystemProperties()
-	fail := func(code rmqpb.Code, format string, args ...any) *rmqpb.SendResultEntry {
-		return &rmqpb.SendResultEntry{Status: st(code, format, args...), MessageId: sp.GetMessageId()}
+	fail := func(code rmqpb.Code, format string, args ...any) (*grpcSend, *rmqpb.SendResultEntry) {
+		return nil, &rmqpb.SendResultEntry{Status: st(code, format, args...), MessageId: sp.GetMessageId()}
 	}
 	topic := m.GetTopic().GetName()
 	if err := message.CheckTopic(topic); err != nil {
@@ -70,7 +98,7 @@ func (s *grpcService) sendOne(ctx context.Context, m *rmqpb.Message) *rmqpb.Send
 	}
 	ak, denied := s.authorize(ctx, "SendMessage", []acl.Resource{{Name: topic, Perm: acl.Pub}})
 	if denied != nil {
-		return &rmqpb.SendResultEntry{Status: denied, MessageId: sp.GetMessageId()}
+		return nil, &rmqpb.SendResultEntry{Status: denied, MessageId: sp.GetMessageId()}
 	}
 	switch {
 	case sp == nil:
@@ -158,11 +186,18 @@ func (s *grpcService) sendOne(ctx context.Context, m *rmqpb.Message) *rmqpb.Send
 		QueueID: qid, SysFlag: sysFlag, BornTimestamp: born, Properties: ps.encode()}
 	// A leader stores it from h; handle (a follower's forward, a topic to
 	// create) reads the request's ext fields.
-	req := remoting.NewRequest(remoting.SendMessageV2, nil, m.Body)
-	resp, inline := s.sendInline(ctx, req, h)
-	if !inline {
-		req.ExtFields = h.EncodeV2()
-		resp = s.exec(ctx, ak, req)
+	p := &grpcSend{req: remoting.NewRequest(remoting.SendMessageV2, nil, m.Body), h: h, ak: ak, topic: topic, sp: sp, sysFlag: sysFlag}
+	if due != nil {
+		p.dueMs = due.AsTime().UnixMilli()
+	}
+	return p, nil
+}
+
+// sendEntry is the result entry of p's send, answered resp.
+func (s *grpcService) sendEntry(p *grpcSend, resp *remoting.Command) *rmqpb.SendResultEntry {
+	sp, sysFlag, topic := p.sp, p.sysFlag, p.topic
+	fail := func(code rmqpb.Code, format string, args ...any) *rmqpb.SendResultEntry {
+		return &rmqpb.SendResultEntry{Status: st(code, format, args...), MessageId: sp.GetMessageId()}
 	}
 	if resp.Code != remoting.Success {
 		return &rmqpb.SendResultEntry{Status: remotingStatus(resp), MessageId: sp.MessageId}
@@ -176,7 +211,7 @@ func (s *grpcService) sendOne(ctx context.Context, m *rmqpb.Message) *rmqpb.Send
 		e.TransactionId = grpcTxnID(rh.MsgID, rh.QueueOffset)
 	}
 	if sp.MessageType == rmqpb.MessageType_DELAY {
-		e.RecallHandle = s.b.recallHandle(topic, sp.MessageId, due.AsTime().UnixMilli(), rh.MsgID)
+		e.RecallHandle = s.b.recallHandle(topic, sp.MessageId, p.dueMs, rh.MsgID)
 	}
 	return e
 }

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/raftmq/raftmq/message"
+	"github.com/raftmq/raftmq/protocol/grpc/rmqpb"
 	"github.com/raftmq/raftmq/protocol/remoting"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
@@ -144,4 +146,53 @@ func (s *grpcService) queueSend(q *grpcQueuedSend) {
 			q.done <- b.sendResponse(q.req, nil, err, q.start)
 		}
 	}
+}
+
+// sendMessageMethod is SendMessage's full method name.
+const sendMessageMethod = "/apache.rocketmq.v2.MessagingService/SendMessage"
+
+// inline takes a leader's SendMessage calls of one message on the lean
+// transport's connection reader (h2.Options.Inline), as Broker.inline
+// takes remoting sends: decoded, checked and handed to raft there, and
+// answered from the applier on commit. So the sends of one read share a
+// proposal with no goroutine per call and no yields (queueSend). The rest
+// (a follower's calls, several messages, a topic to create, a request
+// that does not decode) goes to the handler.
+func (s *grpcService) inline(ctx context.Context, method string, raw []byte, reply func(proto.Message, error)) bool {
+	b := s.b
+	if method != sendMessageMethod || !b.rep.Node().IsLeader() {
+		return false
+	}
+	var req rmqpb.SendMessageRequest
+	if err := proto.Unmarshal(raw, &req); err != nil || len(req.Messages) != 1 {
+		return false
+	}
+	answer := func(e *rmqpb.SendResultEntry) {
+		reply(&rmqpb.SendMessageResponse{Status: e.Status, Entries: []*rmqpb.SendResultEntry{e}}, nil)
+	}
+	p, failed := s.planSend(ctx, req.Messages[0])
+	if failed != nil {
+		answer(failed)
+		return true
+	}
+	start := time.Now()
+	msgs, create, resp := b.prepareSendHeader(nil, p.req, p.h, peerAddrPort(ctx))
+	if create != nil {
+		return false // the topic must be created first: blocking work
+	}
+	if resp != nil {
+		answer(s.sendEntry(p, resp))
+		return true
+	}
+	tr := b.traces.sample(start)
+	err := b.rep.sendAsync(msgs, tr, func(res []store.MessageResult, err error) {
+		answer(s.sendEntry(p, b.sendResponse(p.req, res, err, start)))
+		if tr != nil && err == nil {
+			b.traces.answered(tr)
+		}
+	})
+	if err != nil {
+		answer(s.sendEntry(p, b.sendResponse(p.req, nil, err, start)))
+	}
+	return true
 }

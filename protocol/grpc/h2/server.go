@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 )
 
 // Options are the server's settings; zero values take grpc-go's defaults.
@@ -46,6 +47,15 @@ type Options struct {
 	// Workers is how many idle call goroutines are kept parked (256 when
 	// 0); calls beyond run on goroutines of their own.
 	Workers int
+	// Inline, if set, is offered each unary call whose one request
+	// message has arrived, on the connection's reader goroutine, before a
+	// goroutine is taken for its handler. It returns false to leave the
+	// call to its handler (having answered nothing), or true when it took
+	// the call: then it calls reply exactly once, from any goroutine, with
+	// the response or an error (a status error sets the call's status).
+	// It must not block: the connection's later frames wait for it. req
+	// is the request message's bytes, valid until reply is called.
+	Inline func(ctx context.Context, method string, req []byte, reply func(proto.Message, error)) bool
 }
 
 const (

@@ -198,9 +198,14 @@ func (s *stream) reset() {
 	s.c.finish(s, nil, false)
 }
 
-// dispatch starts the handler on the pool.
+// dispatch starts the handler on the pool, unless Options.Inline takes
+// the call (a unary call's one request, on the reader goroutine).
 func (s *stream) dispatch() {
 	s.dispatched = true
+	if in := s.c.srv.opts.Inline; in != nil && s.umd != nil && s.rerr == nil && len(s.msgs) == 1 &&
+		in(s.ctx, s.method, s.msgs[0], s.replyMsg) {
+		return
+	}
 	s.c.srv.pool.run(s)
 }
 
@@ -215,6 +220,14 @@ func (s *stream) run() {
 
 func (s *stream) runUnary() {
 	resp, err := s.umd.Handler(s.svc.impl, s.ctx, s.decUnary, nil)
+	s.reply(resp, err)
+}
+
+func (s *stream) replyMsg(m proto.Message, err error) { s.reply(m, err) }
+
+// reply answers a unary call with its handler's (or Options.Inline's)
+// result.
+func (s *stream) reply(resp any, err error) {
 	if err != nil {
 		s.answer(errStatus(err), false)
 		return
