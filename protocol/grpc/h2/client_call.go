@@ -185,7 +185,7 @@ func (c *ClientConn) outgoingMD(ctx context.Context) []hpack.HeaderField {
 		if k == "" || k[0] == ':' || clientReserved[k] {
 			continue
 		}
-		bin := strings.HasSuffix(k, "-bin")
+		bin := isBinKey(k)
 		for _, v := range vs {
 			if bin {
 				v = base64.RawStdEncoding.EncodeToString([]byte(v))
@@ -576,8 +576,8 @@ func clientMD(fields []hpack.HeaderField) metadata.MD {
 			continue
 		}
 		v := f.Value
-		if strings.HasSuffix(f.Name, "-bin") {
-			b, err := clientDecodeBin(v)
+		if isBinKey(f.Name) {
+			b, err := decodeBin(v)
 			if err != nil {
 				continue
 			}
@@ -586,13 +586,6 @@ func clientMD(fields []hpack.HeaderField) metadata.MD {
 		md[f.Name] = append(md[f.Name], v)
 	}
 	return md
-}
-
-func clientDecodeBin(v string) ([]byte, error) {
-	if len(v)%4 == 0 {
-		return base64.StdEncoding.DecodeString(v)
-	}
-	return base64.RawStdEncoding.DecodeString(v)
 }
 
 // clientOK is every plain OK status (a Status is read-only).
@@ -630,7 +623,7 @@ func clientStatusOf(fields []hpack.HeaderField) *status.Status {
 		return clientOK
 	}
 	if details != "" {
-		if b, err := clientDecodeBin(details); err == nil {
+		if b, err := decodeBin(details); err == nil {
 			p := new(spb.Status)
 			if proto.Unmarshal(b, p) == nil && codes.Code(p.GetCode()) == code {
 				return status.FromProto(p)
