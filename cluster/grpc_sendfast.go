@@ -16,7 +16,6 @@ import (
 	"github.com/raftmq/raftmq/protocol/grpc/rmqpb"
 	"github.com/raftmq/raftmq/protocol/remoting"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/store"
 )
 
 // A leader's gRPC sends skip handle: the call's goroutine decodes its
@@ -136,15 +135,7 @@ func (s *grpcService) queueSend(q *grpcQueuedSend) {
 	sq.mu.Unlock()
 	b := s.b
 	for _, q := range batch {
-		err := b.rep.sendAsync(q.msgs, q.tr, func(res []store.MessageResult, err error) {
-			q.done <- b.sendResponse(q.req, res, err, q.start)
-			if q.tr != nil && err == nil {
-				b.traces.answered(q.tr)
-			}
-		})
-		if err != nil {
-			q.done <- b.sendResponse(q.req, nil, err, q.start)
-		}
+		b.submitSend(q.req, q.msgs, q.tr, q.start, func(resp *remoting.Command) { q.done <- resp })
 	}
 }
 
@@ -184,15 +175,6 @@ func (s *grpcService) inline(ctx context.Context, method string, raw []byte, rep
 		answer(s.sendEntry(p, resp))
 		return true
 	}
-	tr := b.traces.sample(start)
-	err := b.rep.sendAsync(msgs, tr, func(res []store.MessageResult, err error) {
-		answer(s.sendEntry(p, b.sendResponse(p.req, res, err, start)))
-		if tr != nil && err == nil {
-			b.traces.answered(tr)
-		}
-	})
-	if err != nil {
-		answer(s.sendEntry(p, b.sendResponse(p.req, nil, err, start)))
-	}
+	b.submitSend(p.req, msgs, b.traces.sample(start), start, func(resp *remoting.Command) { answer(s.sendEntry(p, resp)) })
 	return true
 }

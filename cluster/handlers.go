@@ -462,17 +462,25 @@ func (b *Broker) inline(conn *remoting.ServerConn, req *remoting.Command) bool {
 		conn.Reply(req, resp)
 		return true
 	}
-	tr := b.traces.sample(start)
+	b.submitSend(req, msgs, b.traces.sample(start), start, func(resp *remoting.Command) { conn.Reply(req, resp) })
+	return true
+}
+
+// submitSend hands msgs, req's messages (received at start, traced by tr
+// if sampled), to raft without waiting, and calls answer with req's
+// answer once they commit, or at once if they cannot be submitted. The
+// sends a leader takes without a goroutine of their own (inline, the gRPC
+// front end's) all end here.
+func (b *Broker) submitSend(req *remoting.Command, msgs []*message.Message, tr *raftlog.Trace, start time.Time, answer func(*remoting.Command)) {
 	err := b.rep.sendAsync(msgs, tr, func(res []store.MessageResult, err error) {
-		conn.Reply(req, b.sendResponse(req, res, err, start))
+		answer(b.sendResponse(req, res, err, start))
 		if tr != nil && err == nil {
 			b.traces.answered(tr)
 		}
 	})
 	if err != nil {
-		conn.Reply(req, b.sendResponse(req, nil, err, start))
+		answer(b.sendResponse(req, nil, err, start))
 	}
-	return true
 }
 
 func (b *Broker) handleSend(ctx context.Context, conn *remoting.ServerConn, req *remoting.Command) *remoting.Command {
