@@ -115,6 +115,15 @@ type Core struct {
 	// readSeq numbers them, from a random start (NewCore).
 	reads   map[uint64]func(index uint64)
 	readSeq uint64
+
+	// ticks counts Tick calls; heard is the tick at which a message from
+	// each peer was last stepped. Status's Active is read from them, not
+	// from raft's RecentActive, which CheckQuorum clears for every
+	// follower at the end of each election timeout: read just after that,
+	// a follower that answers every heartbeat would look inactive.
+	ticks        uint64
+	heard        map[uint64]uint64
+	electionTick uint64
 }
 
 // Work is what one Ready asks of the owner, in the order it must be done
@@ -243,15 +252,24 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 		holdOn:  cfg.HoldCommits,
 		reads:   map[uint64]func(uint64){},
 		readSeq: cfg.Rand.Uint64() &^ 0xFFFFFFFF,
+
+		heard:        map[uint64]uint64{},
+		electionTick: uint64(cfg.ElectionTick),
 	}, nil
 }
 
 // Tick advances raft's logical clock by one tick.
-func (c *Core) Tick() { c.rn.Tick() }
+func (c *Core) Tick() {
+	c.ticks++
+	c.rn.Tick()
+}
 
 // Step hands raft a message from a peer. Errors for unknown peers and
 // local message types are ignored; others are logged at debug level.
 func (c *Core) Step(m *pb.Message) {
+	if from := m.GetFrom(); from != 0 && from != c.id {
+		c.heard[from] = c.ticks
+	}
 	if err := c.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) && !errors.Is(err, raft.ErrStepLocalMsg) {
 		c.log.Debug("raftlog: step", "type", m.GetType(), "from", m.GetFrom(), "err", err)
 	}
@@ -571,6 +589,13 @@ func (c *Core) LeaderChanges() uint64 { return c.leaderChanges.Load() }
 // BasicStatus is raft's basic status (term, vote, commit, role, leader).
 func (c *Core) BasicStatus() raft.BasicStatus { return c.rn.BasicStatus() }
 
+// heardWithin is whether a message from peer id was stepped within the
+// last n ticks.
+func (c *Core) heardWithin(id, n uint64) bool {
+	at, ok := c.heard[id]
+	return ok && c.ticks-at <= n
+}
+
 // RoleLearner is Status.Role of a learner: a member that receives the log
 // but does not vote yet.
 const RoleLearner = "StateLearner"
@@ -600,7 +625,7 @@ func (c *Core) Status() *Status {
 		st.Progress = make(map[uint64]uint64, len(li.Progress))
 		for id, pr := range li.Progress {
 			st.Progress[id] = pr.Match
-			if pr.RecentActive {
+			if id == c.id || c.heardWithin(id, c.electionTick) {
 				st.Active = append(st.Active, id)
 			}
 		}

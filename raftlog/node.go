@@ -156,7 +156,7 @@ type Status struct {
 	Learners []uint64          `json:"learners,omitempty"`
 	Progress map[uint64]uint64 `json:"progress,omitempty"` // leader only: match index per node
 	// Active (leader only) lists the nodes heard from within the last
-	// election timeout (raft's RecentActive, kept by CheckQuorum).
+	// election timeout, the leader itself included.
 	Active     []uint64 `json:"active,omitempty"`
 	Transferee uint64   `json:"transferee,omitempty"`
 }
