@@ -86,13 +86,16 @@ func (s *grpcService) Telemetry(stream rmqpb.MessagingService_TelemetryServer) e
 		return status.Error(codes.InvalidArgument, "Telemetry: x-mq-client-id metadata is required")
 	}
 	ch := &telemetryChannel{s: s, addr: peerAddr(ctx), stream: stream}
+	s.b.log.Debug("cluster: grpc telemetry stream opened", "client_id", clientID, "addr", ch.addr)
 	defer s.closeChannel(clientID, ch)
 	for {
 		cmd, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
+			s.b.log.Debug("cluster: grpc telemetry stream ended by the client", "client_id", clientID, "addr", ch.addr)
 			return nil
 		}
 		if err != nil {
+			s.b.log.Debug("cluster: grpc telemetry stream failed", "client_id", clientID, "addr", ch.addr, "err", err)
 			return err
 		}
 		switch c := cmd.Command.(type) {
@@ -213,6 +216,7 @@ func (s *grpcService) register(ctx context.Context, sess *grpcSession) {
 		lang = ua.Language.String()
 	}
 	ver, _ := strconv.Atoi(mdValue(ctx, mdVersion))
+	s.b.log.Debug("cluster: grpc client registered", "client_id", sess.clientID, "addr", ch.addr, "consumers", len(hb.ConsumerDataSet), "producers", len(hb.ProducerDataSet))
 	changed := s.b.members.Heartbeat(membership.Client{Channel: ch, Addr: ch.addr, Language: lang, Version: int32(ver)}, hb, time.Now())
 	s.b.notifyChanged(changed) // remoting consumers of the same group rebalance
 	if s.b.rep.Node().IsLeader() {

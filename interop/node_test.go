@@ -621,7 +621,9 @@ func startNodePush(t *testing.T, ctx context.Context, g *group, dir, consumerGro
 		conn, _ = g.cli("admin", "consumer", "connection", "-g", consumerGroup)
 		return strings.Contains(conn, "NODE_JS")
 	}); err != nil {
-		t.Fatalf("the push consumer is not listed:\n%s", conn)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait() // its output is complete once it has exited
+		t.Fatalf("the push consumer is not listed:\n%s\npush.js stderr:\n%s", conn, stderr.String())
 	}
 	time.Sleep(5 * time.Second)
 	return cmd, &stdout, &stderr
