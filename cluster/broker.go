@@ -151,10 +151,10 @@ type Config struct {
 	// GRPCMaxStreams bounds concurrent calls per gRPC connection
 	// (DefaultGRPCMaxStreams when 0).
 	GRPCMaxStreams uint32
-	// GRPCTransport is the gRPC server's HTTP/2 transport: GRPCTransportGo
-	// (grpc-go's server, the default when empty) or GRPCTransportLean
-	// (protocol/grpc/h2: one reader and one writer goroutine per
-	// connection).
+	// GRPCTransport is the gRPC server's HTTP/2 transport:
+	// GRPCTransportLean (protocol/grpc/h2: one reader and one writer
+	// goroutine per connection; the default when empty) or
+	// GRPCTransportGo (grpc-go's server).
 	GRPCTransport string
 	// Client connection limits (protocol/remoting's Server fields of the
 	// same names; 0: their defaults, negative: no limit): a frame must
@@ -305,7 +305,7 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	switch cfg.GRPCTransport {
 	case "":
-		cfg.GRPCTransport = GRPCTransportGo
+		cfg.GRPCTransport = GRPCTransportLean
 	case GRPCTransportGo, GRPCTransportLean:
 	default:
 		return nil, fmt.Errorf("cluster: gRPC transport %q: want %q or %q", cfg.GRPCTransport, GRPCTransportGo, GRPCTransportLean)

@@ -28,8 +28,8 @@ import (
 )
 
 // startGRPCBrokers starts three nodes, each serving gRPC at an address the
-// peers list, on the transport $RAFTMQ_TEST_GRPC_TRANSPORT names (grpc-go
-// when unset), so that the same tests run on both.
+// peers list, on the transport $RAFTMQ_TEST_GRPC_TRANSPORT names (the
+// default, lean, when unset), so that the same tests run on both.
 func startGRPCBrokers(t testing.TB, mod func(*Config)) *testBrokers {
 	addrs := freeAddrs(t, 3)
 	transport := os.Getenv("RAFTMQ_TEST_GRPC_TRANSPORT")

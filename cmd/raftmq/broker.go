@@ -155,7 +155,7 @@ func (f *brokerFlags) register(cmd *cobra.Command) {
 	fl.StringSliceVar(&f.peerList, "peers", nil, "every member at once, comma-separated: 1=C1/R1,2=C2/R2,3=C3/R3 (combines with --peer)")
 	fl.BoolVar(&f.join, "join", false, "join a running group (after `raftmq admin node add` on it) instead of bootstrapping")
 	fl.StringVar(&f.httpAddr, "http", httpAuto, "address for /metrics, /status and the console: auto is this node's client host and port + 20 (10931 for 10911, as raftmq cluster lays out its nodes); empty: off")
-	fl.StringVar(&f.grpcTrans, "grpc-transport", cluster.GRPCTransportGo, "HTTP/2 transport of the gRPC service: grpc-go (grpc-go's server) or lean (protocol/grpc/h2: one reader and one writer goroutine per connection)")
+	fl.StringVar(&f.grpcTrans, "grpc-transport", cluster.GRPCTransportLean, "HTTP/2 transport of the gRPC service: lean (protocol/grpc/h2: one reader and one writer goroutine per connection) or grpc-go (grpc-go's server)")
 	fl.StringVar(&f.grpcAddr, "grpc", "auto", "`ADDR` of the RocketMQ 5 gRPC service (apache.rocketmq.v2); auto: this node's third address in --peer (ID=CLIENT/RAFT/GRPC), else :8081 for a one-node group when free, else off; empty or off: off")
 	fl.StringVar(&f.httpToken, "http-token-file", "", "a `FILE` holding a bearer token that opens /metrics and /status (Authorization: Bearer, as Prometheus sends it); with it they need a credential even without an ACL")
 	fl.StringVar(&f.flush, "flush", "sync", "sync: acknowledge after a quorum fsynced; async: after a quorum has it in page cache")
