@@ -45,3 +45,6 @@ go test -count=1 -timeout 5m -tags mutant -run 'TestFailpoints' ./store "$@"
 # The simulator against the product's own failpoints: the storage's
 # vote-not-fsynced and the owner loop's ack-before-commit.
 go test -count=1 -timeout 5m -tags mutant -run 'TestSimCatchesUnsyncedVote|TestSimCatchesAckBeforeCommit' ./raftlog "$@"
+# The gRPC port's other transport (grpc-go's server, --grpc-transport
+# grpc-go): the cluster's gRPC tests once more on it.
+RAFTMQ_TEST_GRPC_TRANSPORT=grpc-go go test -count=1 -timeout 5m -run 'GRPC' ./cluster "$@"
