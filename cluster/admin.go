@@ -335,8 +335,9 @@ type AdminSubscription struct {
 }
 
 // AdminConsumerConnection is a consumer group's clients as this node
-// knows them from their heartbeats (every client heartbeats to every node
-// of its routes, so any node knows them all).
+// knows them from their heartbeats. Every client heartbeats to the leader
+// and to the other nodes its routes name, so the remoting view asks the
+// leader (cluster/admin_handlers.go).
 type AdminConsumerConnection struct {
 	Group            string              `json:"group"`
 	Clients          []AdminConnection   `json:"clients"`
@@ -375,7 +376,7 @@ func (b *Broker) AdminConsumerConnection(group string) (AdminConsumerConnection,
 }
 
 // AdminProducerConnection is a producer group's clients as this node
-// knows them from their heartbeats.
+// knows them from their heartbeats (the remoting view asks the leader).
 type AdminProducerConnection struct {
 	Group   string            `json:"group"`
 	Clients []AdminConnection `json:"clients"`

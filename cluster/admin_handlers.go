@@ -33,9 +33,13 @@ func (b *Broker) handleAdminCode(ctx context.Context, conn *remoting.ServerConn,
 	case remoting.GetConsumeStats:
 		return b.handleConsumeStats(ctx, conn, req), true
 	case remoting.GetConsumerConnectionList:
-		return b.handleConsumerConnection(conn, req), true
+		// The leader's registry: every client heartbeats to the leader,
+		// while a follower knows only the clients whose routes name it
+		// (not a RocketMQ 4.x producer's, nor a RocketMQ 5 client's with
+		// failover routes off), and would answer "not online".
+		return b.leaderOnly(ctx, req, func(context.Context) *remoting.Command { return b.handleConsumerConnection(conn, req) }), true
 	case remoting.GetProducerConnectionList:
-		return b.handleProducerConnection(conn, req), true
+		return b.leaderOnly(ctx, req, func(context.Context) *remoting.Command { return b.handleProducerConnection(conn, req) }), true
 	case remoting.InvokeBrokerToResetOffset:
 		return b.leaderOnly(ctx, req, func(ctx context.Context) *remoting.Command { return b.handleResetOffset(ctx, conn, req) }), true
 	case remoting.ImportConfig:

@@ -276,6 +276,25 @@ func TestGRPCTelemetryAndCheckBack(t *testing.T) {
 	require.Len(t, cons, 1)
 	require.Equal(t, "host@3@0@test", cons[0].ClientID)
 	require.Equal(t, "a || b", cons[0].Subscriptions[0].SubString)
+	// The client's streams go to the leader only (as with failover routes
+	// off); a follower asked for the group's and the topic's clients
+	// answers with the leader's registry, not "not online".
+	f := tb.follower()
+	require.Empty(t, f.members.Consumers("cg"))
+	fc := dial(t, f.ClientAddr())
+	for _, q := range []struct {
+		code int32
+		ext  map[string]string
+	}{
+		{remoting.GetConsumerConnectionList, (&remoting.ConsumerConnectionRequestHeader{ConsumerGroup: "cg"}).Encode()},
+		{remoting.GetProducerConnectionList, (&remoting.ProducerConnectionRequestHeader{ProducerGroup: "Y"}).Encode()},
+	} {
+		resp := invoke(t, fc, remoting.NewRequest(q.code, q.ext, nil))
+		require.Equal(t, remoting.Success, resp.Code, "code %d: %s", q.code, resp.Remark)
+		var cc remoting.ConsumerConnection // ProducerConnection's ConnectionSet is the same field
+		require.NoError(t, remoting.DecodeJSON(resp.Body, &cc))
+		require.Len(t, cc.ConnectionSet, 1, "code %d: %s", q.code, resp.Body)
+	}
 	require.NoError(t, ctel.CloseSend())
 	require.Eventually(t, func() bool { return len(l.members.Consumers("cg")) == 0 }, 5*time.Second, 10*time.Millisecond, "gone with its stream")
 

@@ -528,7 +528,7 @@ func (e *adminEnv) consumerConnection() *cobra.Command {
 func (e *adminEnv) producerConnection() *cobra.Command {
 	var group, topic string
 	var asJSON bool
-	c := e.command("connection", "The producer group's connected clients (id, address, language, version), as their heartbeats told the node",
+	c := e.command("connection", "The producer group's connected clients (id, address, language, version), as their heartbeats told the leader",
 		cobra.NoArgs, &asJSON, func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
 			h := remoting.ProducerConnectionRequestHeader{ProducerGroup: group}
 			var v cluster.AdminProducerConnection
