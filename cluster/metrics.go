@@ -66,10 +66,9 @@ type Metrics struct {
 	sendsOK, sendsError                       prometheus.Counter
 	pullFound, pullNone, pullRetry, pullMoved prometheus.Counter
 	pullError                                 prometheus.Counter
-	// Per-topic counters (cached children) and the scrape-time values.
-	topics                    *topicCounters
-	topicMessages, topicBytes *prometheus.CounterVec
-	scrape                    *scrapeCollector
+	// Per-topic counters and the scrape-time values.
+	topics *topicCounters
+	scrape *scrapeCollector
 }
 
 // scrapeFuncs are the values a node computes at scrape time; each may be
@@ -135,10 +134,6 @@ func NewMetrics(src scrapeFuncs) *Metrics {
 			Help: "Time from a pull request to its answer, a long poll's hold included.", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 20)}),
 		PullBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_pull_bytes_total",
 			Help: "Message bytes returned by pulls (the answers' bodies)."}),
-		topicMessages: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_topic_messages_total",
-			Help: "Messages stored by sends this node answered as leader, by topic (duplicates of stored sends not counted; topics past the first 1,000 as _other)."}, []string{"topic"}),
-		topicBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_topic_message_bytes_total",
-			Help: "Bytes of the messages counted by raftmq_topic_messages_total (stored record sizes), by topic."}, []string{"topic"}),
 	}
 	m.sendsOK, m.sendsError = m.Sends.WithLabelValues("ok"), m.Sends.WithLabelValues("error")
 	m.pullFound, m.pullNone, m.pullRetry = m.Pulls.WithLabelValues("found"), m.Pulls.WithLabelValues("none"), m.Pulls.WithLabelValues("retry")
@@ -146,10 +141,13 @@ func NewMetrics(src scrapeFuncs) *Metrics {
 	for _, r := range []string{dropNoLeader, dropTimeout, dropConnection, dropStopping} {
 		m.ForwardDropped.WithLabelValues(r) // exported at 0 before the first drop
 	}
-	m.topics = newTopicCounters(m.topicMessages, m.topicBytes, MaxLabelValues)
+	m.topics = newTopicCounters(prometheus.CounterOpts{Name: "raftmq_topic_messages_total",
+		Help: "Messages stored by sends this node answered as leader, by topic (duplicates of stored sends not counted; topics past the first 1,000 as _other)."},
+		prometheus.CounterOpts{Name: "raftmq_topic_message_bytes_total",
+			Help: "Bytes of the messages counted by raftmq_topic_messages_total (stored record sizes), by topic."}, MaxLabelValues)
 	m.scrape = &scrapeCollector{src: src}
 	reg.MustRegister(m.Sends, m.SendLatency, m.Fsync, m.Apply, m.Commit, m.BatchSize, m.Pulls, m.Forwarded, m.ForwardDropped,
-		m.ScheduleDelivered, m.ScheduleLateness, m.TxnEnded, m.SendBack, m.topicMessages, m.topicBytes, m.scrape,
+		m.ScheduleDelivered, m.ScheduleLateness, m.TxnEnded, m.SendBack, m.topics, m.scrape,
 		m.Refused, m.PullLatency, m.PullBytes, buildInfo(),
 		m.Popped, m.PopAcked, m.PopRevived, m.PopDropped, m.PopEntries, m.PopPollWakeups,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
@@ -168,9 +166,7 @@ func (m *Metrics) sent(res []store.MessageResult) {
 			size += int(res[i].Size)
 		}
 	}
-	c := m.topics.get(res[0].Topic)
-	c.msgs.Add(float64(n))
-	c.bytes.Add(float64(size))
+	m.topics.of(&res[0]).add(n, size)
 }
 
 // forwardDropped counts a forwarded request dropped for reason.
@@ -204,26 +200,64 @@ func (m *Metrics) pulled(resp *remoting.Command, start time.Time) *remoting.Comm
 // applied observes one Store.Apply call that started at start.
 func (m *Metrics) applied(start time.Time) { m.Apply.Observe(time.Since(start).Seconds()) }
 
-// topicCounters hands out the per-topic children of two counter vectors,
-// cached so that a send costs a map read and two atomic adds, not a label
-// hash and lookup in the vector. The first max topics seen get a label of
-// their own, in a copy-on-write map read without a lock; every later topic
-// shares the OtherLabel child, found through a sync.Map. Children of
-// deleted topics stay until restart.
+// topicCounters keeps the per-topic counters of sent messages and bytes
+// and exports them at scrape time as raftmq_topic_messages_total and
+// raftmq_topic_message_bytes_total. A topic's two counts share one small
+// object, found once per send (through the send's store.MessageResult.
+// TopicAux, or by name): with a thousand topics sent to round robin, a
+// CounterVec's children (a label hash and lookup per send, then an object
+// per counter) were three or four cache misses a send. The first max
+// topics seen get a label of their own, in a copy-on-write map read
+// without a lock; every later topic, and one named OtherLabel, shares the
+// OtherLabel counter, found through a sync.Map. Counters of deleted topics
+// stay until restart.
 type topicCounters struct {
-	msgs, bytes *prometheus.CounterVec
-	max         int
-	labelled    atomic.Pointer[map[string]*topicCounter]
-	others      sync.Map // topic -> *topicCounter (the OtherLabel child)
-	mu          sync.Mutex
+	max       int
+	labelled  atomic.Pointer[map[string]*topicCounter]
+	others    sync.Map // topic -> *topicCounter (other)
+	other     topicCounter
+	otherUsed atomic.Bool
+	mu        sync.Mutex
+
+	msgsDesc, bytesDesc *prometheus.Desc
 }
 
-type topicCounter struct{ msgs, bytes prometheus.Counter }
+// topicCounter is one topic's (or OtherLabel's) counts.
+type topicCounter struct {
+	msgs, bytes atomic.Uint64
+	// owner is the topicCounters that made it: a TopicAux slot set by
+	// another node's metrics in the same process is not used.
+	owner *topicCounters
+}
 
-func newTopicCounters(msgs, bytes *prometheus.CounterVec, max int) *topicCounters {
-	t := &topicCounters{msgs: msgs, bytes: bytes, max: max}
+func newTopicCounters(msgs, bytes prometheus.CounterOpts, max int) *topicCounters {
+	t := &topicCounters{max: max,
+		msgsDesc:  prometheus.NewDesc(msgs.Name, msgs.Help, []string{"topic"}, nil),
+		bytesDesc: prometheus.NewDesc(bytes.Name, bytes.Help, []string{"topic"}, nil)}
+	t.other.owner = t
 	t.labelled.Store(&map[string]*topicCounter{})
 	return t
+}
+
+// add counts n messages of size bytes in all to c.
+func (c *topicCounter) add(n, size int) {
+	c.msgs.Add(uint64(n))
+	c.bytes.Add(uint64(size))
+}
+
+// of returns the counter of r's topic: the one cached in its TopicAux
+// slot, or by name (then cached there).
+func (t *topicCounters) of(r *store.MessageResult) *topicCounter {
+	aux := r.TopicAux()
+	if aux == nil {
+		return t.get(r.Topic)
+	}
+	if c, ok := aux.Load().(*topicCounter); ok && c.owner == t {
+		return c
+	}
+	c := t.get(r.Topic)
+	aux.Store(c)
+	return c
 }
 
 func (t *topicCounters) get(topic string) *topicCounter {
@@ -239,19 +273,37 @@ func (t *topicCounters) get(topic string) *topicCounter {
 	if c, ok := cur[topic]; ok {
 		return c
 	}
-	if len(cur) >= t.max {
-		c := &topicCounter{msgs: t.msgs.WithLabelValues(OtherLabel), bytes: t.bytes.WithLabelValues(OtherLabel)}
-		t.others.Store(topic, c)
-		return c
+	if len(cur) >= t.max || topic == OtherLabel {
+		t.otherUsed.Store(true)
+		t.others.Store(topic, &t.other)
+		return &t.other
 	}
 	next := make(map[string]*topicCounter, len(cur)+1)
 	for k, v := range cur {
 		next[k] = v
 	}
-	c := &topicCounter{msgs: t.msgs.WithLabelValues(topic), bytes: t.bytes.WithLabelValues(topic)}
+	c := &topicCounter{owner: t}
 	next[topic] = c
 	t.labelled.Store(&next)
 	return c
+}
+
+func (t *topicCounters) Describe(ch chan<- *prometheus.Desc) {
+	ch <- t.msgsDesc
+	ch <- t.bytesDesc
+}
+
+func (t *topicCounters) Collect(ch chan<- prometheus.Metric) {
+	emit := func(topic string, c *topicCounter) {
+		ch <- prometheus.MustNewConstMetric(t.msgsDesc, prometheus.CounterValue, float64(c.msgs.Load()), topic)
+		ch <- prometheus.MustNewConstMetric(t.bytesDesc, prometheus.CounterValue, float64(c.bytes.Load()), topic)
+	}
+	for topic, c := range *t.labelled.Load() {
+		emit(topic, c)
+	}
+	if t.otherUsed.Load() {
+		emit(OtherLabel, &t.other)
+	}
 }
 
 // scrapeCollector exports the values computed at scrape time: raft and

@@ -185,6 +185,20 @@ func TestMetricsMoveWithLoad(t *testing.T) {
 	_, ok = sample(scrape(t, fhttp), "raftmq_raft_follower_lag_entries")
 	require.False(t, ok)
 
+	// A topic deleted and made again keeps counting under its label (the
+	// counter cached in its old record is not the one its sends find).
+	resp = invoke(t, lc, remoting.NewRequest(remoting.DeleteTopicInBroker, map[string]string{"topic": "M"}, nil))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	resp = invoke(t, lc, remoting.NewRequest(remoting.UpdateAndCreateTopic, ch.Encode(), nil))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	for i := range 3 {
+		resp := invoke(t, lc, sendCmd("M", 1, fmt.Sprintf("again%d", i), fmt.Sprintf("MA%d", i)))
+		require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	}
+	again, _ := sample(scrape(t, lhttp), "raftmq_topic_messages_total", "topic", "M")
+	b0, _ := sample(before, "raftmq_topic_messages_total", "topic", "M")
+	require.Equal(t, float64(n0+n1+3), again-b0)
+
 	checkDashboard(t, after)
 }
 
@@ -233,25 +247,29 @@ func checkDashboard(t *testing.T, fams map[string]*dto.MetricFamily) {
 }
 
 // The per-topic counters: at most MaxLabelValues topics get a label of
-// their own, the rest share _other, and a topic keeps its child.
+// their own, the rest (and a topic named _other) share _other, and a
+// topic keeps its counter.
 func TestTopicCountersCapLabels(t *testing.T) {
-	msgs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "m_total"}, []string{"topic"})
-	bytes := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "b_total"}, []string{"topic"})
-	tc := newTopicCounters(msgs, bytes, 3)
+	tc := newTopicCounters(prometheus.CounterOpts{Name: "m_total"}, prometheus.CounterOpts{Name: "b_total"}, 3)
 	for i := range 5 {
-		tc.get(fmt.Sprint("t", i)).msgs.Add(float64(i + 1))
+		tc.get(fmt.Sprint("t", i)).add(i+1, 10*(i+1))
 	}
-	tc.get("t0").msgs.Inc()
-	tc.get("t4").msgs.Inc()
+	tc.get("t0").add(1, 1)
+	tc.get("t4").add(1, 1)
+	tc.get(OtherLabel).add(1, 1)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(msgs)
+	reg.MustRegister(tc)
 	fams, err := reg.Gather()
 	require.NoError(t, err)
-	got := map[string]float64{}
-	for _, m := range fams[0].GetMetric() {
-		got[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+	got := map[string]map[string]float64{}
+	for _, f := range fams {
+		got[f.GetName()] = map[string]float64{}
+		for _, m := range f.GetMetric() {
+			got[f.GetName()][m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+		}
 	}
-	require.Equal(t, map[string]float64{"t0": 2, "t1": 2, "t2": 3, OtherLabel: 4 + 5 + 1}, got)
+	require.Equal(t, map[string]float64{"t0": 2, "t1": 2, "t2": 3, OtherLabel: 4 + 5 + 1 + 1}, got["m_total"])
+	require.Equal(t, map[string]float64{"t0": 11, "t1": 20, "t2": 30, OtherLabel: 40 + 50 + 1 + 1}, got["b_total"])
 }
 
 // Group/topic pairs past MaxLabelValues are summed under _other/_other.
@@ -297,10 +315,11 @@ func TestForcedUnconsumedCounter(t *testing.T) {
 }
 
 // BenchmarkTopicCounter measures the send path's per-topic count: a
-// CounterVec label lookup per send against the cached child.
+// CounterVec label lookup per send against the counter found by name and
+// through the send's TopicAux slot.
 func BenchmarkTopicCounter(b *testing.B) {
 	vec := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "m_total"}, []string{"topic"})
-	tc := newTopicCounters(vec, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "b_total"}, []string{"topic"}), MaxLabelValues)
+	tc := newTopicCounters(prometheus.CounterOpts{Name: "m_total"}, prometheus.CounterOpts{Name: "b_total"}, MaxLabelValues)
 	topics := make([]string, 100)
 	for i := range topics {
 		topics[i] = fmt.Sprintf("topic-%03d", i)
@@ -310,9 +329,9 @@ func BenchmarkTopicCounter(b *testing.B) {
 			vec.WithLabelValues(topics[i%len(topics)]).Inc()
 		}
 	})
-	b.Run("cached", func(b *testing.B) {
+	b.Run("byName", func(b *testing.B) {
 		for i := range b.N {
-			tc.get(topics[i%len(topics)]).msgs.Inc()
+			tc.get(topics[i%len(topics)]).add(1, 1000)
 		}
 	})
 	b.Run("Counter", func(b *testing.B) {

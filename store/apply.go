@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/raftmq/raftmq/commitlog"
@@ -49,6 +50,22 @@ type MessageResult struct {
 	// the fields describe the original, and nothing new was queued.
 	Duplicate bool
 	Err       error
+	// topic is Apply's record of Topic, for TopicAux; nil for a message
+	// not stored.
+	topic *applyTopic
+}
+
+// TopicAux returns a slot in which the node answering the send keeps what
+// it needs of the message's topic on every send (its per-topic counters),
+// so that a send costs no lookup by name: the same slot for every message
+// of the topic until the topic is deleted or made again, when a new,
+// empty one replaces it. Nil for a message that was not stored (an error,
+// a duplicate). Its value is the caller's; Store never reads it.
+func (r *MessageResult) TopicAux() *atomic.Value {
+	if r.topic == nil {
+		return nil
+	}
+	return &r.topic.aux
 }
 
 // MsgID returns the message's offsetMsgId. It is computed on demand: only
@@ -101,8 +118,15 @@ type applyTopic struct {
 	version     uint64
 	perm        int32
 	writeQueues int32
+	// touchGen is the Store.touchGen in which the topic was last listed
+	// in Store.touched.
+	touchGen uint64
 	// queues, by queue id, holds at least writeQueues slots.
 	queues []applyQueue
+	// aux is what the node answering sends keeps of the topic
+	// (MessageResult.TopicAux): a new record, with aux empty, replaces
+	// this one when the topic is deleted and made again.
+	aux atomic.Value
 }
 
 // applyQueue is Apply's handle on one consume queue. A Set never forgets
@@ -337,7 +361,11 @@ func (s *Store) applyMessage(v *message.View, phy int64, dedupeOK bool) (Message
 	if err != nil {
 		return mr, err
 	}
-	s.touch(topic)
+	mr.topic = t
+	if t.touchGen != s.touchGen+1 {
+		t.touchGen = s.touchGen + 1 // zero in a new record
+		s.touch(topic)
+	}
 	if topic == txn.HalfTopic {
 		group, _ := message.PropertyValue(v.Properties, message.PropertyProducerGroup)
 		var immunity int64

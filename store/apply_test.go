@@ -253,3 +253,47 @@ func TestApplyFollowsTopicChanges(t *testing.T) {
 	require.Equal(t, int64(2), sa.MaxOffset("t", 3))
 	require.Equal(t, int64(3), put(1, 8).QueueOffset)
 }
+
+// A stored message's TopicAux is its topic's slot: the same for every
+// message of the topic, through changes of its config, and a new, empty
+// one once the topic is deleted and made again; none for a message not
+// stored.
+func TestTopicAuxSlot(t *testing.T) {
+	sa := openSA(t, testConfig(t, vfs.NewMem()))
+	defer sa.Close()
+	createTopic(t, sa, "t", 2)
+	createTopic(t, sa, "u", 2)
+	put := func(topic string, q int32, i int, uniq string) *MessageResult {
+		t.Helper()
+		rs, err := sa.Put(msg(topic, q, i, "", uniq))
+		require.NoError(t, err)
+		require.Len(t, rs, 1)
+		return &rs[0]
+	}
+	r0 := put("t", 0, 0, "K0")
+	aux := r0.TopicAux()
+	require.NotNil(t, aux)
+	require.Nil(t, aux.Load())
+	aux.Store("counters of t")
+	require.Same(t, aux, put("t", 1, 1, "").TopicAux(), "another queue of t")
+	u := put("u", 0, 2, "").TopicAux()
+	require.NotSame(t, aux, u)
+	require.Nil(t, u.Load())
+
+	createTopic(t, sa, "t", 4) // more queues: the same topic
+	require.Same(t, aux, put("t", 3, 3, "").TopicAux())
+
+	require.Nil(t, put("t", 9, 4, "").TopicAux(), "a bad queue")
+	dup := put("t", 0, 5, "K0")
+	require.True(t, dup.Duplicate)
+	require.Nil(t, dup.TopicAux(), "a duplicate")
+
+	require.NoError(t, sa.Exec(&Command{Op: OpDeleteTopic, Name: "t"}))
+	require.Nil(t, put("t", 0, 6, "").TopicAux(), "no topic")
+	createTopic(t, sa, "t", 2)
+	again := put("t", 0, 7, "").TopicAux()
+	require.NotNil(t, again)
+	require.NotSame(t, aux, again)
+	require.Nil(t, again.Load(), "the re-made topic's slot is empty")
+	require.Equal(t, "counters of t", aux.Load(), "the old slot is left alone")
+}

@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"slices"
 	"testing"
 	"time"
 
@@ -65,9 +66,19 @@ func requireSameDecision(t *testing.T, nodes []*Standalone, res [][]MessageResul
 	t.Helper()
 	require.Equal(t, dup, res[0][0].Duplicate, "%s: node 0", what)
 	for i := 1; i < len(nodes); i++ {
-		require.Equal(t, res[0], res[i], "%s: node %d answers like node 0", what, i)
+		require.Equal(t, nodeFree(res[0]), nodeFree(res[i]), "%s: node %d answers like node 0", what, i)
 		require.Equal(t, nodes[0].MaxOffset("t", 0), nodes[i].MaxOffset("t", 0), "%s: node %d's queue", what, i)
 	}
+}
+
+// nodeFree returns a copy of rs without what is one node's own (the
+// topic records behind TopicAux), to compare two nodes' results.
+func nodeFree(rs []MessageResult) []MessageResult {
+	out := slices.Clone(rs)
+	for i := range out {
+		out[i].topic = nil
+	}
+	return out
 }
 
 func installOn(t *testing.T, st *Standalone, snap []byte) {

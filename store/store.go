@@ -193,10 +193,14 @@ type Store struct {
 	// topicWatch holds, by topic, a channel closed at the next Apply that
 	// touches the topic (TopicChanged); guarded by changeMu.
 	topicWatch map[string]chan struct{}
-	// touched collects the topics the entries of an Apply touch, and
-	// touchAll a change that may concern any topic; guarded by applyMu.
-	touched  map[string]bool
+	// touched collects the topics the entries of an Apply touch (a topic
+	// may be listed more than once), and touchAll a change that may
+	// concern any topic; guarded by applyMu. touchGen counts the calls of
+	// notifyApplied: a message's topic is listed once per call
+	// (applyTopic.touchGen), not once per message.
+	touched  []string
 	touchAll bool
+	touchGen uint64
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -703,10 +707,7 @@ func (s *Store) TopicChanged(topic string) <-chan struct{} {
 // touch records that the entry being applied touches topic. The caller
 // holds applyMu.
 func (s *Store) touch(topic string) {
-	if s.touched == nil {
-		s.touched = map[string]bool{}
-	}
-	s.touched[topic] = true
+	s.touched = append(s.touched, topic)
 }
 
 // notify wakes every waiter: anything may have changed (a snapshot).
@@ -721,15 +722,24 @@ func (s *Store) notifyApplied() {
 	s.changeMu.Lock()
 	close(s.changed)
 	s.changed = make(chan struct{})
-	for topic, ch := range s.topicWatch {
-		if s.touchAll || s.touched[topic] {
+	if s.touchAll {
+		for topic, ch := range s.topicWatch {
 			close(ch)
 			delete(s.topicWatch, topic)
+		}
+	} else if len(s.topicWatch) > 0 {
+		for _, topic := range s.touched {
+			if ch, ok := s.topicWatch[topic]; ok {
+				close(ch)
+				delete(s.topicWatch, topic)
+			}
 		}
 	}
 	s.changeMu.Unlock()
 	clear(s.touched)
+	s.touched = s.touched[:0]
 	s.touchAll = false
+	s.touchGen++
 }
 
 // Close persists, stops background work and closes every file. The abort
