@@ -131,28 +131,10 @@ type segment struct {
 // Queue is the consume queue of one topic and queue id. See the package
 // documentation for its concurrency contract.
 type Queue struct {
-	fs       vfs.FS
-	root     string // the Set's root: the queue's directory is dir()
-	topic    string
-	queueID  int32
-	perFile  int64 // units per file
-	fileSize int64 // bytes per file
-	log      *slog.Logger
-	cache    *fileCache // shared by the queues of a Set
-	// ownerSyncs is Options.OwnerSyncsFS.
-	ownerSyncs bool
-
-	// needSync is set by writes and cleared by Sync, so Set.SyncDirty can
-	// skip clean queues without taking their locks.
-	needSync atomic.Bool
-	// writes counts the writes to the queue's files (under w), so that an
-	// owner syncing the whole file system knows which queues it covered
-	// (Set.MarkDirty, Set.SyncedByFS).
-	writes atomic.Uint64
-
-	// openMu serialises the opening of files by readers (which hold only
-	// mu.RLock) and the writer.
-	openMu sync.Mutex
+	// The fields a put and a flush use come first, together, the hot
+	// ones first in w and mu: with thousands of queues written round
+	// robin each line of a queue is a cache miss, and lines next to each
+	// other are fetched together.
 
 	// w serialises the writer methods. A writer reads mu's fields holding
 	// only w, and takes mu.Lock to change them.
@@ -166,13 +148,13 @@ type Queue struct {
 		// appends to pend beyond mu.mem and rewrites bytes readers can see
 		// only after replacing mu.mem under mu.Lock. See spillLocked.
 		pend []byte
-		// spare is a second buffer for pend, which spillLocked fills with
-		// the units it keeps while readers may still read the first.
-		spare []byte
 		// tail is the unit at endLocked()-1 when tailOK, so that a put
 		// checks overlap without reading the file.
 		tail   rawUnit
 		tailOK bool
+		// spare is a second buffer for pend, which spillLocked fills with
+		// the units it keeps while readers may still read the first.
+		spare []byte
 		// minPhy is the PhyOffset of the unit at mu.min when minPhyOK (and
 		// mu.min < mu.max), so that DeleteBefore leaves an idle queue's
 		// files closed.
@@ -199,6 +181,48 @@ type Queue struct {
 		journaled int64
 	}
 
+	// needSync is set by writes and cleared by Sync, so Set.SyncDirty can
+	// skip clean queues without taking their locks.
+	needSync atomic.Bool
+	cache    *fileCache // shared by the queues of a Set
+	perFile  int64      // units per file
+
+	// mu guards what readers see.
+	mu struct {
+		sync.RWMutex
+		// [min, max) is what readers see. Units below disk are in the
+		// files; units in [disk, max) are only in memory, in mem
+		// (len(mem) == (max-disk)*UnitSize). Invariant: min <= disk <=
+		// max; len(segs) == 0 implies min == disk == 0; otherwise
+		// segs[0].base <= min and segs[len-1].base <= disk <=
+		// segs[len-1].base + segs[len-1].units.
+		min, max int64
+		disk     int64
+		mem      []byte
+		// segs are the files in order, contiguous: segs[i+1].base ==
+		// segs[i].base + perFile.
+		segs   []*segment
+		closed bool
+	}
+
+	fs       vfs.FS
+	root     string // the Set's root: the queue's directory is dir()
+	topic    string
+	queueID  int32
+	fileSize int64 // bytes per file
+	log      *slog.Logger
+	// ownerSyncs is Options.OwnerSyncsFS.
+	ownerSyncs bool
+
+	// writes counts the writes to the queue's files (under w), so that an
+	// owner syncing the whole file system knows which queues it covered
+	// (Set.MarkDirty, Set.SyncedByFS).
+	writes atomic.Uint64
+
+	// openMu serialises the opening of files by readers (which hold only
+	// mu.RLock) and the writer.
+	openMu sync.Mutex
+
 	// segs0 backs mu.segs while the queue has one file, and seg0 is a
 	// segment of it when seg0Used, so that a queue of one file costs no
 	// heap object for its list of files or its file beyond the Queue: the
@@ -209,24 +233,6 @@ type Queue struct {
 	segs0    [1]*segment
 	seg0     segment
 	seg0Used bool
-
-	// mu guards what readers see.
-	mu struct {
-		sync.RWMutex
-		// segs are the files in order, contiguous: segs[i+1].base ==
-		// segs[i].base + perFile.
-		segs []*segment
-		// [min, max) is what readers see. Units below disk are in the
-		// files; units in [disk, max) are only in memory, in mem
-		// (len(mem) == (max-disk)*UnitSize). Invariant: min <= disk <=
-		// max; len(segs) == 0 implies min == disk == 0; otherwise
-		// segs[0].base <= min and segs[len-1].base <= disk <=
-		// segs[len-1].base + segs[len-1].units.
-		min, max int64
-		disk     int64
-		mem      []byte
-		closed   bool
-	}
 }
 
 // OpenQueue opens the queue of topic/queueID under root, creating its
