@@ -149,7 +149,7 @@ const sendMessageMethod = "/apache.rocketmq.v2.MessagingService/SendMessage"
 // proposal with no goroutine per call and no yields (queueSend). The rest
 // (a follower's calls, several messages, a topic to create, a request
 // that does not decode) goes to the handler.
-func (s *grpcService) inline(ctx context.Context, method string, raw []byte, reply func(proto.Message, error)) bool {
+func (s *grpcService) inline(ctx context.Context, method string, raw []byte, reply func(any, error)) bool {
 	b := s.b
 	if method != sendMessageMethod || !b.rep.Node().IsLeader() {
 		return false

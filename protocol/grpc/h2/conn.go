@@ -303,18 +303,10 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) bool {
 	c.mu.Unlock()
 
 	var path, method, ctype, enc, timeout string
-	md := make(map[string][]string, len(f.Fields))
-	// One backing array for the values: a key's first value is a slice
-	// of it (capacity 1, so a second value copies).
-	vals := make([]string, 0, len(f.Fields))
-	add := func(k, v string) {
-		if prev, dup := md[k]; dup {
-			md[k] = append(prev, v)
-			return
-		}
-		vals = append(vals, v)
-		md[k] = vals[len(vals)-1 : len(vals) : len(vals)]
-	}
+	// The call's metadata, kept as fields (binary values decoded): the
+	// map a handler's context holds is built from them only when a
+	// context is (stream.metadata).
+	var md []hpack.HeaderField
 	for _, hf := range f.Fields {
 		switch hf.Name {
 		case ":path":
@@ -323,7 +315,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) bool {
 			method = hf.Value
 		case "content-type":
 			ctype = hf.Value
-			add(hf.Name, hf.Value)
+			md = appendField(md, hf, len(f.Fields))
 		case "grpc-encoding":
 			enc = hf.Value
 		case "grpc-timeout":
@@ -333,16 +325,15 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) bool {
 			if len(hf.Name) > 0 && hf.Name[0] == ':' {
 				continue
 			}
-			v := hf.Value
 			if isBinKey(hf.Name) {
-				b, err := decodeBin(v)
+				b, err := decodeBin(hf.Value)
 				if err != nil {
-					c.refuse(id, f.StreamEnded(), 200, status.Newf(codes.Internal, "malformed binary metadata %q in header %q: %v", v, hf.Name, err))
+					c.refuse(id, f.StreamEnded(), 200, status.Newf(codes.Internal, "malformed binary metadata %q in header %q: %v", hf.Value, hf.Name, err))
 					return true
 				}
-				v = string(b)
+				hf.Value = string(b)
 			}
-			add(hf.Name, v)
+			md = appendField(md, hf, len(f.Fields))
 		}
 	}
 	if method != "POST" {
@@ -362,7 +353,13 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) bool {
 		c.refuse(id, f.StreamEnded(), 200, status.New(codes.Unimplemented, errMsg))
 		return true
 	}
-	s := newStream(c, id, path, md, timeout)
+	var deadline time.Time
+	if timeout != "" {
+		if d, err := parseTimeout(timeout); err == nil {
+			deadline = time.Now().Add(d)
+		}
+	}
+	s := newStream(c, id, path, md, deadline)
 	s.svc, s.umd, s.sd = svc, umd, sd
 	if sd != nil {
 		// Only a streaming call waits for messages or for its sends.
@@ -371,7 +368,6 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) bool {
 	c.mu.Lock()
 	if c.draining {
 		c.mu.Unlock()
-		s.cancel()
 		c.enqueue(item{kind: kRST, sid: id, code: http2.ErrCodeRefusedStream})
 		return true
 	}
@@ -385,6 +381,15 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) bool {
 		s.dispatch()
 	}
 	return true
+}
+
+// appendField appends hf to md, which it makes with room for n fields
+// the first time.
+func appendField(md []hpack.HeaderField, hf hpack.HeaderField, n int) []hpack.HeaderField {
+	if md == nil {
+		md = make([]hpack.HeaderField, 0, n)
+	}
+	return append(md, hf)
 }
 
 // refuse answers a call that is not served with st alone (no handler).

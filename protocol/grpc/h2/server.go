@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 )
 
 // Options are the server's settings; zero values take grpc-go's defaults.
@@ -52,10 +51,13 @@ type Options struct {
 	// goroutine is taken for its handler. It returns false to leave the
 	// call to its handler (having answered nothing), or true when it took
 	// the call: then it calls reply exactly once, from any goroutine, with
-	// the response or an error (a status error sets the call's status).
-	// It must not block: the connection's later frames wait for it. req
-	// is the request message's bytes, valid until reply is called.
-	Inline func(ctx context.Context, method string, req []byte, reply func(proto.Message, error)) bool
+	// the response (a proto.Message, or an Encoded) or an error (a status
+	// error sets the call's status). It must not block: the connection's
+	// later frames wait for it. req is the request message's bytes, valid
+	// until reply is called. ctx holds the peer and the call's metadata
+	// (made when first looked up), not its deadline: it is never done,
+	// and it is no grpc.ServerTransportStream's (no grpc.SetHeader).
+	Inline func(ctx context.Context, method string, req []byte, reply func(any, error)) bool
 }
 
 const (

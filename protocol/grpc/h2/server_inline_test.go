@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -19,10 +20,12 @@ func TestInlineTakesOrLeavesUnaryCalls(t *testing.T) {
 	type taken struct {
 		req   *testpb.SimpleRequest
 		md    metadata.MD
-		reply func(proto.Message, error)
+		peer  bool
+		dl    bool
+		reply func(any, error)
 	}
 	calls := make(chan taken, 4)
-	inline := func(ctx context.Context, method string, raw []byte, reply func(proto.Message, error)) bool {
+	inline := func(ctx context.Context, method string, raw []byte, reply func(any, error)) bool {
 		if method != "/grpc.testing.TestService/UnaryCall" {
 			return false
 		}
@@ -31,7 +34,9 @@ func TestInlineTakesOrLeavesUnaryCalls(t *testing.T) {
 			return false // left to the handler
 		}
 		md, _ := metadata.FromIncomingContext(ctx)
-		calls <- taken{&req, md, reply}
+		_, hasPeer := peer.FromContext(ctx)
+		_, hasDeadline := ctx.Deadline()
+		calls <- taken{&req, md, hasPeer, hasDeadline, reply}
 		return true
 	}
 	_, addr := serve(t, Options{Inline: inline}, newTestService())
@@ -55,8 +60,22 @@ func TestInlineTakesOrLeavesUnaryCalls(t *testing.T) {
 	}
 	require.EqualValues(t, 5, tk.req.ResponseSize)
 	require.Equal(t, []string{"v1"}, tk.md["x-key"])
+	require.True(t, tk.peer, "the inline context names the peer")
+	require.False(t, tk.dl, "the inline context has no deadline")
 	go tk.reply(&testpb.SimpleResponse{Username: "inline"}, nil)
 	require.Equal(t, "inline", (<-got).GetUsername())
+
+	// Taken, answered with a message that encodes itself (h2.Encoded).
+	go func() {
+		resp, err := c.UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: 8})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- resp
+	}()
+	tk = <-calls
+	tk.reply(encodedResponse{&testpb.SimpleResponse{Username: "encoded"}}, nil)
+	require.Equal(t, "encoded", (<-got).GetUsername())
 
 	// Taken, answered with a status.
 	errc := make(chan error, 1)
@@ -76,4 +95,15 @@ func TestInlineTakesOrLeavesUnaryCalls(t *testing.T) {
 	require.Equal(t, "/grpc.testing.TestService/UnaryCall", resp.GetUsername())
 	require.Len(t, resp.GetPayload().GetBody(), 7)
 	require.Empty(t, calls)
+}
+
+// encodedResponse is an Encoded: its message's protobuf bytes.
+type encodedResponse struct{ m proto.Message }
+
+func (e encodedResponse) AppendProto(b []byte) []byte {
+	b, err := proto.MarshalOptions{}.MarshalAppend(b, e.m)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

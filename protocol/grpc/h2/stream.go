@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
@@ -25,14 +26,23 @@ const sendQuota = 64 << 10
 
 // stream is one call.
 type stream struct {
-	c      *conn
-	id     uint32
-	method string
-	ctx    context.Context
-	cancel context.CancelFunc
-	svc    *service
-	umd    *grpc.MethodDesc
-	sd     *grpc.StreamDesc
+	c        *conn
+	id       uint32
+	method   string
+	md       []hpack.HeaderField // the call's metadata (binary values decoded)
+	deadline time.Time           // from grpc-timeout; zero: none
+	svc      *service
+	umd      *grpc.MethodDesc
+	sd       *grpc.StreamDesc
+
+	// The handler's context, made by start (a call Options.Inline takes
+	// has none: it gets ictx). ctx is read by the handler's goroutine
+	// only; cancelFn and canceled are under mu.
+	ctx      context.Context
+	cancelFn context.CancelFunc
+	canceled bool
+	ictx     inlineCtx
+	mdctx    context.Context // ictx's metadata, made on its first lookup (under mu)
 
 	// Reader side (the reader goroutine only).
 	pfx        [5]byte
@@ -68,21 +78,84 @@ type stream struct {
 	wdead     bool
 }
 
-func newStream(c *conn, id uint32, method string, md metadata.MD, timeout string) *stream {
-	s := &stream{c: c, id: id, method: method}
+func newStream(c *conn, id uint32, method string, md []hpack.HeaderField, deadline time.Time) *stream {
+	s := &stream{c: c, id: id, method: method, md: md, deadline: deadline}
 	s.sendWin.Store(int64(c.peerWindow.Load()))
-	ctx := c.ctx
-	if timeout != "" {
-		if d, err := parseTimeout(timeout); err == nil {
-			ctx, s.cancel = context.WithTimeout(ctx, d)
-		}
-	}
-	if s.cancel == nil {
-		ctx, s.cancel = context.WithCancel(ctx)
-	}
-	ctx = metadata.NewIncomingContext(ctx, md)
-	s.ctx = grpc.NewContextWithServerTransportStream(ctx, s)
+	s.ictx.s = s
 	return s
+}
+
+// start makes the handler's context (the peer, the deadline, the
+// metadata, s as its grpc.ServerTransportStream), before the handler
+// runs; a call cancelled before is cancelled at once.
+func (s *stream) start() {
+	ctx := s.c.ctx
+	var cancel context.CancelFunc
+	if s.deadline.IsZero() {
+		ctx, cancel = context.WithCancel(ctx)
+	} else {
+		ctx, cancel = context.WithDeadline(ctx, s.deadline)
+	}
+	ctx = metadata.NewIncomingContext(ctx, s.metadata())
+	s.ctx = grpc.NewContextWithServerTransportStream(ctx, s)
+	s.mu.Lock()
+	s.cancelFn = cancel
+	canceled := s.canceled
+	s.mu.Unlock()
+	if canceled {
+		cancel()
+	}
+}
+
+// cancel cancels the handler's context, now or when start makes it.
+func (s *stream) cancel() {
+	s.mu.Lock()
+	s.canceled = true
+	fn := s.cancelFn
+	s.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
+}
+
+// metadata is the call's metadata as a handler's context holds it.
+func (s *stream) metadata() metadata.MD {
+	md := make(metadata.MD, len(s.md))
+	// One backing array for the values: a key's first value is a slice
+	// of it (capacity 1, so a second value copies).
+	vals := make([]string, 0, len(s.md))
+	for _, hf := range s.md {
+		if prev, dup := md[hf.Name]; dup {
+			md[hf.Name] = append(prev, hf.Value)
+			continue
+		}
+		vals = append(vals, hf.Value)
+		md[hf.Name] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	return md
+}
+
+// inlineCtx is the context Options.Inline gets: the connection's (the
+// peer), and the call's metadata, made on the first lookup the
+// connection's context does not answer; no deadline, never done.
+type inlineCtx struct{ s *stream }
+
+func (x *inlineCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (x *inlineCtx) Done() <-chan struct{}       { return nil }
+func (x *inlineCtx) Err() error                  { return nil }
+
+func (x *inlineCtx) Value(key any) any {
+	s := x.s
+	if v := s.c.ctx.Value(key); v != nil {
+		return v
+	}
+	s.mu.Lock()
+	if s.mdctx == nil {
+		s.mdctx = metadata.NewIncomingContext(background, s.metadata())
+	}
+	mdctx := s.mdctx
+	s.mu.Unlock()
+	return mdctx.Value(key)
 }
 
 // feed takes a DATA frame's payload (copied: the framer reuses it).
@@ -203,9 +276,10 @@ func (s *stream) reset() {
 func (s *stream) dispatch() {
 	s.dispatched = true
 	if in := s.c.srv.opts.Inline; in != nil && s.umd != nil && s.rerr == nil && len(s.msgs) == 1 &&
-		in(s.ctx, s.method, s.msgs[0], s.replyMsg) {
+		in(&s.ictx, s.method, s.msgs[0], s.replyMsg) {
 		return
 	}
+	s.start()
 	s.c.srv.pool.run(s)
 }
 
@@ -223,7 +297,7 @@ func (s *stream) runUnary() {
 	s.reply(resp, err)
 }
 
-func (s *stream) replyMsg(m proto.Message, err error) { s.reply(m, err) }
+func (s *stream) replyMsg(m any, err error) { s.reply(m, err) }
 
 // reply answers a unary call with its handler's (or Options.Inline's)
 // result.
@@ -249,7 +323,7 @@ func (s *stream) reply(resp any, err error) {
 		s.hdrSent = true
 		hdr = responseHeaders(s.hdr)
 	}
-	trl := trailers(status.New(codes.OK, ""), s.trl)
+	trl := trailers(statusOK, s.trl)
 	rst := !s.eof
 	s.mu.Unlock()
 	s.queued.Add(int64(len(*buf)))
@@ -281,8 +355,11 @@ func (s *stream) runStream() {
 		s.answer(errStatus(err), false)
 		return
 	}
-	s.answer(status.New(codes.OK, ""), false)
+	s.answer(statusOK, false)
 }
+
+// statusOK is a call's plain OK status (read-only, shared).
+var statusOK = status.New(codes.OK, "")
 
 // answer ends the call with st: the trailers (with the headers first
 // when none went yet).
@@ -455,10 +532,27 @@ func putBuf(b *[]byte) {
 	}
 }
 
-// marshal encodes m after a 5-byte gRPC message prefix.
+// Encoded is a message that encodes itself: Options.Inline's reply takes
+// one instead of a proto.Message (a response built without the generic
+// protobuf path). AppendProto appends its protobuf encoding to b.
+type Encoded interface {
+	AppendProto(b []byte) []byte
+}
+
+// marshal encodes m (a proto.Message or Encoded) after a 5-byte gRPC
+// message prefix.
 func marshal(m any) (*[]byte, error) {
-	pm, isProto := m.(proto.Message)
-	if !isProto {
+	var pm proto.Message
+	switch m := m.(type) {
+	case proto.Message:
+		pm = m
+	case Encoded:
+		bp := bufPool.Get().(*[]byte)
+		b := m.AppendProto(append((*bp)[:0], 0, 0, 0, 0, 0))
+		binary.BigEndian.PutUint32(b[1:5], uint32(len(b)-5))
+		*bp = b
+		return bp, nil
+	default:
 		return nil, fmt.Errorf("message is %T, not a proto.Message", m)
 	}
 	bp := bufPool.Get().(*[]byte)
