@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -178,9 +180,11 @@ func (s *grpcService) planSend(ctx context.Context, m *rmqpb.Message) (*grpcSend
 	if qid == -2 {
 		return fail(rmqpb.Code_TOPIC_NOT_FOUND, "topic %s does not exist", topic)
 	}
-	born := time.Now().UnixMilli()
+	var born int64
 	if sp.BornTimestamp != nil {
 		born = sp.BornTimestamp.AsTime().UnixMilli()
+	} else {
+		born = time.Now().UnixMilli()
 	}
 	h := remoting.SendMessageRequestHeader{ProducerGroup: topic, Topic: topic, DefaultTopic: AutoCreateTopicKey, DefaultTopicQueueNums: create,
 		QueueID: qid, SysFlag: sysFlag, BornTimestamp: born, Properties: ps.encode()}
@@ -195,25 +199,89 @@ func (s *grpcService) planSend(ctx context.Context, m *rmqpb.Message) (*grpcSend
 
 // sendEntry is the result entry of p's send, answered resp.
 func (s *grpcService) sendEntry(p *grpcSend, resp *remoting.Command) *rmqpb.SendResultEntry {
-	sp, sysFlag, topic := p.sp, p.sysFlag, p.topic
-	fail := func(code rmqpb.Code, format string, args ...any) *rmqpb.SendResultEntry {
-		return &rmqpb.SendResultEntry{Status: st(code, format, args...), MessageId: sp.GetMessageId()}
+	r, failed := s.sendOK(p, resp)
+	if failed != nil {
+		return failed
 	}
+	return &rmqpb.SendResultEntry{Status: ok(), MessageId: r.messageID, TransactionId: r.txnID, Offset: r.offset, RecallHandle: r.recall}
+}
+
+// sendOK is the result of p's send, answered resp, when it was stored;
+// else the entry that says why not.
+func (s *grpcService) sendOK(p *grpcSend, resp *remoting.Command) (grpcSendOK, *rmqpb.SendResultEntry) {
+	sp := p.sp
 	if resp.Code != remoting.Success {
-		return &rmqpb.SendResultEntry{Status: remotingStatus(resp), MessageId: sp.MessageId}
+		return grpcSendOK{}, &rmqpb.SendResultEntry{Status: remotingStatus(resp), MessageId: sp.MessageId}
 	}
 	rh, err := sendResult(resp)
 	if err != nil {
-		return fail(rmqpb.Code_INTERNAL_SERVER_ERROR, "stored, but its result does not decode: %v", err)
+		return grpcSendOK{}, &rmqpb.SendResultEntry{Status: st(rmqpb.Code_INTERNAL_SERVER_ERROR, "stored, but its result does not decode: %v", err), MessageId: sp.MessageId}
 	}
-	e := &rmqpb.SendResultEntry{Status: ok(), MessageId: sp.MessageId, Offset: rh.QueueOffset}
-	if sysFlag == message.SysFlagTransactionPrepared {
-		e.TransactionId = grpcTxnID(rh.MsgID, rh.QueueOffset)
+	r := grpcSendOK{messageID: sp.MessageId, offset: rh.QueueOffset}
+	if p.sysFlag == message.SysFlagTransactionPrepared {
+		r.txnID = grpcTxnID(rh.MsgID, rh.QueueOffset)
 	}
 	if sp.MessageType == rmqpb.MessageType_DELAY {
-		e.RecallHandle = s.b.recallHandle(topic, sp.MessageId, p.dueMs, rh.MsgID)
+		r.recall = s.b.recallHandle(p.topic, sp.MessageId, p.dueMs, rh.MsgID)
 	}
-	return e
+	return r, nil
+}
+
+// grpcSendOK is a stored message's result entry (its status OK). As a
+// SendMessageResponse of that one entry it encodes itself (h2.Encoded),
+// as proto.Marshal encodes the generated message (tested): the answer of
+// a leader's inline sends, without the generic protobuf path.
+type grpcSendOK struct {
+	messageID, txnID, recall string
+	offset                   int64
+}
+
+// statusOKProto is ok() encoded.
+var statusOKProto = func() []byte {
+	b, err := proto.Marshal(ok())
+	if err != nil {
+		panic(err)
+	}
+	return b
+}()
+
+func (r *grpcSendOK) AppendProto(b []byte) []byte {
+	b = protowire.AppendTag(b, 1, protowire.BytesType) // status
+	b = protowire.AppendBytes(b, statusOKProto)
+	n := protowire.SizeTag(1) + protowire.SizeBytes(len(statusOKProto))
+	if r.messageID != "" {
+		n += protowire.SizeTag(2) + protowire.SizeBytes(len(r.messageID))
+	}
+	if r.txnID != "" {
+		n += protowire.SizeTag(3) + protowire.SizeBytes(len(r.txnID))
+	}
+	if r.offset != 0 {
+		n += protowire.SizeTag(4) + protowire.SizeVarint(uint64(r.offset))
+	}
+	if r.recall != "" {
+		n += protowire.SizeTag(5) + protowire.SizeBytes(len(r.recall))
+	}
+	b = protowire.AppendTag(b, 2, protowire.BytesType) // entries[0]
+	b = protowire.AppendVarint(b, uint64(n))
+	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendBytes(b, statusOKProto)
+	if r.messageID != "" {
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendString(b, r.messageID)
+	}
+	if r.txnID != "" {
+		b = protowire.AppendTag(b, 3, protowire.BytesType)
+		b = protowire.AppendString(b, r.txnID)
+	}
+	if r.offset != 0 {
+		b = protowire.AppendTag(b, 4, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(r.offset))
+	}
+	if r.recall != "" {
+		b = protowire.AppendTag(b, 5, protowire.BytesType)
+		b = protowire.AppendString(b, r.recall)
+	}
+	return b
 }
 
 // queueFor picks the queue of a send: for a message group, its hash over
@@ -262,14 +330,15 @@ func (p *grpcProps) encode() string {
 	for _, e := range p.ps {
 		n += len(e.k) + len(e.v) + 2
 	}
-	out := make([]byte, 0, n)
+	var out strings.Builder
+	out.Grow(n)
 	for _, e := range p.ps {
-		out = append(out, e.k...)
-		out = append(out, message.NameValueSeparator)
-		out = append(out, e.v...)
-		out = append(out, message.PropertySeparator)
+		out.WriteString(e.k)
+		out.WriteByte(message.NameValueSeparator)
+		out.WriteString(e.v)
+		out.WriteByte(message.PropertySeparator)
 	}
-	return string(out)
+	return out.String()
 }
 
 // sendResult reads a send's answer: typed when this node stored it,

@@ -154,14 +154,18 @@ func (s *grpcService) inline(ctx context.Context, method string, raw []byte, rep
 	if method != sendMessageMethod || !b.rep.Node().IsLeader() {
 		return false
 	}
-	var req rmqpb.SendMessageRequest
-	if err := proto.Unmarshal(raw, &req); err != nil || len(req.Messages) != 1 {
-		return false
+	m := decodeSendOne(raw)
+	if m == nil {
+		var req rmqpb.SendMessageRequest
+		if err := proto.Unmarshal(raw, &req); err != nil || len(req.Messages) != 1 {
+			return false
+		}
+		m = req.Messages[0]
 	}
 	answer := func(e *rmqpb.SendResultEntry) {
 		reply(&rmqpb.SendMessageResponse{Status: e.Status, Entries: []*rmqpb.SendResultEntry{e}}, nil)
 	}
-	p, failed := s.planSend(ctx, req.Messages[0])
+	p, failed := s.planSend(ctx, m)
 	if failed != nil {
 		answer(failed)
 		return true
@@ -175,6 +179,13 @@ func (s *grpcService) inline(ctx context.Context, method string, raw []byte, rep
 		answer(s.sendEntry(p, resp))
 		return true
 	}
-	b.submitSend(p.req, msgs, b.traces.sample(start), start, func(resp *remoting.Command) { answer(s.sendEntry(p, resp)) })
+	b.submitSend(p.req, msgs, b.traces.sample(start), start, func(resp *remoting.Command) {
+		r, failed := s.sendOK(p, resp)
+		if failed != nil {
+			answer(failed)
+			return
+		}
+		reply(&r, nil)
+	})
 	return true
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/raftmq/raftmq/message"
 	"github.com/raftmq/raftmq/protocol/grpc/rmqpb"
@@ -93,5 +94,25 @@ func TestGRPCPropsEncodeAsMap(t *testing.T) {
 			m[p[0]] = p[1]
 		}
 		require.Equal(t, message.EncodeProperties(m), ps.encode(), "%d pairs", n)
+	}
+}
+
+// A stored send's answer, encoded by hand (grpcSendOK), is the bytes
+// proto.Marshal makes of the same SendMessageResponse, for every field
+// set or left empty.
+func TestGRPCSendOKEncoding(t *testing.T) {
+	for _, r := range []grpcSendOK{
+		{},
+		{messageID: "01AB"},
+		{messageID: "01AB", offset: 7},
+		{messageID: "01AB", offset: 1 << 40, txnID: "7F000001-12"},
+		{messageID: "01AB", offset: -1, recall: "handle"},
+		{messageID: string(make([]byte, 300)), txnID: "t", offset: 1, recall: "r"},
+	} {
+		want, err := proto.Marshal(&rmqpb.SendMessageResponse{Status: ok(), Entries: []*rmqpb.SendResultEntry{
+			{Status: ok(), MessageId: r.messageID, TransactionId: r.txnID, Offset: r.offset, RecallHandle: r.recall}}})
+		require.NoError(t, err)
+		require.Equal(t, want, r.AppendProto(nil), "%+v", r)
+		require.Equal(t, append([]byte("prefix"), want...), r.AppendProto([]byte("prefix")))
 	}
 }
