@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
@@ -57,6 +59,14 @@ type conn struct {
 
 	// Reader-only state.
 	recvUnacked int32 // connection-level bytes received and not yet granted back
+	hdec        *hpack.Decoder
+	hblk        []byte // a header block spread over CONTINUATION frames
+	hblkID      uint32
+	hblkEnd     bool
+	fields      []hpack.HeaderField // the block being decoded (reused)
+	hdrRemain   uint32              // of maxHeaderList, for the block's fields
+	hdrInvalid  error               // the block's first invalid field
+	sawRegular  bool                // the block had a field that is not a pseudo-header
 	lastPing    time.Time
 	pingStrikes int
 }
@@ -118,8 +128,8 @@ func (c *conn) serve() {
 	}
 	fr := http2.NewFramer(nil, br)
 	fr.SetReuseFrames()
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	fr.MaxHeaderListSize = 16 << 20
+	c.hdec = hpack.NewDecoder(4096, c.emitField)
+	c.hdec.SetMaxStringLength(maxHeaderList)
 
 	var settings []http2.Setting
 	if o.MaxConcurrentStreams > 0 {
@@ -172,8 +182,25 @@ func (c *conn) serve() {
 
 func (c *conn) onFrame(f http2.Frame) bool {
 	switch f := f.(type) {
-	case *http2.MetaHeadersFrame:
-		return c.onHeaders(f)
+	case *http2.HeadersFrame:
+		if f.HeadersEnded() {
+			// The block whole in one frame: decoded from the framer's
+			// buffer.
+			return c.onBlock(f.StreamID, f.StreamEnded(), f.HeaderBlockFragment())
+		}
+		c.hblk = append(c.hblk[:0], f.HeaderBlockFragment()...)
+		c.hblkID, c.hblkEnd = f.StreamID, f.StreamEnded()
+	case *http2.ContinuationFrame: // the Framer checks that they follow their HEADERS
+		c.hblk = append(c.hblk, f.HeaderBlockFragment()...)
+		if len(c.hblk) > 2*maxHeaderList {
+			// As x/net's Framer: a block far over the bound closes the
+			// connection.
+			c.goAway(http2.ErrCodeProtocol, http2.ConnectionError(http2.ErrCodeProtocol).Error())
+			return false
+		}
+		if f.HeadersEnded() {
+			return c.onBlock(c.hblkID, c.hblkEnd, c.hblk)
+		}
 	case *http2.DataFrame:
 		return c.onData(f)
 	case *http2.SettingsFrame:
@@ -196,6 +223,108 @@ func (c *conn) onFrame(f http2.Frame) bool {
 		// The client leaves; it closes the connection when its calls end.
 	}
 	return true
+}
+
+// maxHeaderList bounds a header block's fields (their HPACK sizes, as
+// SETTINGS_MAX_HEADER_LIST_SIZE counts): the fields beyond it are dropped.
+const maxHeaderList = 16 << 20
+
+// onBlock decodes a whole header block (HPACK's state needs every block,
+// also a refused stream's) into c.fields, with the checks x/net's Framer
+// makes of a MetaHeadersFrame (its ReadMetaHeaders), which allocates a
+// frame and its fields for every block: a field that is invalid or a
+// pseudo-header that is unknown, repeated, after a regular field or
+// mixing request and response resets the stream (PROTOCOL_ERROR); a block
+// that does not decode closes the connection (COMPRESSION_ERROR).
+func (c *conn) onBlock(id uint32, ended bool, block []byte) bool {
+	c.fields, c.hdrRemain, c.hdrInvalid, c.sawRegular = c.fields[:0], maxHeaderList, nil, false
+	c.hdec.SetEmitEnabled(true)
+	_, err := c.hdec.Write(block)
+	if err == nil {
+		err = c.hdec.Close()
+	}
+	if err != nil {
+		c.goAway(http2.ErrCodeCompression, http2.ConnectionError(http2.ErrCodeCompression).Error())
+		return false
+	}
+	if c.hdrInvalid == nil {
+		c.hdrInvalid = checkPseudos(c.fields)
+	}
+	if c.hdrInvalid != nil {
+		c.resetStream(id, http2.ErrCodeProtocol)
+		return true
+	}
+	return c.onHeaders(id, ended, c.fields)
+}
+
+// emitField is the HPACK decoder's output (onBlock).
+func (c *conn) emitField(hf hpack.HeaderField) {
+	if !httpguts.ValidHeaderFieldValue(hf.Value) {
+		c.hdrInvalid = fmt.Errorf("invalid header field value for %q", hf.Name)
+	}
+	if strings.HasPrefix(hf.Name, ":") {
+		if c.sawRegular {
+			c.hdrInvalid = errors.New("pseudo header field after regular")
+		}
+	} else {
+		c.sawRegular = true
+		if !validWireHeaderFieldName(hf.Name) {
+			c.hdrInvalid = fmt.Errorf("invalid header field name %q", hf.Name)
+		}
+	}
+	if c.hdrInvalid != nil {
+		c.hdec.SetEmitEnabled(false)
+		return
+	}
+	size := hf.Size()
+	if size > c.hdrRemain {
+		c.hdec.SetEmitEnabled(false)
+		c.hdrRemain = 0
+		return
+	}
+	c.hdrRemain -= size
+	c.fields = append(c.fields, hf)
+}
+
+// validWireHeaderFieldName is x/net's: a token, in lower case.
+func validWireHeaderFieldName(v string) bool {
+	if len(v) == 0 {
+		return false
+	}
+	for _, r := range v {
+		if !httpguts.IsTokenRune(r) || ('A' <= r && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkPseudos is x/net's MetaHeadersFrame.checkPseudos: known
+// pseudo-headers, each once, of a request or of a response.
+func checkPseudos(fields []hpack.HeaderField) error {
+	var isRequest, isResponse bool
+	for i, hf := range fields {
+		if !strings.HasPrefix(hf.Name, ":") {
+			break // pseudo-headers come first (emitField)
+		}
+		switch hf.Name {
+		case ":method", ":path", ":scheme", ":authority", ":protocol":
+			isRequest = true
+		case ":status":
+			isResponse = true
+		default:
+			return fmt.Errorf("invalid pseudo-header %q", hf.Name)
+		}
+		for _, hf2 := range fields[:i] {
+			if hf.Name == hf2.Name {
+				return fmt.Errorf("duplicate pseudo-header %q", hf.Name)
+			}
+		}
+	}
+	if isRequest && isResponse {
+		return errors.New("mix of request and response pseudo headers")
+	}
+	return nil
 }
 
 func (c *conn) onSettings(f *http2.SettingsFrame) bool {
@@ -272,13 +401,14 @@ func (c *conn) onPing(f *http2.PingFrame) bool {
 	return true
 }
 
-// onHeaders opens a call, or half-closes one (a client's trailers).
-func (c *conn) onHeaders(f *http2.MetaHeadersFrame) bool {
-	id := f.StreamID
+// onHeaders opens a call, or half-closes one (a client's trailers):
+// stream id's header block, decoded into fields (the reader's, reused for
+// the next block); ended is END_STREAM.
+func (c *conn) onHeaders(id uint32, ended bool, fields []hpack.HeaderField) bool {
 	c.mu.Lock()
 	if s := c.streams[id]; s != nil {
 		c.mu.Unlock()
-		if f.StreamEnded() {
+		if ended {
 			s.endRecv()
 		}
 		return true
@@ -307,7 +437,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) bool {
 	// map a handler's context holds is built from them only when a
 	// context is (stream.metadata).
 	var md []hpack.HeaderField
-	for _, hf := range f.Fields {
+	for _, hf := range fields {
 		switch hf.Name {
 		case ":path":
 			path = hf.Value
@@ -315,7 +445,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) bool {
 			method = hf.Value
 		case "content-type":
 			ctype = hf.Value
-			md = appendField(md, hf, len(f.Fields))
+			md = appendField(md, hf, len(fields))
 		case "grpc-encoding":
 			enc = hf.Value
 		case "grpc-timeout":
@@ -328,12 +458,12 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) bool {
 			if isBinKey(hf.Name) {
 				b, err := decodeBin(hf.Value)
 				if err != nil {
-					c.refuse(id, f.StreamEnded(), 200, status.Newf(codes.Internal, "malformed binary metadata %q in header %q: %v", hf.Value, hf.Name, err))
+					c.refuse(id, ended, 200, status.Newf(codes.Internal, "malformed binary metadata %q in header %q: %v", hf.Value, hf.Name, err))
 					return true
 				}
 				hf.Value = string(b)
 			}
-			md = appendField(md, hf, len(f.Fields))
+			md = appendField(md, hf, len(fields))
 		}
 	}
 	if method != "POST" {
@@ -341,16 +471,16 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) bool {
 		return true
 	}
 	if !isGRPCContentType(ctype) {
-		c.refuse(id, f.StreamEnded(), 415, status.Newf(codes.InvalidArgument, "invalid gRPC request content-type %q", ctype))
+		c.refuse(id, ended, 415, status.Newf(codes.InvalidArgument, "invalid gRPC request content-type %q", ctype))
 		return true
 	}
 	if enc != "" && enc != "identity" {
-		c.refuse(id, f.StreamEnded(), 200, status.Newf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", enc))
+		c.refuse(id, ended, 200, status.Newf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", enc))
 		return true
 	}
 	svc, umd, sd, errMsg := c.srv.method(path)
 	if errMsg != "" {
-		c.refuse(id, f.StreamEnded(), 200, status.New(codes.Unimplemented, errMsg))
+		c.refuse(id, ended, 200, status.New(codes.Unimplemented, errMsg))
 		return true
 	}
 	var deadline time.Time
@@ -374,7 +504,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) bool {
 	c.streams[id] = s
 	c.active++
 	c.mu.Unlock()
-	if f.StreamEnded() {
+	if ended {
 		s.endRecv()
 	}
 	if sd != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -167,7 +168,7 @@ func (t *testService) FullDuplexCall(stream testpb.TestService_FullDuplexCallSer
 
 // serve starts an h2 server with svc on a local port; the server stops
 // at the test's end.
-func serve(t *testing.T, opts Options, svc *testService) (*Server, string) {
+func serve(t testing.TB, opts Options, svc *testService) (*Server, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -609,4 +610,133 @@ func TestSlowReaderHoldsClientBack(t *testing.T) {
 	resp, err := sc.CloseAndRecv()
 	require.NoError(t, err)
 	require.Equal(t, int32(n*size), resp.AggregatedPayloadSize)
+}
+
+// Header blocks are checked as x/net's Framer checks them: a call whose
+// block has an invalid field or a bad pseudo-header is reset
+// (PROTOCOL_ERROR) and the connection serves on (HPACK's state intact); a
+// block split over CONTINUATION frames opens its call; a block that does
+// not decode closes the connection (COMPRESSION_ERROR).
+func TestHeaderBlocks(t *testing.T) {
+	_, addr := serve(t, Options{}, newTestService())
+	rc := rawDial(t, addr)
+	call := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
+		{Name: ":path", Value: "/grpc.testing.TestService/UnaryCall"}, {Name: ":authority", Value: "x"},
+		{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}}
+	block := func(fields ...hpack.HeaderField) []byte {
+		rc.hbuf.Reset()
+		for _, f := range fields {
+			require.NoError(t, rc.enc.WriteField(f))
+		}
+		return bytes.Clone(rc.hbuf.Bytes())
+	}
+	// readUntil reads frames until one of stream id's (the server's
+	// SETTINGS and their ACK may come first).
+	readUntil := func(id uint32) http2.Frame {
+		for {
+			f := rc.read(t)
+			if f.Header().StreamID == id {
+				return f
+			}
+		}
+	}
+	id := uint32(1)
+	for name, fields := range map[string][]hpack.HeaderField{
+		"upper-case name":      append(slices.Clone(call), hpack.HeaderField{Name: "X-Up", Value: "v"}),
+		"value with a NUL":     append(slices.Clone(call), hpack.HeaderField{Name: "x-bad", Value: "a\x00b"}),
+		"pseudo after regular": append(slices.Clone(call), hpack.HeaderField{Name: ":authority", Value: "y"}),
+		"repeated pseudo":      append([]hpack.HeaderField{{Name: ":path", Value: "/a/b"}}, call...),
+		"unknown pseudo":       append([]hpack.HeaderField{{Name: ":foo", Value: "v"}}, call...),
+		"request and response": append([]hpack.HeaderField{{Name: ":status", Value: "200"}}, call...),
+	} {
+		require.NoError(t, rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block(fields...), EndStream: true, EndHeaders: true}))
+		require.NoError(t, rc.bw.Flush())
+		rst, isRST := readUntil(id).(*http2.RSTStreamFrame)
+		require.True(t, isRST, name)
+		require.Equal(t, http2.ErrCodeProtocol, rst.ErrCode, name)
+		id += 2
+	}
+
+	// A valid call, its block in three frames: answered.
+	b := block(call...)
+	require.NoError(t, rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: b[:3], EndHeaders: false}))
+	require.NoError(t, rc.fr.WriteContinuation(id, false, b[3:6]))
+	require.NoError(t, rc.fr.WriteContinuation(id, true, b[6:]))
+	require.NoError(t, rc.fr.WriteData(id, true, []byte{0, 0, 0, 0, 0}))
+	require.NoError(t, rc.bw.Flush())
+	for {
+		f := readUntil(id)
+		if h, isHeaders := f.(*http2.MetaHeadersFrame); isHeaders && h.StreamEnded() {
+			require.Equal(t, "0", fieldValue(h.Fields, "grpc-status"))
+			break
+		}
+	}
+
+	// An index beyond HPACK's tables: the connection ends.
+	id += 2
+	require.NoError(t, rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: []byte{0xff, 0x7f}, EndStream: true, EndHeaders: true}))
+	require.NoError(t, rc.bw.Flush())
+	for {
+		f, err := rc.fr.ReadFrame()
+		require.NoError(t, err, "no GOAWAY before the close")
+		if g, isGoAway := f.(*http2.GoAwayFrame); isGoAway {
+			require.Equal(t, http2.ErrCodeCompression, g.ErrCode)
+			break
+		}
+	}
+}
+
+func fieldValue(fields []hpack.HeaderField, name string) string {
+	for _, f := range fields {
+		if f.Name == name {
+			return f.Value
+		}
+	}
+	return ""
+}
+
+// BenchmarkServerUnary is parallel unary calls of this package's client
+// to its server in this process, each with metadata, handled by a handler
+// or taken by Options.Inline (answered from another goroutine):
+// -benchmem gives the allocations per call (both ends).
+//
+//	go test ./protocol/grpc/h2 -run '^$' -bench ServerUnary -benchmem
+func BenchmarkServerUnary(b *testing.B) {
+	for _, inline := range []bool{false, true} {
+		name := "handler"
+		var opts Options
+		if inline {
+			name = "inline"
+			answers := make(chan func(any, error), 1024)
+			go func() {
+				for reply := range answers {
+					reply(&testpb.SimpleResponse{Username: "inline"}, nil)
+				}
+			}()
+			b.Cleanup(func() { close(answers) })
+			opts.Inline = func(ctx context.Context, method string, req []byte, reply func(any, error)) bool {
+				answers <- reply
+				return true
+			}
+		}
+		b.Run(name, func(b *testing.B) {
+			_, addr := serve(b, opts, newTestService())
+			c, err := Dial(context.Background(), addr, ClientOptions{})
+			require.NoError(b, err)
+			defer c.Close()
+			tc := testpb.NewTestServiceClient(c)
+			ctx := metadata.NewOutgoingContext(context.Background(), metadata.MD{"x-id": []string{"bench"}})
+			req := &testpb.SimpleRequest{ResponseSize: 16}
+			b.SetParallelism(16)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := tc.UnaryCall(ctx, req); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
 }
