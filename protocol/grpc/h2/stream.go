@@ -55,10 +55,11 @@ type stream struct {
 	// Received messages, for the handler.
 	mu          sync.Mutex
 	msgs        [][]byte
-	unread      int32 // bytes of msgs
-	recvUnacked int32 // bytes received and not yet granted back (WINDOW_UPDATE)
-	eof         bool  // END_STREAM received
-	rerr        error // a receive failure (status error)
+	msgs1       [1][]byte // msgs' first backing array (a unary call's one message)
+	unread      int32     // bytes of msgs
+	recvUnacked int32     // bytes received and not yet granted back (WINDOW_UPDATE)
+	eof         bool      // END_STREAM received
+	rerr        error     // a receive failure (status error)
 	notify      chan struct{}
 	hdr         metadata.MD // headers set, not sent
 	trl         metadata.MD
@@ -80,6 +81,7 @@ type stream struct {
 
 func newStream(c *conn, id uint32, method string, md []hpack.HeaderField, deadline time.Time) *stream {
 	s := &stream{c: c, id: id, method: method, md: md, deadline: deadline}
+	s.msgs = s.msgs1[:0]
 	s.sendWin.Store(int64(c.peerWindow.Load()))
 	s.ictx.s = s
 	return s
