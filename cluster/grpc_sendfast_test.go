@@ -90,7 +90,7 @@ func TestGRPCPropsEncodeAsMap(t *testing.T) {
 		var ps grpcProps
 		m := map[string]string{}
 		for _, p := range pairs[:n] {
-			ps.add(p[0], p[1])
+			ps = append(ps, grpcProp{p[0], p[1]})
 			m[p[0]] = p[1]
 		}
 		require.Equal(t, message.EncodeProperties(m), ps.encode(), "%d pairs", n)
