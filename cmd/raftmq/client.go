@@ -528,6 +528,7 @@ func newBenchCmd(logger func() *slog.Logger) *cobra.Command {
 	produce.Flags().Int64Var(&pc.Messages, "messages", 0, "stop after sending this many messages, or at --duration if sooner (0: no limit)")
 	produce.Flags().StringVar(&pc.GRPC, "grpc", "", "send over RocketMQ 5's gRPC instead of remoting: a node's gRPC address (plaintext), whose QueryRoute names the leader; --window calls in flight per producer, --batch messages per call")
 	produce.Flags().StringVar(&pc.GRPCClient, "grpc-client", bench.GRPCLean, "with --grpc: the gRPC client, lean (protocol/grpc/h2: one connection, no goroutine hand-offs per call) or grpc-go")
+	produce.Flags().IntVar(&pc.GRPCConns, "grpc-conns", 1, "with --grpc: connections the producers share (1: one for all, as remoting's producers share the client's; --producers: one each)")
 	var cc bench.ConsumeConfig
 	consume := &cobra.Command{
 		Use:   "consume",

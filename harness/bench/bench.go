@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/raftmq/raftmq/client"
 )
 
@@ -49,6 +51,11 @@ type ProduceConfig struct {
 	GRPC string
 	// GRPCClient is the gRPC client: GRPCLean (also when empty) or GRPCGo.
 	GRPCClient string
+	// GRPCConns is how many connections the gRPC producers share, producer
+	// p on connection p mod GRPCConns: 0 or 1 is one for all, as the
+	// remoting producers share their client's connection to the leader;
+	// Producers gives each its own, as each RocketMQ 5 client has.
+	GRPCConns int
 }
 
 // Result is a run's summary.
@@ -273,13 +280,24 @@ func Produce(ctx context.Context, c *client.Client, cfg ProduceConfig) (Result, 
 		cnt = counters{rec: lat}
 		end = start.Add(cfg.Duration)
 	}
+	var grpcConns []grpc.ClientConnInterface
+	if cfg.GRPC != "" {
+		for range min(max(cfg.GRPCConns, 1), cfg.Producers) {
+			cc, closeCC, err := grpcDial(ctx, grpcAddr, cfg.GRPCClient, true)
+			if err != nil {
+				return Result{}, err
+			}
+			defer closeCC()
+			grpcConns = append(grpcConns, cc)
+		}
+	}
 	go progress(cfg.Progress, "produce", &cnt, start, stop)
 	for p := 0; p < cfg.Producers; p++ {
 		if cfg.GRPC != "" {
 			wg.Add(1)
 			go func(p int) {
 				defer wg.Done()
-				grpcProducer(ctx, cfg, grpcAddr, topics, p, body, reserve, end, &cnt, lat)
+				grpcProducer(ctx, cfg, grpcConns[p%len(grpcConns)], topics, p, body, reserve, end, &cnt, lat)
 			}(p)
 			continue
 		}

@@ -128,16 +128,10 @@ func grpcSendOptions() []grpc.DialOption {
 		grpc.WithDisableRetry(), grpc.WithDisableServiceConfig()}
 }
 
-// grpcProducer runs producer p of a gRPC produce run until end, the
-// context's end or reserve running out, recording each answered call.
-func grpcProducer(ctx context.Context, cfg ProduceConfig, addr string, topics []string, p int, body []byte,
+// grpcProducer runs producer p of a gRPC produce run on cc until end,
+// the context's end or reserve running out, recording each answered call.
+func grpcProducer(ctx context.Context, cfg ProduceConfig, cc grpc.ClientConnInterface, topics []string, p int, body []byte,
 	reserve func(int) int, end time.Time, cnt *counters, lat *recorder) {
-	cc, closeCC, err := grpcDial(ctx, addr, cfg.GRPCClient, true)
-	if err != nil {
-		cnt.fail(err)
-		return
-	}
-	defer closeCC()
 	mc := rmqpb.NewMessagingServiceClient(cc)
 	var run [8]byte
 	_, _ = rand.Read(run[:])

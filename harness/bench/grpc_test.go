@@ -47,9 +47,9 @@ func TestBenchProduceGRPC(t *testing.T) {
 	require.Equal(t, int64(100), r.Messages)
 	require.Equal(t, int64(100), stored("bench-grpc-b"))
 
-	// grpc-go's client, still selectable.
+	// grpc-go's client, still selectable; a connection per producer.
 	r, err = Produce(ctx, c, ProduceConfig{Topic: "bench-grpc-g", Size: 100, Window: 4, Producers: 2, Duration: 20 * time.Second,
-		Messages: 200, GRPC: grpcAddrs[0], GRPCClient: GRPCGo})
+		Messages: 200, GRPC: grpcAddrs[0], GRPCClient: GRPCGo, GRPCConns: 2})
 	require.NoError(t, err)
 	require.Zero(t, r.Errors, r.FirstErr)
 	require.Equal(t, int64(200), stored("bench-grpc-g"))
