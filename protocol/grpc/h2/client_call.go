@@ -233,8 +233,9 @@ func (c *ClientConn) Invoke(ctx context.Context, method string, args, reply any,
 	if err := ctx.Err(); err != nil {
 		return status.FromContextError(err).Err()
 	}
-	rm, ok := reply.(proto.Message)
-	if !ok {
+	rm, isProto := reply.(proto.Message)
+	dm, isDecoder := reply.(Decoder)
+	if !isProto && !isDecoder {
 		return status.Errorf(codes.Internal, "grpc: error while unmarshaling: %T is not a proto.Message", reply)
 	}
 	bp, b, err := c.marshal(args)
@@ -304,10 +305,23 @@ func (c *ClientConn) Invoke(ctx context.Context, method string, args, reply any,
 	if s.off != len(s.buf) {
 		return status.Error(codes.Internal, "grpc: the server answered a unary call with more than one message")
 	}
-	if err := proto.Unmarshal(msg, rm); err != nil {
+	if isDecoder {
+		err = dm.UnmarshalProto(msg)
+	} else {
+		err = proto.Unmarshal(msg, rm)
+	}
+	if err != nil {
 		return status.Errorf(codes.Internal, "grpc: failed to unmarshal the response: %v", err)
 	}
 	return nil
+}
+
+// Decoder is a unary call's reply that decodes itself: Invoke takes one
+// instead of a proto.Message (an answer read without the generic
+// protobuf path). UnmarshalProto decodes b, the response's protobuf
+// bytes, valid only during the call.
+type Decoder interface {
+	UnmarshalProto(b []byte) error
 }
 
 // nextLocked takes the next complete message out of s.buf; nil when

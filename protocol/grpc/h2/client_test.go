@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/raftmq/raftmq/internal/certs"
 	"github.com/raftmq/raftmq/protocol/grpc/rmqpb"
@@ -439,4 +440,28 @@ func BenchmarkClientUnary(b *testing.B) {
 			})
 		})
 	}
+}
+
+// A reply that decodes itself (Decoder) gets the response's bytes, which
+// decode as the generated response; one that is neither a Decoder nor a
+// proto.Message is refused.
+func TestClientDecoderReply(t *testing.T) {
+	_, addr := clientServe(t, newClientTestService())
+	cc := clientDial(t, addr)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-id", "abc")
+	var raw rawReply
+	require.NoError(t, cc.Invoke(ctx, rmqpb.MessagingService_QueryRoute_FullMethodName, &rmqpb.QueryRouteRequest{Topic: &rmqpb.Resource{Name: "t1"}}, &raw))
+	var resp rmqpb.QueryRouteResponse
+	require.NoError(t, proto.Unmarshal(raw.b, &resp))
+	require.Equal(t, "t1|abc|", resp.GetStatus().GetMessage())
+	err := cc.Invoke(ctx, rmqpb.MessagingService_QueryRoute_FullMethodName, &rmqpb.QueryRouteRequest{}, new(int))
+	require.Equal(t, codes.Internal, status.Code(err))
+}
+
+// rawReply keeps a copy of the bytes it is given.
+type rawReply struct{ b []byte }
+
+func (r *rawReply) UnmarshalProto(b []byte) error {
+	r.b = append(r.b[:0], b...)
+	return nil
 }
