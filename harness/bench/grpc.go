@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/raftmq/raftmq/protocol/grpc/h2"
@@ -22,10 +23,12 @@ import (
 )
 
 // The gRPC side of a produce run (ProduceConfig.GRPC): each producer is a
-// RocketMQ 5 client of its own (one HTTP/2 connection, its own client id)
-// that keeps Window SendMessage calls in flight, each carrying Batch
-// messages, to the leader's gRPC endpoint as QueryRoute names it. The
-// node picks the queue (round robin), so the run has no per-queue counts.
+// RocketMQ 5 client id that keeps Window SendMessage calls in flight,
+// each carrying Batch messages, to the leader's gRPC endpoint as
+// QueryRoute names it, on one of GRPCConns HTTP/2 connections the
+// producers share. The node picks the queue (round robin), so the run
+// has no per-queue counts. On the lean client a call's answer is read by
+// hand (grpcSendAnswer): the codes are all a run needs of it.
 
 // The gRPC clients a run can send with (ProduceConfig.GRPCClient,
 // PopConfig.GRPCClient).
@@ -133,6 +136,7 @@ func grpcSendOptions() []grpc.DialOption {
 func grpcProducer(ctx context.Context, cfg ProduceConfig, cc grpc.ClientConnInterface, topics []string, p int, body []byte,
 	reserve func(int) int, end time.Time, cnt *counters, lat *recorder) {
 	mc := rmqpb.NewMessagingServiceClient(cc)
+	_, lean := cc.(*h2.ClientConn)
 	var run [8]byte
 	_, _ = rand.Read(run[:])
 	prefix := hex.EncodeToString(run[:]) + strconv.Itoa(p)
@@ -157,6 +161,7 @@ func grpcProducer(ctx context.Context, cfg ProduceConfig, cc grpc.ClientConnInte
 			// reused, with a new id and birth time each.
 			var ms []*rmqpb.Message
 			var req rmqpb.SendMessageRequest
+			var ans grpcSendAnswer
 			var idBuf []byte
 			for time.Now().Before(end) && ctx.Err() == nil {
 				n := reserve(cfg.Batch)
@@ -179,9 +184,16 @@ func grpcProducer(ctx context.Context, cfg ProduceConfig, cc grpc.ClientConnInte
 				}
 				req.Messages = ms[:n]
 				t0 := time.Now()
-				resp, err := mc.SendMessage(cctx, &req)
-				if err == nil {
-					err = grpcSendErr(resp)
+				var err error
+				if lean {
+					if err = cc.Invoke(cctx, rmqpb.MessagingService_SendMessage_FullMethodName, &req, &ans); err == nil {
+						err = ans.err()
+					}
+				} else {
+					var resp *rmqpb.SendMessageResponse
+					if resp, err = mc.SendMessage(cctx, &req); err == nil {
+						err = grpcSendErr(resp)
+					}
 				}
 				if err != nil {
 					cnt.fail(err)
@@ -193,6 +205,107 @@ func grpcProducer(ctx context.Context, cfg ProduceConfig, cc grpc.ClientConnInte
 		}()
 	}
 	wg.Wait()
+}
+
+// grpcSendAnswer is what a run reads of a SendMessageResponse (an
+// h2.Decoder): the top status and each entry's, a status's message kept
+// only when its code is not OK.
+type grpcSendAnswer struct {
+	st      grpcStatus
+	entries []grpcStatus // reused from call to call
+}
+
+type grpcStatus struct {
+	code rmqpb.Code
+	msg  string
+}
+
+func (a *grpcSendAnswer) UnmarshalProto(b []byte) error {
+	a.st, a.entries = grpcStatus{}, a.entries[:0]
+	return protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		switch num {
+		case 1: // status
+			return a.st.decode(v)
+		case 2: // entries
+			var e grpcStatus
+			err := protoFields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+				if num == 1 && typ == protowire.BytesType {
+					return e.decode(v)
+				}
+				return nil
+			})
+			a.entries = append(a.entries, e)
+			return err
+		}
+		return nil
+	})
+}
+
+func (st *grpcStatus) decode(b []byte) error {
+	var msg []byte
+	err := protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
+		switch {
+		case num == 1 && typ == protowire.VarintType:
+			st.code = rmqpb.Code(int32(x))
+		case num == 2 && typ == protowire.BytesType:
+			msg = v
+		}
+		return nil
+	})
+	if st.code != rmqpb.Code_OK {
+		st.msg = string(msg)
+	}
+	return err
+}
+
+// protoFields calls f for each field of b (v a bytes field's value, x a
+// varint's), or returns the error of the first that does not decode.
+func protoFields(b []byte, f func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		var v []byte
+		var x uint64
+		switch typ {
+		case protowire.BytesType:
+			v, n = protowire.ConsumeBytes(b)
+		case protowire.VarintType:
+			x, n = protowire.ConsumeVarint(b)
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		if err := f(num, typ, v, x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// err is the answer's first failed entry, or its failed status, or nil,
+// as grpcSendErr reads the generated response.
+func (a *grpcSendAnswer) err() error {
+	for _, e := range a.entries {
+		if e.code != rmqpb.Code_OK {
+			return fmt.Errorf("grpc send: %s %s", e.code, e.msg)
+		}
+	}
+	if a.st.code != rmqpb.Code_OK {
+		return fmt.Errorf("grpc send: %s %s", a.st.code, a.st.msg)
+	}
+	if len(a.entries) == 0 {
+		return errors.New("grpc send: an answer without entries")
+	}
+	return nil
 }
 
 // grpcSendErr is the first failed entry of a SendMessage answer, or nil.

@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/harness/testgroup"
+	"github.com/raftmq/raftmq/protocol/grpc/rmqpb"
 )
 
 // A gRPC produce run through a follower's gRPC address: the sends go to
@@ -57,4 +59,31 @@ func TestBenchProduceGRPC(t *testing.T) {
 
 	_, err = Produce(ctx, c, ProduceConfig{Topic: "bench-grpc-x", Duration: time.Second, GRPC: "127.0.0.1:1"})
 	require.Error(t, err, "no gRPC service there")
+}
+
+// A SendMessage answer read by hand (grpcSendAnswer, the lean client's)
+// fails or passes as the generated response does in grpcSendErr, with
+// the same error; bytes that do not decode are an error.
+func TestGRPCSendAnswer(t *testing.T) {
+	ok := &rmqpb.Status{Code: rmqpb.Code_OK, Message: "OK"}
+	for _, resp := range []*rmqpb.SendMessageResponse{
+		{Status: ok, Entries: []*rmqpb.SendResultEntry{{Status: ok, MessageId: "m", Offset: 7}}},
+		{Status: ok, Entries: []*rmqpb.SendResultEntry{{Status: ok}, {Status: &rmqpb.Status{Code: rmqpb.Code_TOPIC_NOT_FOUND, Message: "no topic"}}}},
+		{Status: &rmqpb.Status{Code: rmqpb.Code_UNAUTHORIZED, Message: "who"}},
+		{Status: ok},
+		{},
+	} {
+		b, err := proto.Marshal(resp)
+		require.NoError(t, err)
+		var a grpcSendAnswer
+		require.NoError(t, a.UnmarshalProto(b))
+		want := grpcSendErr(resp)
+		if want == nil {
+			require.NoError(t, a.err(), "%v", resp)
+		} else {
+			require.EqualError(t, a.err(), want.Error(), "%v", resp)
+		}
+	}
+	var a grpcSendAnswer
+	require.Error(t, a.UnmarshalProto([]byte{0x0a, 0x05, 0x08}), "a status cut short")
 }
