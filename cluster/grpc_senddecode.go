@@ -37,7 +37,7 @@ func decodeSendOne(raw []byte) *rmqpb.Message {
 	var d *grpcSendDecoded
 	for len(raw) > 0 {
 		num, typ, n := protowire.ConsumeTag(raw)
-		if n < 0 {
+		if n < 0 || num > protowire.MaxValidNumber {
 			return nil
 		}
 		raw = raw[n:]
@@ -82,7 +82,9 @@ type wireField struct {
 func fields(b []byte, f func(wireField) bool) bool {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
+		// ConsumeTag lets through numbers past the largest valid one,
+		// which proto.Unmarshal refuses.
+		if n < 0 || num > protowire.MaxValidNumber {
 			return false
 		}
 		b = b[n:]
