@@ -231,16 +231,12 @@ func (d *grpcSendDecoded) systemProperties(b []byte) bool {
 			sp.MessageType, ok = rmqpb.MessageType(int32(w.x)), w.isVarint()
 		case 7:
 			sp.BornTimestamp, ok = &d.born, timestamp(w, &d.born.Seconds, &d.born.Nanos)
-		case 9: // store_timestamp
+		case 9, 15: // store_timestamp, invisible_duration: checked, not kept
 			var s int64
 			var n int32
 			ok = timestamp(w, &s, &n)
 		case 11:
 			sp.DeliveryTimestamp, ok = &d.due, timestamp(w, &d.due.Seconds, &d.due.Nanos)
-		case 15: // invisible_duration
-			var s int64
-			var n int32
-			ok = timestamp(w, &s, &n)
 		case 19:
 			sp.OrphanedTransactionRecoveryDuration, ok = &d.orphan, timestamp(w, &d.orphan.Seconds, &d.orphan.Nanos)
 		case 8, 10, 12, 21: // born_host, store_host, receipt_handle, lite_topic
