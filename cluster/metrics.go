@@ -209,12 +209,10 @@ func (m *Metrics) applied(start time.Time) { m.Apply.Observe(time.Since(start).S
 // per counter) were three or four cache misses a send. The first max
 // topics seen get a label of their own, in a copy-on-write map read
 // without a lock; every later topic, and one named OtherLabel, shares the
-// OtherLabel counter, found through a sync.Map. Counters of deleted topics
-// stay until restart.
+// OtherLabel counter. Counters of deleted topics stay until restart.
 type topicCounters struct {
 	max       int
 	labelled  atomic.Pointer[map[string]*topicCounter]
-	others    sync.Map // topic -> *topicCounter (other)
 	other     topicCounter
 	otherUsed atomic.Bool
 	mu        sync.Mutex
@@ -261,22 +259,22 @@ func (t *topicCounters) of(r *store.MessageResult) *topicCounter {
 }
 
 func (t *topicCounters) get(topic string) *topicCounter {
-	if c, ok := (*t.labelled.Load())[topic]; ok {
-		return c
-	}
-	if c, ok := t.others.Load(topic); ok {
-		return c.(*topicCounter)
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	cur := *t.labelled.Load()
 	if c, ok := cur[topic]; ok {
 		return c
 	}
+	// The labelled map only grows: once full, it stays full.
 	if len(cur) >= t.max || topic == OtherLabel {
-		t.otherUsed.Store(true)
-		t.others.Store(topic, &t.other)
-		return &t.other
+		return t.useOther()
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur = *t.labelled.Load()
+	if c, ok := cur[topic]; ok {
+		return c
+	}
+	if len(cur) >= t.max {
+		return t.useOther()
 	}
 	next := make(map[string]*topicCounter, len(cur)+1)
 	for k, v := range cur {
@@ -286,6 +284,14 @@ func (t *topicCounters) get(topic string) *topicCounter {
 	next[topic] = c
 	t.labelled.Store(&next)
 	return c
+}
+
+// useOther returns the OtherLabel counter, exported from now on.
+func (t *topicCounters) useOther() *topicCounter {
+	if !t.otherUsed.Load() {
+		t.otherUsed.Store(true)
+	}
+	return &t.other
 }
 
 func (t *topicCounters) Describe(ch chan<- *prometheus.Desc) {
