@@ -195,16 +195,23 @@ func readersDuringWrites(t *testing.T, l *Log, d time.Duration) {
 						return
 					}
 				}
-				// ReadAt of one entry at its position.
+				// ReadAt of one entry at its position: the header says how
+				// long the entry is, and a second ReadAt takes header and
+				// body at once. Only one call is atomic: between the two a
+				// truncation may rewrite the position with another entry,
+				// whose header the second read then carries.
 				if pos, err := l.Position(lo); err == nil {
 					var h [HeaderSize]byte
 					if err := l.ReadAt(h[:], pos); err == nil {
-						i, term := binary.BigEndian.Uint64(h[entOffIndex:]), binary.BigEndian.Uint64(h[entOffTerm:])
-						b := make([]byte, binary.BigEndian.Uint32(h[entOffBodyLen:]))
-						if err := l.ReadAt(b, pos+HeaderSize); err == nil && i == lo {
-							if msg := check(evs, i, term, b); msg != "" {
-								fail("ReadAt: %s", msg)
-								return
+						b := make([]byte, HeaderSize+int(binary.BigEndian.Uint32(h[entOffBodyLen:])))
+						if err := l.ReadAt(b, pos); err == nil {
+							i, term := binary.BigEndian.Uint64(b[entOffIndex:]), binary.BigEndian.Uint64(b[entOffTerm:])
+							n := int(binary.BigEndian.Uint32(b[entOffBodyLen:]))
+							if i == lo && HeaderSize+n == len(b) {
+								if msg := check(evs, i, term, b[HeaderSize:]); msg != "" {
+									fail("ReadAt: %s", msg)
+									return
+								}
 							}
 						}
 					} else if !benign(err) {
