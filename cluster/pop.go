@@ -50,9 +50,14 @@ const (
 	popReviveMax = 1024
 	// popBatchOps bounds the ops of one pop entry.
 	popBatchOps = 1024
-	// popInFlight bounds the pop entries in flight at once: while they
-	// commit, the next ops queue up and share the next entry.
-	popInFlight = 8
+	// popInFlight bounds the pop entries in flight at once: while one
+	// commits, the next ops queue up and share the next entry. One keeps
+	// the most ops per entry, and a pop entry behind another waits for
+	// the commit before it in the log anyway: against 8 in flight, 16
+	// SimpleConsumers popped 1.28x as fast and 4 with acks in flight
+	// 1.12x (scripts/pop-ab.sh, docs/benchmarks.md "Pop entries one at a
+	// time").
+	popInFlight = 1
 	// popMaxBytes bounds the records one pop reads per queue.
 	popMaxBytes = 4 << 20
 )
