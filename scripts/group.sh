@@ -76,3 +76,13 @@ alternate() {
     done
   done
 }
+
+# cpu PID prints the CPU time (user + system, in clock ticks) the process
+# has used so far.
+cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# group_leader HTTP_PORT prints the raft leader's node ID as the node
+# serving HTTP_PORT knows it.
+group_leader() {
+  curl -s "127.0.0.1:$1/status" | python3 -c 'import json, sys; print(json.load(sys.stdin)["raft"]["leader"])'
+}

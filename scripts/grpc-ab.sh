@@ -31,7 +31,6 @@ scratch grpc-ab
 new_binary
 
 http=$((BASE_PORT + 20))
-cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 entries() { curl -s "127.0.0.1:$1/metrics" | awk '/^raftmq_entry_requests_sum/ { s = $2 } /^raftmq_entry_requests_count/ { c = $2 } END { print s + 0, c + 0 }'; }
 
 # run WHICH KIND bench-flags...: one bench run and its line in $out.
@@ -39,7 +38,7 @@ run() {
   local which=$1 kind=$2
   shift 2
   local leader pids=() c0=() c1=() e0 e1 res
-  leader=$(curl -s "127.0.0.1:$http/status" | python3 -c 'import json, sys; print(json.load(sys.stdin)["raft"]["leader"])')
+  leader=$(group_leader "$http")
   for n in 1 2 3; do
     pids[n]=$(pgrep -f "broker --id $n --data $data/group/n$n")
     c0[n]=$(cpu "${pids[n]}")
