@@ -113,43 +113,25 @@ func (p *parser) start() (int, error) {
 
 // orExpr := andExpr (OR andExpr)*
 func (p *parser) orExpr() (node, error) {
-	pos, err := p.start()
-	if err != nil {
-		return nil, err
-	}
-	l, err := p.andExpr()
-	for err == nil {
-		var t token
-		if t, err = p.peek(0); err != nil || t.kind != tOr {
-			break
-		}
-		p.take()
-		var r node
-		var rpos int
-		if rpos, err = p.start(); err != nil {
-			break
-		}
-		if r, err = p.andExpr(); err != nil {
-			break
-		}
-		var lc, rc cond
-		if lc, rc, err = p.asConditions(l, pos, r, rpos); err == nil {
-			l = &orNode{lc, rc}
-		}
-	}
-	return l, err
+	return p.logical(tOr, p.andExpr, func(l, r cond) node { return &orNode{l, r} })
 }
 
 // andExpr := equality (AND equality)*
 func (p *parser) andExpr() (node, error) {
+	return p.logical(tAnd, p.equality, func(l, r cond) node { return &andNode{l, r} })
+}
+
+// logical parses operand (op operand)*, left-associative, joining each
+// pair of conditions with join.
+func (p *parser) logical(op tokKind, operand func() (node, error), join func(l, r cond) node) (node, error) {
 	pos, err := p.start()
 	if err != nil {
 		return nil, err
 	}
-	l, err := p.equality()
+	l, err := operand()
 	for err == nil {
 		var t token
-		if t, err = p.peek(0); err != nil || t.kind != tAnd {
+		if t, err = p.peek(0); err != nil || t.kind != op {
 			break
 		}
 		p.take()
@@ -158,12 +140,12 @@ func (p *parser) andExpr() (node, error) {
 		if rpos, err = p.start(); err != nil {
 			break
 		}
-		if r, err = p.equality(); err != nil {
+		if r, err = operand(); err != nil {
 			break
 		}
 		var lc, rc cond
 		if lc, rc, err = p.asConditions(l, pos, r, rpos); err == nil {
-			l = &andNode{lc, rc}
+			l = join(lc, rc)
 		}
 	}
 	return l, err
