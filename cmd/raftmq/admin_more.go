@@ -158,14 +158,9 @@ func (e *adminEnv) topicNames() *cobra.Command {
 }
 
 func (e *adminEnv) topicClusters() *cobra.Command {
-	var t string
 	var asJSON bool
-	c := e.command("clusters [TOPIC]", "The cluster holding the topic (mqadmin's topicClusterList; a group belongs to one cluster)",
-		cobra.MaximumNArgs(1), &asJSON, func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
-			topic, err := pickTopic(args, t)
-			if err != nil {
-				return err
-			}
+	c := e.topicCommand("clusters [TOPIC]", "The cluster holding the topic (mqadmin's topicClusterList; a group belongs to one cluster)", &asJSON,
+		func(ctx context.Context, cl *client.Client, out io.Writer, topic string) error {
 			if _, err := admin.TopicStatus(ctx, cl, topic); err != nil {
 				return explain(err, topic, "")
 			}
@@ -179,19 +174,13 @@ func (e *adminEnv) topicClusters() *cobra.Command {
 			fmt.Fprintln(out, v.Cluster)
 			return nil
 		})
-	topicArg(c, &t)
 	return c
 }
 
 func (e *adminEnv) topicPerm() *cobra.Command {
-	var t string
 	var perm int32
-	c := e.command("perm [TOPIC]", "Change a topic's permission: 2 write, 4 read, 6 both (replicated; mqadmin's updateTopicPerm)",
-		cobra.MaximumNArgs(1), nil, func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
-			topic, err := pickTopic(args, t)
-			if err != nil {
-				return err
-			}
+	c := e.topicCommand("perm [TOPIC]", "Change a topic's permission: 2 write, 4 read, 6 both (replicated; mqadmin's updateTopicPerm)", nil,
+		func(ctx context.Context, cl *client.Client, out io.Writer, topic string) error {
 			if perm != remoting.PermRead && perm != remoting.PermWrite && perm != remoting.PermRead|remoting.PermWrite {
 				return usageError(fmt.Errorf("--perm %d: want 2 (write), 4 (read) or 6 (read and write)", perm))
 			}
@@ -211,7 +200,6 @@ func (e *adminEnv) topicPerm() *cobra.Command {
 			fmt.Fprintf(out, "topic %s: perm %d -> %d\n", topic, old.Perm, perm)
 			return nil
 		})
-	topicArg(c, &t)
 	c.Flags().Int32VarP(&perm, "perm", "p", 0, "the new permission: 2, 4 or 6")
 	_ = c.MarkFlagRequired("perm")
 	return c

@@ -185,9 +185,19 @@ func adminOpsCmds(admin *cobra.Command, logger func() *slog.Logger) {
 	adminMoreCmds(admin, e)
 }
 
-// topicArg takes the topic from the argument or -t/--topic.
-func topicArg(c *cobra.Command, flag *string) {
-	c.Flags().StringVarP(flag, "topic", "t", "", "topic (or give it as the argument)")
+// topicCommand is command for an admin command about one topic, named by
+// its argument or by -t/--topic.
+func (e *adminEnv) topicCommand(use, short string, asJSON *bool, f func(ctx context.Context, cl *client.Client, out io.Writer, topic string) error) *cobra.Command {
+	var flag string
+	c := e.command(use, short, cobra.MaximumNArgs(1), asJSON, func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+		topic, err := pickTopic(args, flag)
+		if err != nil {
+			return err
+		}
+		return f(ctx, cl, out, topic)
+	})
+	c.Flags().StringVarP(&flag, "topic", "t", "", "topic (or give it as the argument)")
+	return c
 }
 
 func pickTopic(args []string, flag string) (string, error) {
@@ -201,32 +211,21 @@ func pickTopic(args []string, flag string) (string, error) {
 }
 
 func (e *adminEnv) topicRoute() *cobra.Command {
-	var t string
-	c := e.command("route [TOPIC]", "The topic's route (TopicRouteData: queues, perm, the group's nodes by broker id, 0 the leader)",
-		cobra.MaximumNArgs(1), nil, func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
-			topic, err := pickTopic(args, t)
-			if err != nil {
-				return err
-			}
+	c := e.topicCommand("route [TOPIC]", "The topic's route (TopicRouteData: queues, perm, the group's nodes by broker id, 0 the leader)", nil,
+		func(ctx context.Context, cl *client.Client, out io.Writer, topic string) error {
 			var v any
 			if err := admin.View(ctx, cl, remoting.GetRouteInfoByTopic, map[string]string{"topic": topic}, &v); err != nil {
 				return explain(err, topic, "")
 			}
 			return printJSON(out, v)
 		})
-	topicArg(c, &t)
 	return c
 }
 
 func (e *adminEnv) topicStatus() *cobra.Command {
-	var t string
 	var asJSON bool
-	c := e.command("status [TOPIC]", "Each queue's min and max offset and last update time (GET_TOPIC_STATS_INFO)",
-		cobra.MaximumNArgs(1), &asJSON, func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
-			topic, err := pickTopic(args, t)
-			if err != nil {
-				return err
-			}
+	c := e.topicCommand("status [TOPIC]", "Each queue's min and max offset and last update time (GET_TOPIC_STATS_INFO)", &asJSON,
+		func(ctx context.Context, cl *client.Client, out io.Writer, topic string) error {
 			v, err := admin.TopicStatus(ctx, cl, topic)
 			if err != nil {
 				return explain(err, topic, "")
@@ -246,20 +245,14 @@ func (e *adminEnv) topicStatus() *cobra.Command {
 			fmt.Fprintf(out, "messages held: %d\n", total)
 			return nil
 		})
-	topicArg(c, &t)
 	return c
 }
 
 func (e *adminEnv) topicUpdate() *cobra.Command {
-	var t string
 	var queues, readQ, writeQ, perm int32
 	var order bool
-	c := e.command("update [TOPIC]", "Create or update a topic: queues, perm (2 write, 4 read, 6 both), order (replicated)",
-		cobra.MaximumNArgs(1), nil, func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
-			topic, err := pickTopic(args, t)
-			if err != nil {
-				return err
-			}
+	c := e.topicCommand("update [TOPIC]", "Create or update a topic: queues, perm (2 write, 4 read, 6 both), order (replicated)", nil,
+		func(ctx context.Context, cl *client.Client, out io.Writer, topic string) error {
 			tc := client.TopicConfig{Topic: topic, ReadQueues: queues, WriteQueues: queues, Perm: perm, Order: order}
 			if readQ > 0 {
 				tc.ReadQueues = readQ
@@ -273,7 +266,6 @@ func (e *adminEnv) topicUpdate() *cobra.Command {
 			fmt.Fprintf(out, "topic %s: %d read / %d write queues, perm %d, order %v\n", topic, tc.ReadQueues, tc.WriteQueues, tc.Perm, order)
 			return nil
 		})
-	topicArg(c, &t)
 	c.Flags().Int32Var(&queues, "queues", 8, "read and write queues")
 	c.Flags().Int32VarP(&readQ, "read-queues", "r", 0, "read queues (default: --queues)")
 	c.Flags().Int32VarP(&writeQ, "write-queues", "w", 0, "write queues (default: --queues)")
@@ -283,13 +275,8 @@ func (e *adminEnv) topicUpdate() *cobra.Command {
 }
 
 func (e *adminEnv) topicDelete() *cobra.Command {
-	var t string
-	c := e.command("delete [TOPIC]", "Delete a topic (replicated; its messages stay until retention removes them)",
-		cobra.MaximumNArgs(1), nil, func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
-			topic, err := pickTopic(args, t)
-			if err != nil {
-				return err
-			}
+	c := e.topicCommand("delete [TOPIC]", "Delete a topic (replicated; its messages stay until retention removes them)", nil,
+		func(ctx context.Context, cl *client.Client, out io.Writer, topic string) error {
 			// The broker answers success for a missing topic, as
 			// RocketMQ's does; an operator is told instead.
 			if _, err := admin.TopicStatus(ctx, cl, topic); err != nil {
@@ -301,7 +288,6 @@ func (e *adminEnv) topicDelete() *cobra.Command {
 			fmt.Fprintf(out, "topic %s deleted\n", topic)
 			return nil
 		})
-	topicArg(c, &t)
 	return c
 }
 
