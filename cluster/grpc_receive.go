@@ -158,28 +158,54 @@ func (s *grpcService) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, stream rm
 	default:
 		return reply(remotingStatus(resp), nil)
 	}
-	var msgs []*rmqpb.Message
+	var got []message.Message
+	var renews []renewItem
 	for b := resp.Body; len(b) > 0; {
 		m, n, err := message.Decode(b)
 		if err != nil {
 			return reply(st(rmqpb.Code_INTERNAL_SERVER_ERROR, "popped messages do not decode: %v", err), nil)
 		}
 		b = b[n:]
-		gm := grpcMessage(&m, topic)
 		ck := m.Properties[message.PropertyPopCK]
 		if ck == "" {
-			return reply(st(rmqpb.Code_INTERNAL_SERVER_ERROR, "popped message %s has no receipt", gm.SystemProperties.MessageId), nil)
+			return reply(st(rmqpb.Code_INTERNAL_SERVER_ERROR, "popped message %s has no receipt", grpcMessageID(&m)), nil)
 		}
-		gm.SystemProperties.ReceiptHandle = &ck
-		msgs = append(msgs, gm)
+		got = append(got, m)
+		if req.AutoRenew {
+			renews = append(renews, renewItem{msgID: grpcMessageID(&m), handle: ck})
+		}
 	}
-	if len(msgs) == 0 {
+	if len(got) == 0 {
 		return reply(st(rmqpb.Code_MESSAGE_NOT_FOUND, "no new message"), nil)
 	}
-	if req.AutoRenew && !s.renew.add(mdValue(ctx, mdClientID), group, topic, msgs, invisible) {
+	if req.AutoRenew && !s.renew.add(mdValue(ctx, mdClientID), group, topic, renews, invisible) {
 		s.b.log.Warn("cluster: grpc auto renew table full; received messages are not renewed", "group", group, "topic", topic, "max", renewMax)
 	}
-	return reply(ok(), msgs)
+	lean := s.b.cfg.GRPCTransport == GRPCTransportLean
+	for i := 0; lean && i < len(got); i++ {
+		lean = grpcReceivable(&got[i], topic)
+	}
+	if !lean {
+		msgs := make([]*rmqpb.Message, len(got))
+		for i := range got {
+			msgs[i] = grpcMessage(&got[i], topic)
+			ck := got[i].Properties[message.PropertyPopCK]
+			msgs[i].SystemProperties.ReceiptHandle = &ck
+		}
+		return reply(ok(), msgs)
+	}
+	// The lean transport takes messages that encode themselves.
+	if err := stream.Send(&rmqpb.ReceiveMessageResponse{Content: &rmqpb.ReceiveMessageResponse_Status{Status: ok()}}); err != nil {
+		return err
+	}
+	var scratch []byte
+	for i := range got {
+		m := &grpcReceived{m: &got[i], topic: topic, receipt: got[i].Properties[message.PropertyPopCK], scratch: &scratch}
+		if err := stream.SendMsg(m); err != nil {
+			return err
+		}
+	}
+	return stream.Send(&rmqpb.ReceiveMessageResponse{Content: &rmqpb.ReceiveMessageResponse_DeliveryTimestamp{DeliveryTimestamp: timestamppb.Now()}})
 }
 
 // receipt reads the queue id and offset a receipt handle names.

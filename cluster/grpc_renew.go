@@ -75,7 +75,7 @@ func (r *renewer) receiveInvisible() time.Duration {
 
 // add registers received messages for renewal; it reports false once the
 // table is full.
-func (r *renewer) add(client, group, topic string, msgs []*rmqpb.Message, invisible time.Duration) bool {
+func (r *renewer) add(client, group, topic string, msgs []renewItem, invisible time.Duration) bool {
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -83,11 +83,14 @@ func (r *renewer) add(client, group, topic string, msgs []*rmqpb.Message, invisi
 		if len(r.m) >= renewMax {
 			return false
 		}
-		sp := m.SystemProperties
-		r.m[renewKey{client, group, topic, sp.MessageId}] = &renewal{handle: sp.GetReceiptHandle(), due: now.Add(invisible), start: now}
+		r.m[renewKey{client, group, topic, m.msgID}] = &renewal{handle: m.handle, due: now.Add(invisible), start: now}
 	}
 	return true
 }
+
+// renewItem is a received message to renew: its message ID (as the client
+// sees it) and receipt handle.
+type renewItem struct{ msgID, handle string }
 
 // take ends the renewal of a message and returns its latest handle, or
 // handle when it is not renewed here.

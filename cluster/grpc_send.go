@@ -395,7 +395,7 @@ func (s *grpcService) EndTransaction(ctx context.Context, req *rmqpb.EndTransact
 func grpcMessage(m *message.Message, topic string) *rmqpb.Message {
 	sum := md5.Sum(m.Body)
 	sp := &rmqpb.SystemProperties{
-		MessageId:      m.Properties[message.PropertyUniqKey],
+		MessageId:      grpcMessageID(m),
 		BodyDigest:     &rmqpb.Digest{Type: rmqpb.DigestType_MD5, Checksum: strings.ToUpper(hex.EncodeToString(sum[:]))},
 		BodyEncoding:   rmqpb.Encoding_IDENTITY,
 		MessageType:    rmqpb.MessageType_NORMAL,
@@ -405,9 +405,6 @@ func grpcMessage(m *message.Message, topic string) *rmqpb.Message {
 		StoreHost:      m.StoreHost.String(),
 		QueueId:        m.QueueID,
 		QueueOffset:    &m.QueueOffset,
-	}
-	if sp.MessageId == "" {
-		sp.MessageId = message.OffsetMsgID(m.StoreHost, m.PhysicalOffset)
 	}
 	if t, found := m.Properties[message.PropertyTags]; found {
 		sp.Tag = &t
@@ -445,6 +442,15 @@ func grpcMessage(m *message.Message, topic string) *rmqpb.Message {
 		}
 	}
 	return &rmqpb.Message{Topic: &rmqpb.Resource{Name: topic}, UserProperties: user, SystemProperties: sp, Body: m.Body}
+}
+
+// grpcMessageID is the message ID a RocketMQ 5 client sees: the UNIQ_KEY,
+// or the offset message ID of a message without one.
+func grpcMessageID(m *message.Message) string {
+	if id := m.Properties[message.PropertyUniqKey]; id != "" {
+		return id
+	}
+	return message.OffsetMsgID(m.StoreHost, m.PhysicalOffset)
 }
 
 func hostString(a netip.AddrPort) string {
