@@ -68,12 +68,15 @@ func popUnsupported(rpc string, resp *remoting.Command) error {
 // client's deadline), and streams status, messages, delivery timestamp.
 func (s *grpcService) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, stream rmqpb.MessagingService_ReceiveMessageServer) error {
 	ctx := stream.Context()
-	reply := func(st *rmqpb.Status, msgs []*rmqpb.Message) error {
+	// reply sends the status, msgs (each a ReceiveMessageResponse with
+	// its message, or a grpcReceived on the lean transport) and the
+	// delivery timestamp.
+	reply := func(st *rmqpb.Status, msgs []any) error {
 		if err := stream.Send(&rmqpb.ReceiveMessageResponse{Content: &rmqpb.ReceiveMessageResponse_Status{Status: st}}); err != nil {
 			return err
 		}
 		for _, m := range msgs {
-			if err := stream.Send(&rmqpb.ReceiveMessageResponse{Content: &rmqpb.ReceiveMessageResponse_Message{Message: m}}); err != nil {
+			if err := stream.SendMsg(m); err != nil {
 				return err
 			}
 		}
@@ -181,31 +184,24 @@ func (s *grpcService) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, stream rm
 	if req.AutoRenew && !s.renew.add(mdValue(ctx, mdClientID), group, topic, renews, invisible) {
 		s.b.log.Warn("cluster: grpc auto renew table full; received messages are not renewed", "group", group, "topic", topic, "max", renewMax)
 	}
+	// The lean transport takes messages that encode themselves.
 	lean := s.b.cfg.GRPCTransport == GRPCTransportLean
 	for i := 0; lean && i < len(got); i++ {
 		lean = grpcReceivable(&got[i], topic)
 	}
-	if !lean {
-		msgs := make([]*rmqpb.Message, len(got))
-		for i := range got {
-			msgs[i] = grpcMessage(&got[i], topic)
-			ck := got[i].Properties[message.PropertyPopCK]
-			msgs[i].SystemProperties.ReceiptHandle = &ck
-		}
-		return reply(ok(), msgs)
-	}
-	// The lean transport takes messages that encode themselves.
-	if err := stream.Send(&rmqpb.ReceiveMessageResponse{Content: &rmqpb.ReceiveMessageResponse_Status{Status: ok()}}); err != nil {
-		return err
-	}
+	msgs := make([]any, len(got))
 	var scratch []byte
 	for i := range got {
-		m := &grpcReceived{m: &got[i], topic: topic, receipt: got[i].Properties[message.PropertyPopCK], scratch: &scratch}
-		if err := stream.SendMsg(m); err != nil {
-			return err
+		ck := got[i].Properties[message.PropertyPopCK]
+		if lean {
+			msgs[i] = &grpcReceived{m: &got[i], topic: topic, receipt: ck, scratch: &scratch}
+			continue
 		}
+		gm := grpcMessage(&got[i], topic)
+		gm.SystemProperties.ReceiptHandle = &ck
+		msgs[i] = &rmqpb.ReceiveMessageResponse{Content: &rmqpb.ReceiveMessageResponse_Message{Message: gm}}
 	}
-	return stream.Send(&rmqpb.ReceiveMessageResponse{Content: &rmqpb.ReceiveMessageResponse_DeliveryTimestamp{DeliveryTimestamp: timestamppb.Now()}})
+	return reply(ok(), msgs)
 }
 
 // receipt reads the queue id and offset a receipt handle names.
